@@ -1,0 +1,1 @@
+//! Acrobot-v1 (placeholder; being ported).

@@ -1,0 +1,255 @@
+//! Environments with Gymnasium's semantics.
+//!
+//! * [`Env`]: `reset(seed) -> (observation, info)` and
+//!   `step(action) -> StepResult { observation, reward, terminated, truncated, info }`,
+//!   exactly Gymnasium's API and names.
+//! * [`Space`]: `Discrete`, `Box` and `MultiDiscrete`, as in `gymnasium.spaces`.
+//! * [`TimeLimit`]: sets `truncated` after `max_episode_steps`, as `gymnasium.wrappers.TimeLimit`.
+//! * [`make`]: the registry (`make("CartPole-v1")`), with the time limits Gymnasium registers.
+//! * [`vec_env::SyncVectorEnv`]: N copies in lockstep with same-step autoreset.
+//!
+//! Native ports of Gymnasium 1.4's classic-control suite live in [`classic`].
+
+pub mod classic;
+pub mod vec_env;
+
+use crate::error::{ProximaError, Result};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+/// The random-number generator every native environment owns (Gymnasium's `np_random`).
+///
+/// ChaCha8 is portable and reproducible across platforms; it does *not* reproduce NumPy's
+/// PCG64 stream, so a native env seeded with `s` starts from a different (equally distributed)
+/// state than Gymnasium's env seeded with `s`.
+pub type EnvRng = ChaCha8Rng;
+
+/// Builds an [`EnvRng`] from a seed (Gymnasium's `seeding.np_random(seed)`).
+pub fn env_rng(seed: u64) -> EnvRng {
+    ChaCha8Rng::seed_from_u64(seed)
+}
+
+/// An observation or action space, mirroring `gymnasium.spaces`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Space {
+    /// `Discrete(n)`: integers `0..n`.
+    Discrete { n: usize },
+    /// `Box(low, high, shape)`, f32; `low`/`high` have `shape.iter().product()` entries
+    /// (row-major) and may hold `±inf`.
+    Box { low: Vec<f32>, high: Vec<f32>, shape: Vec<usize> },
+    /// `MultiDiscrete(nvec)`: one integer in `0..nvec[i]` per component.
+    MultiDiscrete { nvec: Vec<usize> },
+}
+
+impl Space {
+    /// A `Box` with the same bounds on every one of `shape.product()` entries.
+    pub fn uniform_box(low: f32, high: f32, shape: &[usize]) -> Space {
+        let n = shape.iter().product();
+        Space::Box { low: vec![low; n], high: vec![high; n], shape: shape.to_vec() }
+    }
+
+    /// Number of f32 values an element of this space flattens to
+    /// (1 for `Discrete`, `prod(shape)` for `Box`, `len(nvec)` for `MultiDiscrete`).
+    pub fn flat_dim(&self) -> usize {
+        match self {
+            Space::Discrete { .. } => 1,
+            Space::Box { shape, .. } => shape.iter().product(),
+            Space::MultiDiscrete { nvec } => nvec.len(),
+        }
+    }
+
+    /// Whether `x` (flattened) lies in the space.
+    pub fn contains(&self, x: &[f32]) -> bool {
+        match self {
+            Space::Discrete { n } => x.len() == 1 && x[0] >= 0.0 && (x[0] as usize) < *n && x[0].fract() == 0.0,
+            Space::Box { low, high, .. } => {
+                x.len() == low.len() && x.iter().zip(low.iter().zip(high)).all(|(v, (l, h))| *v >= *l && *v <= *h)
+            }
+            Space::MultiDiscrete { nvec } => {
+                x.len() == nvec.len()
+                    && x.iter().zip(nvec).all(|(v, n)| *v >= 0.0 && (*v as usize) < *n && v.fract() == 0.0)
+            }
+        }
+    }
+
+    /// A short human description, Gymnasium style: `Discrete(2)`, `Box(-2.0, 2.0, (1,))`.
+    pub fn describe(&self) -> String {
+        match self {
+            Space::Discrete { n } => format!("Discrete({n})"),
+            Space::Box { low, high, shape } => {
+                let lo = low.iter().cloned().fold(f32::INFINITY, f32::min);
+                let hi = high.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+                format!("Box({lo}, {hi}, {shape:?})")
+            }
+            Space::MultiDiscrete { nvec } => format!("MultiDiscrete({nvec:?})"),
+        }
+    }
+}
+
+/// An action handed to [`Env::step`], borrowed so that stepping allocates nothing.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Action<'a> {
+    /// An element of a `Discrete` space.
+    Discrete(usize),
+    /// An element of a `Box` space (flattened, f32) or a `MultiDiscrete` one (integers as f32).
+    Continuous(&'a [f32]),
+}
+
+/// Gymnasium's `info` dict, reduced to what native envs report: named f64 values.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Info {
+    /// `(key, value)` pairs.
+    pub values: Vec<(&'static str, f64)>,
+}
+
+/// What [`Env::step`] returns: Gymnasium's `(observation, reward, terminated, truncated, info)`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepResult {
+    /// The next observation, flattened f32 (`observation_space().flat_dim()` values).
+    pub observation: Vec<f32>,
+    /// The reward for this transition.
+    pub reward: f64,
+    /// A terminal state of the MDP was reached: its value is 0, do not bootstrap.
+    pub terminated: bool,
+    /// The episode was cut short (time limit): bootstrap from V(observation).
+    pub truncated: bool,
+    /// Extra diagnostics.
+    pub info: Info,
+}
+
+/// A single environment with Gymnasium's API.
+///
+/// Implementations are `Send` so vector envs may step them on worker threads.
+pub trait Env: Send {
+    /// The registered id, e.g. `"CartPole-v1"` (used in error messages).
+    fn id(&self) -> &str;
+    /// The space of observations.
+    fn observation_space(&self) -> Space;
+    /// The space of actions.
+    fn action_space(&self) -> Space;
+    /// Starts a new episode. `Some(seed)` reseeds the env's RNG first (Gymnasium's
+    /// `reset(seed=...)`); `None` continues the current RNG stream.
+    fn reset(&mut self, seed: Option<u64>) -> Result<(Vec<f32>, Info)>;
+    /// Advances one step.
+    ///
+    /// # Errors
+    /// [`ProximaError::InvalidAction`] when `action` is not in `action_space()`.
+    fn step(&mut self, action: Action<'_>) -> Result<StepResult>;
+    /// The internal physical state (f64, Gymnasium's `env.unwrapped.state`), if the env exposes it.
+    fn state(&self) -> Option<Vec<f64>> {
+        None
+    }
+    /// Overwrites the internal physical state (for conformance tests and exact resume).
+    ///
+    /// # Errors
+    /// [`ProximaError::Unsupported`] for envs without a settable state; `InvalidArgument` for a
+    /// state of the wrong length.
+    fn set_state(&mut self, _state: &[f64]) -> Result<()> {
+        Err(ProximaError::Unsupported(format!("{} has no settable state", self.id())))
+    }
+    /// Steps taken in the current episode, where the env counts them (the [`TimeLimit`] does).
+    fn elapsed_steps(&self) -> Option<usize> {
+        None
+    }
+    /// Sets the step counter (exact resume); ignored where not counted.
+    fn set_elapsed_steps(&mut self, _n: usize) {}
+}
+
+/// Validates that a discrete action lies in `0..n`, with an error naming the env.
+pub(crate) fn expect_discrete(env_id: &str, action: Action<'_>, n: usize) -> Result<usize> {
+    match action {
+        Action::Discrete(a) if a < n => Ok(a),
+        other => Err(ProximaError::InvalidAction(format!("{env_id}: expected an action in Discrete({n}), got {other:?}"))),
+    }
+}
+
+/// Validates that a continuous action has `dim` finite entries.
+pub(crate) fn expect_box<'a>(env_id: &str, action: Action<'a>, dim: usize) -> Result<&'a [f32]> {
+    match action {
+        Action::Continuous(a) if a.len() == dim && a.iter().all(|x| x.is_finite()) => Ok(a),
+        other => Err(ProximaError::InvalidAction(format!(
+            "{env_id}: expected an action of {dim} finite f32 value(s) (Box), got {other:?}"
+        ))),
+    }
+}
+
+/// `gymnasium.wrappers.TimeLimit`: sets `truncated = true` on the `max_episode_steps`-th step.
+pub struct TimeLimit<E: Env> {
+    /// The wrapped env.
+    pub env: E,
+    max_episode_steps: usize,
+    elapsed: usize,
+}
+
+impl<E: Env> TimeLimit<E> {
+    /// Wraps `env` with a limit of `max_episode_steps` steps per episode.
+    pub fn new(env: E, max_episode_steps: usize) -> Self {
+        TimeLimit { env, max_episode_steps, elapsed: 0 }
+    }
+}
+
+impl<E: Env> Env for TimeLimit<E> {
+    fn id(&self) -> &str {
+        self.env.id()
+    }
+    fn observation_space(&self) -> Space {
+        self.env.observation_space()
+    }
+    fn action_space(&self) -> Space {
+        self.env.action_space()
+    }
+    fn reset(&mut self, seed: Option<u64>) -> Result<(Vec<f32>, Info)> {
+        self.elapsed = 0;
+        self.env.reset(seed)
+    }
+    fn step(&mut self, action: Action<'_>) -> Result<StepResult> {
+        let mut r = self.env.step(action)?;
+        self.elapsed += 1;
+        if self.elapsed >= self.max_episode_steps {
+            r.truncated = true;
+        }
+        Ok(r)
+    }
+    fn state(&self) -> Option<Vec<f64>> {
+        self.env.state()
+    }
+    fn set_state(&mut self, state: &[f64]) -> Result<()> {
+        self.env.set_state(state)
+    }
+    fn elapsed_steps(&self) -> Option<usize> {
+        Some(self.elapsed)
+    }
+    fn set_elapsed_steps(&mut self, n: usize) {
+        self.elapsed = n;
+    }
+}
+
+/// Ids of the native environments, in registry order.
+pub const NATIVE_ENV_IDS: [&str; 5] = ["CartPole-v1", "Acrobot-v1", "MountainCar-v0", "MountainCarContinuous-v0", "Pendulum-v1"];
+
+/// The registry: builds a native env by id, wrapped in the [`TimeLimit`] Gymnasium registers
+/// (CartPole-v1 500, Acrobot-v1 500, MountainCar-v0 200, MountainCarContinuous-v0 999,
+/// Pendulum-v1 200).
+///
+/// # Errors
+/// [`ProximaError::UnknownEnv`] naming the id and listing the known ones (with the closest
+/// match suggested).
+pub fn make(env_id: &str) -> Result<Box<dyn Env>> {
+    use classic::*;
+    Ok(match env_id {
+        "CartPole-v1" => Box::new(TimeLimit::new(CartPole::new(), 500)),
+        "Acrobot-v1" => Box::new(TimeLimit::new(Acrobot::new(), 500)),
+        "MountainCar-v0" => Box::new(TimeLimit::new(MountainCar::new(), 200)),
+        "MountainCarContinuous-v0" => Box::new(TimeLimit::new(MountainCarContinuous::new(), 999)),
+        "Pendulum-v1" => Box::new(TimeLimit::new(Pendulum::new(), 200)),
+        _ => {
+            let hint = crate::util::closest(env_id, &NATIVE_ENV_IDS)
+                .map(|s| format!(" (did you mean `{s}`?)"))
+                .unwrap_or_default();
+            return Err(ProximaError::UnknownEnv(format!(
+                "unknown environment id `{env_id}`{hint}; native environments: {}",
+                NATIVE_ENV_IDS.join(", ")
+            )));
+        }
+    })
+}

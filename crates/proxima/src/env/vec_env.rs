@@ -1,0 +1,1 @@
+//! Vector environments (being written).

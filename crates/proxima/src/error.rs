@@ -1,0 +1,54 @@
+//! The one error type of the library. Every fallible public function returns [`Result`].
+//!
+//! Variants name *what* is wrong so the CLI can print one clear line and exit non-zero;
+//! nothing in the library panics on user input.
+
+use thiserror::Error;
+
+/// Everything that can go wrong in Proxima, by kind.
+#[derive(Debug, Error)]
+pub enum ProximaError {
+    /// An environment id the registry does not know.
+    #[error("{0}")]
+    UnknownEnv(String),
+    /// An action outside the env's action space.
+    #[error("invalid action: {0}")]
+    InvalidAction(String),
+    /// A malformed or inconsistent configuration (unknown key, wrong type, bad value).
+    #[error("invalid config: {0}")]
+    Config(String),
+    /// A bad argument to a library function (wrong length, shape, …).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// A checkpoint that cannot be read or does not match the network/env.
+    #[error("checkpoint error: {0}")]
+    Checkpoint(String),
+    /// Non-finite values in training (loss, gradient, parameter, observation, reward).
+    #[error("numerical error: {0}")]
+    NonFinite(String),
+    /// An operation the object does not support.
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+    /// A tensor-library error.
+    #[error("tensor error: {0}")]
+    Tensor(#[from] candle_core::Error),
+    /// A file-system error, with the path it concerns.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// `Result` with [`ProximaError`].
+pub type Result<T> = std::result::Result<T, ProximaError>;
+
+impl ProximaError {
+    /// Wraps an I/O error with the path it concerns.
+    pub fn io(path: impl AsRef<std::path::Path>, source: std::io::Error) -> Self {
+        ProximaError::Io { path: path.as_ref().display().to_string(), source }
+    }
+}
