@@ -6,8 +6,12 @@
 //! The data flows one way: [`env`] → [`rollout`] (buffer and GAE) → [`algo::ppo`] (minibatch
 //! updates of L^CLIP + c₁·L^VF − c₂·S) → [`train`] (the run: collect → GAE → K epochs).
 
+pub mod algo;
+pub mod config;
 pub mod env;
 pub mod error;
+pub mod policy;
+pub mod rollout;
 pub mod util;
 
 pub use error::{ProximaError, Result};

@@ -1,0 +1,260 @@
+//! PPO-Clip (Schulman et al. 2017, arXiv:1707.06347): the loss as a pure function, and the
+//! update (K epochs of shuffled minibatches) over one rollout.
+
+use crate::algo::optim::Adam;
+use crate::config::{AdvantageNorm, Config};
+use crate::error::{ProximaError, Result};
+use crate::policy::ActorCritic;
+use crate::rollout::{explained_variance, normalize_advantages, RolloutBuffer};
+use candle_core::Tensor;
+use rand::seq::SliceRandom;
+use rand::Rng;
+
+/// Coefficients of the PPO objective.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PpoCoefs {
+    /// ε: the ratio r_t(θ) is clipped to [1−ε, 1+ε].
+    pub clip_range: f64,
+    /// Clip range of V around V_old; `None` = unclipped value loss.
+    pub clip_range_vf: Option<f64>,
+    /// c₁.
+    pub vf_coef: f64,
+    /// c₂.
+    pub ent_coef: f64,
+}
+
+/// The loss's inputs for a minibatch of B samples. Every tensor is `[B]`, same dtype.
+#[derive(Clone, Copy, Debug)]
+pub struct PpoBatch<'a> {
+    /// log π_θ(a_t|s_t) under the current parameters (differentiable).
+    pub log_prob: &'a Tensor,
+    /// Entropy of π_θ(·|s_t) (differentiable).
+    pub entropy: &'a Tensor,
+    /// V_θ(s_t) (differentiable).
+    pub values: &'a Tensor,
+    /// log π_θold(a_t|s_t), fixed at collection.
+    pub old_log_prob: &'a Tensor,
+    /// Â_t, already normalised if normalisation is on.
+    pub advantages: &'a Tensor,
+    /// V_θold(s_t), fixed at collection.
+    pub old_values: &'a Tensor,
+    /// The critic's targets R_t = Â_t + V_old(s_t) (unnormalised advantages).
+    pub returns: &'a Tensor,
+}
+
+/// The loss and its parts (scalars, still on the graph where differentiable).
+#[derive(Clone, Debug)]
+pub struct PpoLoss {
+    /// L = L^CLIP + c₁·L^VF − c₂·S (to *minimise*; L^CLIP here is the negated surrogate).
+    pub loss: Tensor,
+    /// −mean(min(r·Â, clip(r, 1−ε, 1+ε)·Â)).
+    pub policy_loss: Tensor,
+    /// ½·mean((V−R)²), or ½·mean(max((V−R)², (V_old + clip(V−V_old, ±ε_v) − R)²)) when clipped.
+    pub value_loss: Tensor,
+    /// mean entropy S.
+    pub entropy: Tensor,
+    /// log r_t(θ) = log π_θ − log π_θold, `[B]`, detached (for the diagnostics).
+    pub log_ratio: Tensor,
+}
+
+/// The PPO-Clip objective, Eq. 7 and 9 of Schulman et al. 2017, written as a loss to minimise
+/// exactly as CleanRL's `ppo.py` does (value loss with the ½ factor and optional clipping as
+/// in openai/baselines).
+///
+/// # Errors
+/// Tensor errors on mismatched shapes or dtypes.
+pub fn ppo_loss(b: &PpoBatch<'_>, c: &PpoCoefs) -> Result<PpoLoss> {
+    let log_ratio = (b.log_prob - b.old_log_prob)?;
+    let ratio = log_ratio.exp()?; // r_t(θ)
+    let eps = c.clip_range;
+    let surr1 = (b.advantages * &ratio)?;
+    let surr2 = (b.advantages * ratio.clamp(1.0 - eps, 1.0 + eps)?)?;
+    let policy_loss = surr1.minimum(&surr2)?.mean_all()?.neg()?;
+    let v_err = (b.values - b.returns)?.sqr()?;
+    let value_loss = match c.clip_range_vf {
+        None => (v_err.mean_all()? * 0.5)?,
+        Some(eps_v) => {
+            let v_clipped = (b.old_values + (b.values - b.old_values)?.clamp(-eps_v, eps_v)?)?;
+            let v_err_clipped = (v_clipped - b.returns)?.sqr()?;
+            (v_err.maximum(&v_err_clipped)?.mean_all()? * 0.5)?
+        }
+    };
+    let entropy = b.entropy.mean_all()?;
+    let loss = ((&policy_loss + (&value_loss * c.vf_coef)?)? - (&entropy * c.ent_coef)?)?;
+    Ok(PpoLoss { loss, policy_loss, value_loss, entropy, log_ratio: log_ratio.detach() })
+}
+
+/// approx KL = mean((r−1) − log r) (Schulman's "k3" estimator, as CleanRL and SB3 report it) and
+/// clip fraction = mean(|r−1| > ε), from log r on the host.
+pub fn kl_and_clip_fraction(log_ratio: &[f32], clip_range: f64) -> (f64, f64) {
+    let n = log_ratio.len().max(1) as f64;
+    let (mut kl, mut clipped) = (0f64, 0usize);
+    for &lr in log_ratio {
+        let lr = lr as f64;
+        let r = lr.exp();
+        kl += (r - 1.0) - lr;
+        clipped += usize::from((r - 1.0).abs() > clip_range);
+    }
+    (kl / n, clipped as f64 / n)
+}
+
+/// Diagnostics of one update (one rollout), averaged over its minibatches.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct UpdateStats {
+    /// Mean L^CLIP (negated surrogate).
+    pub policy_loss: f64,
+    /// Mean value loss.
+    pub value_loss: f64,
+    /// Mean policy entropy.
+    pub entropy: f64,
+    /// approx KL of the last epoch's minibatches (CleanRL reports the last minibatch's).
+    pub approx_kl: f64,
+    /// Mean clip fraction over all minibatches.
+    pub clip_fraction: f64,
+    /// 1 − Var(R − V_old)/Var(R) over the rollout.
+    pub explained_variance: f64,
+    /// Learning rate used in this update.
+    pub learning_rate: f64,
+    /// Mean global gradient norm before clipping.
+    pub grad_norm: f64,
+    /// Epochs run (< n_epochs when target_kl stopped early).
+    pub epochs: usize,
+    /// Optimiser steps taken.
+    pub minibatches: usize,
+}
+
+/// Runs K epochs of minibatch updates on one full rollout (whose advantages are computed).
+///
+/// For each epoch the N·T indices are shuffled with `rng` and cut into minibatches of
+/// `cfg.batch_size`; for each minibatch Â is normalised (per `cfg.normalize_advantage`), the
+/// loss is back-propagated, gradients are clipped to `max_grad_norm` globally, and Adam steps
+/// with `lr`. With `target_kl` set, the update stops before a step whose minibatch KL
+/// exceeds 1.5·target_kl (SB3's rule).
+///
+/// # Errors
+/// `NonFinite` naming the minibatch when the loss or a gradient is not finite (parameters are
+/// left as they were before that step).
+pub fn update<R: Rng + ?Sized>(
+    policy: &ActorCritic,
+    opt: &mut Adam,
+    buf: &RolloutBuffer,
+    cfg: &Config,
+    lr: f64,
+    rng: &mut R,
+) -> Result<UpdateStats> {
+    let n = buf.len();
+    let (od, ad, mb) = (buf.obs_dim, buf.act_dim, cfg.batch_size);
+    let coefs = PpoCoefs { clip_range: cfg.clip_range, clip_range_vf: cfg.clip_range_vf, vf_coef: cfg.vf_coef, ent_coef: cfg.ent_coef };
+    let mut advantages = buf.advantages.clone();
+    if cfg.normalize_advantage == AdvantageNorm::Batch {
+        normalize_advantages(&mut advantages);
+    }
+    opt.lr = lr;
+    let dev = policy.device();
+    let mut idx: Vec<usize> = (0..n).collect();
+    let mut s = UpdateStats { learning_rate: lr, explained_variance: explained_variance(&buf.values, &buf.returns), ..Default::default() };
+    // Minibatch scratch, reused across minibatches.
+    let (mut obs, mut act) = (vec![0f32; mb * od], vec![0f32; mb * ad]);
+    let (mut old_lp, mut adv, mut old_v, mut ret) = (vec![0f32; mb], vec![0f32; mb], vec![0f32; mb], vec![0f32; mb]);
+    let mut clip_sum = 0f64;
+    'epochs: for _epoch in 0..cfg.n_epochs {
+        idx.shuffle(rng);
+        for chunk in idx.chunks(mb) {
+            for (j, &i) in chunk.iter().enumerate() {
+                obs[j * od..(j + 1) * od].copy_from_slice(&buf.observations[i * od..(i + 1) * od]);
+                act[j * ad..(j + 1) * ad].copy_from_slice(&buf.actions[i * ad..(i + 1) * ad]);
+                old_lp[j] = buf.log_probs[i];
+                adv[j] = advantages[i];
+                old_v[j] = buf.values[i];
+                ret[j] = buf.returns[i];
+            }
+            if cfg.normalize_advantage == AdvantageNorm::Minibatch {
+                normalize_advantages(&mut adv);
+            }
+            let t = |v: &[f32]| Tensor::from_slice(v, v.len(), dev);
+            let obs_t = Tensor::from_slice(&obs, (mb, od), dev)?;
+            let act_t = Tensor::from_slice(&act, (mb, ad), dev)?;
+            let (log_prob, entropy, values) = policy.evaluate_actions(&obs_t, &act_t)?;
+            let (old_lp_t, adv_t, old_v_t, ret_t) = (t(&old_lp)?, t(&adv)?, t(&old_v)?, t(&ret)?);
+            let out = ppo_loss(
+                &PpoBatch { log_prob: &log_prob, entropy: &entropy, values: &values, old_log_prob: &old_lp_t, advantages: &adv_t, old_values: &old_v_t, returns: &ret_t },
+                &coefs,
+            )?;
+            let scalars = Tensor::stack(&[&out.loss, &out.policy_loss, &out.value_loss, &out.entropy], 0)?.to_vec1::<f32>()?;
+            if !scalars[0].is_finite() {
+                return Err(ProximaError::NonFinite(format!(
+                    "loss is {} at minibatch {} (policy_loss {}, value_loss {}, entropy {})",
+                    scalars[0], s.minibatches, scalars[1], scalars[2], scalars[3]
+                )));
+            }
+            let (kl, cf) = kl_and_clip_fraction(&out.log_ratio.to_vec1::<f32>()?, cfg.clip_range);
+            if let Some(tk) = cfg.target_kl {
+                if kl > 1.5 * tk {
+                    s.approx_kl = kl;
+                    break 'epochs;
+                }
+            }
+            let grads = out.loss.backward()?;
+            let info = opt.step(policy.named_params(), &grads, cfg.max_grad_norm)?;
+            s.policy_loss += scalars[1] as f64;
+            s.value_loss += scalars[2] as f64;
+            s.entropy += scalars[3] as f64;
+            s.grad_norm += info.grad_norm;
+            clip_sum += cf;
+            s.approx_kl = kl;
+            s.minibatches += 1;
+        }
+        s.epochs += 1;
+    }
+    let m = s.minibatches.max(1) as f64;
+    s.policy_loss /= m;
+    s.value_loss /= m;
+    s.entropy /= m;
+    s.grad_norm /= m;
+    s.clip_fraction = clip_sum / m;
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::{Device, Var};
+
+    #[test]
+    fn at_ratio_one_policy_loss_is_minus_mean_advantage() {
+        let dev = Device::Cpu;
+        let lp = Var::new(&[-0.5f64, -1.0, -2.0], &dev).unwrap();
+        let adv = Tensor::new(&[1.0f64, -2.0, 4.0], &dev).unwrap();
+        let z = Tensor::zeros(3, candle_core::DType::F64, &dev).unwrap();
+        let out = ppo_loss(
+            &PpoBatch { log_prob: lp.as_tensor(), entropy: &z, values: &z, old_log_prob: &lp.as_tensor().detach(), advantages: &adv, old_values: &z, returns: &z },
+            &PpoCoefs { clip_range: 0.2, clip_range_vf: None, vf_coef: 0.5, ent_coef: 0.0 },
+        )
+        .unwrap();
+        assert!((out.policy_loss.to_scalar::<f64>().unwrap() + 1.0).abs() < 1e-12);
+        // d L / d log π = −Â/B at r = 1 (inside the clip range the gradient flows).
+        let g = out.loss.backward().unwrap();
+        let g = g.get(lp.as_tensor()).unwrap().to_vec1::<f64>().unwrap();
+        assert!((g[0] + 1.0 / 3.0).abs() < 1e-12 && (g[1] - 2.0 / 3.0).abs() < 1e-12);
+        let (kl, cf) = kl_and_clip_fraction(&[0.0, 0.0], 0.2);
+        assert_eq!((kl, cf), (0.0, 0.0));
+    }
+
+    #[test]
+    fn clipped_side_has_no_gradient() {
+        // r = e^0.5 > 1.2 with Â > 0: the clipped term is smaller, so min picks it: no gradient.
+        let dev = Device::Cpu;
+        let lp = Var::new(&[0.5f64], &dev).unwrap();
+        let zero = Tensor::zeros(1, candle_core::DType::F64, &dev).unwrap();
+        let adv = Tensor::new(&[1.0f64], &dev).unwrap();
+        let out = ppo_loss(
+            &PpoBatch { log_prob: lp.as_tensor(), entropy: &zero, values: &zero, old_log_prob: &zero, advantages: &adv, old_values: &zero, returns: &zero },
+            &PpoCoefs { clip_range: 0.2, clip_range_vf: None, vf_coef: 0.5, ent_coef: 0.0 },
+        )
+        .unwrap();
+        assert!((out.policy_loss.to_scalar::<f64>().unwrap() + 1.2).abs() < 1e-12);
+        let g = out.loss.backward().unwrap();
+        let gl = g.get(lp.as_tensor()).map(|t| t.to_vec1::<f64>().unwrap()[0]).unwrap_or(0.0);
+        assert_eq!(gl, 0.0);
+    }
+}

@@ -1,0 +1,183 @@
+//! Action distributions: Categorical (discrete) and diagonal Gaussian with a state-independent
+//! log-std (continuous).
+//!
+//! Two halves, by where they run:
+//! * **on tensors, differentiable** (`*_log_prob_entropy`): used inside the loss, with autograd
+//!   through candle;
+//! * **on the host** (`sample`, `mode`, `log_prob` on f32 slices): used during the rollout, where
+//!   the network output has already been copied to the host and no gradient is needed. Sampling
+//!   on the host with the run's own RNG keeps runs reproducible bit for bit.
+
+use candle_core::{DType, Tensor, D};
+use rand::Rng;
+use rand_distr::{Distribution, StandardNormal};
+
+/// ½·log(2π).
+pub const HALF_LOG_2PI: f64 = 0.918_938_533_204_672_7;
+
+/// Categorical log-probabilities of `actions` and entropies, differentiable.
+///
+/// * `logits`: `[B, A]` unnormalised log-probabilities;
+/// * `actions`: `[B]` u32 indices in `0..A`.
+///
+/// Returns `(log_prob [B], entropy [B])` with log π(a) = logits_a − logsumexp(logits) and
+/// H = −Σ p·log p.
+pub fn categorical_log_prob_entropy(logits: &Tensor, actions: &Tensor) -> candle_core::Result<(Tensor, Tensor)> {
+    let log_p = candle_nn::ops::log_softmax(logits, D::Minus1)?;
+    let log_prob = log_p.gather(&actions.unsqueeze(1)?, 1)?.squeeze(1)?;
+    let entropy = (log_p.exp()? * &log_p)?.sum(D::Minus1)?.neg()?;
+    Ok((log_prob, entropy))
+}
+
+/// Diagonal-Gaussian log-probabilities and entropies, summed over action dimensions, differentiable.
+///
+/// * `mean`: `[B, D]`; `log_std`: `[D]` (state-independent, broadcast over the batch);
+/// * `actions`: `[B, D]` (the *unclipped* samples).
+///
+/// log π(a) = Σ_d [−(a−μ)²/(2σ²) − log σ − ½log 2π];  H = Σ_d [½ + ½log 2π + log σ], as `[B]`.
+pub fn gaussian_log_prob_entropy(mean: &Tensor, log_std: &Tensor, actions: &Tensor) -> candle_core::Result<(Tensor, Tensor)> {
+    let b = mean.dim(0)?;
+    let inv_var = (log_std * -2.0)?.exp()?; // 1/σ²
+    let sq = (actions - mean)?.sqr()?.broadcast_mul(&inv_var)?; // (a-μ)²/σ²
+    let d = log_std.dim(0)? as f64;
+    let log_std_sum = log_std.sum_all()?; // Σ log σ
+    let log_prob = ((sq.sum(D::Minus1)? * -0.5)?.broadcast_sub(&log_std_sum)? - d * HALF_LOG_2PI)?;
+    let entropy = ((log_std_sum + d * (0.5 + HALF_LOG_2PI))?).broadcast_as(b)?.contiguous()?;
+    Ok((log_prob, entropy.to_dtype(mean.dtype())?))
+}
+
+/// Host-side Categorical over one row of logits.
+pub mod categorical {
+    use super::*;
+
+    /// log-softmax of `logits` into `out` (same length).
+    pub fn log_softmax(logits: &[f32], out: &mut [f32]) {
+        let m = logits.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+        let lse = m + logits.iter().map(|&l| (l - m).exp()).sum::<f32>().ln();
+        for (o, &l) in out.iter_mut().zip(logits) {
+            *o = l - lse;
+        }
+    }
+
+    /// Samples an index with probability softmax(logits) by inverse CDF on one uniform draw.
+    /// Returns `(action, log_prob)`.
+    pub fn sample<R: Rng + ?Sized>(logits: &[f32], rng: &mut R) -> (usize, f32) {
+        let mut lp = [0f32; 64];
+        let mut heap;
+        let lp: &mut [f32] = if logits.len() <= 64 {
+            &mut lp[..logits.len()]
+        } else {
+            heap = vec![0f32; logits.len()];
+            &mut heap
+        };
+        log_softmax(logits, lp);
+        let u: f32 = rng.random();
+        let mut acc = 0f32;
+        for (i, &l) in lp.iter().enumerate() {
+            acc += l.exp();
+            if u < acc {
+                return (i, l);
+            }
+        }
+        // Rounding left u ≥ Σp: take the last action with non-zero probability.
+        let i = lp.iter().rposition(|l| l.is_finite()).unwrap_or(0);
+        (i, lp[i])
+    }
+
+    /// The deterministic action: argmax of the logits (first on ties).
+    pub fn mode(logits: &[f32]) -> usize {
+        let mut best = 0;
+        for (i, &l) in logits.iter().enumerate() {
+            if l > logits[best] {
+                best = i;
+            }
+        }
+        best
+    }
+}
+
+/// Host-side diagonal Gaussian.
+pub mod gaussian {
+    use super::*;
+
+    /// Samples a ~ N(mean, exp(log_std)²) into `out` and returns log π(a) (summed over dims).
+    pub fn sample<R: Rng + ?Sized>(mean: &[f32], log_std: &[f32], rng: &mut R, out: &mut [f32]) -> f32 {
+        let mut lp = 0f64;
+        for ((o, &m), &ls) in out.iter_mut().zip(mean).zip(log_std) {
+            let z: f64 = StandardNormal.sample(rng);
+            *o = (m as f64 + z * (ls as f64).exp()) as f32;
+            lp += -0.5 * z * z - ls as f64 - HALF_LOG_2PI;
+        }
+        lp as f32
+    }
+
+    /// log π(a), summed over dims.
+    pub fn log_prob(mean: &[f32], log_std: &[f32], action: &[f32]) -> f32 {
+        let mut lp = 0f64;
+        for ((&a, &m), &ls) in action.iter().zip(mean).zip(log_std) {
+            let z = (a as f64 - m as f64) / (ls as f64).exp();
+            lp += -0.5 * z * z - ls as f64 - HALF_LOG_2PI;
+        }
+        lp as f32
+    }
+}
+
+/// Converts a `[B]` f32 tensor of stored discrete actions to u32 indices.
+pub fn actions_to_indices(actions: &Tensor) -> candle_core::Result<Tensor> {
+    actions.to_dtype(DType::U32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::Device;
+    use rand::SeedableRng;
+
+    #[test]
+    fn categorical_sampling_frequencies_match_softmax() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
+        let logits = [0.0f32, 1.0, -1.0];
+        let mut counts = [0usize; 3];
+        for _ in 0..60_000 {
+            counts[categorical::sample(&logits, &mut rng).0] += 1;
+        }
+        let z: f32 = logits.iter().map(|l| l.exp()).sum();
+        for i in 0..3 {
+            let p = logits[i].exp() / z;
+            assert!((counts[i] as f32 / 60_000.0 - p).abs() < 0.01, "action {i}");
+        }
+        assert_eq!(categorical::mode(&logits), 1);
+    }
+
+    #[test]
+    fn host_and_tensor_log_probs_agree() {
+        let dev = Device::Cpu;
+        let logits = Tensor::new(&[[0.3f32, -1.2, 2.0], [0.0, 0.0, 0.0]], &dev).unwrap();
+        let acts = Tensor::new(&[2u32, 1], &dev).unwrap();
+        let (lp, ent) = categorical_log_prob_entropy(&logits, &acts).unwrap();
+        let lp = lp.to_vec1::<f32>().unwrap();
+        let mut row = [0f32; 3];
+        categorical::log_softmax(&[0.3, -1.2, 2.0], &mut row);
+        assert!((lp[0] - row[2]).abs() < 1e-6);
+        assert!((lp[1] + 3f32.ln()).abs() < 1e-6);
+        assert!((ent.to_vec1::<f32>().unwrap()[1] - 3f32.ln()).abs() < 1e-6);
+
+        let mean = Tensor::new(&[[0.5f32, -0.5]], &dev).unwrap();
+        let log_std = Tensor::new(&[0.1f32, -0.3], &dev).unwrap();
+        let a = Tensor::new(&[[1.0f32, 0.0]], &dev).unwrap();
+        let (lp, ent) = gaussian_log_prob_entropy(&mean, &log_std, &a).unwrap();
+        let host = gaussian::log_prob(&[0.5, -0.5], &[0.1, -0.3], &[1.0, 0.0]);
+        assert!((lp.to_vec1::<f32>().unwrap()[0] - host).abs() < 1e-5);
+        let want_ent = 2.0 * (0.5 + HALF_LOG_2PI) + 0.1 - 0.3;
+        assert!((ent.to_vec1::<f32>().unwrap()[0] as f64 - want_ent).abs() < 1e-5);
+    }
+
+    #[test]
+    fn gaussian_sample_log_prob_is_consistent() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        let (mean, log_std) = ([0.2f32, -1.0], [0.0f32, -0.5]);
+        let mut a = [0f32; 2];
+        let lp = gaussian::sample(&mean, &log_std, &mut rng, &mut a);
+        assert!((lp - gaussian::log_prob(&mean, &log_std, &a)).abs() < 1e-5);
+    }
+}

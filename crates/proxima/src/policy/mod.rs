@@ -1,0 +1,458 @@
+//! The actor-critic policy: MLPs on candle, orthogonal initialisation, and the one trait every
+//! algorithm goes through.
+//!
+//! Default network (CleanRL's `Agent`, SB3's `MlpPolicy`): separate policy and value MLPs of
+//! 2×64 tanh units; `shared_trunk = true` shares the hidden layers between the two heads.
+//! Orthogonal init (Saxe et al. 2014; openai/baselines): gain √2 on hidden layers, 0.01 on the
+//! policy head, 1.0 on the value head, biases 0.
+//!
+//! Parameter names follow CleanRL's PyTorch module names (`actor.0.weight`, `critic.4.bias`,
+//! `actor_logstd`), weights stored `[out, in]` as `torch.nn.Linear` does, so checkpoints read
+//! naturally next to PyTorch ones.
+
+pub mod distributions;
+
+use crate::env::Space;
+use crate::error::{ProximaError, Result};
+use candle_core::{DType, Device, Tensor, Var};
+use nalgebra::DMatrix;
+use rand::Rng;
+use rand_distr::StandardNormal;
+use serde::{Deserialize, Serialize};
+
+/// What the policy outputs, derived from the env's action space.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ActionKind {
+    /// `Discrete(n)`: a Categorical over `n` logits.
+    Discrete {
+        /// Number of actions.
+        n: usize,
+    },
+    /// `Box(dim)`: a diagonal Gaussian with a state-independent log-std; `low`/`high` are the
+    /// bounds the sampled action is clipped to when sent to the env.
+    Continuous {
+        /// Action dimensions.
+        dim: usize,
+        /// Lower bounds, `[dim]`.
+        low: Vec<f32>,
+        /// Upper bounds, `[dim]`.
+        high: Vec<f32>,
+    },
+}
+
+impl ActionKind {
+    /// Maps an env's action space to a distribution.
+    ///
+    /// # Errors
+    /// `Unsupported` for spaces without a distribution here (MultiDiscrete for now).
+    pub fn from_space(space: &Space) -> Result<Self> {
+        match space {
+            Space::Discrete { n } => Ok(ActionKind::Discrete { n: *n }),
+            Space::Box { low, high, .. } => Ok(ActionKind::Continuous { dim: low.len(), low: low.clone(), high: high.clone() }),
+            other => Err(ProximaError::Unsupported(format!("no policy distribution for action space {}", other.describe()))),
+        }
+    }
+    /// Width of the policy head: `n` logits or `dim` means.
+    pub fn head_dim(&self) -> usize {
+        match self {
+            ActionKind::Discrete { n } => *n,
+            ActionKind::Continuous { dim, .. } => *dim,
+        }
+    }
+    /// Floats per stored action: 1 for Discrete, `dim` for Box.
+    pub fn act_dim(&self) -> usize {
+        match self {
+            ActionKind::Discrete { .. } => 1,
+            ActionKind::Continuous { dim, .. } => *dim,
+        }
+    }
+}
+
+/// Hidden-layer activation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Activation {
+    /// tanh (CleanRL/SB3 default for MLPs).
+    Tanh,
+    /// ReLU.
+    Relu,
+}
+
+/// Everything needed to rebuild a network; stored in checkpoints' metadata.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PolicySpec {
+    /// Flattened observation length.
+    pub obs_dim: usize,
+    /// The action distribution.
+    pub action: ActionKind,
+    /// Hidden layer widths, e.g. `[64, 64]`.
+    pub net_arch: Vec<usize>,
+    /// Hidden activation.
+    pub activation: Activation,
+    /// Share the hidden layers between policy and value heads.
+    pub shared_trunk: bool,
+    /// Initial value of the Gaussian log-std (continuous actions).
+    pub log_std_init: f32,
+    /// Orthogonal initialisation (else PyTorch's default uniform ±1/√fan_in).
+    pub ortho_init: bool,
+}
+
+/// One dense layer: `y = x·Wᵀ + b`, W `[out, in]`.
+#[derive(Clone, Debug)]
+struct Dense {
+    w: Var,
+    b: Var,
+}
+
+impl Dense {
+    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        x.matmul(&self.w.as_tensor().t()?)?.broadcast_add(self.b.as_tensor())
+    }
+}
+
+/// An MLP: dense layers with the activation between them (none after the last).
+#[derive(Clone, Debug)]
+struct Mlp {
+    layers: Vec<Dense>,
+    activation: Activation,
+    /// Apply the activation after the last layer too (a trunk feeding heads).
+    activate_last: bool,
+}
+
+impl Mlp {
+    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        let mut h = x.clone();
+        let n = self.layers.len();
+        for (i, l) in self.layers.iter().enumerate() {
+            h = l.forward(&h)?;
+            if i + 1 < n || self.activate_last {
+                h = match self.activation {
+                    Activation::Tanh => h.tanh()?,
+                    Activation::Relu => h.relu()?,
+                };
+            }
+        }
+        Ok(h)
+    }
+}
+
+/// What [`ActorCritic::act`] returns for a batch of N observations.
+#[derive(Clone, Debug, Default)]
+pub struct ActOutput {
+    /// Sampled (or deterministic) actions as stored, `[N, act_dim]` (continuous: unclipped).
+    pub actions: Vec<f32>,
+    /// log π(a|s), `[N]`.
+    pub log_probs: Vec<f32>,
+    /// V(s), `[N]`.
+    pub values: Vec<f32>,
+}
+
+/// The actor-critic network.
+#[derive(Debug)]
+pub struct ActorCritic {
+    spec: PolicySpec,
+    device: Device,
+    /// Trunk (only when `shared_trunk`).
+    trunk: Option<Mlp>,
+    actor: Mlp,
+    critic: Mlp,
+    log_std: Option<Var>,
+    /// All parameters in a fixed order, with their names (the order decides reproducibility).
+    params: Vec<(String, Var)>,
+}
+
+/// Orthogonal matrix `[rows, cols]` scaled by `gain`, as `torch.nn.init.orthogonal_`:
+/// QR of a standard-normal matrix (transposed when rows < cols), with Q's columns' signs fixed
+/// by diag(R) so the distribution is uniform (Haar).
+pub fn orthogonal<R: Rng + ?Sized>(rows: usize, cols: usize, gain: f64, rng: &mut R) -> Vec<f32> {
+    let transpose = rows < cols;
+    let (r, c) = if transpose { (cols, rows) } else { (rows, cols) };
+    let m = DMatrix::<f64>::from_fn(r, c, |_, _| rng.sample(StandardNormal));
+    let qr = m.qr();
+    let mut q = qr.q(); // [r, c]
+    let rmat = qr.r();
+    for j in 0..c {
+        if rmat[(j, j)] < 0.0 {
+            q.column_mut(j).neg_mut();
+        }
+    }
+    let mut out = Vec::with_capacity(rows * cols);
+    for i in 0..rows {
+        for j in 0..cols {
+            let v = if transpose { q[(j, i)] } else { q[(i, j)] };
+            out.push((v * gain) as f32);
+        }
+    }
+    out
+}
+
+/// Creates named, initialised layers in order.
+struct Builder<'a, R: ?Sized> {
+    spec: &'a PolicySpec,
+    device: &'a Device,
+    rng: &'a mut R,
+    params: Vec<(String, Var)>,
+}
+
+impl<R: Rng + ?Sized> Builder<'_, R> {
+    /// A dense layer `name` with orthogonal (gain) or PyTorch-default init and zero bias.
+    fn dense(&mut self, name: &str, fan_in: usize, fan_out: usize, gain: f64) -> Result<Dense> {
+        let w = if self.spec.ortho_init {
+            orthogonal(fan_out, fan_in, gain, self.rng)
+        } else {
+            let bound = 1.0 / (fan_in as f32).sqrt();
+            (0..fan_out * fan_in).map(|_| self.rng.random_range(-bound..bound)).collect()
+        };
+        let w = Var::from_tensor(&Tensor::from_vec(w, (fan_out, fan_in), self.device)?)?;
+        let b = Var::from_tensor(&Tensor::zeros(fan_out, DType::F32, self.device)?)?;
+        self.params.push((format!("{name}.weight"), w.clone()));
+        self.params.push((format!("{name}.bias"), b.clone()));
+        Ok(Dense { w, b })
+    }
+
+    /// The hidden stack `prefix.0, prefix.2, …` (named like nn.Sequential(Linear, Tanh, …)),
+    /// gain √2; returns the layers and the last width.
+    fn hidden(&mut self, prefix: &str) -> Result<(Vec<Dense>, usize)> {
+        let mut layers = Vec::new();
+        let mut fan_in = self.spec.obs_dim;
+        for (i, &h) in self.spec.net_arch.clone().iter().enumerate() {
+            layers.push(self.dense(&format!("{prefix}.{}", 2 * i), fan_in, h, std::f64::consts::SQRT_2)?);
+            fan_in = h;
+        }
+        Ok((layers, fan_in))
+    }
+}
+
+impl ActorCritic {
+    /// Builds and initialises the network. `rng` drives the initialisation only.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for an empty `net_arch` entry or zero dims.
+    pub fn new<R: Rng + ?Sized>(spec: PolicySpec, device: &Device, rng: &mut R) -> Result<Self> {
+        if spec.obs_dim == 0 || spec.action.head_dim() == 0 || spec.net_arch.contains(&0) {
+            return Err(ProximaError::InvalidArgument(format!(
+                "network dims must be positive: obs_dim {}, head {}, net_arch {:?}",
+                spec.obs_dim,
+                spec.action.head_dim(),
+                spec.net_arch
+            )));
+        }
+        let mut b = Builder { spec: &spec, device, rng, params: Vec::new() };
+        let head_dim = spec.action.head_dim();
+        let depth = spec.net_arch.len();
+        let (trunk, actor, critic);
+        if spec.shared_trunk {
+            let (layers, width) = b.hidden("trunk")?;
+            trunk = Some(Mlp { layers, activation: spec.activation, activate_last: true });
+            actor = Mlp { layers: vec![b.dense("actor.0", width, head_dim, 0.01)?], activation: spec.activation, activate_last: false };
+            critic = Mlp { layers: vec![b.dense("critic.0", width, 1, 1.0)?], activation: spec.activation, activate_last: false };
+        } else {
+            let (mut a, wa) = b.hidden("actor")?;
+            a.push(b.dense(&format!("actor.{}", 2 * depth), wa, head_dim, 0.01)?);
+            let (mut c, wc) = b.hidden("critic")?;
+            c.push(b.dense(&format!("critic.{}", 2 * depth), wc, 1, 1.0)?);
+            trunk = None;
+            actor = Mlp { layers: a, activation: spec.activation, activate_last: false };
+            critic = Mlp { layers: c, activation: spec.activation, activate_last: false };
+        }
+        let mut params = b.params;
+        let log_std = match &spec.action {
+            ActionKind::Continuous { dim, .. } => {
+                let v = Var::from_tensor(&Tensor::full(spec.log_std_init, *dim, device)?)?;
+                params.push(("actor_logstd".to_string(), v.clone()));
+                Some(v)
+            }
+            ActionKind::Discrete { .. } => None,
+        };
+        Ok(ActorCritic { spec, device: device.clone(), trunk, actor, critic, log_std, params })
+    }
+
+    /// The spec this network was built from.
+    pub fn spec(&self) -> &PolicySpec {
+        &self.spec
+    }
+
+    /// The device the parameters live on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// All parameters with their names, in a fixed order.
+    pub fn named_params(&self) -> &[(String, Var)] {
+        &self.params
+    }
+
+    /// Total number of scalar parameters.
+    pub fn num_params(&self) -> usize {
+        self.params.iter().map(|(_, v)| v.elem_count()).sum()
+    }
+
+    /// The Gaussian log-std parameter `[dim]` (continuous actions only).
+    pub fn log_std(&self) -> Option<&Var> {
+        self.log_std.as_ref()
+    }
+
+    /// Forward pass, differentiable. `obs`: `[B, obs_dim]` f32.
+    /// Returns `(head [B, head_dim], values [B])`: logits (Discrete) or means (Box), and V(s).
+    pub fn forward(&self, obs: &Tensor) -> Result<(Tensor, Tensor)> {
+        let (a_in, c_in) = match &self.trunk {
+            Some(t) => {
+                let h = t.forward(obs)?;
+                (h.clone(), h)
+            }
+            None => (obs.clone(), obs.clone()),
+        };
+        let head = self.actor.forward(&a_in)?;
+        let values = self.critic.forward(&c_in)?.squeeze(1)?;
+        Ok((head, values))
+    }
+
+    /// V(s) only, differentiable: `[B, obs_dim]` → `[B]`.
+    pub fn value(&self, obs: &Tensor) -> Result<Tensor> {
+        let c_in = match &self.trunk {
+            Some(t) => t.forward(obs)?,
+            None => obs.clone(),
+        };
+        Ok(self.critic.forward(&c_in)?.squeeze(1)?)
+    }
+
+    /// log π(a|s), entropy and V(s) for stored actions, differentiable (the loss's inputs).
+    ///
+    /// `obs` `[B, obs_dim]`; `actions` `[B, act_dim]` f32 as stored in the rollout buffer.
+    /// Returns `(log_prob [B], entropy [B], values [B])`.
+    pub fn evaluate_actions(&self, obs: &Tensor, actions: &Tensor) -> Result<(Tensor, Tensor, Tensor)> {
+        let (head, values) = self.forward(obs)?;
+        let (lp, ent) = match (&self.spec.action, &self.log_std) {
+            (ActionKind::Discrete { .. }, _) => {
+                let idx = distributions::actions_to_indices(&actions.flatten_all()?)?;
+                distributions::categorical_log_prob_entropy(&head, &idx)?
+            }
+            (ActionKind::Continuous { .. }, Some(ls)) => distributions::gaussian_log_prob_entropy(&head, ls.as_tensor(), actions)?,
+            (ActionKind::Continuous { .. }, None) => unreachable!("continuous policies always own a log-std"),
+        };
+        Ok((lp, ent, values))
+    }
+
+    /// Copies `[N, obs_dim]` host observations into a tensor on the policy's device.
+    pub fn obs_tensor(&self, obs: &[f32]) -> Result<Tensor> {
+        let n = obs.len() / self.spec.obs_dim;
+        Ok(Tensor::from_slice(obs, (n, self.spec.obs_dim), &self.device)?)
+    }
+
+    /// Acts on N observations (host, `[N, obs_dim]` f32): samples from π(·|s) with `rng`, or
+    /// takes the mode when `deterministic`. Continuous actions are returned *unclipped*; clip
+    /// them with [`ActorCritic::env_action`] when sending them to the env.
+    pub fn act<R: Rng + ?Sized>(&self, obs: &[f32], deterministic: bool, rng: &mut R) -> Result<ActOutput> {
+        let x = self.obs_tensor(obs)?;
+        let (head, values) = self.forward(&x)?;
+        let n = x.dim(0)?;
+        let head = head.flatten_all()?.to_vec1::<f32>()?;
+        let values = values.to_vec1::<f32>()?;
+        let hd = self.spec.action.head_dim();
+        let mut out = ActOutput { actions: Vec::with_capacity(n * self.spec.action.act_dim()), log_probs: Vec::with_capacity(n), values };
+        match &self.spec.action {
+            ActionKind::Discrete { .. } => {
+                let mut lp = vec![0f32; hd];
+                for row in head.chunks(hd) {
+                    let (a, l) = if deterministic {
+                        let a = distributions::categorical::mode(row);
+                        distributions::categorical::log_softmax(row, &mut lp);
+                        (a, lp[a])
+                    } else {
+                        distributions::categorical::sample(row, rng)
+                    };
+                    out.actions.push(a as f32);
+                    out.log_probs.push(l);
+                }
+            }
+            ActionKind::Continuous { dim, .. } => {
+                let log_std = self.log_std.as_ref().expect("continuous policy has a log-std").as_tensor().to_vec1::<f32>()?;
+                let mut a = vec![0f32; *dim];
+                for row in head.chunks(hd) {
+                    let l = if deterministic {
+                        a.copy_from_slice(row);
+                        distributions::gaussian::log_prob(row, &log_std, &a)
+                    } else {
+                        distributions::gaussian::sample(row, &log_std, rng, &mut a)
+                    };
+                    out.actions.extend_from_slice(&a);
+                    out.log_probs.push(l);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// V(s) for N host observations `[N, obs_dim]`, not differentiable.
+    pub fn predict_values(&self, obs: &[f32]) -> Result<Vec<f32>> {
+        Ok(self.value(&self.obs_tensor(obs)?)?.to_vec1::<f32>()?)
+    }
+
+    /// Clips a stored continuous action to the Box bounds for the env (in place); a no-op for
+    /// discrete actions. The unclipped action stays in the buffer (CleanRL #240).
+    pub fn env_action(&self, action: &mut [f32]) {
+        if let ActionKind::Continuous { low, high, .. } = &self.spec.action {
+            for ((a, l), h) in action.iter_mut().zip(low).zip(high) {
+                *a = a.clamp(*l, *h);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    fn spec(action: ActionKind, shared: bool) -> PolicySpec {
+        PolicySpec { obs_dim: 4, action, net_arch: vec![64, 64], activation: Activation::Tanh, shared_trunk: shared, log_std_init: 0.0, ortho_init: true }
+    }
+
+    #[test]
+    fn orthogonal_rows_or_columns_are_orthonormal() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+        for (r, c) in [(64, 4), (4, 64), (64, 64), (2, 64)] {
+            let w = orthogonal(r, c, 2.0, &mut rng);
+            let m = DMatrix::from_row_slice(r, c, &w.iter().map(|&x| x as f64 / 2.0).collect::<Vec<_>>());
+            let g = if r >= c { m.transpose() * &m } else { &m * m.transpose() };
+            let k = r.min(c);
+            assert!((g - DMatrix::<f64>::identity(k, k)).abs().max() < 1e-5, "{r}x{c}");
+        }
+    }
+
+    #[test]
+    fn network_shapes_names_and_head_gains() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
+        let net = ActorCritic::new(spec(ActionKind::Discrete { n: 2 }, false), &Device::Cpu, &mut rng).unwrap();
+        let names: Vec<_> = net.named_params().iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["actor.0.weight", "actor.0.bias", "actor.2.weight", "actor.2.bias", "actor.4.weight", "actor.4.bias",
+            "critic.0.weight", "critic.0.bias", "critic.2.weight", "critic.2.bias", "critic.4.weight", "critic.4.bias"]);
+        // 4*64+64 + 64*64+64 + 64*2+2  +  4*64+64 + 64*64+64 + 64+1
+        assert_eq!(net.num_params(), (320 + 4160 + 130) + (320 + 4160 + 65));
+        // Policy head rows have norm 0.01 (orthogonal rows scaled by the gain).
+        let w = net.named_params()[4].1.as_tensor().to_vec2::<f32>().unwrap();
+        for row in w {
+            let n: f32 = row.iter().map(|x| x * x).sum::<f32>().sqrt();
+            assert!((n - 0.01).abs() < 1e-5);
+        }
+        let obs = net.obs_tensor(&[0.1, 0.2, 0.3, 0.4, 0.0, 0.0, 0.0, 0.0]).unwrap();
+        let (h, v) = net.forward(&obs).unwrap();
+        assert_eq!(h.dims(), &[2, 2]);
+        assert_eq!(v.dims(), &[2]);
+    }
+
+    #[test]
+    fn shared_trunk_and_gaussian_build() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
+        let act = ActionKind::Continuous { dim: 3, low: vec![-1.0; 3], high: vec![1.0; 3] };
+        let net = ActorCritic::new(spec(act, true), &Device::Cpu, &mut rng).unwrap();
+        assert!(net.log_std().is_some());
+        let out = net.act(&[0.0; 8], false, &mut rng).unwrap();
+        assert_eq!(out.actions.len(), 6);
+        assert_eq!(out.values.len(), 2);
+        let mut a = [5.0f32, -5.0, 0.5];
+        net.env_action(&mut a);
+        assert_eq!(a, [1.0, -1.0, 0.5]);
+    }
+}

@@ -1,0 +1,311 @@
+//! The rollout buffer and Generalised Advantage Estimation.
+//!
+//! All arrays are flattened row-major `[n_steps, n_envs]` (`t * n_envs + e`), f32 on the host:
+//! the rollout is collected step by step on the CPU, so there is nothing to gain from tensors
+//! until the minibatch update.
+
+use crate::error::{ProximaError, Result};
+
+/// The inputs of [`gae`], all `[n_steps, n_envs]` row-major except `last_values` (`[n_envs]`).
+#[derive(Clone, Copy, Debug)]
+pub struct GaeInput<'a> {
+    /// r_t: the reward received after acting at step t.
+    pub rewards: &'a [f32],
+    /// V(s_t): the critic's value of the observation acted on at step t.
+    pub values: &'a [f32],
+    /// V(s_T): the value of the observation after the last step of the rollout, `[n_envs]`.
+    pub last_values: &'a [f32],
+    /// V(final observation) where the episode was truncated at step t (time limit); read only
+    /// where `truncated[t][e]` is set and `terminated[t][e]` is not.
+    pub final_obs_values: &'a [f32],
+    /// 1 where step t reached a terminal state (no bootstrap), else 0.
+    pub terminated: &'a [bool],
+    /// 1 where step t was cut by a time limit (bootstrap from `final_obs_values`), else 0.
+    pub truncated: &'a [bool],
+    /// Number of parallel environments N.
+    pub n_envs: usize,
+}
+
+/// Generalised Advantage Estimation, Eq. 11–12 of Schulman et al. 2016 ("High-Dimensional
+/// Continuous Control Using Generalized Advantage Estimation"):
+///
+/// δ_t = r_t + γ·V_next − V(s_t),  Â_t = δ_t + γλ·Â_{t+1}·(episode continues),
+///
+/// where V_next is 0 if step t `terminated`, V(final observation) if it was `truncated`
+/// (time limit: the state is not terminal, so its value is bootstrapped), V(s_{t+1}) otherwise
+/// (V(s_T) = `last_values` after the last step). The recursion restarts at every episode end,
+/// since with autoreset the next row belongs to a new episode.
+///
+/// Returns `(advantages, returns)`, both `[n_steps, n_envs]`, with returns = Â + V (the
+/// critic's regression target, "λ-returns"). Computed in f64, stored as f32.
+///
+/// # Errors
+/// `InvalidArgument` when the arrays' lengths disagree or `n_envs` is 0.
+pub fn gae(input: &GaeInput<'_>, gamma: f64, gae_lambda: f64) -> Result<(Vec<f32>, Vec<f32>)> {
+    let n = input.n_envs;
+    let len = input.rewards.len();
+    if n == 0 || len % n != 0 {
+        return Err(ProximaError::InvalidArgument(format!("gae: {len} rewards do not form rows of n_envs = {n}")));
+    }
+    for (name, l) in [
+        ("values", input.values.len()),
+        ("final_obs_values", input.final_obs_values.len()),
+        ("terminated", input.terminated.len()),
+        ("truncated", input.truncated.len()),
+    ] {
+        if l != len {
+            return Err(ProximaError::InvalidArgument(format!("gae: `{name}` has {l} entries, rewards has {len}")));
+        }
+    }
+    if input.last_values.len() != n {
+        return Err(ProximaError::InvalidArgument(format!(
+            "gae: `last_values` has {} entries, expected n_envs = {n}",
+            input.last_values.len()
+        )));
+    }
+    let t_max = len / n;
+    let mut adv = vec![0f32; len];
+    let mut ret = vec![0f32; len];
+    for e in 0..n {
+        let mut last_gae = 0f64;
+        for t in (0..t_max).rev() {
+            let i = t * n + e;
+            let (next_value, continues) = if input.terminated[i] {
+                (0.0, false)
+            } else if input.truncated[i] {
+                (input.final_obs_values[i] as f64, false)
+            } else if t + 1 == t_max {
+                (input.last_values[e] as f64, true)
+            } else {
+                (input.values[i + n] as f64, true)
+            };
+            let delta = input.rewards[i] as f64 + gamma * next_value - input.values[i] as f64;
+            last_gae = delta + if continues { gamma * gae_lambda * last_gae } else { 0.0 };
+            adv[i] = last_gae as f32;
+            ret[i] = (last_gae + input.values[i] as f64) as f32;
+        }
+    }
+    Ok((adv, ret))
+}
+
+/// Normalises advantages in place to mean 0 and (Bessel-corrected) std 1:
+/// Â ← (Â − mean) / (std + 1e-8), as SB3 and CleanRL do. Statistics are computed in f64.
+///
+/// Safe by construction: with fewer than 2 values the std is undefined and the values are left
+/// unchanged; with all-equal values the result is exactly 0 (no NaN).
+pub fn normalize_advantages(adv: &mut [f32]) {
+    if let Some((mean, denom)) = mean_and_std_denom(adv.iter().map(|&a| a as f64), adv.len()) {
+        for a in adv.iter_mut() {
+            *a = ((*a as f64 - mean) / denom) as f32;
+        }
+    }
+}
+
+/// [`normalize_advantages`] in f64 (used by the float64 reference tests).
+pub fn normalize_advantages_f64(adv: &mut [f64]) {
+    if let Some((mean, denom)) = mean_and_std_denom(adv.iter().copied(), adv.len()) {
+        for a in adv.iter_mut() {
+            *a = (*a - mean) / denom;
+        }
+    }
+}
+
+/// `(mean, std_bessel + 1e-8)` of `n` values, or `None` when `n < 2`.
+fn mean_and_std_denom(values: impl Iterator<Item = f64> + Clone, n: usize) -> Option<(f64, f64)> {
+    if n < 2 {
+        return None;
+    }
+    let mean = values.clone().sum::<f64>() / n as f64;
+    let var = values.map(|a| (a - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    Some((mean, var.sqrt() + 1e-8))
+}
+
+/// Explained variance 1 − Var(returns − values)/Var(returns) (population variances), the
+/// fraction of the returns' variance the critic accounts for. `NaN` when Var(returns) = 0,
+/// as in SB3/CleanRL.
+pub fn explained_variance(values: &[f32], returns: &[f32]) -> f64 {
+    let n = returns.len() as f64;
+    if returns.is_empty() {
+        return f64::NAN;
+    }
+    let var = |it: &mut dyn Iterator<Item = f64>| {
+        let v: Vec<f64> = it.collect();
+        let m = v.iter().sum::<f64>() / n;
+        v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / n
+    };
+    let var_y = var(&mut returns.iter().map(|&r| r as f64));
+    if var_y == 0.0 {
+        return f64::NAN;
+    }
+    let var_res = var(&mut returns.iter().zip(values).map(|(&r, &v)| r as f64 - v as f64));
+    1.0 - var_res / var_y
+}
+
+/// One rollout of N envs × T steps, filled by the collector and read by the update.
+///
+/// Shapes (row-major, `t * n_envs + e`): `observations` `[T, N, obs_dim]`, `actions`
+/// `[T, N, act_dim]` (a discrete action is stored as one f32; continuous actions are stored
+/// *unclipped*, as sampled), all others `[T, N]`.
+#[derive(Clone, Debug)]
+pub struct RolloutBuffer {
+    /// T.
+    pub n_steps: usize,
+    /// N.
+    pub n_envs: usize,
+    /// Flattened observation length.
+    pub obs_dim: usize,
+    /// Flattened action length (1 for Discrete).
+    pub act_dim: usize,
+    /// s_t.
+    pub observations: Vec<f32>,
+    /// a_t.
+    pub actions: Vec<f32>,
+    /// log π_θold(a_t|s_t), fixed at collection time.
+    pub log_probs: Vec<f32>,
+    /// V_θold(s_t).
+    pub values: Vec<f32>,
+    /// r_t.
+    pub rewards: Vec<f32>,
+    /// Whether step t reached a terminal state.
+    pub terminated: Vec<bool>,
+    /// Whether step t was cut by a time limit.
+    pub truncated: Vec<bool>,
+    /// V(final observation) of truncated steps (0 elsewhere).
+    pub final_obs_values: Vec<f32>,
+    /// Â_t, filled by [`RolloutBuffer::compute_advantages`].
+    pub advantages: Vec<f32>,
+    /// Â_t + V(s_t), filled by [`RolloutBuffer::compute_advantages`].
+    pub returns: Vec<f32>,
+    /// Steps written so far in this rollout (0..=T).
+    pub pos: usize,
+}
+
+impl RolloutBuffer {
+    /// An empty buffer for T = `n_steps`, N = `n_envs`.
+    pub fn new(n_steps: usize, n_envs: usize, obs_dim: usize, act_dim: usize) -> Self {
+        let len = n_steps * n_envs;
+        RolloutBuffer {
+            n_steps,
+            n_envs,
+            obs_dim,
+            act_dim,
+            observations: vec![0.0; len * obs_dim],
+            actions: vec![0.0; len * act_dim],
+            log_probs: vec![0.0; len],
+            values: vec![0.0; len],
+            rewards: vec![0.0; len],
+            terminated: vec![false; len],
+            truncated: vec![false; len],
+            final_obs_values: vec![0.0; len],
+            advantages: vec![0.0; len],
+            returns: vec![0.0; len],
+            pos: 0,
+        }
+    }
+
+    /// N·T, the number of transitions in a full rollout.
+    pub fn len(&self) -> usize {
+        self.n_steps * self.n_envs
+    }
+
+    /// Whether the buffer holds no transitions (T or N is 0).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether all T steps have been written.
+    pub fn is_full(&self) -> bool {
+        self.pos == self.n_steps
+    }
+
+    /// Runs [`gae`] on the full rollout and stores advantages and returns.
+    ///
+    /// `last_values`: V(s_T) for each env, `[n_envs]`.
+    pub fn compute_advantages(&mut self, last_values: &[f32], gamma: f64, gae_lambda: f64) -> Result<()> {
+        let (adv, ret) = gae(
+            &GaeInput {
+                rewards: &self.rewards,
+                values: &self.values,
+                last_values,
+                final_obs_values: &self.final_obs_values,
+                terminated: &self.terminated,
+                truncated: &self.truncated,
+                n_envs: self.n_envs,
+            },
+            gamma,
+            gae_lambda,
+        )?;
+        self.advantages = adv;
+        self.returns = ret;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalize_is_safe_for_one_and_equal_values() {
+        let mut one = [3.0f32];
+        normalize_advantages(&mut one);
+        assert_eq!(one, [3.0]);
+        let mut eq = [2.0f32; 5];
+        normalize_advantages(&mut eq);
+        assert!(eq.iter().all(|a| *a == 0.0));
+        let mut v = [1.0f32, 2.0, 3.0];
+        normalize_advantages(&mut v);
+        assert!((v[0] + 1.0).abs() < 1e-6 && v[1].abs() < 1e-6 && (v[2] - 1.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn terminated_does_not_bootstrap_but_truncated_does() {
+        // One env, two steps; step 0 ends the episode.
+        let base = |term: bool, trunc: bool| {
+            gae(
+                &GaeInput {
+                    rewards: &[1.0, 1.0],
+                    values: &[0.5, 0.5],
+                    last_values: &[10.0],
+                    final_obs_values: &[2.0, 0.0],
+                    terminated: &[term, false],
+                    truncated: &[trunc, false],
+                    n_envs: 1,
+                },
+                0.9,
+                0.5,
+            )
+            .unwrap()
+            .0
+        };
+        assert!((base(true, false)[0] - 0.5).abs() < 1e-6); // 1 - 0.5
+        assert!((base(false, true)[0] - (1.0 + 0.9 * 2.0 - 0.5)).abs() < 1e-6);
+        // Continuing: δ0 = 1 + .9*.5 - .5, δ1 = 1 + .9*10 - .5, Â0 = δ0 + .45 δ1.
+        let (d0, d1) = (1.0 + 0.45 - 0.5, 1.0 + 9.0 - 0.5);
+        assert!((base(false, false)[0] - (d0 + 0.45 * d1) as f32).abs() < 1e-5);
+    }
+
+    #[test]
+    fn gae_rejects_mismatched_lengths() {
+        let err = gae(
+            &GaeInput {
+                rewards: &[1.0, 1.0],
+                values: &[0.5],
+                last_values: &[0.0],
+                final_obs_values: &[0.0, 0.0],
+                terminated: &[false, false],
+                truncated: &[false, false],
+                n_envs: 1,
+            },
+            0.99,
+            0.95,
+        );
+        assert!(err.unwrap_err().to_string().contains("values"));
+    }
+
+    #[test]
+    fn explained_variance_of_perfect_critic_is_one() {
+        assert!((explained_variance(&[1.0, 2.0, 3.0], &[1.0, 2.0, 3.0]) - 1.0).abs() < 1e-12);
+        assert!(explained_variance(&[0.0, 0.0], &[1.0, 1.0]).is_nan());
+    }
+}

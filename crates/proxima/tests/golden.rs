@@ -1,0 +1,203 @@
+//! Numerics against the reference vectors in `../shared/golden/` (PyTorch float64 and NumPy):
+//! GAE (`gae.json`), the PPO-Clip loss with a Categorical policy (`ppo_loss.json`) and with a
+//! diagonal Gaussian (`gaussian.json`), values and gradients.
+//!
+//! The folder is `$PROXIMA_GOLDEN_DIR` if set, else `shared/golden` beside the checkout.
+
+use candle_core::{DType, Device, Tensor, Var};
+use proxima::algo::ppo::{kl_and_clip_fraction, ppo_loss, PpoBatch, PpoCoefs};
+use proxima::policy::distributions::{categorical_log_prob_entropy, gaussian_log_prob_entropy};
+use proxima::rollout::{gae, normalize_advantages_f64, GaeInput};
+use serde_json::Value;
+
+fn golden(name: &str) -> Value {
+    let dir = std::env::var("PROXIMA_GOLDEN_DIR")
+        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/golden").to_string());
+    let path = std::path::Path::new(&dir).join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e} (set PROXIMA_GOLDEN_DIR)", path.display()));
+    serde_json::from_str(&text).unwrap()
+}
+
+fn f64s(v: &Value) -> Vec<f64> {
+    v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect()
+}
+fn flat(v: &Value) -> Vec<f64> {
+    v.as_array().unwrap().iter().flat_map(|r| match r {
+        Value::Array(_) => f64s(r),
+        x => vec![x.as_f64().unwrap()],
+    }).collect()
+}
+fn close(name: &str, got: &[f64], want: &[f64], tol: f64) {
+    assert_eq!(got.len(), want.len(), "{name}: length");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!((g - w).abs() <= tol, "{name}[{i}]: got {g}, want {w} (|diff| {} > {tol})", (g - w).abs());
+    }
+}
+fn scalar(t: &Tensor) -> f64 {
+    t.to_scalar::<f64>().unwrap()
+}
+
+#[test]
+fn gae_matches_reference() {
+    let g = golden("gae.json");
+    for (k, c) in g["cases"].as_array().unwrap().iter().enumerate() {
+        let n = c["N"].as_u64().unwrap() as usize;
+        let f32s = |key: &str| flat(&c[key]).iter().map(|&x| x as f32).collect::<Vec<f32>>();
+        let bools = |key: &str| flat(&c[key]).iter().map(|&x| x != 0.0).collect::<Vec<bool>>();
+        let (adv, ret) = gae(
+            &GaeInput {
+                rewards: &f32s("rewards"),
+                values: &f32s("values"),
+                last_values: &f32s("last_values"),
+                final_obs_values: &f32s("final_obs_values"),
+                terminated: &bools("terminated"),
+                truncated: &bools("truncated"),
+                n_envs: n,
+            },
+            c["gamma"].as_f64().unwrap(),
+            c["gae_lambda"].as_f64().unwrap(),
+        )
+        .unwrap();
+        // Inputs are exact in f32 (4 decimals); the f32 outputs carry ~1e-7 relative rounding.
+        let tol = |w: &[f64]| 1e-6f64.max(w.iter().fold(0f64, |m, x| m.max(x.abs())) * 2e-7);
+        let (wa, wr) = (flat(&c["advantages"]), flat(&c["returns"]));
+        close(&format!("case {k} advantages"), &adv.iter().map(|&x| x as f64).collect::<Vec<_>>(), &wa, tol(&wa));
+        close(&format!("case {k} returns"), &ret.iter().map(|&x| x as f64).collect::<Vec<_>>(), &wr, tol(&wr));
+    }
+}
+
+#[test]
+fn ppo_clip_loss_and_gradients_match_pytorch() {
+    let g = golden("ppo_loss.json");
+    let dev = Device::Cpu;
+    for (k, c) in g["cases"].as_array().unwrap().iter().enumerate() {
+        let b = c["B"].as_u64().unwrap() as usize;
+        let a = c["n_actions"].as_u64().unwrap() as usize;
+        let logits = Var::from_tensor(&Tensor::from_vec(flat(&c["logits"]), (b, a), &dev).unwrap()).unwrap();
+        let values = Var::from_tensor(&Tensor::new(f64s(&c["values"]), &dev).unwrap()).unwrap();
+        let actions = Tensor::new(f64s(&c["actions"]).iter().map(|&x| x as u32).collect::<Vec<_>>(), &dev).unwrap();
+        let mut adv = f64s(&c["advantages_raw"]);
+        normalize_advantages_f64(&mut adv);
+        let t = |v: Vec<f64>| Tensor::new(v, &dev).unwrap();
+        let (lp, ent) = categorical_log_prob_entropy(logits.as_tensor(), &actions).unwrap();
+        let coefs = PpoCoefs {
+            clip_range: c["clip_coef"].as_f64().unwrap(),
+            clip_range_vf: c["vf_clip"].as_f64(),
+            vf_coef: c["vf_coef"].as_f64().unwrap(),
+            ent_coef: c["ent_coef"].as_f64().unwrap(),
+        };
+        let out = ppo_loss(
+            &PpoBatch {
+                log_prob: &lp,
+                entropy: &ent,
+                values: values.as_tensor(),
+                old_log_prob: &t(f64s(&c["old_log_probs"])),
+                advantages: &t(adv),
+                old_values: &t(f64s(&c["old_values"])),
+                returns: &t(f64s(&c["returns"])),
+            },
+            &coefs,
+        )
+        .unwrap();
+        let e = &c["expected"];
+        let name = |s: &str| format!("case {k} {s}");
+        for (key, got) in [("policy_loss", &out.policy_loss), ("value_loss", &out.value_loss), ("entropy", &out.entropy), ("loss", &out.loss)] {
+            close(&name(key), &[scalar(got)], &[e[key].as_f64().unwrap()], 1e-9);
+        }
+        let log_ratio: Vec<f32> = out.log_ratio.to_dtype(DType::F32).unwrap().to_vec1().unwrap();
+        let (kl, cf) = kl_and_clip_fraction(&log_ratio, coefs.clip_range);
+        close(&name("approx_kl"), &[kl], &[e["approx_kl"].as_f64().unwrap()], 1e-6);
+        close(&name("clip_fraction"), &[cf], &[e["clip_fraction"].as_f64().unwrap()], 1e-12);
+        let grads = out.loss.backward().unwrap();
+        let gl = grads.get(logits.as_tensor()).unwrap().flatten_all().unwrap().to_vec1::<f64>().unwrap();
+        let gv = grads.get(values.as_tensor()).unwrap().to_vec1::<f64>().unwrap();
+        close(&name("grad_logits"), &gl, &flat(&e["grad_logits"]), 1e-9);
+        close(&name("grad_values"), &gv, &f64s(&e["grad_values"]), 1e-9);
+    }
+}
+
+#[test]
+fn gaussian_policy_loss_and_gradients_match_pytorch() {
+    let g = golden("gaussian.json");
+    let dev = Device::Cpu;
+    for (k, c) in g["cases"].as_array().unwrap().iter().enumerate() {
+        let b = c["B"].as_u64().unwrap() as usize;
+        let d = c["action_dim"].as_u64().unwrap() as usize;
+        let mean = Var::from_tensor(&Tensor::from_vec(flat(&c["mean"]), (b, d), &dev).unwrap()).unwrap();
+        let log_std = Var::from_tensor(&Tensor::new(f64s(&c["log_std"]), &dev).unwrap()).unwrap();
+        let actions = Tensor::from_vec(flat(&c["actions"]), (b, d), &dev).unwrap();
+        let (lp, ent) = gaussian_log_prob_entropy(mean.as_tensor(), log_std.as_tensor(), &actions).unwrap();
+        let e = &c["expected"];
+        let name = |s: &str| format!("case {k} {s}");
+        close(&name("log_probs"), &lp.to_vec1::<f64>().unwrap(), &f64s(&e["log_probs"]), 1e-9);
+        close(&name("entropy"), &ent.to_vec1::<f64>().unwrap(), &f64s(&e["entropy"]), 1e-9);
+        let mut adv = f64s(&c["advantages_raw"]);
+        normalize_advantages_f64(&mut adv);
+        let zeros = Tensor::zeros(b, DType::F64, &dev).unwrap();
+        let out = ppo_loss(
+            &PpoBatch {
+                log_prob: &lp,
+                entropy: &ent,
+                values: &zeros,
+                old_log_prob: &Tensor::new(f64s(&c["old_log_probs"]), &dev).unwrap(),
+                advantages: &Tensor::new(adv, &dev).unwrap(),
+                old_values: &zeros,
+                returns: &zeros,
+            },
+            &PpoCoefs { clip_range: c["clip_coef"].as_f64().unwrap(), clip_range_vf: None, vf_coef: 0.0, ent_coef: c["ent_coef"].as_f64().unwrap() },
+        )
+        .unwrap();
+        close(&name("policy_loss"), &[scalar(&out.policy_loss)], &[e["policy_loss"].as_f64().unwrap()], 1e-9);
+        close(&name("loss"), &[scalar(&out.loss)], &[e["loss"].as_f64().unwrap()], 1e-9);
+        let grads = out.loss.backward().unwrap();
+        let gm = grads.get(mean.as_tensor()).unwrap().flatten_all().unwrap().to_vec1::<f64>().unwrap();
+        let gs = grads.get(log_std.as_tensor()).unwrap().to_vec1::<f64>().unwrap();
+        close(&name("grad_mean"), &gm, &flat(&e["grad_mean"]), 1e-9);
+        close(&name("grad_log_std"), &gs, &f64s(&e["grad_log_std"]), 1e-9);
+    }
+}
+
+/// The loss's gradient w.r.t. the network's parameters against central finite differences
+/// (float64 network, so the check is tight).
+#[test]
+fn ppo_loss_gradient_matches_finite_differences() {
+    let dev = Device::Cpu;
+    let (b, a) = (6usize, 3usize);
+    let mk = |v: Vec<f64>, s: (usize, usize)| Var::from_tensor(&Tensor::from_vec(v, s, &dev).unwrap()).unwrap();
+    let w = mk((0..b * a).map(|i| ((i * 37 % 11) as f64 - 5.0) / 7.0).collect(), (b, a));
+    let actions = Tensor::new(&[0u32, 2, 1, 1, 0, 2], &dev).unwrap();
+    let old_lp = Tensor::new(&[-1.2f64, -0.9, -1.5, -1.0, -1.1, -0.7], &dev).unwrap();
+    let adv = Tensor::new(&[0.5f64, -1.0, 2.0, 0.1, -0.3, 1.2], &dev).unwrap();
+    let v = Var::new(&[0.2f64, -0.1, 0.4, 0.0, 0.3, -0.5], &dev).unwrap();
+    let old_v = Tensor::new(&[0.05f64, 0.0, 0.5, 0.1, 0.15, -0.2], &dev).unwrap();
+    let ret = Tensor::new(&[1.0f64, -0.5, 0.2, 0.3, 0.9, 0.0], &dev).unwrap();
+    let coefs = PpoCoefs { clip_range: 0.2, clip_range_vf: Some(0.2), vf_coef: 0.5, ent_coef: 0.01 };
+    let loss_of = |logits: &Tensor, values: &Tensor| {
+        let (lp, ent) = categorical_log_prob_entropy(logits, &actions).unwrap();
+        ppo_loss(&PpoBatch { log_prob: &lp, entropy: &ent, values, old_log_prob: &old_lp, advantages: &adv, old_values: &old_v, returns: &ret }, &coefs).unwrap().loss
+    };
+    let grads = loss_of(w.as_tensor(), v.as_tensor()).backward().unwrap();
+    let gw = grads.get(w.as_tensor()).unwrap().flatten_all().unwrap().to_vec1::<f64>().unwrap();
+    let gv = grads.get(v.as_tensor()).unwrap().to_vec1::<f64>().unwrap();
+    let base_w = w.as_tensor().flatten_all().unwrap().to_vec1::<f64>().unwrap();
+    let base_v = v.as_tensor().to_vec1::<f64>().unwrap();
+    let h = 1e-6;
+    for i in 0..base_w.len() {
+        let f = |d: f64| {
+            let mut x = base_w.clone();
+            x[i] += d;
+            scalar(&loss_of(&Tensor::from_vec(x, (b, a), &dev).unwrap(), v.as_tensor()))
+        };
+        let fd = (f(h) - f(-h)) / (2.0 * h);
+        assert!((fd - gw[i]).abs() < 1e-6, "d/dlogit[{i}]: autograd {} vs finite difference {fd}", gw[i]);
+    }
+    for i in 0..base_v.len() {
+        let f = |d: f64| {
+            let mut x = base_v.clone();
+            x[i] += d;
+            scalar(&loss_of(w.as_tensor(), &Tensor::new(x, &dev).unwrap()))
+        };
+        let fd = (f(h) - f(-h)) / (2.0 * h);
+        assert!((fd - gv[i]).abs() < 1e-6, "d/dvalue[{i}]: autograd {} vs finite difference {fd}", gv[i]);
+    }
+}
