@@ -1,1 +1,189 @@
-fn main(){}
+//! `proxima`: train and evaluate PPO agents from the command line.
+//!
+//! ```text
+//! proxima train CartPole-v1 [--preset cleanrl] [--config FILE.toml] [--set key=value ...]
+//!               [--seed N] [--total-timesteps N] [--run-dir DIR]
+//! proxima eval RUN_DIR_OR_CHECKPOINT [--episodes N] [--deterministic] [--json]
+//! ```
+//!
+//! Every error prints one `error: …` line naming what is wrong and exits with status 1
+//! (usage errors: status 2, from clap).
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use proxima::config::{Config, PRESETS};
+use proxima::env::NATIVE_ENV_IDS;
+use proxima::train::{self, mean_std};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "proxima", version, about = "Proximal Policy Optimization, fast and trustworthy, in Rust")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Train a PPO agent on an environment.
+    Train {
+        /// Environment id, e.g. CartPole-v1 (see `proxima envs`).
+        env_id: String,
+        /// Hyperparameter preset: cleanrl (default), sb3, paper-mujoco, paper-atari.
+        #[arg(long, default_value = "cleanrl")]
+        preset: String,
+        /// A TOML file of hyperparameters overriding the preset (SB3 names, e.g. `n_steps = 256`).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Override one hyperparameter, `key=value` (repeatable; `key=none` clears an optional one).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        sets: Vec<String>,
+        /// Random seed (network init, sampling, env resets).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Environment steps to train for.
+        #[arg(long)]
+        total_timesteps: Option<u64>,
+        /// Run directory (default: runs/<env>__ppo__<seed>__<unix time>).
+        #[arg(long)]
+        run_dir: Option<PathBuf>,
+        /// No progress bar; print one summary line at the end.
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// Evaluate a trained policy: mean and std of the episodic return.
+    Eval {
+        /// A run directory (uses its model.safetensors, else its latest checkpoint) or a checkpoint file.
+        path: PathBuf,
+        /// Number of episodes.
+        #[arg(long, default_value_t = 10)]
+        episodes: usize,
+        /// Take the mode of the action distribution instead of sampling.
+        #[arg(long)]
+        deterministic: bool,
+        /// Print one JSON object (mean_return, std_return, episodes, returns, …).
+        #[arg(long)]
+        json: bool,
+        /// Evaluate on another environment id than the one the checkpoint was trained on.
+        #[arg(long)]
+        env: Option<String>,
+        /// Seed of the first evaluation episode (episode i uses seed + i).
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+    },
+    /// List the native environments and the presets.
+    Envs,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match dispatch(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Tensor ops run on this many threads; must be set before candle's first matmul.
+fn set_threads(n: usize) {
+    if std::env::var_os("RAYON_NUM_THREADS").is_none() {
+        std::env::set_var("RAYON_NUM_THREADS", n.to_string());
+    }
+}
+
+fn dispatch(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Train { env_id, preset, config, sets, seed, total_timesteps, run_dir, quiet } => {
+            let file = match &config {
+                Some(p) => Some(std::fs::read_to_string(p).with_context(|| format!("cannot read config file {}", p.display()))?),
+                None => None,
+            };
+            let mut sets = sets;
+            if let Some(s) = seed {
+                sets.push(format!("seed={s}"));
+            }
+            if let Some(t) = total_timesteps {
+                sets.push(format!("total_timesteps={t}"));
+            }
+            let cfg = Config::resolve(&preset, file.as_deref(), &sets)?;
+            proxima::env::make(&env_id)?; // fail on an unknown id before creating any directory
+            set_threads(cfg.num_threads);
+            let run_dir = run_dir.unwrap_or_else(|| {
+                let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+                PathBuf::from("runs").join(format!("{env_id}__ppo__{}__{t}", cfg.seed))
+            });
+            let bar = if quiet { ProgressBar::hidden() } else { ProgressBar::with_draw_target(Some(cfg.total_timesteps), ProgressDrawTarget::stderr()) };
+            bar.set_style(
+                ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {human_pos}/{human_len} steps | {msg}")
+                    .expect("valid template"),
+            );
+            let summary = train::run(&env_id, cfg, &run_dir, |r| {
+                bar.set_position(r.global_step);
+                let ret = r.ep_return_mean.map_or("-".to_string(), |m| format!("{m:.1}"));
+                bar.set_message(format!("{:.0} SPS | return {ret} | kl {:.4} | clip {:.3}", r.sps, r.stats.approx_kl, r.stats.clip_fraction));
+            })?;
+            bar.finish_and_clear();
+            let (m, sd) = mean_std(&summary.eval_returns);
+            println!(
+                "trained {env_id} for {} steps in {:.1} s ({:.0} SPS); deterministic eval over {} episodes: {m:.2} ± {sd:.2}",
+                summary.global_step,
+                summary.train_seconds,
+                summary.sps,
+                summary.eval_returns.len()
+            );
+            println!("run directory: {}", summary.run_dir.display());
+            Ok(())
+        }
+        Command::Eval { path, episodes, deterministic, json, env, seed } => {
+            set_threads(1);
+            if episodes == 0 {
+                bail!("--episodes must be at least 1");
+            }
+            let file = resolve_checkpoint(&path)?;
+            let ck = proxima::checkpoint::load(&file)?;
+            let policy = ck.build_policy(&candle_core::Device::Cpu)?;
+            let env_id = env.unwrap_or_else(|| ck.meta.env_id.clone());
+            let returns = train::evaluate(&policy, &env_id, episodes, deterministic, seed)?;
+            let (m, sd) = mean_std(&returns);
+            if json {
+                let out = serde_json::json!({
+                    "checkpoint": file.display().to_string(), "env_id": env_id, "episodes": episodes,
+                    "deterministic": deterministic, "seed": seed, "mean_return": m, "std_return": sd, "returns": returns,
+                    "global_step": ck.meta.global_step,
+                });
+                println!("{out}");
+            } else {
+                println!("{env_id}: mean return {m:.2} ± {sd:.2} over {episodes} episodes ({}) from {}", if deterministic { "deterministic" } else { "sampled" }, file.display());
+            }
+            Ok(())
+        }
+        Command::Envs => {
+            println!("native environments: {}", NATIVE_ENV_IDS.join(", "));
+            println!("presets: {}", PRESETS.join(", "));
+            Ok(())
+        }
+    }
+}
+
+/// A checkpoint file, or a run directory's `model.safetensors`, else its newest checkpoint.
+fn resolve_checkpoint(path: &Path) -> Result<PathBuf> {
+    if path.is_file() {
+        return Ok(path.to_path_buf());
+    }
+    if !path.is_dir() {
+        bail!("{}: no such run directory or checkpoint file", path.display());
+    }
+    let model = path.join("model.safetensors");
+    if model.is_file() {
+        return Ok(model);
+    }
+    let mut ckpts: Vec<PathBuf> = std::fs::read_dir(path.join("checkpoints"))
+        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "safetensors")).collect())
+        .unwrap_or_default();
+    ckpts.sort();
+    ckpts.pop().with_context(|| format!("{}: holds neither model.safetensors nor checkpoints/*.safetensors", path.display()))
+}

@@ -7,11 +7,14 @@
 //! updates of L^CLIP + c₁·L^VF − c₂·S) → [`train`] (the run: collect → GAE → K epochs).
 
 pub mod algo;
+pub mod checkpoint;
 pub mod config;
 pub mod env;
 pub mod error;
+pub mod log;
 pub mod policy;
 pub mod rollout;
+pub mod train;
 pub mod util;
 
 pub use error::{ProximaError, Result};

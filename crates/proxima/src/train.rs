@@ -1,0 +1,367 @@
+//! The training run, readable top to bottom like the paper's Algorithm 1:
+//!
+//! ```text
+//! for iteration = 1, 2, …:
+//!     collect: run π_θold in N envs for T steps                  (Trainer::collect_rollout)
+//!     compute Â_1 … Â_T with GAE(γ, λ)                           (RolloutBuffer::compute_advantages)
+//!     optimise L^CLIP + c₁L^VF − c₂S for K epochs, minibatch M   (algo::ppo::update)
+//!     θ_old ← θ
+//! ```
+//!
+//! [`Trainer`] holds the explicit training state; [`run`] adds the run directory (config,
+//! CSV, TensorBoard, checkpoints, final model and evaluation).
+
+use crate::algo::optim::Adam;
+use crate::algo::ppo::{self, UpdateStats};
+use crate::checkpoint::{self, CheckpointMeta};
+use crate::config::Config;
+use crate::env::vec_env::{EpisodeRecord, SyncVectorEnv};
+use crate::env::{make, Action};
+use crate::error::{ProximaError, Result};
+use crate::log::{CsvLogger, TensorBoardWriter};
+use crate::policy::{ActionKind, ActorCritic, PolicySpec};
+use crate::rollout::RolloutBuffer;
+use candle_core::Device;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use std::collections::{BTreeMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// What one iteration (rollout + update) reports.
+#[derive(Clone, Debug)]
+pub struct UpdateReport {
+    /// Iterations completed (1-based).
+    pub update: u64,
+    /// Iterations the run will take.
+    pub num_updates: u64,
+    /// Environment steps so far, over all envs.
+    pub global_step: u64,
+    /// Seconds since the trainer started.
+    pub time_elapsed: f64,
+    /// Environment steps per second since the start.
+    pub sps: f64,
+    /// The update's diagnostics.
+    pub stats: UpdateStats,
+    /// Mean return of the last 100 finished episodes (None before the first one).
+    pub ep_return_mean: Option<f64>,
+    /// Mean length of the last 100 finished episodes.
+    pub ep_len_mean: Option<f64>,
+    /// Episodes finished during this iteration's rollout, with the global step they ended at.
+    pub finished: Vec<(u64, EpisodeRecord)>,
+}
+
+/// The explicit state of a PPO run.
+pub struct Trainer {
+    /// The resolved config.
+    pub cfg: Config,
+    /// The environment id.
+    pub env_id: String,
+    /// The N training envs.
+    pub venv: SyncVectorEnv,
+    /// π_θ and V_θ.
+    pub policy: ActorCritic,
+    /// Adam state.
+    pub opt: Adam,
+    rng: ChaCha8Rng,
+    buf: RolloutBuffer,
+    /// Environment steps so far.
+    pub global_step: u64,
+    /// Iterations completed.
+    pub update: u64,
+    /// Iterations in the run: ⌈total_timesteps / (N·T)⌉.
+    pub num_updates: u64,
+    recent: VecDeque<EpisodeRecord>,
+    start: Instant,
+}
+
+/// Builds the network spec for an env's spaces from the config.
+///
+/// # Errors
+/// `Unsupported` for action spaces without a distribution.
+pub fn policy_spec(cfg: &Config, venv: &SyncVectorEnv) -> Result<PolicySpec> {
+    Ok(PolicySpec {
+        obs_dim: venv.observation_space().flat_dim(),
+        action: ActionKind::from_space(venv.action_space())?,
+        net_arch: cfg.net_arch.clone(),
+        activation: cfg.activation,
+        shared_trunk: cfg.shared_trunk,
+        log_std_init: cfg.log_std_init,
+        ortho_init: cfg.ortho_init,
+    })
+}
+
+impl Trainer {
+    /// A fresh run: N envs reset with seeds `seed..seed+N`, the network initialised from `seed`.
+    ///
+    /// # Errors
+    /// An invalid config, an unknown env id, an unsupported action space.
+    pub fn new(env_id: &str, cfg: Config) -> Result<Self> {
+        cfg.validate()?;
+        let mut venv = SyncVectorEnv::new(cfg.n_envs, || make(env_id))?;
+        venv.reset(cfg.seed)?;
+        let spec = policy_spec(&cfg, &venv)?;
+        let mut init_rng = ChaCha8Rng::seed_from_u64(cfg.seed);
+        let policy = ActorCritic::new(spec, &Device::Cpu, &mut init_rng)?;
+        let sizes: Vec<usize> = policy.named_params().iter().map(|(_, v)| v.elem_count()).collect();
+        let opt = Adam::new(&sizes, cfg.learning_rate, cfg.adam_eps);
+        let buf = RolloutBuffer::new(cfg.n_steps, cfg.n_envs, policy.spec().obs_dim, policy.spec().action.act_dim());
+        let batch = (cfg.n_steps * cfg.n_envs) as u64;
+        Ok(Trainer {
+            num_updates: cfg.total_timesteps.div_ceil(batch),
+            // A separate stream for sampling and shuffling, so changing the init scheme does not
+            // change which actions are sampled.
+            rng: ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x5eed_0f_ac7_10u64),
+            cfg,
+            env_id: env_id.to_string(),
+            venv,
+            policy,
+            opt,
+            buf,
+            global_step: 0,
+            update: 0,
+            recent: VecDeque::with_capacity(100),
+            start: Instant::now(),
+        })
+    }
+
+    /// Whether all iterations are done.
+    pub fn is_done(&self) -> bool {
+        self.update >= self.num_updates
+    }
+
+    /// The learning rate for the next iteration: linearly annealed from `learning_rate` to 0
+    /// over the run when `anneal_lr` (CleanRL: frac = 1 − (iteration − 1)/num_iterations).
+    pub fn current_learning_rate(&self) -> f64 {
+        if self.cfg.anneal_lr {
+            (1.0 - self.update as f64 / self.num_updates as f64) * self.cfg.learning_rate
+        } else {
+            self.cfg.learning_rate
+        }
+    }
+
+    /// Runs π_θold in the N envs for T steps, filling the rollout buffer, and returns the
+    /// episodes that finished (with the global step they ended at).
+    fn collect_rollout(&mut self) -> Result<Vec<(u64, EpisodeRecord)>> {
+        let (n, od, ad) = (self.cfg.n_envs, self.buf.obs_dim, self.buf.act_dim);
+        let mut finished = Vec::new();
+        let mut env_actions = vec![0f32; n * ad];
+        for t in 0..self.cfg.n_steps {
+            let obs = self.venv.obs();
+            self.buf.observations[t * n * od..(t + 1) * n * od].copy_from_slice(obs);
+            let out = self.policy.act(obs, false, &mut self.rng)?;
+            self.buf.actions[t * n * ad..(t + 1) * n * ad].copy_from_slice(&out.actions);
+            self.buf.log_probs[t * n..(t + 1) * n].copy_from_slice(&out.log_probs);
+            self.buf.values[t * n..(t + 1) * n].copy_from_slice(&out.values);
+            env_actions.copy_from_slice(&out.actions);
+            for a in env_actions.chunks_mut(ad) {
+                self.policy.env_action(a); // clip to the Box; the unclipped sample stays stored
+            }
+            self.venv.step(&env_actions)?;
+            self.global_step += n as u64;
+            let row = t * n..(t + 1) * n;
+            self.buf.rewards[row.clone()].copy_from_slice(&self.venv.rewards);
+            self.buf.terminated[row.clone()].copy_from_slice(&self.venv.terminated);
+            self.buf.truncated[row.clone()].copy_from_slice(&self.venv.truncated);
+            self.buf.final_obs_values[row].fill(0.0);
+            // Bootstrap truncated episodes from V(final observation), one batched forward.
+            let cut: Vec<usize> = (0..n).filter(|&e| self.venv.truncated[e] && !self.venv.terminated[e]).collect();
+            if !cut.is_empty() {
+                let fo: Vec<f32> = cut.iter().flat_map(|&e| self.venv.final_obs[e].clone().expect("final obs of an ended episode")).collect();
+                let v = self.policy.predict_values(&fo)?;
+                for (k, &e) in cut.iter().enumerate() {
+                    self.buf.final_obs_values[t * n + e] = v[k];
+                }
+            }
+            for ep in self.venv.finished.drain(..) {
+                if self.recent.len() == 100 {
+                    self.recent.pop_front();
+                }
+                self.recent.push_back(ep);
+                finished.push((self.global_step, ep));
+            }
+        }
+        self.buf.pos = self.cfg.n_steps;
+        Ok(finished)
+    }
+
+    /// One iteration: collect → GAE → K epochs of minibatch updates.
+    ///
+    /// # Errors
+    /// Env errors (NaN observations, …) and `NonFinite` from the update, both naming the
+    /// iteration; the parameters keep their last good values.
+    pub fn step(&mut self) -> Result<UpdateReport> {
+        let lr = self.current_learning_rate();
+        let finished = self.collect_rollout()?;
+        let last_values = self.policy.predict_values(self.venv.obs())?;
+        self.buf.compute_advantages(&last_values, self.cfg.gamma, self.cfg.gae_lambda)?;
+        let stats = ppo::update(&self.policy, &mut self.opt, &self.buf, &self.cfg, lr, &mut self.rng).map_err(|e| match e {
+            ProximaError::NonFinite(m) => ProximaError::NonFinite(format!("update {} (global step {}): {m}", self.update + 1, self.global_step)),
+            other => other,
+        })?;
+        self.update += 1;
+        let elapsed = self.start.elapsed().as_secs_f64();
+        let mean = |f: &dyn Fn(&EpisodeRecord) -> f64| {
+            (!self.recent.is_empty()).then(|| self.recent.iter().map(f).sum::<f64>() / self.recent.len() as f64)
+        };
+        Ok(UpdateReport {
+            update: self.update,
+            num_updates: self.num_updates,
+            global_step: self.global_step,
+            time_elapsed: elapsed,
+            sps: self.global_step as f64 / elapsed.max(1e-9),
+            stats,
+            ep_return_mean: mean(&|e| e.episode_return),
+            ep_len_mean: mean(&|e| e.length as f64),
+            finished,
+        })
+    }
+
+    /// The metadata a checkpoint of the current state carries.
+    pub fn checkpoint_meta(&self) -> CheckpointMeta {
+        CheckpointMeta {
+            env_id: self.env_id.clone(),
+            policy: self.policy.spec().clone(),
+            config_toml: self.cfg.to_toml(),
+            global_step: self.global_step,
+            update: self.update,
+            extra: BTreeMap::new(),
+        }
+    }
+
+    /// Saves the network and optimiser state to `path` (atomically).
+    pub fn save(&self, path: &Path) -> Result<()> {
+        checkpoint::save(path, &self.policy, Some(&self.opt), &self.checkpoint_meta())
+    }
+}
+
+/// Evaluates `policy` on `episodes` episodes of `env_id` (episode i reset with `seed + i`),
+/// deterministic (mode) or sampled actions. Returns the undiscounted return of each episode.
+///
+/// # Errors
+/// Unknown env; a policy whose input/output does not fit the env's spaces; env errors.
+pub fn evaluate(policy: &ActorCritic, env_id: &str, episodes: usize, deterministic: bool, seed: u64) -> Result<Vec<f64>> {
+    let mut env = make(env_id)?;
+    let obs_dim = env.observation_space().flat_dim();
+    let kind = ActionKind::from_space(&env.action_space())?;
+    if obs_dim != policy.spec().obs_dim || kind.head_dim() != policy.spec().action.head_dim() || kind.act_dim() != policy.spec().action.act_dim() {
+        return Err(ProximaError::Checkpoint(format!(
+            "the policy (observations of {}, action {:?}) does not fit {env_id} (observations of {obs_dim}, action {:?})",
+            policy.spec().obs_dim,
+            policy.spec().action,
+            kind
+        )));
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut returns = Vec::with_capacity(episodes);
+    for i in 0..episodes {
+        let (mut obs, _) = env.reset(Some(seed.wrapping_add(i as u64)))?;
+        let mut total = 0f64;
+        loop {
+            let mut a = policy.act(&obs, deterministic, &mut rng)?.actions;
+            policy.env_action(&mut a);
+            let action = match kind {
+                ActionKind::Discrete { .. } => Action::Discrete(a[0] as usize),
+                ActionKind::Continuous { .. } => Action::Continuous(&a),
+            };
+            let r = env.step(action)?;
+            total += r.reward;
+            if r.terminated || r.truncated {
+                break;
+            }
+            obs = r.observation;
+        }
+        returns.push(total);
+    }
+    Ok(returns)
+}
+
+/// Mean and population std of a slice.
+pub fn mean_std(x: &[f64]) -> (f64, f64) {
+    let n = x.len().max(1) as f64;
+    let m = x.iter().sum::<f64>() / n;
+    (m, (x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / n).sqrt())
+}
+
+/// Columns of `progress.csv`, one row per iteration.
+pub const CSV_COLUMNS: [&str; 16] = [
+    "global_step", "update", "time_elapsed", "sps", "learning_rate", "policy_loss", "value_loss", "entropy",
+    "approx_kl", "clip_fraction", "explained_variance", "grad_norm", "epochs", "ep_return_mean", "ep_len_mean", "episodes",
+];
+
+/// What a finished run leaves behind.
+#[derive(Clone, Debug)]
+pub struct RunSummary {
+    /// The run directory.
+    pub run_dir: PathBuf,
+    /// Path of the final model.
+    pub model: PathBuf,
+    /// Environment steps taken.
+    pub global_step: u64,
+    /// Wall time of training (seconds), start-up included.
+    pub train_seconds: f64,
+    /// Steps per second over the run.
+    pub sps: f64,
+    /// Final deterministic evaluation returns (`eval_episodes` of them).
+    pub eval_returns: Vec<f64>,
+}
+
+/// Trains `env_id` with `cfg` into `run_dir`: writes `config.toml`, `progress.csv`, a
+/// TensorBoard event file, `checkpoints/update_<n>.safetensors` every `checkpoint_freq`
+/// iterations, `model.safetensors` at the end, and `eval.json` with a deterministic evaluation.
+/// `on_update` sees every iteration's report (the CLI draws its progress bar from it).
+///
+/// # Errors
+/// A run directory that cannot be created or written (nothing half-written is left: every
+/// model file is written atomically), plus everything [`Trainer::step`] can return.
+pub fn run(env_id: &str, cfg: Config, run_dir: &Path, mut on_update: impl FnMut(&UpdateReport)) -> Result<RunSummary> {
+    let t0 = Instant::now();
+    let mut trainer = Trainer::new(env_id, cfg)?;
+    let ckpt_dir = run_dir.join("checkpoints");
+    std::fs::create_dir_all(&ckpt_dir).map_err(|e| ProximaError::io(&ckpt_dir, e))?;
+    checkpoint::write_atomic(&run_dir.join("config.toml"), format!("env_id = {:?}\n{}", env_id, trainer.cfg.to_toml()).as_bytes())?;
+    let mut csv = CsvLogger::create(&run_dir.join("progress.csv"), &CSV_COLUMNS, false)?;
+    let mut tb = TensorBoardWriter::create(run_dir)?;
+    while !trainer.is_done() {
+        let r = trainer.step()?;
+        let s = &r.stats;
+        let nan = f64::NAN;
+        csv.write(&[
+            r.global_step as f64, r.update as f64, r.time_elapsed, r.sps, s.learning_rate, s.policy_loss, s.value_loss,
+            s.entropy, s.approx_kl, s.clip_fraction, s.explained_variance, s.grad_norm, s.epochs as f64,
+            r.ep_return_mean.unwrap_or(nan), r.ep_len_mean.unwrap_or(nan), r.finished.len() as f64,
+        ])?;
+        for (step, ep) in &r.finished {
+            tb.add_scalar("charts/episodic_return", ep.episode_return, *step)?;
+            tb.add_scalar("charts/episodic_length", ep.length as f64, *step)?;
+        }
+        for (tag, v) in [
+            ("charts/learning_rate", s.learning_rate), ("charts/SPS", r.sps), ("losses/policy_loss", s.policy_loss),
+            ("losses/value_loss", s.value_loss), ("losses/entropy", s.entropy), ("losses/approx_kl", s.approx_kl),
+            ("losses/clipfrac", s.clip_fraction), ("losses/explained_variance", s.explained_variance), ("losses/grad_norm", s.grad_norm),
+        ] {
+            tb.add_scalar(tag, v, r.global_step)?;
+        }
+        tb.flush()?;
+        if trainer.cfg.checkpoint_freq > 0 && r.update % trainer.cfg.checkpoint_freq as u64 == 0 {
+            trainer.save(&ckpt_dir.join(format!("update_{:06}.safetensors", r.update)))?;
+        }
+        on_update(&r);
+    }
+    let train_seconds = t0.elapsed().as_secs_f64();
+    let model = run_dir.join("model.safetensors");
+    trainer.save(&model)?;
+    let eval_returns = if trainer.cfg.eval_episodes > 0 {
+        evaluate(&trainer.policy, env_id, trainer.cfg.eval_episodes, true, trainer.cfg.seed.wrapping_add(10_000))?
+    } else {
+        Vec::new()
+    };
+    let (m, sd) = mean_std(&eval_returns);
+    let eval = serde_json::json!({
+        "env_id": env_id, "seed": trainer.cfg.seed, "global_step": trainer.global_step, "train_seconds": train_seconds,
+        "sps": trainer.global_step as f64 / train_seconds, "episodes": eval_returns.len(), "deterministic": true,
+        "mean_return": m, "std_return": sd,
+    });
+    checkpoint::write_atomic(&run_dir.join("eval.json"), format!("{eval}\n").as_bytes())?;
+    Ok(RunSummary { run_dir: run_dir.to_path_buf(), model, global_step: trainer.global_step, train_seconds, sps: trainer.global_step as f64 / train_seconds, eval_returns })
+}
