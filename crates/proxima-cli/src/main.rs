@@ -129,10 +129,12 @@ fn dispatch(cli: Cli) -> Result<()> {
             bar.finish_and_clear();
             let (m, sd) = mean_std(&summary.eval_returns);
             println!(
-                "trained {env_id} for {} steps in {:.1} s ({:.0} SPS); deterministic eval over {} episodes: {m:.2} ± {sd:.2}",
+                "trained {env_id} for {} steps in {:.1} s ({:.0} SPS; rollout {:.1} s, update {:.1} s); deterministic eval over {} episodes: {m:.2} ± {sd:.2}",
                 summary.global_step,
                 summary.train_seconds,
                 summary.sps,
+                summary.collect_seconds,
+                summary.update_seconds,
                 summary.eval_returns.len()
             );
             println!("run directory: {}", summary.run_dir.display());

@@ -49,6 +49,10 @@ pub struct UpdateReport {
     pub ep_len_mean: Option<f64>,
     /// Episodes finished during this iteration's rollout, with the global step they ended at.
     pub finished: Vec<(u64, EpisodeRecord)>,
+    /// Seconds spent collecting rollouts (env steps + policy inference) since the start.
+    pub collect_seconds: f64,
+    /// Seconds spent in GAE and the K-epoch update since the start.
+    pub update_seconds: f64,
 }
 
 /// The explicit state of a PPO run.
@@ -73,6 +77,8 @@ pub struct Trainer {
     pub num_updates: u64,
     recent: VecDeque<EpisodeRecord>,
     start: Instant,
+    collect_seconds: f64,
+    update_seconds: f64,
 }
 
 /// Builds the network spec for an env's spaces from the config.
@@ -122,6 +128,8 @@ impl Trainer {
             update: 0,
             recent: VecDeque::with_capacity(100),
             start: Instant::now(),
+            collect_seconds: 0.0,
+            update_seconds: 0.0,
         })
     }
 
@@ -192,7 +200,10 @@ impl Trainer {
     /// iteration; the parameters keep their last good values.
     pub fn step(&mut self) -> Result<UpdateReport> {
         let lr = self.current_learning_rate();
+        let t0 = Instant::now();
         let finished = self.collect_rollout()?;
+        let t1 = Instant::now();
+        self.collect_seconds += (t1 - t0).as_secs_f64();
         let last_values = self.policy.predict_values(self.venv.obs())?;
         self.buf.compute_advantages(&last_values, self.cfg.gamma, self.cfg.gae_lambda)?;
         let stats = ppo::update(&self.policy, &mut self.opt, &self.buf, &self.cfg, lr, &mut self.rng).map_err(|e| match e {
@@ -200,6 +211,7 @@ impl Trainer {
             other => other,
         })?;
         self.update += 1;
+        self.update_seconds += t1.elapsed().as_secs_f64();
         let elapsed = self.start.elapsed().as_secs_f64();
         let mean = |f: &dyn Fn(&EpisodeRecord) -> f64| {
             (!self.recent.is_empty()).then(|| self.recent.iter().map(f).sum::<f64>() / self.recent.len() as f64)
@@ -214,6 +226,8 @@ impl Trainer {
             ep_return_mean: mean(&|e| e.episode_return),
             ep_len_mean: mean(&|e| e.length as f64),
             finished,
+            collect_seconds: self.collect_seconds,
+            update_seconds: self.update_seconds,
         })
     }
 
@@ -304,6 +318,10 @@ pub struct RunSummary {
     pub sps: f64,
     /// Final deterministic evaluation returns (`eval_episodes` of them).
     pub eval_returns: Vec<f64>,
+    /// Seconds collecting rollouts / updating, of `train_seconds`.
+    pub collect_seconds: f64,
+    /// Seconds in GAE and updates.
+    pub update_seconds: f64,
 }
 
 /// Trains `env_id` with `cfg` into `run_dir`: writes `config.toml`, `progress.csv`, a
@@ -322,8 +340,10 @@ pub fn run(env_id: &str, cfg: Config, run_dir: &Path, mut on_update: impl FnMut(
     checkpoint::write_atomic(&run_dir.join("config.toml"), format!("env_id = {:?}\n{}", env_id, trainer.cfg.to_toml()).as_bytes())?;
     let mut csv = CsvLogger::create(&run_dir.join("progress.csv"), &CSV_COLUMNS, false)?;
     let mut tb = TensorBoardWriter::create(run_dir)?;
+    let (mut collect_seconds, mut update_seconds) = (0.0, 0.0);
     while !trainer.is_done() {
         let r = trainer.step()?;
+        (collect_seconds, update_seconds) = (r.collect_seconds, r.update_seconds);
         let s = &r.stats;
         let nan = f64::NAN;
         csv.write(&[
@@ -359,9 +379,9 @@ pub fn run(env_id: &str, cfg: Config, run_dir: &Path, mut on_update: impl FnMut(
     let (m, sd) = mean_std(&eval_returns);
     let eval = serde_json::json!({
         "env_id": env_id, "seed": trainer.cfg.seed, "global_step": trainer.global_step, "train_seconds": train_seconds,
-        "sps": trainer.global_step as f64 / train_seconds, "episodes": eval_returns.len(), "deterministic": true,
+        "sps": trainer.global_step as f64 / train_seconds, "collect_seconds": collect_seconds, "update_seconds": update_seconds, "episodes": eval_returns.len(), "deterministic": true,
         "mean_return": m, "std_return": sd,
     });
     checkpoint::write_atomic(&run_dir.join("eval.json"), format!("{eval}\n").as_bytes())?;
-    Ok(RunSummary { run_dir: run_dir.to_path_buf(), model, global_step: trainer.global_step, train_seconds, sps: trainer.global_step as f64 / train_seconds, eval_returns })
+    Ok(RunSummary { run_dir: run_dir.to_path_buf(), model, global_step: trainer.global_step, train_seconds, sps: trainer.global_step as f64 / train_seconds, eval_returns, collect_seconds, update_seconds })
 }
