@@ -197,7 +197,8 @@ impl Config {
         })
     }
 
-    /// Resolves a config: `preset`, then the TOML text of a config file (if any), then
+    /// Resolves a config: `preset`, then the TOML text of a config file (if any; an `env_id`
+    /// key there, as a run's `config.toml` records it, is ignored), then
     /// `key=value` overrides (values in TOML syntax; a bare word is taken as a string, and
     /// `none` clears an optional key), then validation.
     ///
@@ -210,6 +211,9 @@ impl Config {
         if let Some(text) = file_toml {
             let file: toml::Table = text.parse().map_err(|e: toml::de::Error| ProximaError::Config(format!("malformed TOML: {}", e.to_string().trim())))?;
             for (k, v) in file {
+                if k == "env_id" {
+                    continue; // recorded in a run's config.toml for reference; the command line names the env
+                }
                 check_key(&k)?;
                 table.insert(k, v);
             }

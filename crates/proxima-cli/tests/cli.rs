@@ -1,0 +1,142 @@
+//! End-to-end tests of the `proxima` binary: a short training run and its artefacts, `eval`,
+//! reproducibility, and bad input (each must exit non-zero with a message naming the problem,
+//! never panic).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn proxima(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_proxima")).args(args).output().expect("run proxima");
+    let (so, se) = (String::from_utf8_lossy(&out.stdout).to_string(), String::from_utf8_lossy(&out.stderr).to_string());
+    assert!(!se.contains("panicked"), "proxima {args:?} panicked:\n{se}");
+    (out.status.code().unwrap_or(-1), so, se)
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("proxima-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A tiny but complete run: 2 envs × 64 steps, 4 updates, checkpoint every 2.
+fn tiny_run(dir: &Path, seed: &str) {
+    let (code, so, se) = proxima(&[
+        "train", "CartPole-v1", "--seed", seed, "--total-timesteps", "512", "--run-dir", dir.to_str().unwrap(), "--quiet",
+        "--set", "n_envs=2", "--set", "n_steps=64", "--set", "batch_size=32", "--set", "checkpoint_freq=2", "--set", "eval_episodes=2",
+    ]);
+    assert_eq!(code, 0, "train failed:\n{so}\n{se}");
+}
+
+#[test]
+fn train_writes_a_complete_run_directory_and_eval_reads_it() {
+    let dir = tmp("run");
+    tiny_run(&dir, "3");
+    for f in ["config.toml", "progress.csv", "model.safetensors", "eval.json", "checkpoints/update_000002.safetensors", "checkpoints/update_000004.safetensors"] {
+        assert!(dir.join(f).is_file(), "missing {f}");
+    }
+    let csv = std::fs::read_to_string(dir.join("progress.csv")).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert!(lines[0].starts_with("global_step,update,"));
+    assert_eq!(lines.len(), 1 + 4, "one row per update");
+    assert!(lines[4].starts_with("512,4,"));
+    let events: Vec<_> = std::fs::read_dir(&dir).unwrap().filter_map(|e| e.ok()).filter(|e| e.file_name().to_string_lossy().starts_with("events.out.tfevents.")).collect();
+    assert_eq!(events.len(), 1);
+    let cfg = std::fs::read_to_string(dir.join("config.toml")).unwrap();
+    assert!(cfg.contains("env_id = \"CartPole-v1\"") && cfg.contains("n_envs = 2") && cfg.contains("seed = 3"), "{cfg}");
+
+    // The resolved config can be fed back as --config.
+    let (code, _, se) = proxima(&["train", "CartPole-v1", "--config", dir.join("config.toml").to_str().unwrap(), "--total-timesteps", "128", "--run-dir", tmp("rerun").to_str().unwrap(), "--quiet"]);
+    assert_eq!(code, 0, "{se}");
+
+    let (code, so, se) = proxima(&["eval", dir.to_str().unwrap(), "--episodes", "3", "--deterministic", "--json"]);
+    assert_eq!(code, 0, "{se}");
+    let v: serde_json::Value = serde_json::from_str(so.trim()).expect("one JSON object");
+    assert_eq!(v["episodes"], 3);
+    assert_eq!(v["returns"].as_array().unwrap().len(), 3);
+    let mean = v["mean_return"].as_f64().unwrap();
+    let rs: Vec<f64> = v["returns"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+    assert!((mean - rs.iter().sum::<f64>() / 3.0).abs() < 1e-9);
+    assert!(v["std_return"].as_f64().unwrap() >= 0.0);
+
+    // A checkpoint file works as well as a run directory.
+    let (code, so, _) = proxima(&["eval", dir.join("checkpoints/update_000002.safetensors").to_str().unwrap(), "--episodes", "1"]);
+    assert_eq!(code, 0);
+    assert!(so.contains("mean return"));
+}
+
+#[test]
+fn same_seed_same_run() {
+    let (a, b) = (tmp("repro-a"), tmp("repro-b"));
+    tiny_run(&a, "11");
+    tiny_run(&b, "11");
+    // Every column but the timings is identical, bit for bit.
+    let strip = |p: &Path| -> Vec<String> {
+        std::fs::read_to_string(p.join("progress.csv")).unwrap().lines().map(|l| {
+            l.split(',').enumerate().filter(|(i, _)| *i != 2 && *i != 3).map(|(_, x)| x).collect::<Vec<_>>().join(",")
+        }).collect()
+    };
+    assert_eq!(strip(&a), strip(&b));
+    let wa = proxima::checkpoint::load(&a.join("model.safetensors")).unwrap().build_policy(&candle_core::Device::Cpu).unwrap();
+    let wb = proxima::checkpoint::load(&b.join("model.safetensors")).unwrap().build_policy(&candle_core::Device::Cpu).unwrap();
+    for ((n, x), (_, y)) in wa.named_params().iter().zip(wb.named_params()) {
+        let (x, y) = (x.as_tensor().flatten_all().unwrap().to_vec1::<f32>().unwrap(), y.as_tensor().flatten_all().unwrap().to_vec1::<f32>().unwrap());
+        assert!(x.iter().zip(&y).all(|(p, q)| p.to_bits() == q.to_bits()), "{n} differs");
+    }
+    // A different seed gives a different run.
+    let c = tmp("repro-c");
+    tiny_run(&c, "12");
+    assert_ne!(strip(&a), strip(&c));
+}
+
+#[test]
+fn bad_input_gets_a_clear_error_and_nonzero_exit() {
+    let dir = tmp("bad");
+    let rd = dir.join("never");
+    let rd = rd.to_str().unwrap();
+    let bad_toml = dir.join("bad.toml");
+    std::fs::write(&bad_toml, "n_steps = [").unwrap();
+    let typo_toml = dir.join("typo.toml");
+    std::fs::write(&typo_toml, "learning_rat = 0.001\n").unwrap();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["train", "CartPol-v1", "--run-dir", rd], "unknown environment id `CartPol-v1` (did you mean `CartPole-v1`?)"),
+        (vec!["train", "NoSuchEnv-v9", "--run-dir", rd], "unknown environment id `NoSuchEnv-v9`"),
+        (vec!["train", "CartPole-v1", "--set", "n_step=64", "--run-dir", rd], "unknown key `n_step` (did you mean `n_steps`?)"),
+        (vec!["train", "CartPole-v1", "--config", typo_toml.to_str().unwrap(), "--run-dir", rd], "unknown key `learning_rat` (did you mean `learning_rate`?)"),
+        (vec!["train", "CartPole-v1", "--config", bad_toml.to_str().unwrap(), "--run-dir", rd], "malformed TOML"),
+        (vec!["train", "CartPole-v1", "--config", "/nonexistent/x.toml", "--run-dir", rd], "cannot read config file"),
+        (vec!["train", "CartPole-v1", "--set", "batch_size=100", "--run-dir", rd], "batch_size = 100 does not divide the rollout"),
+        (vec!["train", "CartPole-v1", "--set", "learning_rate=-1", "--run-dir", rd], "learning_rate = -1"),
+        (vec!["train", "CartPole-v1", "--set", "gamma=1.5", "--run-dir", rd], "gamma = 1.5"),
+        (vec!["train", "CartPole-v1", "--set", "n_envs=0", "--run-dir", rd], "n_envs = 0"),
+        (vec!["train", "CartPole-v1", "--set", "n_epochs=many", "--run-dir", rd], "n_epochs"),
+        (vec!["train", "CartPole-v1", "--preset", "cleanrll", "--run-dir", rd], "unknown preset `cleanrll` (did you mean `cleanrl`?)"),
+        (vec!["train", "CartPole-v1", "--set", "novalue", "--run-dir", rd], "expected key=value"),
+        (vec!["eval", "/nonexistent/run"], "no such run directory or checkpoint file"),
+        (vec!["eval", bad_toml.to_str().unwrap()], "not a valid safetensors file"),
+    ];
+    for (args, want) in cases {
+        let (code, _, se) = proxima(&args);
+        assert_eq!(code, 1, "{args:?} should fail with status 1; stderr: {se}");
+        assert!(se.contains(want), "{args:?}: stderr should contain {want:?}, got:\n{se}");
+        assert!(se.starts_with("error: "), "{args:?}: {se}");
+    }
+    assert!(!Path::new(rd).exists(), "a failed start must not create the run directory");
+}
+
+#[test]
+fn eval_refuses_a_checkpoint_that_does_not_fit() {
+    let dir = tmp("mismatch");
+    tiny_run(&dir, "5");
+    // A CartPole policy (4 observations, Discrete(2)) on Pendulum (3 observations, Box(1)).
+    let (code, _, se) = proxima(&["eval", dir.to_str().unwrap(), "--env", "Pendulum-v1"]);
+    assert_eq!(code, 1);
+    assert!(se.contains("does not fit Pendulum-v1"), "{se}");
+    // A checkpoint whose tensors were tampered with: header says 64 units, file holds fewer bytes.
+    let bytes = std::fs::read(dir.join("model.safetensors")).unwrap();
+    let cut = dir.join("cut.safetensors");
+    std::fs::write(&cut, &bytes[..bytes.len() - 100]).unwrap();
+    let (code, _, se) = proxima(&["eval", cut.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(se.contains("checkpoint error"), "{se}");
+}
