@@ -29,11 +29,16 @@ struct Cli {
 enum Command {
     /// Train a PPO agent on an environment.
     Train {
-        /// Environment id, e.g. CartPole-v1 (see `proxima envs`).
-        env_id: String,
+        /// Environment id, e.g. CartPole-v1 (see `proxima envs`); not needed with --resume.
+        #[arg(required_unless_present = "resume")]
+        env_id: Option<String>,
+        /// Continue the run in RUN_DIR from its latest checkpoint (exactly: same weights as an
+        /// uninterrupted run). Only --total-timesteps and --quiet may accompany it.
+        #[arg(long, value_name = "RUN_DIR", conflicts_with_all = ["preset", "config", "sets", "seed", "run_dir"])]
+        resume: Option<PathBuf>,
         /// Hyperparameter preset: cleanrl (default), sb3, paper-mujoco, paper-atari.
-        #[arg(long, default_value = "cleanrl")]
-        preset: String,
+        #[arg(long)]
+        preset: Option<String>,
         /// A TOML file of hyperparameters overriding the preset (SB3 names, e.g. `n_steps = 256`).
         #[arg(long)]
         config: Option<PathBuf>,
@@ -97,31 +102,52 @@ fn set_threads(n: usize) {
 
 fn dispatch(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Train { env_id, preset, config, sets, seed, total_timesteps, run_dir, quiet } => {
-            let file = match &config {
-                Some(p) => Some(std::fs::read_to_string(p).with_context(|| format!("cannot read config file {}", p.display()))?),
-                None => None,
+        Command::Train { env_id, resume, preset, config, sets, seed, total_timesteps, run_dir, quiet } => {
+            let (trainer, run_dir) = if let Some(dir) = resume {
+                let file = latest_checkpoint(&dir)?;
+                let ck = proxima::checkpoint::load(&file)?;
+                if let Some(e) = &env_id {
+                    if *e != ck.meta.env_id {
+                        bail!("{} was trained on {}, not {e}", dir.display(), ck.meta.env_id);
+                    }
+                }
+                let trainer = train::Trainer::resume(&ck, total_timesteps)?;
+                if trainer.is_done() {
+                    bail!("{} is complete ({} of {} updates); pass a larger --total-timesteps to continue it", dir.display(), trainer.update, trainer.num_updates);
+                }
+                set_threads(trainer.cfg.num_threads);
+                eprintln!("resuming {} from {} (update {}, step {})", ck.meta.env_id, file.display(), ck.meta.update, ck.meta.global_step);
+                (trainer, dir)
+            } else {
+                let env_id = env_id.expect("clap requires ENV_ID without --resume");
+                let file = match &config {
+                    Some(p) => Some(std::fs::read_to_string(p).with_context(|| format!("cannot read config file {}", p.display()))?),
+                    None => None,
+                };
+                let mut sets = sets;
+                if let Some(s) = seed {
+                    sets.push(format!("seed={s}"));
+                }
+                if let Some(t) = total_timesteps {
+                    sets.push(format!("total_timesteps={t}"));
+                }
+                let cfg = Config::resolve(preset.as_deref().unwrap_or("cleanrl"), file.as_deref(), &sets)?;
+                proxima::env::make(&env_id)?; // fail on an unknown id before creating any directory
+                set_threads(cfg.num_threads);
+                let run_dir = run_dir.unwrap_or_else(|| {
+                    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+                    PathBuf::from("runs").join(format!("{env_id}__ppo__{}__{t}", cfg.seed))
+                });
+                (train::Trainer::new(&env_id, cfg)?, run_dir)
             };
-            let mut sets = sets;
-            if let Some(s) = seed {
-                sets.push(format!("seed={s}"));
-            }
-            if let Some(t) = total_timesteps {
-                sets.push(format!("total_timesteps={t}"));
-            }
-            let cfg = Config::resolve(&preset, file.as_deref(), &sets)?;
-            proxima::env::make(&env_id)?; // fail on an unknown id before creating any directory
-            set_threads(cfg.num_threads);
-            let run_dir = run_dir.unwrap_or_else(|| {
-                let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-                PathBuf::from("runs").join(format!("{env_id}__ppo__{}__{t}", cfg.seed))
-            });
-            let bar = if quiet { ProgressBar::hidden() } else { ProgressBar::with_draw_target(Some(cfg.total_timesteps), ProgressDrawTarget::stderr()) };
+            let env_id = trainer.env_id.clone();
+            let total = trainer.cfg.total_timesteps;
+            let bar = if quiet { ProgressBar::hidden() } else { ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr()) };
             bar.set_style(
                 ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {human_pos}/{human_len} steps | {msg}")
                     .expect("valid template"),
             );
-            let summary = train::run(&env_id, cfg, &run_dir, |r| {
+            let summary = train::run(trainer, &run_dir, |r| {
                 bar.set_position(r.global_step);
                 let ret = r.ep_return_mean.map_or("-".to_string(), |m| format!("{m:.1}"));
                 bar.set_message(format!("{:.0} SPS | return {ret} | kl {:.4} | clip {:.3}", r.sps, r.stats.approx_kl, r.stats.clip_fraction));
@@ -168,6 +194,31 @@ fn dispatch(cli: Cli) -> Result<()> {
             println!("presets: {}", PRESETS.join(", "));
             Ok(())
         }
+    }
+}
+
+/// The checkpoint of a run directory with the most updates (model.safetensors or checkpoints/*).
+fn latest_checkpoint(dir: &Path) -> Result<PathBuf> {
+    if !dir.is_dir() {
+        bail!("{}: no such run directory", dir.display());
+    }
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir.join("checkpoints"))
+        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "safetensors")).collect())
+        .unwrap_or_default();
+    files.push(dir.join("model.safetensors"));
+    let mut best: Option<(u64, PathBuf)> = None;
+    let mut last_err = None;
+    for f in files.into_iter().filter(|f| f.is_file()) {
+        match proxima::checkpoint::load(&f) {
+            Ok(ck) if best.as_ref().is_none_or(|(u, _)| ck.meta.update > *u) => best = Some((ck.meta.update, f)),
+            Ok(_) => {}
+            Err(e) => last_err = Some(e), // a damaged file: fall back to the others
+        }
+    }
+    match (best, last_err) {
+        (Some((_, f)), _) => Ok(f),
+        (None, Some(e)) => Err(e.into()),
+        (None, None) => bail!("{}: holds no checkpoint to resume from", dir.display()),
     }
 }
 

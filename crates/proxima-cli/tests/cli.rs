@@ -140,3 +140,56 @@ fn eval_refuses_a_checkpoint_that_does_not_fit() {
     assert_eq!(code, 1);
     assert!(se.contains("checkpoint error"), "{se}");
 }
+
+fn weights(path: &Path) -> Vec<(String, Vec<u32>)> {
+    let p = proxima::checkpoint::load(path).unwrap().build_policy(&candle_core::Device::Cpu).unwrap();
+    p.named_params().iter().map(|(n, v)| (n.clone(), v.as_tensor().flatten_all().unwrap().to_vec1::<f32>().unwrap().iter().map(|x| x.to_bits()).collect())).collect()
+}
+
+fn csv_without_timings(p: &Path) -> Vec<String> {
+    std::fs::read_to_string(p.join("progress.csv")).unwrap().lines().map(|l| {
+        l.split(',').enumerate().filter(|(i, _)| *i != 2 && *i != 3).map(|(_, x)| x).collect::<Vec<_>>().join(",")
+    }).collect()
+}
+
+/// A run interrupted after update 4 of 8 and resumed ends with the same weights and the same
+/// progress.csv (timings aside) as the uninterrupted run, bit for bit.
+#[test]
+fn resume_is_exact() {
+    let full = tmp("resume-full");
+    let args = |dir: &Path| -> Vec<String> {
+        ["train", "Acrobot-v1", "--seed", "4", "--total-timesteps", "1024", "--run-dir", dir.to_str().unwrap(), "--quiet",
+         "--set", "n_envs=2", "--set", "n_steps=64", "--set", "batch_size=32", "--set", "checkpoint_freq=4", "--set", "eval_episodes=0"]
+            .iter().map(|s| s.to_string()).collect()
+    };
+    let a = args(&full);
+    let (code, _, se) = proxima(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(code, 0, "{se}");
+    // The "interrupted" run: the same directory as it stood right after checkpoint 4 was written
+    // (the later rows of progress.csv are left in place, as a crash would leave them).
+    let cut = tmp("resume-cut");
+    std::fs::create_dir_all(cut.join("checkpoints")).unwrap();
+    for f in ["config.toml", "progress.csv", "checkpoints/update_000004.safetensors"] {
+        std::fs::copy(full.join(f), cut.join(f)).unwrap();
+    }
+    let (code, _, se) = proxima(&["train", "--resume", cut.to_str().unwrap(), "--quiet"]);
+    assert_eq!(code, 0, "{se}");
+    assert!(se.contains("resuming Acrobot-v1") && se.contains("update 4"), "{se}");
+    assert_eq!(weights(&full.join("model.safetensors")), weights(&cut.join("model.safetensors")));
+    assert_eq!(csv_without_timings(&full), csv_without_timings(&cut));
+    assert_eq!(csv_without_timings(&cut).len(), 1 + 8);
+
+    // A finished run is not resumed silently; bad combinations are refused.
+    let (code, _, se) = proxima(&["train", "--resume", full.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(se.contains("is complete"), "{se}");
+    let (code, _, se) = proxima(&["train", "--resume", "/nonexistent/run"]);
+    assert_eq!(code, 1);
+    assert!(se.contains("no such run directory"), "{se}");
+    let (code, _, _) = proxima(&["train", "--resume", full.to_str().unwrap(), "--seed", "3"]);
+    assert_eq!(code, 2, "clap refuses --seed with --resume");
+    // Extending a finished run continues it.
+    let (code, _, se) = proxima(&["train", "--resume", full.to_str().unwrap(), "--total-timesteps", "1280", "--quiet"]);
+    assert_eq!(code, 0, "{se}");
+    assert_eq!(csv_without_timings(&full).len(), 1 + 10);
+}

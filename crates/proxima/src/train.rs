@@ -16,13 +16,14 @@ use crate::algo::ppo::{self, UpdateStats};
 use crate::checkpoint::{self, CheckpointMeta};
 use crate::config::Config;
 use crate::env::vec_env::{EpisodeRecord, SyncVectorEnv};
-use crate::env::{make, Action};
+use crate::env::{make, Action, EnvRng};
 use crate::error::{ProximaError, Result};
 use crate::log::{CsvLogger, TensorBoardWriter};
 use crate::policy::{ActionKind, ActorCritic, PolicySpec};
 use crate::rollout::RolloutBuffer;
 use candle_core::Device;
 use rand::SeedableRng;
+use serde::{Deserialize, Serialize};
 use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -53,6 +54,26 @@ pub struct UpdateReport {
     pub collect_seconds: f64,
     /// Seconds spent in GAE and the K-epoch update since the start.
     pub update_seconds: f64,
+}
+
+/// One env's resumable state.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct EnvSnapshot {
+    state: Option<Vec<f64>>,
+    elapsed: Option<usize>,
+    rng: Option<EnvRng>,
+}
+
+/// Everything beyond weights and optimiser moments that an exact resume needs; stored as JSON
+/// in the checkpoint metadata under `trainer_state`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct TrainerSnapshot {
+    rng: ChaCha8Rng,
+    envs: Vec<EnvSnapshot>,
+    obs: Vec<f32>,
+    ep_return: Vec<f64>,
+    ep_len: Vec<usize>,
+    recent: Vec<EpisodeRecord>,
 }
 
 /// The explicit state of a PPO run.
@@ -231,16 +252,78 @@ impl Trainer {
         })
     }
 
-    /// The metadata a checkpoint of the current state carries.
+    /// The metadata a checkpoint of the current state carries, including the trainer state
+    /// (RNG streams, env states, running episodes) under `trainer_state`.
     pub fn checkpoint_meta(&self) -> CheckpointMeta {
+        let (ep_return, ep_len) = self.venv.running_episodes();
+        let snap = TrainerSnapshot {
+            rng: self.rng.clone(),
+            envs: self
+                .venv
+                .envs()
+                .iter()
+                .map(|e| EnvSnapshot { state: e.state(), elapsed: e.elapsed_steps(), rng: e.rng().cloned() })
+                .collect(),
+            obs: self.venv.obs().to_vec(),
+            ep_return: ep_return.to_vec(),
+            ep_len: ep_len.to_vec(),
+            recent: self.recent.iter().copied().collect(),
+        };
+        let mut extra = BTreeMap::new();
+        extra.insert("trainer_state".to_string(), serde_json::to_string(&snap).expect("snapshot serialises"));
         CheckpointMeta {
             env_id: self.env_id.clone(),
             policy: self.policy.spec().clone(),
             config_toml: self.cfg.to_toml(),
             global_step: self.global_step,
             update: self.update,
-            extra: BTreeMap::new(),
+            extra,
         }
+    }
+
+    /// Rebuilds a trainer from a checkpoint written by [`Trainer::save`]: weights, Adam moments
+    /// and step, counters (so the learning-rate schedule continues where it was), the sampling
+    /// RNG, every env's physical state, step counter and RNG, the current observations and the
+    /// running episode statistics. Continuing from it gives the same weights, bit for bit, as
+    /// the uninterrupted run (native envs, same thread count).
+    ///
+    /// `total_timesteps`: `Some(n)` extends (or shortens) the run; the annealed learning rate
+    /// then follows the new length, so the result is no longer identical to any single run.
+    ///
+    /// # Errors
+    /// `Checkpoint` when the file lacks trainer state or optimiser moments, or does not match.
+    pub fn resume(ck: &checkpoint::Checkpoint, total_timesteps: Option<u64>) -> Result<Self> {
+        let mut cfg = Config::resolve("cleanrl", Some(&ck.meta.config_toml), &[])?;
+        if let Some(t) = total_timesteps {
+            cfg.total_timesteps = t;
+            cfg.validate()?;
+        }
+        let mut tr = Trainer::new(&ck.meta.env_id, cfg)?;
+        let bad = |m: &str| ProximaError::Checkpoint(format!("cannot resume: {m}"));
+        let snap: TrainerSnapshot = serde_json::from_str(ck.meta.extra.get("trainer_state").ok_or_else(|| bad("no trainer_state in the checkpoint"))?)
+            .map_err(|e| bad(&format!("malformed trainer_state ({e})")))?;
+        if snap.envs.len() != tr.cfg.n_envs {
+            return Err(bad(&format!("the checkpoint holds {} envs, the config {}", snap.envs.len(), tr.cfg.n_envs)));
+        }
+        ck.load_into(&tr.policy)?;
+        ck.restore_optimizer(&tr.policy, &mut tr.opt)?;
+        for (env, s) in tr.venv.envs_mut().iter_mut().zip(&snap.envs) {
+            if let Some(st) = &s.state {
+                env.set_state(st)?;
+            }
+            if let Some(n) = s.elapsed {
+                env.set_elapsed_steps(n);
+            }
+            if let (Some(r), Some(dst)) = (&s.rng, env.rng_mut()) {
+                *dst = r.clone();
+            }
+        }
+        tr.venv.restore(snap.obs, snap.ep_return, snap.ep_len)?;
+        tr.rng = snap.rng;
+        tr.recent = snap.recent.into_iter().collect();
+        tr.global_step = ck.meta.global_step;
+        tr.update = ck.meta.update;
+        Ok(tr)
     }
 
     /// Saves the network and optimiser state to `path` (atomically).
@@ -297,6 +380,18 @@ pub fn mean_std(x: &[f64]) -> (f64, f64) {
     (m, (x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / n).sqrt())
 }
 
+/// Drops the rows of `progress.csv` written after `update` (a resumed run rewrites them).
+fn keep_rows_up_to(path: &Path, update: u64) -> Result<()> {
+    let Ok(text) = std::fs::read_to_string(path) else { return Ok(()) };
+    let kept: Vec<&str> = text
+        .lines()
+        .enumerate()
+        .filter(|(i, l)| *i == 0 || l.split(',').nth(1).and_then(|u| u.parse::<u64>().ok()).is_some_and(|u| u <= update))
+        .map(|(_, l)| l)
+        .collect();
+    checkpoint::write_atomic(path, format!("{}\n", kept.join("\n")).as_bytes())
+}
+
 /// Columns of `progress.csv`, one row per iteration.
 pub const CSV_COLUMNS: [&str; 16] = [
     "global_step", "update", "time_elapsed", "sps", "learning_rate", "policy_loss", "value_loss", "entropy",
@@ -324,21 +419,28 @@ pub struct RunSummary {
     pub update_seconds: f64,
 }
 
-/// Trains `env_id` with `cfg` into `run_dir`: writes `config.toml`, `progress.csv`, a
-/// TensorBoard event file, `checkpoints/update_<n>.safetensors` every `checkpoint_freq`
-/// iterations, `model.safetensors` at the end, and `eval.json` with a deterministic evaluation.
-/// `on_update` sees every iteration's report (the CLI draws its progress bar from it).
+/// Trains into `run_dir`: writes `config.toml`, `progress.csv`, a TensorBoard event file,
+/// `checkpoints/update_<n>.safetensors` every `checkpoint_freq` iterations, `model.safetensors`
+/// at the end, and `eval.json` with a deterministic evaluation. `trainer` is fresh
+/// ([`Trainer::new`]) or resumed ([`Trainer::resume`]); when resumed, `progress.csv` keeps the
+/// rows up to the resumed update and continues after them. `on_update` sees every
+/// iteration's report (the CLI draws its progress bar from it).
 ///
 /// # Errors
 /// A run directory that cannot be created or written (nothing half-written is left: every
 /// model file is written atomically), plus everything [`Trainer::step`] can return.
-pub fn run(env_id: &str, cfg: Config, run_dir: &Path, mut on_update: impl FnMut(&UpdateReport)) -> Result<RunSummary> {
+pub fn run(mut trainer: Trainer, run_dir: &Path, mut on_update: impl FnMut(&UpdateReport)) -> Result<RunSummary> {
     let t0 = Instant::now();
-    let mut trainer = Trainer::new(env_id, cfg)?;
+    let env_id = trainer.env_id.clone();
+    let env_id = env_id.as_str();
     let ckpt_dir = run_dir.join("checkpoints");
     std::fs::create_dir_all(&ckpt_dir).map_err(|e| ProximaError::io(&ckpt_dir, e))?;
     checkpoint::write_atomic(&run_dir.join("config.toml"), format!("env_id = {:?}\n{}", env_id, trainer.cfg.to_toml()).as_bytes())?;
-    let mut csv = CsvLogger::create(&run_dir.join("progress.csv"), &CSV_COLUMNS, false)?;
+    let csv_path = run_dir.join("progress.csv");
+    if trainer.update > 0 {
+        keep_rows_up_to(&csv_path, trainer.update)?;
+    }
+    let mut csv = CsvLogger::create(&csv_path, &CSV_COLUMNS, trainer.update > 0)?;
     let mut tb = TensorBoardWriter::create(run_dir)?;
     let (mut collect_seconds, mut update_seconds) = (0.0, 0.0);
     while !trainer.is_done() {

@@ -139,6 +139,14 @@ pub trait Env: Send {
     fn state(&self) -> Option<Vec<f64>> {
         None
     }
+    /// The env's RNG (Gymnasium's `np_random`), if it owns one: saved for an exact resume.
+    fn rng(&self) -> Option<&EnvRng> {
+        None
+    }
+    /// Mutable access to the env's RNG (restoring it on resume).
+    fn rng_mut(&mut self) -> Option<&mut EnvRng> {
+        None
+    }
     /// Overwrites the internal physical state (for conformance tests and exact resume).
     ///
     /// # Errors
@@ -212,6 +220,12 @@ impl<E: Env> Env for TimeLimit<E> {
     }
     fn state(&self) -> Option<Vec<f64>> {
         self.env.state()
+    }
+    fn rng(&self) -> Option<&EnvRng> {
+        self.env.rng()
+    }
+    fn rng_mut(&mut self) -> Option<&mut EnvRng> {
+        self.env.rng_mut()
     }
     fn set_state(&mut self, state: &[f64]) -> Result<()> {
         self.env.set_state(state)

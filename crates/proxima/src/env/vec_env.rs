@@ -12,7 +12,7 @@ use crate::env::{Action, Env, Space};
 use crate::error::{ProximaError, Result};
 
 /// A finished episode: which env, its undiscounted return and its length in steps.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct EpisodeRecord {
     /// Index of the env in the vector.
     pub env_index: usize,

@@ -151,6 +151,12 @@ impl Env for Acrobot {
         let reward = if terminated { 0.0 } else { -1.0 };
         Ok(StepResult { observation: self.obs(), reward, terminated, truncated: false, info: Info::default() })
     }
+    fn rng(&self) -> Option<&EnvRng> {
+        Some(&self.rng)
+    }
+    fn rng_mut(&mut self) -> Option<&mut EnvRng> {
+        Some(&mut self.rng)
+    }
     fn state(&self) -> Option<Vec<f64>> {
         Some(self.state.to_vec())
     }

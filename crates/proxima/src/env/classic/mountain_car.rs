@@ -79,6 +79,12 @@ impl Env for MountainCar {
         self.state = [position, velocity];
         Ok(StepResult { observation: self.obs(), reward: -1.0, terminated, truncated: false, info: Info::default() })
     }
+    fn rng(&self) -> Option<&EnvRng> {
+        Some(&self.rng)
+    }
+    fn rng_mut(&mut self) -> Option<&mut EnvRng> {
+        Some(&mut self.rng)
+    }
     fn state(&self) -> Option<Vec<f64>> {
         Some(self.state.to_vec())
     }

@@ -137,6 +137,12 @@ impl Env for MountainCarContinuous {
         self.f32_state = true;
         Ok(StepResult { observation: self.obs(), reward, terminated, truncated: false, info: Info::default() })
     }
+    fn rng(&self) -> Option<&EnvRng> {
+        Some(&self.rng)
+    }
+    fn rng_mut(&mut self) -> Option<&mut EnvRng> {
+        Some(&mut self.rng)
+    }
     fn state(&self) -> Option<Vec<f64>> {
         Some(self.state.to_vec())
     }

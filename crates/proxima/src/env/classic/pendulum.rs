@@ -95,6 +95,12 @@ impl Env for Pendulum {
             info: Info::default(),
         })
     }
+    fn rng(&self) -> Option<&EnvRng> {
+        Some(&self.rng)
+    }
+    fn rng_mut(&mut self) -> Option<&mut EnvRng> {
+        Some(&mut self.rng)
+    }
     fn state(&self) -> Option<Vec<f64>> {
         Some(self.state.to_vec())
     }
