@@ -96,6 +96,11 @@ fn bad_input_gets_a_clear_error_and_nonzero_exit() {
     let rd = rd.to_str().unwrap();
     let bad_toml = dir.join("bad.toml");
     std::fs::write(&bad_toml, "n_steps = [").unwrap();
+    let empty = dir.join("empty.safetensors");
+    std::fs::write(&empty, b"").unwrap();
+    let noise = dir.join("noise.safetensors");
+    std::fs::write(&noise, (0..4096u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect::<Vec<u8>>()).unwrap();
+    let under_file = bad_toml.join("run");
     let typo_toml = dir.join("typo.toml");
     std::fs::write(&typo_toml, "learning_rat = 0.001\n").unwrap();
     let cases: Vec<(Vec<&str>, &str)> = vec![
@@ -114,6 +119,20 @@ fn bad_input_gets_a_clear_error_and_nonzero_exit() {
         (vec!["train", "CartPole-v1", "--set", "novalue", "--run-dir", rd], "expected key=value"),
         (vec!["eval", "/nonexistent/run"], "no such run directory or checkpoint file"),
         (vec!["eval", bad_toml.to_str().unwrap()], "not a valid safetensors file"),
+        (vec!["eval", empty.to_str().unwrap()], "not a valid safetensors file"),
+        (vec!["eval", noise.to_str().unwrap()], "not a valid safetensors file"),
+        (vec!["eval", dir.to_str().unwrap()], "holds neither model.safetensors nor checkpoints"),
+        (vec!["eval", empty.to_str().unwrap(), "--episodes", "0"], "--episodes must be at least 1"),
+        (vec!["train", "CartPole-v1", "--set", "net_arch=5", "--run-dir", rd], "net_arch"),
+        (vec!["train", "CartPole-v1", "--set", "net_arch=[64, 0]", "--run-dir", rd], "net_arch = [64, 0]"),
+        (vec!["train", "CartPole-v1", "--set", "clip_range=-1", "--run-dir", rd], "clip_range = -1"),
+        (vec!["train", "CartPole-v1", "--set", "activation=sigmoid", "--run-dir", rd], "activation"),
+        (vec!["train", "CartPole-v1", "--total-timesteps", "0", "--run-dir", rd], "total_timesteps = 0"),
+        (vec!["train", "CartPole-v1", "--config", dir.to_str().unwrap(), "--run-dir", rd], "cannot read config file"),
+        (vec!["train", "CartPole-v1", "--total-timesteps", "256", "--run-dir", under_file.to_str().unwrap()], "Not a directory"),
+        (vec!["train", "CartPole-v1", "--total-timesteps", "256", "--run-dir", "/proc/proxima-run"], "/proc/proxima-run"),
+        (vec!["train", "--resume", dir.to_str().unwrap()], "holds no checkpoint to resume from"),
+        (vec!["train", "MountainCar-v0", "--resume", dir.to_str().unwrap()], "holds no checkpoint to resume from"),
     ];
     for (args, want) in cases {
         let (code, _, se) = proxima(&args);
@@ -192,4 +211,55 @@ fn resume_is_exact() {
     let (code, _, se) = proxima(&["train", "--resume", full.to_str().unwrap(), "--total-timesteps", "1280", "--quiet"]);
     assert_eq!(code, 0, "{se}");
     assert_eq!(csv_without_timings(&full).len(), 1 + 10);
+}
+
+/// SIGKILL at arbitrary moments of a run that checkpoints after every update: every
+/// `*.safetensors` file left behind is complete and loads (writes are temp file + rename).
+#[test]
+fn sigkill_never_leaves_a_torn_checkpoint() {
+    let dir = tmp("kill");
+    let mut loaded = 0;
+    for delay_ms in [40u64, 90, 160, 230, 310, 400, 520, 650] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_proxima"))
+            .args(["train", "CartPole-v1", "--total-timesteps", "100000000", "--run-dir", dir.to_str().unwrap(), "--quiet",
+                   "--set", "n_envs=1", "--set", "n_steps=8", "--set", "batch_size=8", "--set", "n_epochs=1", "--set", "checkpoint_freq=1"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        let ckpts = dir.join("checkpoints");
+        for e in std::fs::read_dir(&ckpts).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.extension().is_some_and(|x| x == "safetensors") {
+                proxima::checkpoint::load(&p).unwrap_or_else(|err| panic!("{} is torn after SIGKILL at {delay_ms} ms: {err}", p.display()));
+                loaded += 1;
+            }
+        }
+        if dir.join("config.toml").exists() {
+            assert!(std::fs::read_to_string(dir.join("config.toml")).unwrap().contains("n_steps = 8"));
+        }
+    }
+    assert!(loaded > 0, "the runs wrote no checkpoint at all; raise the delays");
+}
+
+/// A diverging run stops with a numerical error naming the update; the checkpoints written
+/// before stay loadable.
+#[test]
+fn divergence_stops_the_run_and_keeps_earlier_checkpoints() {
+    let dir = tmp("diverge");
+    // One Adam step per update, each moving every parameter by ~1e30: the first update is
+    // finite, the second overflows.
+    let (code, _, se) = proxima(&["train", "CartPole-v1", "--total-timesteps", "3200", "--run-dir", dir.to_str().unwrap(), "--quiet",
+        "--set", "learning_rate=1e30", "--set", "max_grad_norm=none", "--set", "n_envs=2", "--set", "n_steps=16", "--set", "batch_size=32",
+        "--set", "n_epochs=1", "--set", "checkpoint_freq=1"]);
+    assert_eq!(code, 1);
+    assert!(dir.join("checkpoints/update_000001.safetensors").exists(), "the first update was good and checkpointed: {se}");
+    assert!(se.contains("numerical error: update ") && se.contains("last good update"), "{se}");
+    assert!(!dir.join("model.safetensors").exists());
+    for e in std::fs::read_dir(dir.join("checkpoints")).unwrap().flatten() {
+        proxima::checkpoint::load(&e.path()).unwrap();
+    }
 }

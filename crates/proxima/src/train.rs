@@ -100,6 +100,7 @@ pub struct Trainer {
     start: Instant,
     collect_seconds: f64,
     update_seconds: f64,
+    last_stats: Option<UpdateStats>,
 }
 
 /// Builds the network spec for an env's spaces from the config.
@@ -124,8 +125,18 @@ impl Trainer {
     /// # Errors
     /// An invalid config, an unknown env id, an unsupported action space.
     pub fn new(env_id: &str, cfg: Config) -> Result<Self> {
+        Self::with_env_fn(env_id, cfg, || make(env_id))
+    }
+
+    /// A fresh run on envs built by `make_env` (called `n_envs` times): the way to train on an
+    /// environment of your own that implements [`crate::env::Env`]. `env_id` names it in logs,
+    /// errors and checkpoints. (Evaluation and resume through the CLI need a registered id.)
+    ///
+    /// # Errors
+    /// As [`Trainer::new`], plus whatever `make_env` returns.
+    pub fn with_env_fn(env_id: &str, cfg: Config, make_env: impl FnMut() -> Result<Box<dyn crate::env::Env>>) -> Result<Self> {
         cfg.validate()?;
-        let mut venv = SyncVectorEnv::new(cfg.n_envs, || make(env_id))?;
+        let mut venv = SyncVectorEnv::new(cfg.n_envs, make_env)?;
         venv.reset(cfg.seed)?;
         let spec = policy_spec(&cfg, &venv)?;
         let mut init_rng = ChaCha8Rng::seed_from_u64(cfg.seed);
@@ -151,6 +162,7 @@ impl Trainer {
             start: Instant::now(),
             collect_seconds: 0.0,
             update_seconds: 0.0,
+            last_stats: None,
         })
     }
 
@@ -228,9 +240,19 @@ impl Trainer {
         let last_values = self.policy.predict_values(self.venv.obs())?;
         self.buf.compute_advantages(&last_values, self.cfg.gamma, self.cfg.gae_lambda)?;
         let stats = ppo::update(&self.policy, &mut self.opt, &self.buf, &self.cfg, lr, &mut self.rng).map_err(|e| match e {
-            ProximaError::NonFinite(m) => ProximaError::NonFinite(format!("update {} (global step {}): {m}", self.update + 1, self.global_step)),
+            ProximaError::NonFinite(m) => {
+                let last = match &self.last_stats {
+                    Some(s) => format!(
+                        "last good update: policy_loss {:.4}, value_loss {:.4}, entropy {:.4}, approx_kl {:.5}, clip_fraction {:.3}, grad_norm {:.3}",
+                        s.policy_loss, s.value_loss, s.entropy, s.approx_kl, s.clip_fraction, s.grad_norm
+                    ),
+                    None => "no update had completed".to_string(),
+                };
+                ProximaError::NonFinite(format!("update {} (global step {}): {m}; {last}", self.update + 1, self.global_step))
+            }
             other => other,
         })?;
+        self.last_stats = Some(stats);
         self.update += 1;
         self.update_seconds += t1.elapsed().as_secs_f64();
         let elapsed = self.start.elapsed().as_secs_f64();

@@ -81,8 +81,12 @@ impl Adam {
         let step_size = (self.lr / bc1) as f32;
         let (b1, b2, eps) = (self.beta1 as f32, self.beta2 as f32, self.eps as f32);
         let inv_bc2_sqrt = (1.0 / bc2_sqrt) as f32;
-        for (i, (_, var)) in params.iter().enumerate() {
-            let (m, v) = (&mut self.m[i], &mut self.v[i]);
+        // Compute every new parameter and moment first; commit only if all are finite, so a
+        // diverging step leaves the parameters and moments as they were.
+        let mut new_p = Vec::with_capacity(params.len());
+        let (mut new_m, mut new_v) = (self.m.clone(), self.v.clone());
+        for (i, (name, var)) in params.iter().enumerate() {
+            let (m, v) = (&mut new_m[i], &mut new_v[i]);
             let mut p = var.as_tensor().flatten_all()?.to_vec1::<f32>()?;
             let g = gs[i].as_deref();
             for j in 0..p.len() {
@@ -91,8 +95,17 @@ impl Adam {
                 v[j] = b2 * v[j] + (1.0 - b2) * gj * gj;
                 p[j] -= step_size * m[j] / (v[j].sqrt() * inv_bc2_sqrt + eps);
             }
+            if p.iter().any(|x| !x.is_finite()) {
+                self.t -= 1;
+                return Err(ProximaError::NonFinite(format!("parameter `{name}` would become non-finite (lr {:e})", self.lr)));
+            }
+            new_p.push(p);
+        }
+        for ((_, var), p) in params.iter().zip(new_p) {
             var.set(&Tensor::from_vec(p, var.shape(), var.device())?)?;
         }
+        self.m = new_m;
+        self.v = new_v;
         Ok(StepInfo { grad_norm })
     }
 }

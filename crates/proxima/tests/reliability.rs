@@ -1,0 +1,116 @@
+//! Guards that stop a run cleanly instead of training on garbage: non-finite observations and
+//! rewards from an env, observations of the wrong shape, diverging updates, degenerate
+//! minibatches.
+
+use proxima::config::Config;
+use proxima::env::{make, Action, Env, Info, Space, StepResult};
+use proxima::train::Trainer;
+use proxima::{ProximaError, Result};
+
+/// CartPole that misbehaves from its `bad_from`-th step on, in one of several ways.
+struct Faulty {
+    inner: Box<dyn Env>,
+    steps: usize,
+    bad_from: usize,
+    fault: Fault,
+}
+
+#[derive(Clone, Copy)]
+enum Fault {
+    NanObservation,
+    InfReward,
+    ShortObservation,
+}
+
+impl Env for Faulty {
+    fn id(&self) -> &str {
+        "Faulty-v0"
+    }
+    fn observation_space(&self) -> Space {
+        self.inner.observation_space()
+    }
+    fn action_space(&self) -> Space {
+        self.inner.action_space()
+    }
+    fn reset(&mut self, seed: Option<u64>) -> Result<(Vec<f32>, Info)> {
+        self.inner.reset(seed)
+    }
+    fn step(&mut self, action: Action<'_>) -> Result<StepResult> {
+        let mut r = self.inner.step(action)?;
+        self.steps += 1;
+        if self.steps >= self.bad_from {
+            match self.fault {
+                Fault::NanObservation => r.observation[2] = f32::NAN,
+                Fault::InfReward => r.reward = f64::INFINITY,
+                Fault::ShortObservation => r.observation.truncate(3),
+            }
+        }
+        Ok(r)
+    }
+}
+
+fn small_cfg() -> Config {
+    Config::resolve("cleanrl", None, &["n_envs=2".into(), "n_steps=16".into(), "batch_size=8".into(), "total_timesteps=256".into()]).unwrap()
+}
+
+fn faulty_run(fault: Fault) -> String {
+    let mut k = 0;
+    let mut tr = Trainer::with_env_fn("Faulty-v0", small_cfg(), || {
+        k += 1;
+        // The second env goes bad at its 21st step (in the second rollout).
+        Ok(Box::new(Faulty { inner: make("CartPole-v1")?, steps: 0, bad_from: if k == 2 { 21 } else { usize::MAX }, fault }))
+    })
+    .unwrap();
+    tr.step().expect("the first rollout is clean");
+    match tr.step() {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("a faulty env must stop the run"),
+    }
+}
+
+#[test]
+fn nan_observation_names_env_index_and_step() {
+    let e = faulty_run(Fault::NanObservation);
+    assert!(e.contains("Faulty-v0 (env index 1)") && e.contains("non-finite observation (component 2 = NaN)") && e.contains("vector step 21"), "{e}");
+}
+
+#[test]
+fn infinite_reward_names_env_index_and_step() {
+    let e = faulty_run(Fault::InfReward);
+    assert!(e.contains("Faulty-v0 (env index 1) returned reward inf at vector step 21"), "{e}");
+}
+
+#[test]
+fn wrong_observation_shape_is_an_error() {
+    let e = faulty_run(Fault::ShortObservation);
+    assert!(e.contains("observation of 3 values") && e.contains("has 4"), "{e}");
+}
+
+#[test]
+fn divergence_stops_with_the_update_number_and_keeps_parameters_finite() {
+    let cfg = Config::resolve("cleanrl", None, &["n_envs=2".into(), "n_steps=16".into(), "batch_size=8".into(), "learning_rate=1e38".into(), "max_grad_norm=none".into(), "total_timesteps=100000".into()]).unwrap();
+    let mut tr = Trainer::new("CartPole-v1", cfg).unwrap();
+    let err = loop {
+        match tr.step() {
+            Ok(r) => assert!(r.update < 50, "a learning rate of 1e38 must diverge"),
+            Err(e) => break e,
+        }
+    };
+    assert!(matches!(err, ProximaError::NonFinite(_)), "{err}");
+    let msg = err.to_string();
+    assert!(msg.contains("update ") && msg.contains("global step"), "{msg}");
+    for (name, v) in tr.policy.named_params() {
+        let x = v.as_tensor().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        assert!(x.iter().all(|p| p.is_finite()), "{name} holds a non-finite value after the guard");
+    }
+}
+
+#[test]
+fn minibatch_of_one_trains_without_nan() {
+    let cfg = Config::resolve("cleanrl", None, &["n_envs=1".into(), "n_steps=8".into(), "batch_size=1".into(), "total_timesteps=32".into()]).unwrap();
+    let mut tr = Trainer::new("CartPole-v1", cfg).unwrap();
+    while !tr.is_done() {
+        let r = tr.step().unwrap();
+        assert!(r.stats.policy_loss.is_finite() && r.stats.value_loss.is_finite());
+    }
+}
