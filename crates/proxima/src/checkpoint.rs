@@ -158,6 +158,17 @@ impl Checkpoint {
     /// # Errors
     /// `Checkpoint` when the tensors do not match the spec in the metadata.
     pub fn build_policy(&self, device: &Device) -> Result<ActorCritic> {
+        // Check the claimed architecture against the tensors actually in the file first, so a
+        // corrupt or hostile spec cannot make us allocate a network larger than the file.
+        for (name, shape) in self.meta.policy.param_shapes() {
+            match self.tensors.get(&name) {
+                Some((s, _)) if *s == shape => {}
+                Some((s, _)) => {
+                    return Err(ProximaError::Checkpoint(format!("{}: `{name}` has shape {s:?}, its policy_spec says {shape:?}", self.path)))
+                }
+                None => return Err(ProximaError::Checkpoint(format!("{}: policy_spec needs `{name}`, which the file lacks", self.path))),
+            }
+        }
         let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(0); // overwritten by the file
         let policy = ActorCritic::new(self.meta.policy.clone(), device, &mut rng)
             .map_err(|e| ProximaError::Checkpoint(format!("{}: {e}", self.path)))?;

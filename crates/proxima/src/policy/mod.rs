@@ -192,40 +192,63 @@ pub fn orthogonal<R: Rng + ?Sized>(rows: usize, cols: usize, gain: f64, rng: &mu
     out
 }
 
-/// Creates named, initialised layers in order.
-struct Builder<'a, R: ?Sized> {
-    spec: &'a PolicySpec,
-    device: &'a Device,
-    rng: &'a mut R,
-    params: Vec<(String, Var)>,
+/// Which part of the network a layer belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Part {
+    Trunk,
+    Actor,
+    Critic,
 }
 
-impl<R: Rng + ?Sized> Builder<'_, R> {
-    /// A dense layer `name` with orthogonal (gain) or PyTorch-default init and zero bias.
-    fn dense(&mut self, name: &str, fan_in: usize, fan_out: usize, gain: f64) -> Result<Dense> {
-        let w = if self.spec.ortho_init {
-            orthogonal(fan_out, fan_in, gain, self.rng)
-        } else {
-            let bound = 1.0 / (fan_in as f32).sqrt();
-            (0..fan_out * fan_in).map(|_| self.rng.random_range(-bound..bound)).collect()
+/// One dense layer of a network's plan: its name prefix, fans, init gain and part.
+struct LayerPlan {
+    name: String,
+    fan_in: usize,
+    fan_out: usize,
+    gain: f64,
+    part: Part,
+}
+
+impl PolicySpec {
+    /// The dense layers, in parameter order, named like CleanRL's `nn.Sequential` modules.
+    fn plan(&self) -> Vec<LayerPlan> {
+        let sqrt2 = std::f64::consts::SQRT_2;
+        let hidden = |prefix: &str, part: Part, out: &mut Vec<LayerPlan>| {
+            let mut fan_in = self.obs_dim;
+            for (i, &h) in self.net_arch.iter().enumerate() {
+                out.push(LayerPlan { name: format!("{prefix}.{}", 2 * i), fan_in, fan_out: h, gain: sqrt2, part });
+                fan_in = h;
+            }
+            fan_in
         };
-        let w = Var::from_tensor(&Tensor::from_vec(w, (fan_out, fan_in), self.device)?)?;
-        let b = Var::from_tensor(&Tensor::zeros(fan_out, DType::F32, self.device)?)?;
-        self.params.push((format!("{name}.weight"), w.clone()));
-        self.params.push((format!("{name}.bias"), b.clone()));
-        Ok(Dense { w, b })
+        let head = self.action.head_dim();
+        let mut plan = Vec::new();
+        if self.shared_trunk {
+            let w = hidden("trunk", Part::Trunk, &mut plan);
+            plan.push(LayerPlan { name: "actor.0".into(), fan_in: w, fan_out: head, gain: 0.01, part: Part::Actor });
+            plan.push(LayerPlan { name: "critic.0".into(), fan_in: w, fan_out: 1, gain: 1.0, part: Part::Critic });
+        } else {
+            let d = 2 * self.net_arch.len();
+            let w = hidden("actor", Part::Actor, &mut plan);
+            plan.push(LayerPlan { name: format!("actor.{d}"), fan_in: w, fan_out: head, gain: 0.01, part: Part::Actor });
+            let w = hidden("critic", Part::Critic, &mut plan);
+            plan.push(LayerPlan { name: format!("critic.{d}"), fan_in: w, fan_out: 1, gain: 1.0, part: Part::Critic });
+        }
+        plan
     }
 
-    /// The hidden stack `prefix.0, prefix.2, …` (named like nn.Sequential(Linear, Tanh, …)),
-    /// gain √2; returns the layers and the last width.
-    fn hidden(&mut self, prefix: &str) -> Result<(Vec<Dense>, usize)> {
-        let mut layers = Vec::new();
-        let mut fan_in = self.spec.obs_dim;
-        for (i, &h) in self.spec.net_arch.clone().iter().enumerate() {
-            layers.push(self.dense(&format!("{prefix}.{}", 2 * i), fan_in, h, std::f64::consts::SQRT_2)?);
-            fan_in = h;
+    /// Every parameter's name and shape, in order, without allocating the network (so a
+    /// checkpoint's claimed spec can be checked against its tensors before anything is built).
+    pub fn param_shapes(&self) -> Vec<(String, Vec<usize>)> {
+        let mut out = Vec::new();
+        for l in self.plan() {
+            out.push((format!("{}.weight", l.name), vec![l.fan_out, l.fan_in]));
+            out.push((format!("{}.bias", l.name), vec![l.fan_out]));
         }
-        Ok((layers, fan_in))
+        if let ActionKind::Continuous { dim, .. } = &self.action {
+            out.push(("actor_logstd".into(), vec![*dim]));
+        }
+        out
     }
 }
 
@@ -243,25 +266,27 @@ impl ActorCritic {
                 spec.net_arch
             )));
         }
-        let mut b = Builder { spec: &spec, device, rng, params: Vec::new() };
-        let head_dim = spec.action.head_dim();
-        let depth = spec.net_arch.len();
-        let (trunk, actor, critic);
-        if spec.shared_trunk {
-            let (layers, width) = b.hidden("trunk")?;
-            trunk = Some(Mlp { layers, activation: spec.activation, activate_last: true });
-            actor = Mlp { layers: vec![b.dense("actor.0", width, head_dim, 0.01)?], activation: spec.activation, activate_last: false };
-            critic = Mlp { layers: vec![b.dense("critic.0", width, 1, 1.0)?], activation: spec.activation, activate_last: false };
-        } else {
-            let (mut a, wa) = b.hidden("actor")?;
-            a.push(b.dense(&format!("actor.{}", 2 * depth), wa, head_dim, 0.01)?);
-            let (mut c, wc) = b.hidden("critic")?;
-            c.push(b.dense(&format!("critic.{}", 2 * depth), wc, 1, 1.0)?);
-            trunk = None;
-            actor = Mlp { layers: a, activation: spec.activation, activate_last: false };
-            critic = Mlp { layers: c, activation: spec.activation, activate_last: false };
+        let mut params = Vec::new();
+        let mut layers: [Vec<Dense>; 3] = Default::default();
+        for l in spec.plan() {
+            // Orthogonal with the layer's gain (√2 hidden, 0.01 policy head, 1.0 value head), or
+            // PyTorch's default U(±1/√fan_in); biases 0.
+            let w = if spec.ortho_init {
+                orthogonal(l.fan_out, l.fan_in, l.gain, rng)
+            } else {
+                let bound = 1.0 / (l.fan_in as f32).sqrt();
+                (0..l.fan_out * l.fan_in).map(|_| rng.random_range(-bound..bound)).collect()
+            };
+            let w = Var::from_tensor(&Tensor::from_vec(w, (l.fan_out, l.fan_in), device)?)?;
+            let b = Var::from_tensor(&Tensor::zeros(l.fan_out, DType::F32, device)?)?;
+            params.push((format!("{}.weight", l.name), w.clone()));
+            params.push((format!("{}.bias", l.name), b.clone()));
+            layers[l.part as usize].push(Dense { w, b });
         }
-        let mut params = b.params;
+        let [trunk, actor, critic] = layers;
+        let mlp = |layers: Vec<Dense>, activate_last| Mlp { layers, activation: spec.activation, activate_last };
+        let trunk = spec.shared_trunk.then(|| mlp(trunk, true));
+        let (actor, critic) = (mlp(actor, false), mlp(critic, false));
         let log_std = match &spec.action {
             ActionKind::Continuous { dim, .. } => {
                 let v = Var::from_tensor(&Tensor::full(spec.log_std_init, *dim, device)?)?;
