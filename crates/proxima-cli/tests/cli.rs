@@ -263,3 +263,26 @@ fn divergence_stops_the_run_and_keeps_earlier_checkpoints() {
         proxima::checkpoint::load(&e.path()).unwrap();
     }
 }
+
+/// A full disk (a 160 KiB tmpfs: room for one checkpoint, not two) stops the run with a clear
+/// error, keeps the checkpoint already written loadable, and leaves no temp file. Needs root to
+/// mount; elsewhere it says so and checks nothing.
+#[test]
+fn full_disk_is_a_clear_error_and_loses_nothing() {
+    let mnt = tmp("fulldisk");
+    let ok = Command::new("mount").args(["-t", "tmpfs", "-o", "size=160k", "tmpfs", mnt.to_str().unwrap()]).output().map(|o| o.status.success()).unwrap_or(false);
+    if !ok {
+        eprintln!("SKIPPED: cannot mount a tmpfs here (needs root)");
+        return;
+    }
+    let run = mnt.join("run");
+    let (code, _, se) = proxima(&["train", "CartPole-v1", "--total-timesteps", "100000", "--run-dir", run.to_str().unwrap(), "--quiet", "--set", "checkpoint_freq=1"]);
+    let first = run.join("checkpoints/update_000001.safetensors");
+    let loads = proxima::checkpoint::load(&first).is_ok();
+    let leftovers: Vec<String> = std::fs::read_dir(run.join("checkpoints")).unwrap().flatten().map(|e| e.file_name().to_string_lossy().to_string()).collect();
+    let _ = Command::new("umount").arg(&mnt).status();
+    assert_eq!(code, 1);
+    assert!(se.contains("No space left on device") && se.contains("update_000002.safetensors"), "{se}");
+    assert!(loads, "the checkpoint written before the disk filled must load");
+    assert_eq!(leftovers, vec!["update_000001.safetensors".to_string()]);
+}

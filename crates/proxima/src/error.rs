@@ -33,13 +33,12 @@ pub enum ProximaError {
     #[error("tensor error: {0}")]
     Tensor(#[from] candle_core::Error),
     /// A file-system error, with the path it concerns.
-    #[error("{path}: {source}")]
+    #[error("{path}: {err}")]
     Io {
         /// The file or directory.
         path: String,
-        /// The underlying error.
-        #[source]
-        source: std::io::Error,
+        /// The underlying error (shown in the message, not chained, so it prints once).
+        err: std::io::Error,
     },
 }
 
@@ -49,6 +48,6 @@ pub type Result<T> = std::result::Result<T, ProximaError>;
 impl ProximaError {
     /// Wraps an I/O error with the path it concerns.
     pub fn io(path: impl AsRef<std::path::Path>, source: std::io::Error) -> Self {
-        ProximaError::Io { path: path.as_ref().display().to_string(), source }
+        ProximaError::Io { path: path.as_ref().display().to_string(), err: source }
     }
 }
