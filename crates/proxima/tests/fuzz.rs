@@ -147,7 +147,8 @@ proptest! {
 }
 
 /// A checkpoint whose `policy_spec` claims a network of 10¹⁰ units must be refused before
-/// anything is allocated (found by `checkpoint_loader_never_panics_on_header_edits`-style edits).
+/// anything is allocated (found while writing the header-edit target: the loader used to build
+/// the claimed network before comparing it with the file's tensors).
 #[test]
 fn regression_huge_network_in_policy_spec_is_refused() {
     let b = valid_checkpoint();
