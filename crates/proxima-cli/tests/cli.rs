@@ -172,12 +172,12 @@ fn csv_without_timings(p: &Path) -> Vec<String> {
 }
 
 /// A run interrupted after update 4 of 8 and resumed ends with the same weights and the same
-/// progress.csv (timings aside) as the uninterrupted run, bit for bit.
-#[test]
-fn resume_is_exact() {
-    let full = tmp("resume-full");
+/// progress.csv (timings aside) as the uninterrupted run, bit for bit. CartPole's short
+/// episodes exercise autoresets (env RNG state); Acrobot's long ones the time-limit counters.
+fn interrupted_and_resumed(env: &str) -> PathBuf {
+    let full = tmp(&format!("resume-full-{env}"));
     let args = |dir: &Path| -> Vec<String> {
-        ["train", "Acrobot-v1", "--seed", "4", "--total-timesteps", "1024", "--run-dir", dir.to_str().unwrap(), "--quiet",
+        ["train", env, "--seed", "4", "--total-timesteps", "1024", "--run-dir", dir.to_str().unwrap(), "--quiet",
          "--set", "n_envs=2", "--set", "n_steps=64", "--set", "batch_size=32", "--set", "checkpoint_freq=4", "--set", "eval_episodes=0"]
             .iter().map(|s| s.to_string()).collect()
     };
@@ -186,18 +186,24 @@ fn resume_is_exact() {
     assert_eq!(code, 0, "{se}");
     // The "interrupted" run: the same directory as it stood right after checkpoint 4 was written
     // (the later rows of progress.csv are left in place, as a crash would leave them).
-    let cut = tmp("resume-cut");
+    let cut = tmp(&format!("resume-cut-{env}"));
     std::fs::create_dir_all(cut.join("checkpoints")).unwrap();
     for f in ["config.toml", "progress.csv", "checkpoints/update_000004.safetensors"] {
         std::fs::copy(full.join(f), cut.join(f)).unwrap();
     }
     let (code, _, se) = proxima(&["train", "--resume", cut.to_str().unwrap(), "--quiet"]);
     assert_eq!(code, 0, "{se}");
-    assert!(se.contains("resuming Acrobot-v1") && se.contains("update 4"), "{se}");
-    assert_eq!(weights(&full.join("model.safetensors")), weights(&cut.join("model.safetensors")));
-    assert_eq!(csv_without_timings(&full), csv_without_timings(&cut));
+    assert!(se.contains(&format!("resuming {env}")) && se.contains("update 4"), "{se}");
+    assert_eq!(weights(&full.join("model.safetensors")), weights(&cut.join("model.safetensors")), "{env}");
+    assert_eq!(csv_without_timings(&full), csv_without_timings(&cut), "{env}");
     assert_eq!(csv_without_timings(&cut).len(), 1 + 8);
+    full
+}
 
+#[test]
+fn resume_is_exact() {
+    interrupted_and_resumed("CartPole-v1");
+    let full = interrupted_and_resumed("Acrobot-v1");
     // A finished run is not resumed silently; bad combinations are refused.
     let (code, _, se) = proxima(&["train", "--resume", full.to_str().unwrap()]);
     assert_eq!(code, 1);
