@@ -175,7 +175,12 @@ fn dispatch(cli: Cli) -> Result<()> {
             let ck = proxima::checkpoint::load(&file)?;
             let policy = ck.build_policy(&candle_core::Device::Cpu)?;
             let env_id = env.unwrap_or_else(|| ck.meta.env_id.clone());
-            let returns = train::evaluate(&policy, &env_id, episodes, deterministic, seed)?;
+            // Normalisation statistics saved with the model are applied, frozen.
+            let norm: Option<proxima::normalize::Normalizer> = match ck.meta.extra.get("normalization") {
+                Some(j) => Some(serde_json::from_str(j).with_context(|| format!("{}: malformed normalization statistics", file.display()))?),
+                None => None,
+            };
+            let returns = train::evaluate(&policy, &env_id, episodes, deterministic, seed, norm.as_ref())?;
             let (m, sd) = mean_std(&returns);
             if json {
                 let out = serde_json::json!({

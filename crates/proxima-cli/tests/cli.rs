@@ -174,12 +174,12 @@ fn csv_without_timings(p: &Path) -> Vec<String> {
 /// A run interrupted after update 4 of 8 and resumed ends with the same weights and the same
 /// progress.csv (timings aside) as the uninterrupted run, bit for bit. CartPole's short
 /// episodes exercise autoresets (env RNG state); Acrobot's long ones the time-limit counters.
-fn interrupted_and_resumed(env: &str) -> PathBuf {
+fn interrupted_and_resumed(env: &str, extra: &[&str]) -> PathBuf {
     let full = tmp(&format!("resume-full-{env}"));
     let args = |dir: &Path| -> Vec<String> {
         ["train", env, "--seed", "4", "--total-timesteps", "1024", "--run-dir", dir.to_str().unwrap(), "--quiet",
          "--set", "n_envs=2", "--set", "n_steps=64", "--set", "batch_size=32", "--set", "checkpoint_freq=4", "--set", "eval_episodes=0"]
-            .iter().map(|s| s.to_string()).collect()
+            .iter().chain(extra).map(|s| s.to_string()).collect()
     };
     let a = args(&full);
     let (code, _, se) = proxima(&a.iter().map(String::as_str).collect::<Vec<_>>());
@@ -202,8 +202,11 @@ fn interrupted_and_resumed(env: &str) -> PathBuf {
 
 #[test]
 fn resume_is_exact() {
-    interrupted_and_resumed("CartPole-v1");
-    let full = interrupted_and_resumed("Acrobot-v1");
+    interrupted_and_resumed("CartPole-v1", &[]);
+    // Continuous actions with observation normalisation and reward scaling: their running
+    // statistics are part of the resumed state.
+    interrupted_and_resumed("Pendulum-v1", &["--set", "normalize_observation=true", "--set", "normalize_reward=true"]);
+    let full = interrupted_and_resumed("Acrobot-v1", &[]);
     // A finished run is not resumed silently; bad combinations are refused.
     let (code, _, se) = proxima(&["train", "--resume", full.to_str().unwrap()]);
     assert_eq!(code, 1);
@@ -291,4 +294,29 @@ fn full_disk_is_a_clear_error_and_loses_nothing() {
     assert!(se.contains("No space left on device") && se.contains("update_000002.safetensors"), "{se}");
     assert!(loads, "the checkpoint written before the disk filled must load");
     assert_eq!(leftovers, vec!["update_000001.safetensors".to_string()]);
+}
+
+/// Normalisation statistics travel with the checkpoint and are applied, frozen, by `eval`:
+/// evaluating the same weights without them gives other returns.
+#[test]
+fn normalization_statistics_round_trip_through_checkpoints() {
+    let dir = tmp("norm");
+    let (code, _, se) = proxima(&["train", "Pendulum-v1", "--preset", "paper-mujoco", "--total-timesteps", "2048", "--run-dir", dir.to_str().unwrap(),
+        "--quiet", "--set", "n_steps=256", "--set", "eval_episodes=0", "--set", "checkpoint_freq=4"]);
+    assert_eq!(code, 0, "{se}");
+    let ck = proxima::checkpoint::load(&dir.join("model.safetensors")).unwrap();
+    let norm: proxima::normalize::Normalizer = serde_json::from_str(&ck.meta.extra["normalization"]).unwrap();
+    let obs = norm.obs_rms.as_ref().expect("observation statistics saved");
+    assert_eq!(obs.mean.len(), 3);
+    assert!(obs.count > 2000.0, "every observation of the run was counted: {}", obs.count);
+    assert!(norm.ret_rms.is_some());
+    let (code, so, se) = proxima(&["eval", dir.to_str().unwrap(), "--episodes", "2", "--deterministic", "--json"]);
+    assert_eq!(code, 0, "{se}");
+    let with: serde_json::Value = serde_json::from_str(so.trim()).unwrap();
+    let policy = ck.build_policy(&candle_core::Device::Cpu).unwrap();
+    let without = proxima::train::evaluate(&policy, "Pendulum-v1", 2, true, 0, None).unwrap();
+    let frozen = proxima::train::evaluate(&policy, "Pendulum-v1", 2, true, 0, Some(&norm)).unwrap();
+    let got: Vec<f64> = with["returns"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+    assert_eq!(got, frozen, "eval applies the saved statistics");
+    assert_ne!(got, without, "and they matter");
 }

@@ -70,6 +70,18 @@ pub struct Config {
     pub target_kl: Option<f64>,
     /// Adam ε (1e-5 for PPO, detail 3 of Huang et al. 2022).
     pub adam_eps: f64,
+    /// Normalise observations by running mean/std (SB3 `VecNormalize(norm_obs=True)`).
+    #[serde(default)]
+    pub normalize_observation: bool,
+    /// Scale rewards by the running std of the discounted return (SB3 `VecNormalize(norm_reward=True)`).
+    #[serde(default)]
+    pub normalize_reward: bool,
+    /// Clip of normalised observations (±).
+    #[serde(default = "ten")]
+    pub clip_obs: f64,
+    /// Clip of scaled rewards (±).
+    #[serde(default = "ten")]
+    pub clip_reward: f64,
     /// Hidden layer widths of each MLP.
     pub net_arch: Vec<usize>,
     /// Hidden activation: `tanh` or `relu`.
@@ -97,7 +109,7 @@ impl Config {
         vec![
             "algo", "preset", "seed", "total_timesteps", "n_envs", "n_steps", "batch_size", "n_epochs", "learning_rate",
             "anneal_lr", "gamma", "gae_lambda", "clip_range", "clip_range_vf", "normalize_advantage", "ent_coef",
-            "vf_coef", "max_grad_norm", "target_kl", "adam_eps", "net_arch", "activation", "shared_trunk", "ortho_init",
+            "vf_coef", "max_grad_norm", "target_kl", "adam_eps", "normalize_observation", "normalize_reward", "clip_obs", "clip_reward", "net_arch", "activation", "shared_trunk", "ortho_init",
             "log_std_init", "num_threads", "checkpoint_freq", "eval_episodes",
         ]
     }
@@ -138,6 +150,10 @@ impl Config {
             max_grad_norm: Some(0.5),
             target_kl: None,
             adam_eps: 1e-5,
+            normalize_observation: false,
+            normalize_reward: false,
+            clip_obs: 10.0,
+            clip_reward: 10.0,
             net_arch: vec![64, 64],
             activation: Activation::Tanh,
             shared_trunk: false,
@@ -173,6 +189,8 @@ impl Config {
                 anneal_lr: true,
                 clip_range_vf: None,
                 ent_coef: 0.0,
+                normalize_observation: true,
+                normalize_reward: true,
                 ..cleanrl
             },
             "paper-atari" => Config {
@@ -269,6 +287,8 @@ impl Config {
         finite_pos("learning_rate", self.learning_rate)?;
         finite_pos("clip_range", self.clip_range)?;
         finite_pos("adam_eps", self.adam_eps)?;
+        finite_pos("clip_obs", self.clip_obs)?;
+        finite_pos("clip_reward", self.clip_reward)?;
         for (k, v) in [("clip_range_vf", self.clip_range_vf), ("max_grad_norm", self.max_grad_norm), ("target_kl", self.target_kl)] {
             if let Some(v) = v {
                 finite_pos(k, v)?;
@@ -302,6 +322,10 @@ impl Config {
     pub fn n_minibatches(&self) -> usize {
         self.n_steps * self.n_envs / self.batch_size
     }
+}
+
+fn ten() -> f64 {
+    10.0
 }
 
 fn check_key(k: &str) -> Result<()> {

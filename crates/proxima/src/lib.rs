@@ -12,6 +12,7 @@ pub mod config;
 pub mod env;
 pub mod error;
 pub mod log;
+pub mod normalize;
 pub mod policy;
 pub mod rollout;
 pub mod train;

@@ -19,6 +19,7 @@ use crate::env::vec_env::{EpisodeRecord, SyncVectorEnv};
 use crate::env::{make, Action, EnvRng};
 use crate::error::{ProximaError, Result};
 use crate::log::{CsvLogger, TensorBoardWriter};
+use crate::normalize::Normalizer;
 use crate::policy::{ActionKind, ActorCritic, PolicySpec};
 use crate::rollout::RolloutBuffer;
 use candle_core::Device;
@@ -74,6 +75,8 @@ struct TrainerSnapshot {
     ep_return: Vec<f64>,
     ep_len: Vec<usize>,
     recent: Vec<EpisodeRecord>,
+    policy_obs: Vec<f32>,
+    norm: Normalizer,
 }
 
 /// The explicit state of a PPO run.
@@ -88,6 +91,10 @@ pub struct Trainer {
     pub policy: ActorCritic,
     /// Adam state.
     pub opt: Adam,
+    /// Observation/reward normalisation statistics (inactive unless configured).
+    pub norm: Normalizer,
+    /// The current observations as the policy sees them (normalised when configured), `[N, obs_dim]`.
+    obs: Vec<f32>,
     rng: ChaCha8Rng,
     buf: RolloutBuffer,
     /// Environment steps so far.
@@ -144,6 +151,8 @@ impl Trainer {
         let sizes: Vec<usize> = policy.named_params().iter().map(|(_, v)| v.elem_count()).collect();
         let opt = Adam::new(&sizes, cfg.learning_rate, cfg.adam_eps);
         let buf = RolloutBuffer::new(cfg.n_steps, cfg.n_envs, policy.spec().obs_dim, policy.spec().action.act_dim());
+        let mut norm = Normalizer::new(cfg.normalize_observation, cfg.normalize_reward, policy.spec().obs_dim, cfg.n_envs, cfg.gamma, cfg.clip_obs, cfg.clip_reward);
+        let obs = norm.observe(venv.obs());
         let batch = (cfg.n_steps * cfg.n_envs) as u64;
         Ok(Trainer {
             num_updates: cfg.total_timesteps.div_ceil(batch),
@@ -155,6 +164,8 @@ impl Trainer {
             venv,
             policy,
             opt,
+            norm,
+            obs,
             buf,
             global_step: 0,
             update: 0,
@@ -188,9 +199,8 @@ impl Trainer {
         let mut finished = Vec::new();
         let mut env_actions = vec![0f32; n * ad];
         for t in 0..self.cfg.n_steps {
-            let obs = self.venv.obs();
-            self.buf.observations[t * n * od..(t + 1) * n * od].copy_from_slice(obs);
-            let out = self.policy.act(obs, false, &mut self.rng)?;
+            self.buf.observations[t * n * od..(t + 1) * n * od].copy_from_slice(&self.obs);
+            let out = self.policy.act(&self.obs, false, &mut self.rng)?;
             self.buf.actions[t * n * ad..(t + 1) * n * ad].copy_from_slice(&out.actions);
             self.buf.log_probs[t * n..(t + 1) * n].copy_from_slice(&out.log_probs);
             self.buf.values[t * n..(t + 1) * n].copy_from_slice(&out.values);
@@ -202,13 +212,17 @@ impl Trainer {
             self.global_step += n as u64;
             let row = t * n..(t + 1) * n;
             self.buf.rewards[row.clone()].copy_from_slice(&self.venv.rewards);
+            let (term, trunc) = (&self.venv.terminated, &self.venv.truncated);
+            self.norm.scale_rewards(&mut self.buf.rewards[row.clone()], |e| term[e] || trunc[e]);
+            self.obs = self.norm.observe(self.venv.obs());
             self.buf.terminated[row.clone()].copy_from_slice(&self.venv.terminated);
             self.buf.truncated[row.clone()].copy_from_slice(&self.venv.truncated);
             self.buf.final_obs_values[row].fill(0.0);
             // Bootstrap truncated episodes from V(final observation), one batched forward.
             let cut: Vec<usize> = (0..n).filter(|&e| self.venv.truncated[e] && !self.venv.terminated[e]).collect();
             if !cut.is_empty() {
-                let fo: Vec<f32> = cut.iter().flat_map(|&e| self.venv.final_obs[e].clone().expect("final obs of an ended episode")).collect();
+                let mut fo: Vec<f32> = cut.iter().flat_map(|&e| self.venv.final_obs[e].clone().expect("final obs of an ended episode")).collect();
+                self.norm.normalize_obs(&mut fo);
                 let v = self.policy.predict_values(&fo)?;
                 for (k, &e) in cut.iter().enumerate() {
                     self.buf.final_obs_values[t * n + e] = v[k];
@@ -237,7 +251,7 @@ impl Trainer {
         let finished = self.collect_rollout()?;
         let t1 = Instant::now();
         self.collect_seconds += (t1 - t0).as_secs_f64();
-        let last_values = self.policy.predict_values(self.venv.obs())?;
+        let last_values = self.policy.predict_values(&self.obs)?;
         self.buf.compute_advantages(&last_values, self.cfg.gamma, self.cfg.gae_lambda)?;
         let stats = ppo::update(&self.policy, &mut self.opt, &self.buf, &self.cfg, lr, &mut self.rng).map_err(|e| match e {
             ProximaError::NonFinite(m) => {
@@ -290,9 +304,14 @@ impl Trainer {
             ep_return: ep_return.to_vec(),
             ep_len: ep_len.to_vec(),
             recent: self.recent.iter().copied().collect(),
+            policy_obs: self.obs.clone(),
+            norm: self.norm.clone(),
         };
         let mut extra = BTreeMap::new();
         extra.insert("trainer_state".to_string(), serde_json::to_string(&snap).expect("snapshot serialises"));
+        if self.norm.is_active() {
+            extra.insert("normalization".to_string(), serde_json::to_string(&self.norm).expect("normaliser serialises"));
+        }
         CheckpointMeta {
             env_id: self.env_id.clone(),
             policy: self.policy.spec().clone(),
@@ -342,6 +361,11 @@ impl Trainer {
         }
         tr.venv.restore(snap.obs, snap.ep_return, snap.ep_len)?;
         tr.rng = snap.rng;
+        if snap.policy_obs.len() != tr.obs.len() {
+            return Err(bad("observations of the wrong size in trainer_state"));
+        }
+        tr.obs = snap.policy_obs;
+        tr.norm = snap.norm;
         tr.recent = snap.recent.into_iter().collect();
         tr.global_step = ck.meta.global_step;
         tr.update = ck.meta.update;
@@ -359,7 +383,10 @@ impl Trainer {
 ///
 /// # Errors
 /// Unknown env; a policy whose input/output does not fit the env's spaces; env errors.
-pub fn evaluate(policy: &ActorCritic, env_id: &str, episodes: usize, deterministic: bool, seed: u64) -> Result<Vec<f64>> {
+///
+/// `norm`: the training run's normalisation statistics, applied frozen to observations
+/// (rewards are reported unscaled).
+pub fn evaluate(policy: &ActorCritic, env_id: &str, episodes: usize, deterministic: bool, seed: u64, norm: Option<&Normalizer>) -> Result<Vec<f64>> {
     let mut env = make(env_id)?;
     let obs_dim = env.observation_space().flat_dim();
     let kind = ActionKind::from_space(&env.action_space())?;
@@ -377,6 +404,9 @@ pub fn evaluate(policy: &ActorCritic, env_id: &str, episodes: usize, determinist
         let (mut obs, _) = env.reset(Some(seed.wrapping_add(i as u64)))?;
         let mut total = 0f64;
         loop {
+            if let Some(n) = norm {
+                n.normalize_obs(&mut obs);
+            }
             let mut a = policy.act(&obs, deterministic, &mut rng)?.actions;
             policy.env_action(&mut a);
             let action = match kind {
@@ -496,7 +526,7 @@ pub fn run(mut trainer: Trainer, run_dir: &Path, mut on_update: impl FnMut(&Upda
     let model = run_dir.join("model.safetensors");
     trainer.save(&model)?;
     let eval_returns = if trainer.cfg.eval_episodes > 0 {
-        evaluate(&trainer.policy, env_id, trainer.cfg.eval_episodes, true, trainer.cfg.seed.wrapping_add(10_000))?
+        evaluate(&trainer.policy, env_id, trainer.cfg.eval_episodes, true, trainer.cfg.seed.wrapping_add(10_000), Some(&trainer.norm))?
     } else {
         Vec::new()
     };

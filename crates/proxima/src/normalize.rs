@@ -1,0 +1,170 @@
+//! Observation normalisation and reward scaling, as SB3's `VecNormalize` and CleanRL's
+//! `NormalizeObservation` / `NormalizeReward` wrappers do them (Huang et al. 2022, continuous-
+//! action details 5–8):
+//!
+//! * observations: running mean/variance per component, ô = clip((o − μ)/√(σ² + 1e-8), ±clip_obs);
+//! * rewards: divided by the running std of the *discounted return* R ← γR + r (reset at
+//!   episode ends), r̂ = clip(r/√(σ_R² + 1e-8), ±clip_reward). The mean is not subtracted.
+//!
+//! The statistics are saved in every checkpoint and applied, frozen, at evaluation.
+
+use serde::{Deserialize, Serialize};
+
+/// Running mean and variance over batches (Chan et al.'s parallel algorithm), f64, with the
+/// `epsilon = 1e-4` initial count SB3 uses so the first update is well defined.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunningMeanStd {
+    /// Per-component mean, `[dim]`.
+    pub mean: Vec<f64>,
+    /// Per-component (population) variance, `[dim]`.
+    pub var: Vec<f64>,
+    /// Number of samples seen (plus the initial epsilon).
+    pub count: f64,
+}
+
+impl RunningMeanStd {
+    /// Statistics for `dim` components: mean 0, variance 1, count 1e-4.
+    pub fn new(dim: usize) -> Self {
+        RunningMeanStd { mean: vec![0.0; dim], var: vec![1.0; dim], count: 1e-4 }
+    }
+
+    /// Folds in a batch of rows, `x` = `[n, dim]` row-major.
+    pub fn update(&mut self, x: &[f32]) {
+        let dim = self.mean.len();
+        if dim == 0 || x.len() < dim {
+            return;
+        }
+        let n = (x.len() / dim) as f64;
+        for j in 0..dim {
+            let col = x.chunks_exact(dim).map(|r| r[j] as f64);
+            let bm = col.clone().sum::<f64>() / n;
+            let bv = col.map(|v| (v - bm).powi(2)).sum::<f64>() / n;
+            let delta = bm - self.mean[j];
+            let tot = self.count + n;
+            self.mean[j] += delta * n / tot;
+            let m2 = self.var[j] * self.count + bv * n + delta * delta * self.count * n / tot;
+            self.var[j] = m2 / tot;
+        }
+        self.count += n;
+    }
+
+    /// ô = clip((o − μ)/√(σ² + 1e-8), ±clip) for each row of `x` (`[n, dim]`), in place.
+    pub fn normalize(&self, x: &mut [f32], clip: f64) {
+        let dim = self.mean.len();
+        for row in x.chunks_exact_mut(dim) {
+            for (j, v) in row.iter_mut().enumerate() {
+                *v = ((*v as f64 - self.mean[j]) / (self.var[j] + 1e-8).sqrt()).clamp(-clip, clip) as f32;
+            }
+        }
+    }
+}
+
+/// The normalisation state of a run: optional observation statistics, optional return
+/// statistics with the per-env discounted returns they are fed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Normalizer {
+    /// Observation statistics (None = observations pass through).
+    pub obs_rms: Option<RunningMeanStd>,
+    /// Discounted-return statistics (None = rewards pass through).
+    pub ret_rms: Option<RunningMeanStd>,
+    /// Running discounted return per env, `[n_envs]`.
+    pub returns: Vec<f64>,
+    /// Clip of normalised observations.
+    pub clip_obs: f64,
+    /// Clip of scaled rewards.
+    pub clip_reward: f64,
+    /// γ of the discounted return.
+    pub gamma: f64,
+}
+
+impl Normalizer {
+    /// A fresh normaliser for `n_envs` envs with `obs_dim`-long observations.
+    pub fn new(normalize_obs: bool, normalize_reward: bool, obs_dim: usize, n_envs: usize, gamma: f64, clip_obs: f64, clip_reward: f64) -> Self {
+        Normalizer {
+            obs_rms: normalize_obs.then(|| RunningMeanStd::new(obs_dim)),
+            ret_rms: normalize_reward.then(|| RunningMeanStd::new(1)),
+            returns: vec![0.0; n_envs],
+            clip_obs,
+            clip_reward,
+            gamma,
+        }
+    }
+
+    /// Training: updates the observation statistics with `obs` (`[n, obs_dim]`, raw) and
+    /// returns the normalised copy.
+    pub fn observe(&mut self, obs: &[f32]) -> Vec<f32> {
+        let mut out = obs.to_vec();
+        if let Some(rms) = &mut self.obs_rms {
+            rms.update(obs);
+            rms.normalize(&mut out, self.clip_obs);
+        }
+        out
+    }
+
+    /// Normalises `obs` with the current statistics, without updating them (evaluation,
+    /// final observations of truncated episodes).
+    pub fn normalize_obs(&self, obs: &mut [f32]) {
+        if let Some(rms) = &self.obs_rms {
+            rms.normalize(obs, self.clip_obs);
+        }
+    }
+
+    /// Training: scales one step's rewards `[n_envs]` in place by the running std of the
+    /// discounted return, then resets the return of envs whose episode ended.
+    pub fn scale_rewards(&mut self, rewards: &mut [f32], dones: impl Fn(usize) -> bool) {
+        let Some(rms) = &mut self.ret_rms else { return };
+        let r: Vec<f32> = rewards.iter().zip(self.returns.iter_mut()).map(|(&r, g)| {
+            *g = *g * self.gamma + r as f64;
+            *g as f32
+        }).collect();
+        rms.update(&r);
+        let std = (rms.var[0] + 1e-8).sqrt();
+        for (i, r) in rewards.iter_mut().enumerate() {
+            *r = (*r as f64 / std).clamp(-self.clip_reward, self.clip_reward) as f32;
+            if dones(i) {
+                self.returns[i] = 0.0;
+            }
+        }
+    }
+
+    /// Whether anything is normalised.
+    pub fn is_active(&self) -> bool {
+        self.obs_rms.is_some() || self.ret_rms.is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn running_stats_match_batch_stats() {
+        let data: Vec<f32> = (0..300).map(|i| ((i * 7919) % 101) as f32 / 10.0 - 3.0).collect(); // [100, 3]
+        let mut rms = RunningMeanStd::new(3);
+        for chunk in data.chunks(3 * 7) {
+            rms.update(chunk);
+        }
+        for j in 0..3 {
+            let col: Vec<f64> = data.chunks(3).map(|r| r[j] as f64).collect();
+            let m = col.iter().sum::<f64>() / 100.0;
+            let v = col.iter().map(|x| (x - m).powi(2)).sum::<f64>() / 100.0;
+            assert!((rms.mean[j] - m).abs() < 1e-5, "mean {j}");
+            assert!((rms.var[j] - v).abs() < 1e-3 * v.max(1.0), "var {j}: {} vs {v}", rms.var[j]);
+        }
+        let mut x = vec![1e6f32, -1e6, 0.0];
+        rms.normalize(&mut x, 10.0);
+        assert_eq!((x[0], x[1]), (10.0, -10.0));
+    }
+
+    #[test]
+    fn reward_scaling_divides_by_return_std_and_resets_on_done() {
+        let mut n = Normalizer::new(false, true, 1, 2, 0.99, 10.0, 10.0);
+        let mut r = [1.0f32, 2.0];
+        n.scale_rewards(&mut r, |i| i == 1);
+        assert_eq!(n.returns, vec![1.0, 0.0]);
+        let std = (n.ret_rms.as_ref().unwrap().var[0] + 1e-8).sqrt();
+        assert!((r[0] as f64 - 1.0 / std).abs() < 1e-5 && (r[1] as f64 - 2.0 / std).abs() < 1e-5);
+        // Observations pass through when not normalised.
+        assert_eq!(n.observe(&[5.0]), vec![5.0]);
+    }
+}
