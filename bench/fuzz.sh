@@ -6,5 +6,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cases=${1:-20000}
 start=$(date +%s)
-PROPTEST_CASES=$cases timeout 1200 cargo test --release -q -p proxima --test fuzz -- --test-threads=2
+PROPTEST_RNG_SEED=$(od -An -N4 -tu4 /dev/urandom | tr -d " ") PROPTEST_CASES=$cases timeout 1200 cargo test --release -q -p proxima --test fuzz -- --test-threads=2
 echo "fuzz: $cases cases per target, no panic, $(( $(date +%s) - start )) s"

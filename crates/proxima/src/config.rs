@@ -100,6 +100,13 @@ pub struct Config {
     pub eval_episodes: usize,
 }
 
+/// Largest rollout N·T accepted (transitions held in memory at once).
+pub const MAX_ROLLOUT: usize = 1 << 24;
+/// Largest number of parallel envs accepted.
+pub const MAX_ENVS: usize = 1 << 16;
+/// Largest hidden-layer width accepted.
+pub const MAX_WIDTH: usize = 1 << 16;
+
 /// Names of the presets, in the order `--help` lists them.
 pub const PRESETS: [&str; 4] = ["cleanrl", "sb3", "paper-mujoco", "paper-atari"];
 
@@ -276,7 +283,17 @@ impl Config {
         if self.net_arch.is_empty() || self.net_arch.contains(&0) {
             return bad(format!("net_arch = {:?}: needs at least one hidden layer, all widths ≥ 1", self.net_arch));
         }
-        let rollout = self.n_steps * self.n_envs;
+        // Bounds that keep a typo from turning into an out-of-memory abort.
+        if self.n_envs > MAX_ENVS {
+            return bad(format!("n_envs = {}: at most {MAX_ENVS}", self.n_envs));
+        }
+        if let Some(w) = self.net_arch.iter().find(|w| **w > MAX_WIDTH) {
+            return bad(format!("net_arch = {:?}: layer width {w} exceeds {MAX_WIDTH}", self.net_arch));
+        }
+        let rollout = match self.n_steps.checked_mul(self.n_envs) {
+            Some(r) if r <= MAX_ROLLOUT => r,
+            _ => return bad(format!("n_steps × n_envs = {} × {} exceeds {MAX_ROLLOUT} transitions per rollout", self.n_steps, self.n_envs)),
+        };
         if rollout % self.batch_size != 0 || self.batch_size > rollout {
             return bad(format!(
                 "batch_size = {} does not divide the rollout n_steps × n_envs = {} × {} = {rollout}",

@@ -12,9 +12,18 @@ use proxima::env::{make, Action, NATIVE_ENV_IDS};
 use proxima::train::Trainer;
 use std::sync::OnceLock;
 
+/// `default` cases from a fixed seed in the fast suite (so CI is deterministic); with
+/// `PROPTEST_CASES` / `PROPTEST_RNG_SEED` set (bench/fuzz.sh) as many cases from a random seed.
 fn cases(default: u32) -> ProptestConfig {
-    let n = std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(default);
-    ProptestConfig { cases: n, failure_persistence: None, ..ProptestConfig::default() }
+    let mut c = ProptestConfig::default(); // reads the PROPTEST_* variables
+    c.failure_persistence = None;
+    if std::env::var_os("PROPTEST_CASES").is_none() {
+        c.cases = default;
+        if std::env::var_os("PROPTEST_RNG_SEED").is_none() {
+            c.rng_seed = proptest::test_runner::RngSeed::Fixed(20_261_130);
+        }
+    }
+    c
 }
 
 const KEYS: [&str; 8] = ["n_steps", "batch_size", "gamma", "net_arch", "clip_range_vf", "activation", "learning_rate", "n_stepz"];
@@ -164,4 +173,19 @@ fn regression_huge_network_in_policy_spec_is_refused() {
     let e = checkpoint::load(&path).unwrap().build_policy(&candle_core::Device::Cpu).unwrap_err().to_string();
     assert!(e.contains("policy_spec"), "{e}");
     let _ = std::fs::remove_file(&path);
+}
+
+/// Found by `config_resolve_never_panics`: `n_steps × n_envs` overflowed usize in validation.
+/// Oversized rollouts, env counts and layer widths are refused before anything is allocated.
+#[test]
+fn regression_rollout_size_overflow_is_an_error() {
+    for sets in [
+        vec!["n_steps=9223372036854775807".to_string(), "n_envs=4".into()],
+        vec!["n_steps=100000000".into()],
+        vec!["n_envs=1000000".into()],
+        vec!["net_arch=[64, 100000000]".into()],
+    ] {
+        let e = Config::resolve("cleanrl", None, &sets).unwrap_err().to_string();
+        assert!(e.contains("exceeds") || e.contains("at most"), "{sets:?}: {e}");
+    }
 }
