@@ -113,6 +113,15 @@ fn dispatch(cli: Cli) -> Result<()> {
                 }
                 let trainer = train::Trainer::resume(&ck, total_timesteps)?;
                 if trainer.is_done() {
+                    if let Some(t) = total_timesteps {
+                        bail!("{} has already taken {} steps; --total-timesteps {t} does not extend it", dir.display(), trainer.global_step);
+                    }
+                    let model = dir.join("model.safetensors");
+                    if !model.is_file() {
+                        trainer.save(&model)?;
+                        println!("{} was complete at update {}; wrote {} from its last checkpoint", dir.display(), trainer.update, model.display());
+                        return Ok(());
+                    }
                     bail!("{} is complete ({} of {} updates); pass a larger --total-timesteps to continue it", dir.display(), trainer.update, trainer.num_updates);
                 }
                 set_threads(trainer.cfg.num_threads);
@@ -124,21 +133,19 @@ fn dispatch(cli: Cli) -> Result<()> {
                     Some(p) => Some(std::fs::read_to_string(p).with_context(|| format!("cannot read config file {}", p.display()))?),
                     None => None,
                 };
-                let mut sets = sets;
+                let mut cfg = Config::resolve(preset.as_deref().unwrap_or("cleanrl"), file.as_deref(), &sets)?;
                 if let Some(s) = seed {
-                    sets.push(format!("seed={s}"));
+                    cfg.seed = s;
                 }
                 if let Some(t) = total_timesteps {
-                    sets.push(format!("total_timesteps={t}"));
+                    cfg.total_timesteps = t;
                 }
-                let cfg = Config::resolve(preset.as_deref().unwrap_or("cleanrl"), file.as_deref(), &sets)?;
-                proxima::env::make(&env_id)?; // fail on an unknown id before creating any directory
+                cfg.validate()?;
                 set_threads(cfg.num_threads);
-                let run_dir = run_dir.unwrap_or_else(|| {
-                    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-                    PathBuf::from("runs").join(format!("{env_id}__ppo__{}__{t}", cfg.seed))
-                });
-                (train::Trainer::new(&env_id, cfg)?, run_dir)
+                let seed = cfg.seed;
+                // Build everything that can fail on bad input before touching the file system.
+                let trainer = train::Trainer::new(&env_id, cfg)?;
+                (trainer, claim_run_dir(run_dir, &format!("{env_id}__ppo__{seed}"))?)
             };
             let env_id = trainer.env_id.clone();
             let total = trainer.cfg.total_timesteps;
@@ -154,14 +161,14 @@ fn dispatch(cli: Cli) -> Result<()> {
             })?;
             bar.finish_and_clear();
             let (m, sd) = mean_std(&summary.eval_returns);
+            let eval = if summary.eval_returns.is_empty() {
+                "no evaluation (eval_episodes = 0)".to_string()
+            } else {
+                format!("deterministic eval over {} episodes: {m:.2} ± {sd:.2}", summary.eval_returns.len())
+            };
             println!(
-                "trained {env_id} for {} steps in {:.1} s ({:.0} SPS; rollout {:.1} s, update {:.1} s); deterministic eval over {} episodes: {m:.2} ± {sd:.2}",
-                summary.global_step,
-                summary.train_seconds,
-                summary.sps,
-                summary.collect_seconds,
-                summary.update_seconds,
-                summary.eval_returns.len()
+                "trained {env_id} for {} steps in {:.1} s ({:.0} SPS; rollout {:.1} s, update {:.1} s); {eval}",
+                summary.global_step, summary.train_seconds, summary.sps, summary.collect_seconds, summary.update_seconds,
             );
             println!("run directory: {}", summary.run_dir.display());
             Ok(())
@@ -202,7 +209,42 @@ fn dispatch(cli: Cli) -> Result<()> {
     }
 }
 
-/// The checkpoint of a run directory with the most updates (model.safetensors or checkpoints/*).
+/// The run directory to write into. An explicit `--run-dir` must be absent or empty (so two
+/// runs never mix in one directory: continue a run with `--resume`); the default
+/// `runs/<base>__<unix time>` is created atomically, with a `_2`, `_3`, … suffix when another
+/// run took the name in the same second.
+fn claim_run_dir(explicit: Option<PathBuf>, base: &str) -> Result<PathBuf> {
+    if let Some(d) = explicit {
+        if d.exists() {
+            if !d.is_dir() {
+                bail!("--run-dir {}: exists and is not a directory", d.display());
+            }
+            if std::fs::read_dir(&d).with_context(|| format!("--run-dir {}", d.display()))?.next().is_some() {
+                bail!(
+                    "--run-dir {} already holds files; continue that run with `proxima train --resume {}`, or choose an empty or new directory",
+                    d.display(),
+                    d.display()
+                );
+            }
+        }
+        return Ok(d);
+    }
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    std::fs::create_dir_all("runs").context("cannot create runs/")?;
+    for k in 1.. {
+        let name = if k == 1 { format!("{base}__{t}") } else { format!("{base}__{t}_{k}") };
+        let dir = PathBuf::from("runs").join(name);
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e).with_context(|| format!("cannot create {}", dir.display())),
+        }
+    }
+    unreachable!("the suffix loop only ends by returning")
+}
+
+/// The checkpoint of a run directory with the most updates (model.safetensors or checkpoints/*);
+/// damaged files are skipped with a warning.
 fn latest_checkpoint(dir: &Path) -> Result<PathBuf> {
     if !dir.is_dir() {
         bail!("{}: no such run directory", dir.display());
@@ -217,17 +259,21 @@ fn latest_checkpoint(dir: &Path) -> Result<PathBuf> {
         match proxima::checkpoint::load(&f) {
             Ok(ck) if best.as_ref().is_none_or(|(u, _)| ck.meta.update > *u) => best = Some((ck.meta.update, f)),
             Ok(_) => {}
-            Err(e) => last_err = Some(e), // a damaged file: fall back to the others
+            Err(e) => {
+                eprintln!("warning: skipping {e}");
+                last_err = Some(e); // a damaged file: fall back to the others
+            }
         }
     }
     match (best, last_err) {
         (Some((_, f)), _) => Ok(f),
         (None, Some(e)) => Err(e.into()),
-        (None, None) => bail!("{}: holds no checkpoint to resume from", dir.display()),
+        (None, None) => bail!("{}: holds no checkpoint (neither model.safetensors nor checkpoints/*.safetensors)", dir.display()),
     }
 }
 
-/// A checkpoint file, or a run directory's `model.safetensors`, else its newest checkpoint.
+/// A checkpoint file as given, or a run directory's most advanced loadable checkpoint
+/// (normally `model.safetensors`).
 fn resolve_checkpoint(path: &Path) -> Result<PathBuf> {
     if path.is_file() {
         return Ok(path.to_path_buf());
@@ -235,13 +281,5 @@ fn resolve_checkpoint(path: &Path) -> Result<PathBuf> {
     if !path.is_dir() {
         bail!("{}: no such run directory or checkpoint file", path.display());
     }
-    let model = path.join("model.safetensors");
-    if model.is_file() {
-        return Ok(model);
-    }
-    let mut ckpts: Vec<PathBuf> = std::fs::read_dir(path.join("checkpoints"))
-        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "safetensors")).collect())
-        .unwrap_or_default();
-    ckpts.sort();
-    ckpts.pop().with_context(|| format!("{}: holds neither model.safetensors nor checkpoints/*.safetensors", path.display()))
+    latest_checkpoint(path)
 }

@@ -121,7 +121,7 @@ fn bad_input_gets_a_clear_error_and_nonzero_exit() {
         (vec!["eval", bad_toml.to_str().unwrap()], "not a valid safetensors file"),
         (vec!["eval", empty.to_str().unwrap()], "not a valid safetensors file"),
         (vec!["eval", noise.to_str().unwrap()], "not a valid safetensors file"),
-        (vec!["eval", dir.to_str().unwrap()], "holds neither model.safetensors nor checkpoints"),
+        (vec!["eval", dir.to_str().unwrap()], "holds no checkpoint (neither model.safetensors nor checkpoints/*.safetensors)"),
         (vec!["eval", empty.to_str().unwrap(), "--episodes", "0"], "--episodes must be at least 1"),
         (vec!["train", "CartPole-v1", "--set", "net_arch=5", "--run-dir", rd], "net_arch"),
         (vec!["train", "CartPole-v1", "--set", "net_arch=[64, 0]", "--run-dir", rd], "net_arch = [64, 0]"),
@@ -131,8 +131,12 @@ fn bad_input_gets_a_clear_error_and_nonzero_exit() {
         (vec!["train", "CartPole-v1", "--config", dir.to_str().unwrap(), "--run-dir", rd], "cannot read config file"),
         (vec!["train", "CartPole-v1", "--total-timesteps", "256", "--run-dir", under_file.to_str().unwrap()], "Not a directory"),
         (vec!["train", "CartPole-v1", "--total-timesteps", "256", "--run-dir", "/proc/proxima-run"], "/proc/proxima-run"),
-        (vec!["train", "--resume", dir.to_str().unwrap()], "holds no checkpoint to resume from"),
-        (vec!["train", "MountainCar-v0", "--resume", dir.to_str().unwrap()], "holds no checkpoint to resume from"),
+        (vec!["train", "--resume", dir.to_str().unwrap()], "holds no checkpoint"),
+        (vec!["train", "MountainCar-v0", "--resume", dir.to_str().unwrap()], "holds no checkpoint"),
+        (vec!["train", "CartPole-v1", "--run-dir", dir.to_str().unwrap()], "already holds files; continue that run with `proxima train --resume"),
+        (vec!["train", "CartPole-v1", "--seed", "18446744073709551615", "--run-dir", rd], "must be below 2^63"),
+        (vec!["train", "CartPole-v1", "--set", "n_steps=9223372036854775807", "--run-dir", rd], "exceeds"),
+        (vec!["train", "CartPole-v1", "--set", "net_arch=[2000000000]", "--run-dir", rd], "exceeds"),
     ];
     for (args, want) in cases {
         let (code, _, se) = proxima(&args);
@@ -226,9 +230,10 @@ fn resume_is_exact() {
 /// `*.safetensors` file left behind is complete and loads (writes are temp file + rename).
 #[test]
 fn sigkill_never_leaves_a_torn_checkpoint() {
-    let dir = tmp("kill");
+    let base = tmp("kill");
     let mut loaded = 0;
     for delay_ms in [40u64, 90, 160, 230, 310, 400, 520, 650] {
+        let dir = base.join(format!("after-{delay_ms}ms"));
         let mut child = Command::new(env!("CARGO_BIN_EXE_proxima"))
             .args(["train", "CartPole-v1", "--total-timesteps", "100000000", "--run-dir", dir.to_str().unwrap(), "--quiet",
                    "--set", "n_envs=1", "--set", "n_steps=8", "--set", "batch_size=8", "--set", "n_epochs=1", "--set", "checkpoint_freq=1"])
@@ -319,4 +324,45 @@ fn normalization_statistics_round_trip_through_checkpoints() {
     let got: Vec<f64> = with["returns"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
     assert_eq!(got, frozen, "eval applies the saved statistics");
     assert_ne!(got, without, "and they matter");
+}
+
+/// Small promises of the CLI: eval_episodes = 0 reports no score (null in eval.json); resuming a
+/// complete run whose model file was lost rewrites it; a checkpoint holding NaN weights is
+/// refused; eval of a run directory uses its most advanced loadable checkpoint.
+#[test]
+fn edge_cases_of_eval_and_resume() {
+    let dir = tmp("edges");
+    let (code, so, se) = proxima(&["train", "CartPole-v1", "--total-timesteps", "256", "--run-dir", dir.to_str().unwrap(), "--quiet",
+        "--set", "n_envs=2", "--set", "n_steps=64", "--set", "batch_size=32", "--set", "checkpoint_freq=2", "--set", "eval_episodes=0"]);
+    assert_eq!(code, 0, "{se}");
+    assert!(so.contains("no evaluation (eval_episodes = 0)"), "{so}");
+    let ev: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("eval.json")).unwrap()).unwrap();
+    assert!(ev["mean_return"].is_null() && ev["episodes"] == 0, "{ev}");
+
+    let model = dir.join("model.safetensors");
+    let good = std::fs::read(&model).unwrap();
+    std::fs::remove_file(&model).unwrap();
+    let (code, so, se) = proxima(&["train", "--resume", dir.to_str().unwrap()]);
+    assert_eq!(code, 0, "{se}");
+    assert!(so.contains("was complete at update 2; wrote"), "{so}");
+    assert_eq!(weights(&model), weights(&dir.join("checkpoints/update_000002.safetensors")));
+
+    // A damaged model.safetensors: eval warns and falls back to the newest good checkpoint.
+    std::fs::write(&model, &good[..good.len() / 3]).unwrap();
+    let (code, so, se) = proxima(&["eval", dir.to_str().unwrap(), "--episodes", "1", "--json"]);
+    assert_eq!(code, 0, "{se}");
+    assert!(se.contains("warning: skipping"), "{se}");
+    assert!(so.contains("update_000002.safetensors"), "{so}");
+
+    // NaN weights: patch the first f32 of `actor.0.bias`, located through the safetensors header.
+    let mut nan = good.clone();
+    let hn = u64::from_le_bytes(good[..8].try_into().unwrap()) as usize;
+    let header: serde_json::Value = serde_json::from_slice(&good[8..8 + hn]).unwrap();
+    let start = 8 + hn + header["actor.0.bias"]["data_offsets"][0].as_u64().unwrap() as usize;
+    nan[start..start + 4].copy_from_slice(&f32::NAN.to_le_bytes());
+    let bad = dir.join("nan.safetensors");
+    std::fs::write(&bad, &nan).unwrap();
+    let (code, _, se) = proxima(&["eval", bad.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(se.contains("non-finite values"), "{se}");
 }

@@ -196,6 +196,11 @@ impl Checkpoint {
         if let Some(extra) = self.tensors.keys().find(|k| !k.starts_with("optim.") && !names.contains(&k.as_str())) {
             return bad(format!("the file holds `{extra}`, which the network lacks"));
         }
+        for name in &names {
+            if self.tensors[*name].1.iter().any(|x| !x.is_finite()) {
+                return Err(ProximaError::Checkpoint(format!("{}: parameter `{name}` holds non-finite values", self.path)));
+            }
+        }
         for (name, var) in policy.named_params() {
             let (shape, v) = &self.tensors[name];
             var.set(&Tensor::from_slice(v, shape.as_slice(), var.device())?)?;

@@ -234,7 +234,13 @@ impl Config {
         let base = Config::preset(preset)?;
         let mut table = toml::Table::try_from(&base).map_err(|e| ProximaError::Config(e.to_string()))?;
         if let Some(text) = file_toml {
-            let file: toml::Table = text.parse().map_err(|e: toml::de::Error| ProximaError::Config(format!("malformed TOML: {}", e.to_string().trim())))?;
+            let file: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+                let at = e.span().map(|r| {
+                    let before = &text[..r.start.min(text.len())];
+                    format!(" at line {}, column {}", before.matches('\n').count() + 1, before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1)
+                });
+                ProximaError::Config(format!("malformed TOML{}: {}", at.unwrap_or_default(), e.message().trim().replace('\n', "; ")))
+            })?;
             for (k, v) in file {
                 if k == "env_id" {
                     continue; // recorded in a run's config.toml for reference; the command line names the env
@@ -323,6 +329,9 @@ impl Config {
         }
         if !self.log_std_init.is_finite() {
             return bad(format!("log_std_init = {}: must be finite", self.log_std_init));
+        }
+        if self.seed > i64::MAX as u64 || self.total_timesteps > i64::MAX as u64 {
+            return bad(format!("seed = {} / total_timesteps = {}: must be below 2^63 (TOML integers are signed 64-bit)", self.seed, self.total_timesteps));
         }
         if self.total_timesteps == 0 {
             return bad("total_timesteps = 0: must be at least 1".into());

@@ -77,6 +77,9 @@ struct TrainerSnapshot {
     recent: Vec<EpisodeRecord>,
     policy_obs: Vec<f32>,
     norm: Normalizer,
+    /// Seconds of training up to this checkpoint.
+    #[serde(default)]
+    time_elapsed: f64,
 }
 
 /// The explicit state of a PPO run.
@@ -105,6 +108,11 @@ pub struct Trainer {
     pub num_updates: u64,
     recent: VecDeque<EpisodeRecord>,
     start: Instant,
+    /// `global_step` when this process started (0, or the resumed checkpoint's step): SPS
+    /// counts only the steps this process took.
+    start_step: u64,
+    /// Training time before this process (from the resumed checkpoint), seconds.
+    elapsed_offset: f64,
     collect_seconds: f64,
     update_seconds: f64,
     last_stats: Option<UpdateStats>,
@@ -171,6 +179,8 @@ impl Trainer {
             update: 0,
             recent: VecDeque::with_capacity(100),
             start: Instant::now(),
+            start_step: 0,
+            elapsed_offset: 0.0,
             collect_seconds: 0.0,
             update_seconds: 0.0,
             last_stats: None,
@@ -270,6 +280,7 @@ impl Trainer {
         self.update += 1;
         self.update_seconds += t1.elapsed().as_secs_f64();
         let elapsed = self.start.elapsed().as_secs_f64();
+        let sps = (self.global_step - self.start_step) as f64 / elapsed.max(1e-9);
         let mean = |f: &dyn Fn(&EpisodeRecord) -> f64| {
             (!self.recent.is_empty()).then(|| self.recent.iter().map(f).sum::<f64>() / self.recent.len() as f64)
         };
@@ -277,8 +288,8 @@ impl Trainer {
             update: self.update,
             num_updates: self.num_updates,
             global_step: self.global_step,
-            time_elapsed: elapsed,
-            sps: self.global_step as f64 / elapsed.max(1e-9),
+            time_elapsed: self.elapsed_offset + elapsed,
+            sps,
             stats,
             ep_return_mean: mean(&|e| e.episode_return),
             ep_len_mean: mean(&|e| e.length as f64),
@@ -306,6 +317,7 @@ impl Trainer {
             recent: self.recent.iter().copied().collect(),
             policy_obs: self.obs.clone(),
             norm: self.norm.clone(),
+            time_elapsed: self.elapsed_offset + self.start.elapsed().as_secs_f64(),
         };
         let mut extra = BTreeMap::new();
         extra.insert("trainer_state".to_string(), serde_json::to_string(&snap).expect("snapshot serialises"));
@@ -369,6 +381,8 @@ impl Trainer {
         tr.recent = snap.recent.into_iter().collect();
         tr.global_step = ck.meta.global_step;
         tr.update = ck.meta.update;
+        tr.start_step = tr.global_step;
+        tr.elapsed_offset = snap.time_elapsed;
         Ok(tr)
     }
 
@@ -459,9 +473,9 @@ pub struct RunSummary {
     pub model: PathBuf,
     /// Environment steps taken.
     pub global_step: u64,
-    /// Wall time of training (seconds), start-up included.
+    /// Wall time of training in this process (seconds), start-up included.
     pub train_seconds: f64,
-    /// Steps per second over the run.
+    /// Steps per second taken by this process.
     pub sps: f64,
     /// Final deterministic evaluation returns (`eval_episodes` of them).
     pub eval_returns: Vec<f64>,
@@ -523,6 +537,7 @@ pub fn run(mut trainer: Trainer, run_dir: &Path, mut on_update: impl FnMut(&Upda
         on_update(&r);
     }
     let train_seconds = t0.elapsed().as_secs_f64();
+    let sps = (trainer.global_step - trainer.start_step) as f64 / train_seconds.max(1e-9);
     let model = run_dir.join("model.safetensors");
     trainer.save(&model)?;
     let eval_returns = if trainer.cfg.eval_episodes > 0 {
@@ -531,11 +546,12 @@ pub fn run(mut trainer: Trainer, run_dir: &Path, mut on_update: impl FnMut(&Upda
         Vec::new()
     };
     let (m, sd) = mean_std(&eval_returns);
+    let (m, sd) = if eval_returns.is_empty() { (None, None) } else { (Some(m), Some(sd)) };
     let eval = serde_json::json!({
         "env_id": env_id, "seed": trainer.cfg.seed, "global_step": trainer.global_step, "train_seconds": train_seconds,
-        "sps": trainer.global_step as f64 / train_seconds, "collect_seconds": collect_seconds, "update_seconds": update_seconds, "episodes": eval_returns.len(), "deterministic": true,
-        "mean_return": m, "std_return": sd,
+        "sps": sps, "collect_seconds": collect_seconds, "update_seconds": update_seconds, "episodes": eval_returns.len(), "deterministic": true,
+        "mean_return": m, "std_return": sd, "returns": eval_returns,
     });
     checkpoint::write_atomic(&run_dir.join("eval.json"), format!("{eval}\n").as_bytes())?;
-    Ok(RunSummary { run_dir: run_dir.to_path_buf(), model, global_step: trainer.global_step, train_seconds, sps: trainer.global_step as f64 / train_seconds, eval_returns, collect_seconds, update_seconds })
+    Ok(RunSummary { run_dir: run_dir.to_path_buf(), model, global_step: trainer.global_step, train_seconds, sps, eval_returns, collect_seconds, update_seconds })
 }
