@@ -425,7 +425,7 @@ pub fn evaluate(policy: &ActorCritic, env_id: &str, episodes: usize, determinist
             policy.env_action(&mut a);
             let action = match kind {
                 ActionKind::Discrete { .. } => Action::Discrete(a[0] as usize),
-                ActionKind::Continuous { .. } => Action::Continuous(&a),
+                ActionKind::MultiDiscrete { .. } | ActionKind::Continuous { .. } => Action::Continuous(&a),
             };
             let r = env.step(action)?;
             total += r.reward;

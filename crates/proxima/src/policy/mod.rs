@@ -30,6 +30,12 @@ pub enum ActionKind {
         /// Number of actions.
         n: usize,
     },
+    /// `MultiDiscrete(nvec)`: independent Categoricals, one per component, with `nvec[i]` logits
+    /// each; log-probabilities and entropies are summed over components.
+    MultiDiscrete {
+        /// Number of choices of each component.
+        nvec: Vec<usize>,
+    },
     /// `Box(dim)`: a diagonal Gaussian with a state-independent log-std; `low`/`high` are the
     /// bounds the sampled action is clipped to when sent to the env.
     Continuous {
@@ -46,18 +52,28 @@ impl ActionKind {
     /// Maps an env's action space to a distribution.
     ///
     /// # Errors
-    /// `Unsupported` for spaces without a distribution here (MultiDiscrete for now).
+    /// `Unsupported` for spaces without a distribution (a `MultiDiscrete` with a zero entry).
     pub fn from_space(space: &Space) -> Result<Self> {
         match space {
             Space::Discrete { n } => Ok(ActionKind::Discrete { n: *n }),
             Space::Box { low, high, .. } => Ok(ActionKind::Continuous { dim: low.len(), low: low.clone(), high: high.clone() }),
+            Space::MultiDiscrete { nvec } if !nvec.is_empty() && !nvec.contains(&0) => Ok(ActionKind::MultiDiscrete { nvec: nvec.clone() }),
             other => Err(ProximaError::Unsupported(format!("no policy distribution for action space {}", other.describe()))),
+        }
+    }
+    /// The Categorical components: `[n]` for Discrete, `nvec` for MultiDiscrete, None for Box.
+    pub fn categorical_components(&self) -> Option<Vec<usize>> {
+        match self {
+            ActionKind::Discrete { n } => Some(vec![*n]),
+            ActionKind::MultiDiscrete { nvec } => Some(nvec.clone()),
+            ActionKind::Continuous { .. } => None,
         }
     }
     /// Width of the policy head: `n` logits or `dim` means.
     pub fn head_dim(&self) -> usize {
         match self {
             ActionKind::Discrete { n } => *n,
+            ActionKind::MultiDiscrete { nvec } => nvec.iter().sum(),
             ActionKind::Continuous { dim, .. } => *dim,
         }
     }
@@ -65,6 +81,7 @@ impl ActionKind {
     pub fn act_dim(&self) -> usize {
         match self {
             ActionKind::Discrete { .. } => 1,
+            ActionKind::MultiDiscrete { nvec } => nvec.len(),
             ActionKind::Continuous { dim, .. } => *dim,
         }
     }
@@ -293,7 +310,7 @@ impl ActorCritic {
                 params.push(("actor_logstd".to_string(), v.clone()));
                 Some(v)
             }
-            ActionKind::Discrete { .. } => None,
+            ActionKind::Discrete { .. } | ActionKind::MultiDiscrete { .. } => None,
         };
         Ok(ActorCritic { spec, device: device.clone(), trunk, actor, critic, log_std, params })
     }
@@ -353,13 +370,25 @@ impl ActorCritic {
     /// Returns `(log_prob [B], entropy [B], values [B])`.
     pub fn evaluate_actions(&self, obs: &Tensor, actions: &Tensor) -> Result<(Tensor, Tensor, Tensor)> {
         let (head, values) = self.forward(obs)?;
-        let (lp, ent) = match (&self.spec.action, &self.log_std) {
-            (ActionKind::Discrete { .. }, _) => {
+        let (lp, ent) = match (self.spec.action.categorical_components(), &self.log_std) {
+            (Some(comps), _) if comps.len() == 1 => {
                 let idx = distributions::actions_to_indices(&actions.flatten_all()?)?;
                 distributions::categorical_log_prob_entropy(&head, &idx)?
             }
-            (ActionKind::Continuous { .. }, Some(ls)) => distributions::gaussian_log_prob_entropy(&head, ls.as_tensor(), actions)?,
-            (ActionKind::Continuous { .. }, None) => unreachable!("continuous policies always own a log-std"),
+            (Some(comps), _) => {
+                // Independent components: Σ_i log π_i(a_i), Σ_i H_i.
+                let idx = distributions::actions_to_indices(actions)?;
+                let (mut lp, mut ent, mut off) = (None::<Tensor>, None::<Tensor>, 0);
+                for (i, &n) in comps.iter().enumerate() {
+                    let (l, e) = distributions::categorical_log_prob_entropy(&head.narrow(1, off, n)?.contiguous()?, &idx.narrow(1, i, 1)?.squeeze(1)?.contiguous()?)?;
+                    lp = Some(match lp { Some(t) => (t + l)?, None => l });
+                    ent = Some(match ent { Some(t) => (t + e)?, None => e });
+                    off += n;
+                }
+                (lp.expect("at least one component"), ent.expect("at least one component"))
+            }
+            (None, Some(ls)) => distributions::gaussian_log_prob_entropy(&head, ls.as_tensor(), actions)?,
+            (None, None) => unreachable!("continuous policies always own a log-std"),
         };
         Ok((lp, ent, values))
     }
@@ -382,18 +411,25 @@ impl ActorCritic {
         let hd = self.spec.action.head_dim();
         let mut out = ActOutput { actions: Vec::with_capacity(n * self.spec.action.act_dim()), log_probs: Vec::with_capacity(n), values };
         match &self.spec.action {
-            ActionKind::Discrete { .. } => {
+            ActionKind::Discrete { .. } | ActionKind::MultiDiscrete { .. } => {
+                let comps = self.spec.action.categorical_components().expect("categorical");
                 let mut lp = vec![0f32; hd];
                 for row in head.chunks(hd) {
-                    let (a, l) = if deterministic {
-                        let a = distributions::categorical::mode(row);
-                        distributions::categorical::log_softmax(row, &mut lp);
-                        (a, lp[a])
-                    } else {
-                        distributions::categorical::sample(row, rng)
-                    };
-                    out.actions.push(a as f32);
-                    out.log_probs.push(l);
+                    let (mut total, mut off) = (0f32, 0);
+                    for &c in &comps {
+                        let logits = &row[off..off + c];
+                        let (a, l) = if deterministic {
+                            let a = distributions::categorical::mode(logits);
+                            distributions::categorical::log_softmax(logits, &mut lp[..c]);
+                            (a, lp[a])
+                        } else {
+                            distributions::categorical::sample(logits, rng)
+                        };
+                        out.actions.push(a as f32);
+                        total += l;
+                        off += c;
+                    }
+                    out.log_probs.push(total);
                 }
             }
             ActionKind::Continuous { dim, .. } => {
