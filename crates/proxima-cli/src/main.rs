@@ -29,7 +29,8 @@ struct Cli {
 enum Command {
     /// Train a PPO agent on an environment.
     Train {
-        /// Environment id, e.g. CartPole-v1 (see `proxima envs`); not needed with --resume.
+        /// Environment id, e.g. CartPole-v1 (see `proxima envs`), or gym:ID for a Python Gymnasium
+        /// env (build with --features gym); not needed with --resume.
         #[arg(required_unless_present = "resume")]
         env_id: Option<String>,
         /// Continue the run in RUN_DIR from its latest checkpoint (exactly: same weights as an
@@ -83,6 +84,8 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    #[cfg(feature = "gym")]
+    proxima_gym::register();
     let cli = Cli::parse();
     match dispatch(cli) {
         Ok(()) => ExitCode::SUCCESS,

@@ -26,6 +26,10 @@ pub enum ProximaError {
     /// Non-finite values in training (loss, gradient, parameter, observation, reward).
     #[error("numerical error: {0}")]
     NonFinite(String),
+    /// An error raised inside an environment (e.g. a Python exception through the bridge,
+    /// with its traceback).
+    #[error("environment error: {0}")]
+    Env(String),
     /// An operation the object does not support.
     #[error("unsupported: {0}")]
     Unsupported(String),

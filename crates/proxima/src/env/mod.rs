@@ -238,6 +238,20 @@ impl<E: Env> Env for TimeLimit<E> {
     }
 }
 
+/// Builds an env from the text after a registered prefix (see [`register_prefix`]).
+pub type EnvFactory = fn(&str) -> Result<Box<dyn Env>>;
+
+static EXTERNAL: std::sync::RwLock<Vec<(&'static str, EnvFactory)>> = std::sync::RwLock::new(Vec::new());
+
+/// Routes every id starting with `prefix` (e.g. `"gym:"`) to `factory`, which receives the
+/// rest of the id. This is how the Python Gymnasium bridge (`proxima-gym`) plugs into [`make`],
+/// so training, evaluation and resume all accept its ids.
+pub fn register_prefix(prefix: &'static str, factory: EnvFactory) {
+    let mut ext = EXTERNAL.write().unwrap_or_else(|e| e.into_inner());
+    ext.retain(|(p, _)| *p != prefix);
+    ext.push((prefix, factory));
+}
+
 /// Ids of the native environments, in registry order.
 pub const NATIVE_ENV_IDS: [&str; 5] = ["CartPole-v1", "Acrobot-v1", "MountainCar-v0", "MountainCarContinuous-v0", "Pendulum-v1"];
 
@@ -250,6 +264,15 @@ pub const NATIVE_ENV_IDS: [&str; 5] = ["CartPole-v1", "Acrobot-v1", "MountainCar
 /// match suggested).
 pub fn make(env_id: &str) -> Result<Box<dyn Env>> {
     use classic::*;
+    let external = EXTERNAL.read().unwrap_or_else(|e| e.into_inner()).iter().find(|(p, _)| env_id.starts_with(p)).copied();
+    if let Some((prefix, factory)) = external {
+        return factory(&env_id[prefix.len()..]);
+    }
+    if env_id.starts_with("gym:") {
+        return Err(ProximaError::UnknownEnv(format!(
+            "`{env_id}` needs the Python Gymnasium bridge, which this build lacks: build the CLI with `--features gym`"
+        )));
+    }
     Ok(match env_id {
         "CartPole-v1" => Box::new(TimeLimit::new(CartPole::new(), 500)),
         "Acrobot-v1" => Box::new(TimeLimit::new(Acrobot::new(), 500)),

@@ -1,0 +1,253 @@
+//! The bridge from Proxima to Python Gymnasium environments, through PyO3.
+//!
+//! `proxima train gym:ENV_ID` (CLI built with `--features gym`) trains on anything registered in
+//! the user's Gymnasium: the text after `gym:` goes to `gymnasium.make` unchanged, so
+//! Gymnasium's `module:EnvId` form (import `module`, which registers the env, then make it)
+//! works too.
+//!
+//! **Which Python.** The interpreter is embedded (the libpython this crate was linked against),
+//! but its `sys.path` is taken from the Python the user's shell points to: `$PROXIMA_PYTHON` if
+//! set, else `python3` on `PATH` (so an activated virtualenv is used). Its major.minor version
+//! must match the embedded one; a mismatch is a clear error, not a crash.
+//!
+//! **Data path.** Observations cross as one `bytes` object per step
+//! (`np.asarray(obs).astype(float32).tobytes()`), never one Python call per element; actions
+//! cross as one Python int (Discrete) or one NumPy array built from a byte buffer (Box,
+//! MultiDiscrete).
+
+use proxima::env::{Action, Env, Info, Space, StepResult};
+use proxima::{ProximaError, Result};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyTuple};
+use std::sync::OnceLock;
+
+/// The prefix of bridged env ids.
+pub const PREFIX: &str = "gym:";
+
+/// Registers the bridge with [`proxima::env::make`] for ids starting with `gym:`.
+pub fn register() {
+    proxima::env::register_prefix(PREFIX, |spec| Ok(Box::new(GymEnv::make(spec)?) as Box<dyn Env>));
+}
+
+/// Facts about the user's Python, read by running it.
+#[derive(Clone, Debug)]
+pub struct PythonInfo {
+    /// The executable that was run.
+    pub executable: String,
+    /// Its `sys.path`.
+    pub path: Vec<String>,
+    /// Its (major, minor) version.
+    pub version: (u32, u32),
+    /// Whether `import gymnasium` works there.
+    pub has_gymnasium: bool,
+}
+
+/// Runs `exe` to read its `sys.path`, version and whether gymnasium imports.
+///
+/// # Errors
+/// `Env` when the executable cannot be run ("Python not found").
+pub fn probe_python(exe: &str) -> Result<PythonInfo> {
+    let code = "import sys, json\ntry:\n    import gymnasium; g = True\nexcept Exception:\n    g = False\nprint(json.dumps({'path': sys.path, 'version': list(sys.version_info[:2]), 'exe': sys.executable, 'gym': g}))";
+    let out = std::process::Command::new(exe).args(["-c", code]).output().map_err(|e| {
+        ProximaError::Env(format!(
+            "Python not found: cannot run `{exe}` ({e}); install Python 3 or point PROXIMA_PYTHON at the interpreter of your virtualenv"
+        ))
+    })?;
+    if !out.status.success() {
+        return Err(ProximaError::Env(format!("`{exe}` failed: {}", String::from_utf8_lossy(&out.stderr).trim())));
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| ProximaError::Env(format!("`{exe}` printed no sys.path ({e})")))?;
+    let ver = v["version"].as_array().map(|a| (a[0].as_u64().unwrap_or(0) as u32, a[1].as_u64().unwrap_or(0) as u32)).unwrap_or((0, 0));
+    Ok(PythonInfo {
+        executable: v["exe"].as_str().unwrap_or(exe).to_string(),
+        path: v["path"].as_array().map(|a| a.iter().filter_map(|p| p.as_str().map(String::from)).collect()).unwrap_or_default(),
+        version: ver,
+        has_gymnasium: v["gym"].as_bool().unwrap_or(false),
+    })
+}
+
+/// The Python the bridge uses: `$PROXIMA_PYTHON`, else `python3`.
+pub fn python_executable() -> String {
+    std::env::var("PROXIMA_PYTHON").unwrap_or_else(|_| "python3".to_string())
+}
+
+/// Initialises the embedded interpreter once with the user's `sys.path`.
+fn init() -> Result<()> {
+    static INIT: OnceLock<std::result::Result<(), String>> = OnceLock::new();
+    INIT.get_or_init(|| {
+        let exe = python_executable();
+        let info = probe_python(&exe).map_err(|e| e.to_string())?;
+        if !info.has_gymnasium {
+            return Err(format!(
+                "the Python at {} has no `gymnasium` module: run `{} -m pip install gymnasium` (and e.g. `gymnasium[mujoco]` for MuJoCo), or point PROXIMA_PYTHON at a Python that has it",
+                info.executable, info.executable
+            ));
+        }
+        Python::attach(|py| -> std::result::Result<(), String> {
+            let sys = py.import("sys").map_err(|e| e.to_string())?;
+            let vi = sys.getattr("version_info").map_err(|e| e.to_string())?;
+            let (maj, min): (u32, u32) = (vi.getattr("major").and_then(|x| x.extract()).map_err(|e| e.to_string())?, vi.getattr("minor").and_then(|x| x.extract()).map_err(|e| e.to_string())?);
+            if (maj, min) != info.version {
+                return Err(format!(
+                    "proxima embeds Python {maj}.{min}, but {} is Python {}.{}; use a {maj}.{min} virtualenv (PROXIMA_PYTHON) or rebuild proxima against that Python (PYO3_PYTHON)",
+                    info.executable, info.version.0, info.version.1
+                ));
+            }
+            sys.setattr("path", info.path.clone()).map_err(|e| e.to_string())?;
+            Ok(())
+        })
+    })
+    .clone()
+    .map_err(ProximaError::Env)
+}
+
+/// A Python exception as text: its traceback, formatted as Python prints it.
+fn py_err(py: Python<'_>, e: PyErr) -> String {
+    let value = e.value(py);
+    if let Some(tb) = e.traceback(py) {
+        let _ = value.setattr("__traceback__", tb);
+    }
+    let formatted = py
+        .import("traceback")
+        .and_then(|tb| tb.call_method1("format_exception", (value,)))
+        .and_then(|lines| lines.extract::<Vec<String>>());
+    match formatted {
+        Ok(lines) => lines.concat().trim_end().to_string(),
+        Err(_) => e.to_string(),
+    }
+}
+
+/// A Python Gymnasium environment behind Proxima's [`Env`] trait.
+pub struct GymEnv {
+    id: String,
+    env: Py<PyAny>,
+    np: Py<PyModule>,
+    observation_space: Space,
+    action_space: Space,
+    /// NumPy dtype name and shape of observations, as declared.
+    obs_dtype: String,
+    obs_shape: Vec<usize>,
+    /// NumPy dtype name of actions (Box/MultiDiscrete).
+    act_dtype: String,
+    act_shape: Vec<usize>,
+}
+
+/// Maps a `gymnasium.spaces` object; returns the space and its NumPy dtype name.
+fn map_space(space: &Bound<'_, PyAny>, what: &str, env_id: &str) -> std::result::Result<(Space, String, Vec<usize>), String> {
+    let kind: String = space.get_type().name().map(|n| n.to_string()).map_err(|e| e.to_string())?;
+    let dtype: String = space.getattr("dtype").and_then(|d| d.str()).map(|s| s.to_string()).unwrap_or_default();
+    let shape: Vec<usize> = space.getattr("shape").and_then(|s| s.extract()).unwrap_or_default();
+    let f32s = |attr: &str| -> std::result::Result<Vec<f32>, String> {
+        space.getattr(attr).and_then(|a| a.call_method0("flatten")).and_then(|a| a.call_method1("astype", ("float32",))).and_then(|a| a.call_method0("tolist")).and_then(|a| a.extract()).map_err(|e| e.to_string())
+    };
+    let space = match kind.as_str() {
+        "Discrete" => {
+            let start: i64 = space.getattr("start").and_then(|s| s.extract()).unwrap_or(0);
+            if start != 0 {
+                return Err(format!("{env_id}: its {what} space is Discrete with start = {start}; only start = 0 is supported"));
+            }
+            Space::Discrete { n: space.getattr("n").and_then(|n| n.extract()).map_err(|e| e.to_string())? }
+        }
+        "Box" => Space::Box { low: f32s("low")?, high: f32s("high")?, shape: shape.clone() },
+        "MultiDiscrete" => {
+            let nvec: Vec<usize> = space.getattr("nvec").and_then(|a| a.call_method0("flatten")).and_then(|a| a.call_method0("tolist")).and_then(|a| a.extract()).map_err(|e| e.to_string())?;
+            Space::MultiDiscrete { nvec }
+        }
+        _ => {
+            let repr = space.repr().map(|r| r.to_string()).unwrap_or(kind.clone());
+            return Err(format!("{env_id}: its {what} space {repr} ({kind}) is not supported; supported: Discrete, Box, MultiDiscrete (flatten Dict/Tuple spaces with a Gymnasium wrapper)"));
+        }
+    };
+    Ok((space, dtype, shape))
+}
+
+impl GymEnv {
+    /// `gymnasium.make(spec)`, with its spaces mapped.
+    ///
+    /// # Errors
+    /// `Env` for Python/gymnasium missing, an unknown id (Gymnasium's message and traceback),
+    /// or an unsupported space (named).
+    pub fn make(spec: &str) -> Result<GymEnv> {
+        init()?;
+        let id = format!("{PREFIX}{spec}");
+        Python::attach(|py| {
+            let gym = py.import("gymnasium").map_err(|e| ProximaError::Env(py_err(py, e)))?;
+            let np = py.import("numpy").map_err(|e| ProximaError::Env(py_err(py, e)))?;
+            let env = gym.call_method1("make", (spec,)).map_err(|e| ProximaError::UnknownEnv(format!("gymnasium.make({spec:?}) failed:\n{}", py_err(py, e))))?;
+            let obs_space = env.getattr("observation_space").map_err(|e| ProximaError::Env(py_err(py, e)))?;
+            let act_space = env.getattr("action_space").map_err(|e| ProximaError::Env(py_err(py, e)))?;
+            let (observation_space, obs_dtype, obs_shape) = map_space(&obs_space, "observation", &id).map_err(ProximaError::Unsupported)?;
+            if matches!(observation_space, Space::Discrete { .. } | Space::MultiDiscrete { .. }) {
+                return Err(ProximaError::Unsupported(format!("{id}: discrete observation spaces are not supported yet (wrap with a one-hot observation wrapper)")));
+            }
+            let (action_space, act_dtype, act_shape) = map_space(&act_space, "action", &id).map_err(ProximaError::Unsupported)?;
+            Ok(GymEnv { id, env: env.unbind(), np: np.unbind(), observation_space, action_space, obs_dtype, obs_shape, act_dtype, act_shape })
+        })
+    }
+
+    /// Converts an observation to contiguous f32 after checking its shape and dtype.
+    fn observation(&self, py: Python<'_>, obs: &Bound<'_, PyAny>) -> Result<Vec<f32>> {
+        let np = self.np.bind(py);
+        let arr = np.call_method1("asarray", (obs,)).map_err(|e| ProximaError::Env(py_err(py, e)))?;
+        let shape: Vec<usize> = arr.getattr("shape").and_then(|s| s.extract()).map_err(|e| ProximaError::Env(py_err(py, e)))?;
+        let dtype = arr.getattr("dtype").and_then(|d| d.str()).map(|s| s.to_string()).unwrap_or_default();
+        if shape != self.obs_shape || dtype != self.obs_dtype {
+            return Err(ProximaError::Env(format!(
+                "{} returned an observation of shape {shape:?} and dtype {dtype}; its observation_space declares shape {:?} and dtype {}",
+                self.id, self.obs_shape, self.obs_dtype
+            )));
+        }
+        let bytes = arr
+            .call_method1("astype", ("<f4",))
+            .and_then(|a| a.call_method0("tobytes"))
+            .map_err(|e| ProximaError::Env(py_err(py, e)))?;
+        let bytes = bytes.cast::<PyBytes>().map_err(|e| ProximaError::Env(e.to_string()))?;
+        Ok(bytes.as_bytes().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+    }
+}
+
+impl Env for GymEnv {
+    fn id(&self) -> &str {
+        &self.id
+    }
+    fn observation_space(&self) -> Space {
+        self.observation_space.clone()
+    }
+    fn action_space(&self) -> Space {
+        self.action_space.clone()
+    }
+    fn reset(&mut self, seed: Option<u64>) -> Result<(Vec<f32>, Info)> {
+        Python::attach(|py| {
+            let kwargs = PyDict::new(py);
+            kwargs.set_item("seed", seed).map_err(|e| ProximaError::Env(py_err(py, e)))?;
+            let out = self.env.bind(py).call_method("reset", (), Some(&kwargs)).map_err(|e| ProximaError::Env(format!("{}.reset raised:\n{}", self.id, py_err(py, e))))?;
+            let obs = out.get_item(0).map_err(|e| ProximaError::Env(format!("{}.reset did not return (obs, info): {}", self.id, py_err(py, e))))?;
+            Ok((self.observation(py, &obs)?, Info::default()))
+        })
+    }
+    fn step(&mut self, action: Action<'_>) -> Result<StepResult> {
+        Python::attach(|py| {
+            let np = self.np.bind(py);
+            let a: Bound<'_, PyAny> = match (&self.action_space, action) {
+                (Space::Discrete { n }, Action::Discrete(a)) if a < *n => a.into_pyobject(py).map_err(|e| ProximaError::Env(e.to_string()))?.into_any(),
+                (Space::Box { .. } | Space::MultiDiscrete { .. }, Action::Continuous(v)) if v.len() == self.action_space.flat_dim() => {
+                    let buf = PyBytes::new(py, &v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>());
+                    np.call_method1("frombuffer", (buf, "<f4"))
+                        .and_then(|a| a.call_method1("astype", (self.act_dtype.as_str(),)))
+                        .and_then(|a| a.call_method1("reshape", (PyTuple::new(py, &self.act_shape)?,)))
+                        .map_err(|e| ProximaError::Env(py_err(py, e)))?
+                }
+                (space, other) => {
+                    return Err(ProximaError::InvalidAction(format!("{}: {other:?} is not in {}", self.id, space.describe())));
+                }
+            };
+            let out = self.env.bind(py).call_method1("step", (a,)).map_err(|e| ProximaError::Env(format!("{}.step raised:\n{}", self.id, py_err(py, e))))?;
+            let item = |i: usize| out.get_item(i).map_err(|e| ProximaError::Env(format!("{}.step did not return 5 values: {}", self.id, py_err(py, e))));
+            let observation = self.observation(py, &item(0)?)?;
+            let reward: f64 = item(1)?.call_method0("__float__").and_then(|r| r.extract()).map_err(|e| ProximaError::Env(format!("{}: reward is not a number: {}", self.id, py_err(py, e))))?;
+            let terminated = item(2)?.is_truthy().map_err(|e| ProximaError::Env(py_err(py, e)))?;
+            let truncated = item(3)?.is_truthy().map_err(|e| ProximaError::Env(py_err(py, e)))?;
+            Ok(StepResult { observation, reward, terminated, truncated, info: Info::default() })
+        })
+    }
+}

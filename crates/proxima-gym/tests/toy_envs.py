@@ -1,0 +1,62 @@
+"""Small Gymnasium environments for the bridge's tests (imported as `toy_envs:toy/...`)."""
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+
+class BoxDiscrete(gym.Env):
+    """Box(3,) observations in [-1, 1]; Discrete(2); reward 1 when the action is (obs[0] > 0)."""
+
+    def __init__(self):
+        self.observation_space = spaces.Box(-1.0, 1.0, (3,), np.float32)
+        self.action_space = spaces.Discrete(2)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.obs = self.np_random.uniform(-1, 1, 3).astype(np.float32)
+        return self.obs, {}
+
+    def step(self, action):
+        reward = float(int(action) == int(self.obs[0] > 0))
+        self.obs = self.np_random.uniform(-1, 1, 3).astype(np.float32)
+        return self.obs, reward, False, False, {}
+
+
+class BoxBox(gym.Env):
+    """Box(2,) observations; Box(-2, 2, (2,)) actions; reward -|a - obs|^2; terminates if |a| sums past 3.9."""
+
+    def __init__(self):
+        self.observation_space = spaces.Box(-1.0, 1.0, (2,), np.float32)
+        self.action_space = spaces.Box(-2.0, 2.0, (2,), np.float32)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.obs = self.np_random.uniform(-1, 1, 2).astype(np.float32)
+        return self.obs, {}
+
+    def step(self, action):
+        assert action.dtype == np.float32 and action.shape == (2,), (action.dtype, action.shape)
+        reward = -float(np.sum((action - self.obs) ** 2))
+        terminated = bool(np.sum(np.abs(action)) > 3.9)
+        self.obs = self.np_random.uniform(-1, 1, 2).astype(np.float32)
+        return self.obs, reward, terminated, False, {}
+
+
+class Raises(BoxDiscrete):
+    def step(self, action):
+        raise ValueError("boom from inside the env")
+
+
+class WrongShape(BoxDiscrete):
+    def step(self, action):
+        return np.zeros(2, np.float32), 0.0, False, False, {}
+
+
+class DictAction(BoxDiscrete):
+    def __init__(self):
+        super().__init__()
+        self.action_space = spaces.Dict({"a": spaces.Discrete(2)})
+
+
+for name, cls in [("BoxDiscrete", BoxDiscrete), ("BoxBox", BoxBox), ("Raises", Raises), ("WrongShape", WrongShape), ("DictAction", DictAction)]:
+    gym.register(f"toy/{name}-v0", entry_point=cls, max_episode_steps=10)
