@@ -77,6 +77,18 @@ fn ppo_trains_on_a_bridged_env_and_resumes_through_make() {
         assert!(r.stats.policy_loss.is_finite());
     }
     assert_eq!(tr.global_step, 64);
+    // Resume restores Proxima's side (weights, optimiser, counters, statistics) and starts
+    // fresh episodes in the bridged envs.
+    let path = std::env::temp_dir().join(format!("proxima-gym-resume-{}.safetensors", std::process::id()));
+    tr.save(&path).unwrap();
+    let ck = proxima::checkpoint::load(&path).unwrap();
+    let mut resumed = Trainer::resume(&ck, Some(128)).unwrap();
+    assert_eq!((resumed.update, resumed.global_step), (tr.update, 64));
+    while !resumed.is_done() {
+        resumed.step().unwrap();
+    }
+    assert_eq!(resumed.global_step, 128);
+    let _ = std::fs::remove_file(&path);
 }
 
 #[test]

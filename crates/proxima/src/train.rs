@@ -371,13 +371,21 @@ impl Trainer {
                 *dst = r.clone();
             }
         }
-        tr.venv.restore(snap.obs, snap.ep_return, snap.ep_len)?;
         tr.rng = snap.rng;
         if snap.policy_obs.len() != tr.obs.len() {
             return Err(bad("observations of the wrong size in trainer_state"));
         }
-        tr.obs = snap.policy_obs;
         tr.norm = snap.norm;
+        if snap.envs.iter().all(|e| e.state.is_some()) {
+            // Native envs: continue the very episodes that were running.
+            tr.venv.restore(snap.obs, snap.ep_return, snap.ep_len)?;
+            tr.obs = snap.policy_obs;
+        } else {
+            // Envs whose state lives elsewhere (the Python bridge): they start new episodes
+            // (reset with the run's seeds), seen through the restored normalisation statistics.
+            tr.obs = tr.venv.obs().to_vec();
+            tr.norm.normalize_obs(&mut tr.obs);
+        }
         tr.recent = snap.recent.into_iter().collect();
         tr.global_step = ck.meta.global_step;
         tr.update = ck.meta.update;
