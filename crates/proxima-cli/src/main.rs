@@ -81,6 +81,18 @@ enum Command {
     },
     /// List the native environments and the presets.
     Envs,
+    /// Step an environment with uniformly random actions and report steps per second (the env's
+    /// own cost, no policy): for comparing native, bridged and plain-Python stepping.
+    BenchEnv {
+        /// Environment id (native, or gym:ID with --features gym).
+        env_id: String,
+        /// Steps to take.
+        #[arg(long, default_value_t = 100_000)]
+        steps: u64,
+        /// Seed of the resets and the random actions.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+    },
 }
 
 fn main() -> ExitCode {
@@ -202,6 +214,41 @@ fn dispatch(cli: Cli) -> Result<()> {
             } else {
                 println!("{env_id}: mean return {m:.2} ± {sd:.2} over {episodes} episodes ({}) from {}", if deterministic { "deterministic" } else { "sampled" }, file.display());
             }
+            Ok(())
+        }
+        Command::BenchEnv { env_id, steps, seed } => {
+            use rand::{Rng, SeedableRng};
+            let mut env = proxima::env::make(&env_id)?;
+            let space = env.action_space();
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+            let t0 = std::time::Instant::now();
+            env.reset(Some(seed))?;
+            let (mut episodes, mut a) = (0u64, vec![0f32; space.flat_dim()]);
+            for _ in 0..steps {
+                let action = match &space {
+                    proxima::env::Space::Discrete { n } => proxima::env::Action::Discrete(rng.random_range(0..*n)),
+                    proxima::env::Space::Box { low, high, .. } => {
+                        for ((x, l), h) in a.iter_mut().zip(low).zip(high) {
+                            let (l, h) = (l.max(-1e3), h.min(1e3));
+                            *x = rng.random_range(l..=h);
+                        }
+                        proxima::env::Action::Continuous(&a)
+                    }
+                    proxima::env::Space::MultiDiscrete { nvec } => {
+                        for (x, n) in a.iter_mut().zip(nvec) {
+                            *x = rng.random_range(0..*n) as f32;
+                        }
+                        proxima::env::Action::Continuous(&a)
+                    }
+                };
+                let r = env.step(action)?;
+                if r.terminated || r.truncated {
+                    env.reset(None)?;
+                    episodes += 1;
+                }
+            }
+            let dt = t0.elapsed().as_secs_f64();
+            println!("{env_id}: {steps} random steps ({episodes} episodes) in {dt:.2} s: {:.0} steps/s", steps as f64 / dt);
             Ok(())
         }
         Command::Envs => {
