@@ -78,6 +78,16 @@ enum Command {
         /// Seed of the first evaluation episode (episode i uses seed + i).
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// Record the first episode(s) to this file (.gif, or .mp4 with ffmpeg on PATH), from the
+        /// env's render_mode="rgb_array" frames.
+        #[arg(long, value_name = "FILE")]
+        render: Option<PathBuf>,
+        /// How many leading episodes --render records.
+        #[arg(long, default_value_t = 1, requires = "render")]
+        render_episodes: usize,
+        /// Playback frames per second of the recording (default: the env's render_fps).
+        #[arg(long, requires = "render")]
+        fps: Option<u32>,
     },
     /// List the native environments and the presets.
     Envs,
@@ -129,23 +139,46 @@ fn dispatch(cli: Cli) -> Result<()> {
                 let trainer = train::Trainer::resume(&ck, total_timesteps)?;
                 if trainer.is_done() {
                     if let Some(t) = total_timesteps {
-                        bail!("{} has already taken {} steps; --total-timesteps {t} does not extend it", dir.display(), trainer.global_step);
+                        bail!(
+                            "{} has already taken {} steps; --total-timesteps {t} does not extend it",
+                            dir.display(),
+                            trainer.global_step
+                        );
                     }
                     let model = dir.join("model.safetensors");
                     if !model.is_file() {
                         trainer.save(&model)?;
-                        println!("{} was complete at update {}; wrote {} from its last checkpoint", dir.display(), trainer.update, model.display());
+                        println!(
+                            "{} was complete at update {}; wrote {} from its last checkpoint",
+                            dir.display(),
+                            trainer.update,
+                            model.display()
+                        );
                         return Ok(());
                     }
-                    bail!("{} is complete ({} of {} updates); pass a larger --total-timesteps to continue it", dir.display(), trainer.update, trainer.num_updates);
+                    bail!(
+                        "{} is complete ({} of {} updates); pass a larger --total-timesteps to continue it",
+                        dir.display(),
+                        trainer.update,
+                        trainer.num_updates
+                    );
                 }
                 set_threads(trainer.cfg.num_threads);
-                eprintln!("resuming {} from {} (update {}, step {})", ck.meta.env_id, file.display(), ck.meta.update, ck.meta.global_step);
+                eprintln!(
+                    "resuming {} from {} (update {}, step {})",
+                    ck.meta.env_id,
+                    file.display(),
+                    ck.meta.update,
+                    ck.meta.global_step
+                );
                 (trainer, dir)
             } else {
                 let env_id = env_id.expect("clap requires ENV_ID without --resume");
                 let file = match &config {
-                    Some(p) => Some(std::fs::read_to_string(p).with_context(|| format!("cannot read config file {}", p.display()))?),
+                    Some(p) => Some(
+                        std::fs::read_to_string(p)
+                            .with_context(|| format!("cannot read config file {}", p.display()))?,
+                    ),
                     None => None,
                 };
                 let mut cfg = Config::resolve(preset.as_deref().unwrap_or("cleanrl"), file.as_deref(), &sets)?;
@@ -164,15 +197,24 @@ fn dispatch(cli: Cli) -> Result<()> {
             };
             let env_id = trainer.env_id.clone();
             let total = trainer.cfg.total_timesteps;
-            let bar = if quiet { ProgressBar::hidden() } else { ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr()) };
+            let bar = if quiet {
+                ProgressBar::hidden()
+            } else {
+                ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr())
+            };
             bar.set_style(
-                ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {human_pos}/{human_len} steps | {msg}")
-                    .expect("valid template"),
+                ProgressStyle::with_template(
+                    "{spinner} [{elapsed_precise}] {wide_bar} {human_pos}/{human_len} steps | {msg}",
+                )
+                .expect("valid template"),
             );
             let summary = train::run(trainer, &run_dir, |r| {
                 bar.set_position(r.global_step);
                 let ret = r.ep_return_mean.map_or("-".to_string(), |m| format!("{m:.1}"));
-                bar.set_message(format!("{:.0} SPS | return {ret} | kl {:.4} | clip {:.3}", r.sps, r.stats.approx_kl, r.stats.clip_fraction));
+                bar.set_message(format!(
+                    "{:.0} SPS | return {ret} | kl {:.4} | clip {:.3}",
+                    r.sps, r.stats.approx_kl, r.stats.clip_fraction
+                ));
             })?;
             bar.finish_and_clear();
             let (m, sd) = mean_std(&summary.eval_returns);
@@ -183,12 +225,16 @@ fn dispatch(cli: Cli) -> Result<()> {
             };
             println!(
                 "trained {env_id} for {} steps in {:.1} s ({:.0} SPS; rollout {:.1} s, update {:.1} s); {eval}",
-                summary.global_step, summary.train_seconds, summary.sps, summary.collect_seconds, summary.update_seconds,
+                summary.global_step,
+                summary.train_seconds,
+                summary.sps,
+                summary.collect_seconds,
+                summary.update_seconds,
             );
             println!("run directory: {}", summary.run_dir.display());
             Ok(())
         }
-        Command::Eval { path, episodes, deterministic, json, env, seed } => {
+        Command::Eval { path, episodes, deterministic, json, env, seed, render, render_episodes, fps } => {
             set_threads(1);
             if episodes == 0 {
                 bail!("--episodes must be at least 1");
@@ -199,20 +245,49 @@ fn dispatch(cli: Cli) -> Result<()> {
             let env_id = env.unwrap_or_else(|| ck.meta.env_id.clone());
             // Normalisation statistics saved with the model are applied, frozen.
             let norm: Option<proxima::normalize::Normalizer> = match ck.meta.extra.get("normalization") {
-                Some(j) => Some(serde_json::from_str(j).with_context(|| format!("{}: malformed normalization statistics", file.display()))?),
+                Some(j) => Some(
+                    serde_json::from_str(j)
+                        .with_context(|| format!("{}: malformed normalization statistics", file.display()))?,
+                ),
                 None => None,
             };
-            let returns = train::evaluate(&policy, &env_id, episodes, deterministic, seed, norm.as_ref())?;
+            if render_episodes == 0 {
+                bail!("--render-episodes must be at least 1");
+            }
+            if fps == Some(0) {
+                bail!("--fps must be at least 1");
+            }
+            let recording = render.as_ref().map(|p| train::Recording {
+                path: p.clone(),
+                episodes: render_episodes.min(episodes),
+                fps,
+            });
+            let returns = train::evaluate_recorded(
+                &policy,
+                &env_id,
+                episodes,
+                deterministic,
+                seed,
+                norm.as_ref(),
+                recording.as_ref(),
+            )?;
             let (m, sd) = mean_std(&returns);
             if json {
                 let out = serde_json::json!({
                     "checkpoint": file.display().to_string(), "env_id": env_id, "episodes": episodes,
                     "deterministic": deterministic, "seed": seed, "mean_return": m, "std_return": sd, "returns": returns,
-                    "global_step": ck.meta.global_step,
+                    "global_step": ck.meta.global_step, "recording": recording.as_ref().map(|r| r.path.display().to_string()),
                 });
                 println!("{out}");
             } else {
-                println!("{env_id}: mean return {m:.2} ± {sd:.2} over {episodes} episodes ({}) from {}", if deterministic { "deterministic" } else { "sampled" }, file.display());
+                println!(
+                    "{env_id}: mean return {m:.2} ± {sd:.2} over {episodes} episodes ({}) from {}",
+                    if deterministic { "deterministic" } else { "sampled" },
+                    file.display()
+                );
+            }
+            if let Some(r) = &recording {
+                eprintln!("recorded {} episode(s) to {}", r.episodes, r.path.display());
             }
             Ok(())
         }
@@ -248,7 +323,10 @@ fn dispatch(cli: Cli) -> Result<()> {
                 }
             }
             let dt = t0.elapsed().as_secs_f64();
-            println!("{env_id}: {steps} random steps ({episodes} episodes) in {dt:.2} s: {:.0} steps/s", steps as f64 / dt);
+            println!(
+                "{env_id}: {steps} random steps ({episodes} episodes) in {dt:.2} s: {:.0} steps/s",
+                steps as f64 / dt
+            );
             Ok(())
         }
         Command::Envs => {
@@ -300,7 +378,11 @@ fn latest_checkpoint(dir: &Path) -> Result<PathBuf> {
         bail!("{}: no such run directory", dir.display());
     }
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir.join("checkpoints"))
-        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "safetensors")).collect())
+        .map(|d| {
+            d.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
+                .collect()
+        })
         .unwrap_or_default();
     files.push(dir.join("model.safetensors"));
     let mut best: Option<(u64, PathBuf)> = None;
@@ -318,7 +400,9 @@ fn latest_checkpoint(dir: &Path) -> Result<PathBuf> {
     match (best, last_err) {
         (Some((_, f)), _) => Ok(f),
         (None, Some(e)) => Err(e.into()),
-        (None, None) => bail!("{}: holds no checkpoint (neither model.safetensors nor checkpoints/*.safetensors)", dir.display()),
+        (None, None) => {
+            bail!("{}: holds no checkpoint (neither model.safetensors nor checkpoints/*.safetensors)", dir.display())
+        }
     }
 }
 

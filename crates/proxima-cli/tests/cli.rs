@@ -22,8 +22,25 @@ fn tmp(name: &str) -> PathBuf {
 /// A tiny but complete run: 2 envs × 64 steps, 4 updates, checkpoint every 2.
 fn tiny_run(dir: &Path, seed: &str) {
     let (code, so, se) = proxima(&[
-        "train", "CartPole-v1", "--seed", seed, "--total-timesteps", "512", "--run-dir", dir.to_str().unwrap(), "--quiet",
-        "--set", "n_envs=2", "--set", "n_steps=64", "--set", "batch_size=32", "--set", "checkpoint_freq=2", "--set", "eval_episodes=2",
+        "train",
+        "CartPole-v1",
+        "--seed",
+        seed,
+        "--total-timesteps",
+        "512",
+        "--run-dir",
+        dir.to_str().unwrap(),
+        "--quiet",
+        "--set",
+        "n_envs=2",
+        "--set",
+        "n_steps=64",
+        "--set",
+        "batch_size=32",
+        "--set",
+        "checkpoint_freq=2",
+        "--set",
+        "eval_episodes=2",
     ]);
     assert_eq!(code, 0, "train failed:\n{so}\n{se}");
 }
@@ -32,7 +49,14 @@ fn tiny_run(dir: &Path, seed: &str) {
 fn train_writes_a_complete_run_directory_and_eval_reads_it() {
     let dir = tmp("run");
     tiny_run(&dir, "3");
-    for f in ["config.toml", "progress.csv", "model.safetensors", "eval.json", "checkpoints/update_000002.safetensors", "checkpoints/update_000004.safetensors"] {
+    for f in [
+        "config.toml",
+        "progress.csv",
+        "model.safetensors",
+        "eval.json",
+        "checkpoints/update_000002.safetensors",
+        "checkpoints/update_000004.safetensors",
+    ] {
         assert!(dir.join(f).is_file(), "missing {f}");
     }
     let csv = std::fs::read_to_string(dir.join("progress.csv")).unwrap();
@@ -40,13 +64,30 @@ fn train_writes_a_complete_run_directory_and_eval_reads_it() {
     assert!(lines[0].starts_with("global_step,update,"));
     assert_eq!(lines.len(), 1 + 4, "one row per update");
     assert!(lines[4].starts_with("512,4,"));
-    let events: Vec<_> = std::fs::read_dir(&dir).unwrap().filter_map(|e| e.ok()).filter(|e| e.file_name().to_string_lossy().starts_with("events.out.tfevents.")).collect();
+    let events: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("events.out.tfevents."))
+        .collect();
     assert_eq!(events.len(), 1);
     let cfg = std::fs::read_to_string(dir.join("config.toml")).unwrap();
-    assert!(cfg.contains("env_id = \"CartPole-v1\"") && cfg.contains("n_envs = 2") && cfg.contains("seed = 3"), "{cfg}");
+    assert!(
+        cfg.contains("env_id = \"CartPole-v1\"") && cfg.contains("n_envs = 2") && cfg.contains("seed = 3"),
+        "{cfg}"
+    );
 
     // The resolved config can be fed back as --config.
-    let (code, _, se) = proxima(&["train", "CartPole-v1", "--config", dir.join("config.toml").to_str().unwrap(), "--total-timesteps", "128", "--run-dir", tmp("rerun").to_str().unwrap(), "--quiet"]);
+    let (code, _, se) = proxima(&[
+        "train",
+        "CartPole-v1",
+        "--config",
+        dir.join("config.toml").to_str().unwrap(),
+        "--total-timesteps",
+        "128",
+        "--run-dir",
+        tmp("rerun").to_str().unwrap(),
+        "--quiet",
+    ]);
     assert_eq!(code, 0, "{se}");
 
     let (code, so, se) = proxima(&["eval", dir.to_str().unwrap(), "--episodes", "3", "--deterministic", "--json"]);
@@ -60,9 +101,47 @@ fn train_writes_a_complete_run_directory_and_eval_reads_it() {
     assert!(v["std_return"].as_f64().unwrap() >= 0.0);
 
     // A checkpoint file works as well as a run directory.
-    let (code, so, _) = proxima(&["eval", dir.join("checkpoints/update_000002.safetensors").to_str().unwrap(), "--episodes", "1"]);
+    let (code, so, _) =
+        proxima(&["eval", dir.join("checkpoints/update_000002.safetensors").to_str().unwrap(), "--episodes", "1"]);
     assert_eq!(code, 0);
     assert!(so.contains("mean return"));
+
+    // --render records the first episode: one frame after reset plus one per step, and the
+    // returns are those of the unrecorded evaluation.
+    let gif = dir.join("episode.gif");
+    let (code, so2, se) = proxima(&[
+        "eval",
+        dir.to_str().unwrap(),
+        "--episodes",
+        "3",
+        "--deterministic",
+        "--json",
+        "--render",
+        gif.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{se}");
+    let v2: serde_json::Value = serde_json::from_str(so2.trim()).unwrap();
+    assert_eq!(v2["returns"], v["returns"]);
+    assert_eq!(v2["recording"], gif.to_str().unwrap());
+    let mut d = gif::DecodeOptions::new().read_info(std::fs::File::open(&gif).unwrap()).unwrap();
+    let mut frames = 0;
+    while let Some(f) = d.read_next_frame().unwrap() {
+        assert_eq!((f.width, f.height, f.delay), (600, 400, 2)); // CartPole's render_fps is 50
+        frames += 1;
+    }
+    assert_eq!(frames as f64, rs[0] + 1.0, "CartPole's return counts its steps");
+    for (args, want) in [
+        (vec!["--render", "x.avi"], "use a .gif or .mp4 file name"),
+        (vec!["--render", "x.gif", "--render-episodes", "0"], "--render-episodes must be at least 1"),
+        (vec!["--render", "x.gif", "--fps", "0"], "--fps must be at least 1"),
+        (vec!["--fps", "10"], "--render"),
+    ] {
+        let mut a = vec!["eval", dir.to_str().unwrap(), "--episodes", "1"];
+        a.extend(args);
+        let (code, _, se) = proxima(&a);
+        assert_eq!(code, if want == "--render" { 2 } else { 1 }, "{a:?}: {se}");
+        assert!(se.contains(want), "{a:?}: {se}");
+    }
 }
 
 #[test]
@@ -72,15 +151,33 @@ fn same_seed_same_run() {
     tiny_run(&b, "11");
     // Every column but the timings is identical, bit for bit.
     let strip = |p: &Path| -> Vec<String> {
-        std::fs::read_to_string(p.join("progress.csv")).unwrap().lines().map(|l| {
-            l.split(',').enumerate().filter(|(i, _)| *i != 2 && *i != 3).map(|(_, x)| x).collect::<Vec<_>>().join(",")
-        }).collect()
+        std::fs::read_to_string(p.join("progress.csv"))
+            .unwrap()
+            .lines()
+            .map(|l| {
+                l.split(',')
+                    .enumerate()
+                    .filter(|(i, _)| *i != 2 && *i != 3)
+                    .map(|(_, x)| x)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .collect()
     };
     assert_eq!(strip(&a), strip(&b));
-    let wa = proxima::checkpoint::load(&a.join("model.safetensors")).unwrap().build_policy(&candle_core::Device::Cpu).unwrap();
-    let wb = proxima::checkpoint::load(&b.join("model.safetensors")).unwrap().build_policy(&candle_core::Device::Cpu).unwrap();
+    let wa = proxima::checkpoint::load(&a.join("model.safetensors"))
+        .unwrap()
+        .build_policy(&candle_core::Device::Cpu)
+        .unwrap();
+    let wb = proxima::checkpoint::load(&b.join("model.safetensors"))
+        .unwrap()
+        .build_policy(&candle_core::Device::Cpu)
+        .unwrap();
     for ((n, x), (_, y)) in wa.named_params().iter().zip(wb.named_params()) {
-        let (x, y) = (x.as_tensor().flatten_all().unwrap().to_vec1::<f32>().unwrap(), y.as_tensor().flatten_all().unwrap().to_vec1::<f32>().unwrap());
+        let (x, y) = (
+            x.as_tensor().flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+            y.as_tensor().flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+        );
         assert!(x.iter().zip(&y).all(|(p, q)| p.to_bits() == q.to_bits()), "{n} differs");
     }
     // A different seed gives a different run.
@@ -99,29 +196,48 @@ fn bad_input_gets_a_clear_error_and_nonzero_exit() {
     let empty = dir.join("empty.safetensors");
     std::fs::write(&empty, b"").unwrap();
     let noise = dir.join("noise.safetensors");
-    std::fs::write(&noise, (0..4096u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect::<Vec<u8>>()).unwrap();
+    std::fs::write(&noise, (0..4096u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect::<Vec<u8>>())
+        .unwrap();
     let under_file = bad_toml.join("run");
     let typo_toml = dir.join("typo.toml");
     std::fs::write(&typo_toml, "learning_rat = 0.001\n").unwrap();
     let cases: Vec<(Vec<&str>, &str)> = vec![
-        (vec!["train", "CartPol-v1", "--run-dir", rd], "unknown environment id `CartPol-v1` (did you mean `CartPole-v1`?)"),
+        (
+            vec!["train", "CartPol-v1", "--run-dir", rd],
+            "unknown environment id `CartPol-v1` (did you mean `CartPole-v1`?)",
+        ),
         (vec!["train", "NoSuchEnv-v9", "--run-dir", rd], "unknown environment id `NoSuchEnv-v9`"),
-        (vec!["train", "CartPole-v1", "--set", "n_step=64", "--run-dir", rd], "unknown key `n_step` (did you mean `n_steps`?)"),
-        (vec!["train", "CartPole-v1", "--config", typo_toml.to_str().unwrap(), "--run-dir", rd], "unknown key `learning_rat` (did you mean `learning_rate`?)"),
+        (
+            vec!["train", "CartPole-v1", "--set", "n_step=64", "--run-dir", rd],
+            "unknown key `n_step` (did you mean `n_steps`?)",
+        ),
+        (
+            vec!["train", "CartPole-v1", "--config", typo_toml.to_str().unwrap(), "--run-dir", rd],
+            "unknown key `learning_rat` (did you mean `learning_rate`?)",
+        ),
         (vec!["train", "CartPole-v1", "--config", bad_toml.to_str().unwrap(), "--run-dir", rd], "malformed TOML"),
         (vec!["train", "CartPole-v1", "--config", "/nonexistent/x.toml", "--run-dir", rd], "cannot read config file"),
-        (vec!["train", "CartPole-v1", "--set", "batch_size=100", "--run-dir", rd], "batch_size = 100 does not divide the rollout"),
+        (
+            vec!["train", "CartPole-v1", "--set", "batch_size=100", "--run-dir", rd],
+            "batch_size = 100 does not divide the rollout",
+        ),
         (vec!["train", "CartPole-v1", "--set", "learning_rate=-1", "--run-dir", rd], "learning_rate = -1"),
         (vec!["train", "CartPole-v1", "--set", "gamma=1.5", "--run-dir", rd], "gamma = 1.5"),
         (vec!["train", "CartPole-v1", "--set", "n_envs=0", "--run-dir", rd], "n_envs = 0"),
         (vec!["train", "CartPole-v1", "--set", "n_epochs=many", "--run-dir", rd], "n_epochs"),
-        (vec!["train", "CartPole-v1", "--preset", "cleanrll", "--run-dir", rd], "unknown preset `cleanrll` (did you mean `cleanrl`?)"),
+        (
+            vec!["train", "CartPole-v1", "--preset", "cleanrll", "--run-dir", rd],
+            "unknown preset `cleanrll` (did you mean `cleanrl`?)",
+        ),
         (vec!["train", "CartPole-v1", "--set", "novalue", "--run-dir", rd], "expected key=value"),
         (vec!["eval", "/nonexistent/run"], "no such run directory or checkpoint file"),
         (vec!["eval", bad_toml.to_str().unwrap()], "not a valid safetensors file"),
         (vec!["eval", empty.to_str().unwrap()], "not a valid safetensors file"),
         (vec!["eval", noise.to_str().unwrap()], "not a valid safetensors file"),
-        (vec!["eval", dir.to_str().unwrap()], "holds no checkpoint (neither model.safetensors nor checkpoints/*.safetensors)"),
+        (
+            vec!["eval", dir.to_str().unwrap()],
+            "holds no checkpoint (neither model.safetensors nor checkpoints/*.safetensors)",
+        ),
         (vec!["eval", empty.to_str().unwrap(), "--episodes", "0"], "--episodes must be at least 1"),
         (vec!["train", "CartPole-v1", "--set", "net_arch=5", "--run-dir", rd], "net_arch"),
         (vec!["train", "CartPole-v1", "--set", "net_arch=[64, 0]", "--run-dir", rd], "net_arch = [64, 0]"),
@@ -129,11 +245,20 @@ fn bad_input_gets_a_clear_error_and_nonzero_exit() {
         (vec!["train", "CartPole-v1", "--set", "activation=sigmoid", "--run-dir", rd], "activation"),
         (vec!["train", "CartPole-v1", "--total-timesteps", "0", "--run-dir", rd], "total_timesteps = 0"),
         (vec!["train", "CartPole-v1", "--config", dir.to_str().unwrap(), "--run-dir", rd], "cannot read config file"),
-        (vec!["train", "CartPole-v1", "--total-timesteps", "256", "--run-dir", under_file.to_str().unwrap()], "Not a directory"),
-        (vec!["train", "CartPole-v1", "--total-timesteps", "256", "--run-dir", "/proc/proxima-run"], "/proc/proxima-run"),
+        (
+            vec!["train", "CartPole-v1", "--total-timesteps", "256", "--run-dir", under_file.to_str().unwrap()],
+            "Not a directory",
+        ),
+        (
+            vec!["train", "CartPole-v1", "--total-timesteps", "256", "--run-dir", "/proc/proxima-run"],
+            "/proc/proxima-run",
+        ),
         (vec!["train", "--resume", dir.to_str().unwrap()], "holds no checkpoint"),
         (vec!["train", "MountainCar-v0", "--resume", dir.to_str().unwrap()], "holds no checkpoint"),
-        (vec!["train", "CartPole-v1", "--run-dir", dir.to_str().unwrap()], "already holds files; continue that run with `proxima train --resume"),
+        (
+            vec!["train", "CartPole-v1", "--run-dir", dir.to_str().unwrap()],
+            "already holds files; continue that run with `proxima train --resume",
+        ),
         (vec!["train", "CartPole-v1", "--seed", "18446744073709551615", "--run-dir", rd], "must be below 2^63"),
         (vec!["train", "CartPole-v1", "--set", "n_steps=9223372036854775807", "--run-dir", rd], "exceeds"),
         (vec!["train", "CartPole-v1", "--set", "net_arch=[2000000000]", "--run-dir", rd], "exceeds"),
@@ -166,13 +291,25 @@ fn eval_refuses_a_checkpoint_that_does_not_fit() {
 
 fn weights(path: &Path) -> Vec<(String, Vec<u32>)> {
     let p = proxima::checkpoint::load(path).unwrap().build_policy(&candle_core::Device::Cpu).unwrap();
-    p.named_params().iter().map(|(n, v)| (n.clone(), v.as_tensor().flatten_all().unwrap().to_vec1::<f32>().unwrap().iter().map(|x| x.to_bits()).collect())).collect()
+    p.named_params()
+        .iter()
+        .map(|(n, v)| {
+            (
+                n.clone(),
+                v.as_tensor().flatten_all().unwrap().to_vec1::<f32>().unwrap().iter().map(|x| x.to_bits()).collect(),
+            )
+        })
+        .collect()
 }
 
 fn csv_without_timings(p: &Path) -> Vec<String> {
-    std::fs::read_to_string(p.join("progress.csv")).unwrap().lines().map(|l| {
-        l.split(',').enumerate().filter(|(i, _)| *i != 2 && *i != 3).map(|(_, x)| x).collect::<Vec<_>>().join(",")
-    }).collect()
+    std::fs::read_to_string(p.join("progress.csv"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            l.split(',').enumerate().filter(|(i, _)| *i != 2 && *i != 3).map(|(_, x)| x).collect::<Vec<_>>().join(",")
+        })
+        .collect()
 }
 
 /// A run interrupted after update 4 of 8 and resumed ends with the same weights and the same
@@ -181,9 +318,31 @@ fn csv_without_timings(p: &Path) -> Vec<String> {
 fn interrupted_and_resumed(env: &str, extra: &[&str]) -> PathBuf {
     let full = tmp(&format!("resume-full-{env}"));
     let args = |dir: &Path| -> Vec<String> {
-        ["train", env, "--seed", "4", "--total-timesteps", "1024", "--run-dir", dir.to_str().unwrap(), "--quiet",
-         "--set", "n_envs=2", "--set", "n_steps=64", "--set", "batch_size=32", "--set", "checkpoint_freq=4", "--set", "eval_episodes=0"]
-            .iter().chain(extra).map(|s| s.to_string()).collect()
+        [
+            "train",
+            env,
+            "--seed",
+            "4",
+            "--total-timesteps",
+            "1024",
+            "--run-dir",
+            dir.to_str().unwrap(),
+            "--quiet",
+            "--set",
+            "n_envs=2",
+            "--set",
+            "n_steps=64",
+            "--set",
+            "batch_size=32",
+            "--set",
+            "checkpoint_freq=4",
+            "--set",
+            "eval_episodes=0",
+        ]
+        .iter()
+        .chain(extra)
+        .map(|s| s.to_string())
+        .collect()
     };
     let a = args(&full);
     let (code, _, se) = proxima(&a.iter().map(String::as_str).collect::<Vec<_>>());
@@ -235,8 +394,25 @@ fn sigkill_never_leaves_a_torn_checkpoint() {
     for delay_ms in [40u64, 90, 160, 230, 310, 400, 520, 650] {
         let dir = base.join(format!("after-{delay_ms}ms"));
         let mut child = Command::new(env!("CARGO_BIN_EXE_proxima"))
-            .args(["train", "CartPole-v1", "--total-timesteps", "100000000", "--run-dir", dir.to_str().unwrap(), "--quiet",
-                   "--set", "n_envs=1", "--set", "n_steps=8", "--set", "batch_size=8", "--set", "n_epochs=1", "--set", "checkpoint_freq=1"])
+            .args([
+                "train",
+                "CartPole-v1",
+                "--total-timesteps",
+                "100000000",
+                "--run-dir",
+                dir.to_str().unwrap(),
+                "--quiet",
+                "--set",
+                "n_envs=1",
+                "--set",
+                "n_steps=8",
+                "--set",
+                "batch_size=8",
+                "--set",
+                "n_epochs=1",
+                "--set",
+                "checkpoint_freq=1",
+            ])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -248,7 +424,8 @@ fn sigkill_never_leaves_a_torn_checkpoint() {
         for e in std::fs::read_dir(&ckpts).into_iter().flatten().flatten() {
             let p = e.path();
             if p.extension().is_some_and(|x| x == "safetensors") {
-                proxima::checkpoint::load(&p).unwrap_or_else(|err| panic!("{} is torn after SIGKILL at {delay_ms} ms: {err}", p.display()));
+                proxima::checkpoint::load(&p)
+                    .unwrap_or_else(|err| panic!("{} is torn after SIGKILL at {delay_ms} ms: {err}", p.display()));
                 loaded += 1;
             }
         }
@@ -266,11 +443,34 @@ fn divergence_stops_the_run_and_keeps_earlier_checkpoints() {
     let dir = tmp("diverge");
     // One Adam step per update, each moving every parameter by ~1e30: the first update is
     // finite, the second overflows.
-    let (code, _, se) = proxima(&["train", "CartPole-v1", "--total-timesteps", "3200", "--run-dir", dir.to_str().unwrap(), "--quiet",
-        "--set", "learning_rate=1e30", "--set", "max_grad_norm=none", "--set", "n_envs=2", "--set", "n_steps=16", "--set", "batch_size=32",
-        "--set", "n_epochs=1", "--set", "checkpoint_freq=1"]);
+    let (code, _, se) = proxima(&[
+        "train",
+        "CartPole-v1",
+        "--total-timesteps",
+        "3200",
+        "--run-dir",
+        dir.to_str().unwrap(),
+        "--quiet",
+        "--set",
+        "learning_rate=1e30",
+        "--set",
+        "max_grad_norm=none",
+        "--set",
+        "n_envs=2",
+        "--set",
+        "n_steps=16",
+        "--set",
+        "batch_size=32",
+        "--set",
+        "n_epochs=1",
+        "--set",
+        "checkpoint_freq=1",
+    ]);
     assert_eq!(code, 1);
-    assert!(dir.join("checkpoints/update_000001.safetensors").exists(), "the first update was good and checkpointed: {se}");
+    assert!(
+        dir.join("checkpoints/update_000001.safetensors").exists(),
+        "the first update was good and checkpointed: {se}"
+    );
     assert!(se.contains("numerical error: update ") && se.contains("last good update"), "{se}");
     assert!(!dir.join("model.safetensors").exists());
     for e in std::fs::read_dir(dir.join("checkpoints")).unwrap().flatten() {
@@ -284,16 +484,34 @@ fn divergence_stops_the_run_and_keeps_earlier_checkpoints() {
 #[test]
 fn full_disk_is_a_clear_error_and_loses_nothing() {
     let mnt = tmp("fulldisk");
-    let ok = Command::new("mount").args(["-t", "tmpfs", "-o", "size=160k", "tmpfs", mnt.to_str().unwrap()]).output().map(|o| o.status.success()).unwrap_or(false);
+    let ok = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=160k", "tmpfs", mnt.to_str().unwrap()])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
     if !ok {
         eprintln!("SKIPPED: cannot mount a tmpfs here (needs root)");
         return;
     }
     let run = mnt.join("run");
-    let (code, _, se) = proxima(&["train", "CartPole-v1", "--total-timesteps", "100000", "--run-dir", run.to_str().unwrap(), "--quiet", "--set", "checkpoint_freq=1"]);
+    let (code, _, se) = proxima(&[
+        "train",
+        "CartPole-v1",
+        "--total-timesteps",
+        "100000",
+        "--run-dir",
+        run.to_str().unwrap(),
+        "--quiet",
+        "--set",
+        "checkpoint_freq=1",
+    ]);
     let first = run.join("checkpoints/update_000001.safetensors");
     let loads = proxima::checkpoint::load(&first).is_ok();
-    let leftovers: Vec<String> = std::fs::read_dir(run.join("checkpoints")).unwrap().flatten().map(|e| e.file_name().to_string_lossy().to_string()).collect();
+    let leftovers: Vec<String> = std::fs::read_dir(run.join("checkpoints"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .collect();
     let _ = Command::new("umount").arg(&mnt).status();
     assert_eq!(code, 1);
     assert!(se.contains("No space left on device") && se.contains("update_000002.safetensors"), "{se}");
@@ -306,8 +524,23 @@ fn full_disk_is_a_clear_error_and_loses_nothing() {
 #[test]
 fn normalization_statistics_round_trip_through_checkpoints() {
     let dir = tmp("norm");
-    let (code, _, se) = proxima(&["train", "Pendulum-v1", "--preset", "paper-mujoco", "--total-timesteps", "2048", "--run-dir", dir.to_str().unwrap(),
-        "--quiet", "--set", "n_steps=256", "--set", "eval_episodes=0", "--set", "checkpoint_freq=4"]);
+    let (code, _, se) = proxima(&[
+        "train",
+        "Pendulum-v1",
+        "--preset",
+        "paper-mujoco",
+        "--total-timesteps",
+        "2048",
+        "--run-dir",
+        dir.to_str().unwrap(),
+        "--quiet",
+        "--set",
+        "n_steps=256",
+        "--set",
+        "eval_episodes=0",
+        "--set",
+        "checkpoint_freq=4",
+    ]);
     assert_eq!(code, 0, "{se}");
     let ck = proxima::checkpoint::load(&dir.join("model.safetensors")).unwrap();
     let norm: proxima::normalize::Normalizer = serde_json::from_str(&ck.meta.extra["normalization"]).unwrap();
@@ -332,8 +565,25 @@ fn normalization_statistics_round_trip_through_checkpoints() {
 #[test]
 fn edge_cases_of_eval_and_resume() {
     let dir = tmp("edges");
-    let (code, so, se) = proxima(&["train", "CartPole-v1", "--total-timesteps", "256", "--run-dir", dir.to_str().unwrap(), "--quiet",
-        "--set", "n_envs=2", "--set", "n_steps=64", "--set", "batch_size=32", "--set", "checkpoint_freq=2", "--set", "eval_episodes=0"]);
+    let (code, so, se) = proxima(&[
+        "train",
+        "CartPole-v1",
+        "--total-timesteps",
+        "256",
+        "--run-dir",
+        dir.to_str().unwrap(),
+        "--quiet",
+        "--set",
+        "n_envs=2",
+        "--set",
+        "n_steps=64",
+        "--set",
+        "batch_size=32",
+        "--set",
+        "checkpoint_freq=2",
+        "--set",
+        "eval_episodes=0",
+    ]);
     assert_eq!(code, 0, "{se}");
     assert!(so.contains("no evaluation (eval_episodes = 0)"), "{so}");
     let ev: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("eval.json")).unwrap()).unwrap();

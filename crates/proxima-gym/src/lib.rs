@@ -15,6 +15,7 @@
 //! cross as one Python int (Discrete) or one NumPy array built from a byte buffer (Box,
 //! MultiDiscrete).
 
+use proxima::env::render::Frame;
 use proxima::env::{Action, Env, Info, Space, StepResult};
 use proxima::{ProximaError, Result};
 use pyo3::prelude::*;
@@ -26,7 +27,10 @@ pub const PREFIX: &str = "gym:";
 
 /// Registers the bridge with [`proxima::env::make`] for ids starting with `gym:`.
 pub fn register() {
-    proxima::env::register_prefix(PREFIX, |spec| Ok(Box::new(GymEnv::make(spec)?) as Box<dyn Env>));
+    proxima::env::register_prefix(
+        PREFIX,
+        |spec, render| Ok(Box::new(GymEnv::make_with(spec, render)?) as Box<dyn Env>),
+    );
 }
 
 /// Facts about the user's Python, read by running it.
@@ -56,11 +60,18 @@ pub fn probe_python(exe: &str) -> Result<PythonInfo> {
     if !out.status.success() {
         return Err(ProximaError::Env(format!("`{exe}` failed: {}", String::from_utf8_lossy(&out.stderr).trim())));
     }
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| ProximaError::Env(format!("`{exe}` printed no sys.path ({e})")))?;
-    let ver = v["version"].as_array().map(|a| (a[0].as_u64().unwrap_or(0) as u32, a[1].as_u64().unwrap_or(0) as u32)).unwrap_or((0, 0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .map_err(|e| ProximaError::Env(format!("`{exe}` printed no sys.path ({e})")))?;
+    let ver = v["version"]
+        .as_array()
+        .map(|a| (a[0].as_u64().unwrap_or(0) as u32, a[1].as_u64().unwrap_or(0) as u32))
+        .unwrap_or((0, 0));
     Ok(PythonInfo {
         executable: v["exe"].as_str().unwrap_or(exe).to_string(),
-        path: v["path"].as_array().map(|a| a.iter().filter_map(|p| p.as_str().map(String::from)).collect()).unwrap_or_default(),
+        path: v["path"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|p| p.as_str().map(String::from)).collect())
+            .unwrap_or_default(),
         version: ver,
         has_gymnasium: v["gym"].as_bool().unwrap_or(false),
     })
@@ -130,27 +141,46 @@ pub struct GymEnv {
     /// NumPy dtype name of actions (Box/MultiDiscrete).
     act_dtype: String,
     act_shape: Vec<usize>,
+    /// `metadata["render_fps"]`, when the env declares it.
+    render_fps: Option<u32>,
 }
 
 /// Maps a `gymnasium.spaces` object; returns the space and its NumPy dtype name.
-fn map_space(space: &Bound<'_, PyAny>, what: &str, env_id: &str) -> std::result::Result<(Space, String, Vec<usize>), String> {
+fn map_space(
+    space: &Bound<'_, PyAny>,
+    what: &str,
+    env_id: &str,
+) -> std::result::Result<(Space, String, Vec<usize>), String> {
     let kind: String = space.get_type().name().map(|n| n.to_string()).map_err(|e| e.to_string())?;
     let dtype: String = space.getattr("dtype").and_then(|d| d.str()).map(|s| s.to_string()).unwrap_or_default();
     let shape: Vec<usize> = space.getattr("shape").and_then(|s| s.extract()).unwrap_or_default();
     let f32s = |attr: &str| -> std::result::Result<Vec<f32>, String> {
-        space.getattr(attr).and_then(|a| a.call_method0("flatten")).and_then(|a| a.call_method1("astype", ("float32",))).and_then(|a| a.call_method0("tolist")).and_then(|a| a.extract()).map_err(|e| e.to_string())
+        space
+            .getattr(attr)
+            .and_then(|a| a.call_method0("flatten"))
+            .and_then(|a| a.call_method1("astype", ("float32",)))
+            .and_then(|a| a.call_method0("tolist"))
+            .and_then(|a| a.extract())
+            .map_err(|e| e.to_string())
     };
     let space = match kind.as_str() {
         "Discrete" => {
             let start: i64 = space.getattr("start").and_then(|s| s.extract()).unwrap_or(0);
             if start != 0 {
-                return Err(format!("{env_id}: its {what} space is Discrete with start = {start}; only start = 0 is supported"));
+                return Err(format!(
+                    "{env_id}: its {what} space is Discrete with start = {start}; only start = 0 is supported"
+                ));
             }
             Space::Discrete { n: space.getattr("n").and_then(|n| n.extract()).map_err(|e| e.to_string())? }
         }
         "Box" => Space::Box { low: f32s("low")?, high: f32s("high")?, shape: shape.clone() },
         "MultiDiscrete" => {
-            let nvec: Vec<usize> = space.getattr("nvec").and_then(|a| a.call_method0("flatten")).and_then(|a| a.call_method0("tolist")).and_then(|a| a.extract()).map_err(|e| e.to_string())?;
+            let nvec: Vec<usize> = space
+                .getattr("nvec")
+                .and_then(|a| a.call_method0("flatten"))
+                .and_then(|a| a.call_method0("tolist"))
+                .and_then(|a| a.extract())
+                .map_err(|e| e.to_string())?;
             Space::MultiDiscrete { nvec }
         }
         _ => {
@@ -168,20 +198,62 @@ impl GymEnv {
     /// `Env` for Python/gymnasium missing, an unknown id (Gymnasium's message and traceback),
     /// or an unsupported space (named).
     pub fn make(spec: &str) -> Result<GymEnv> {
+        GymEnv::make_with(spec, false)
+    }
+
+    /// [`GymEnv::make`], with `render_mode="rgb_array"` when `render` is true, so that
+    /// [`Env::render`] returns frames.
+    ///
+    /// # Errors
+    /// As [`GymEnv::make`].
+    pub fn make_with(spec: &str, render: bool) -> Result<GymEnv> {
         init()?;
         let id = format!("{PREFIX}{spec}");
         Python::attach(|py| {
             let gym = py.import("gymnasium").map_err(|e| ProximaError::Env(py_err(py, e)))?;
             let np = py.import("numpy").map_err(|e| ProximaError::Env(py_err(py, e)))?;
-            let env = gym.call_method1("make", (spec,)).map_err(|e| ProximaError::UnknownEnv(format!("gymnasium.make({spec:?}) failed:\n{}", py_err(py, e))))?;
+            let kwargs = PyDict::new(py);
+            if render {
+                kwargs.set_item("render_mode", "rgb_array").map_err(|e| ProximaError::Env(py_err(py, e)))?;
+            }
+            let env = gym.call_method("make", (spec,), Some(&kwargs)).map_err(|e| {
+                let call = if render {
+                    format!("gymnasium.make({spec:?}, render_mode=\"rgb_array\")")
+                } else {
+                    format!("gymnasium.make({spec:?})")
+                };
+                let hint = if render { " (does the env support render_mode=\"rgb_array\"?)" } else { "" };
+                ProximaError::UnknownEnv(format!("{call} failed{hint}:\n{}", py_err(py, e)))
+            })?;
             let obs_space = env.getattr("observation_space").map_err(|e| ProximaError::Env(py_err(py, e)))?;
             let act_space = env.getattr("action_space").map_err(|e| ProximaError::Env(py_err(py, e)))?;
-            let (observation_space, obs_dtype, obs_shape) = map_space(&obs_space, "observation", &id).map_err(ProximaError::Unsupported)?;
+            let (observation_space, obs_dtype, obs_shape) =
+                map_space(&obs_space, "observation", &id).map_err(ProximaError::Unsupported)?;
             if matches!(observation_space, Space::Discrete { .. } | Space::MultiDiscrete { .. }) {
-                return Err(ProximaError::Unsupported(format!("{id}: discrete observation spaces are not supported yet (wrap with a one-hot observation wrapper)")));
+                return Err(ProximaError::Unsupported(format!(
+                    "{id}: discrete observation spaces are not supported yet (wrap with a one-hot observation wrapper)"
+                )));
             }
-            let (action_space, act_dtype, act_shape) = map_space(&act_space, "action", &id).map_err(ProximaError::Unsupported)?;
-            Ok(GymEnv { id, env: env.unbind(), np: np.unbind(), observation_space, action_space, obs_dtype, obs_shape, act_dtype, act_shape })
+            let (action_space, act_dtype, act_shape) =
+                map_space(&act_space, "action", &id).map_err(ProximaError::Unsupported)?;
+            let render_fps = env
+                .getattr("metadata")
+                .and_then(|m| m.call_method1("get", ("render_fps",)))
+                .and_then(|f| f.extract::<f64>())
+                .ok()
+                .map(|f| f.round().clamp(1.0, 1000.0) as u32);
+            Ok(GymEnv {
+                id,
+                env: env.unbind(),
+                np: np.unbind(),
+                observation_space,
+                action_space,
+                obs_dtype,
+                obs_shape,
+                act_dtype,
+                act_shape,
+                render_fps,
+            })
         })
     }
 
@@ -189,7 +261,8 @@ impl GymEnv {
     fn observation(&self, py: Python<'_>, obs: &Bound<'_, PyAny>) -> Result<Vec<f32>> {
         let np = self.np.bind(py);
         let arr = np.call_method1("asarray", (obs,)).map_err(|e| ProximaError::Env(py_err(py, e)))?;
-        let shape: Vec<usize> = arr.getattr("shape").and_then(|s| s.extract()).map_err(|e| ProximaError::Env(py_err(py, e)))?;
+        let shape: Vec<usize> =
+            arr.getattr("shape").and_then(|s| s.extract()).map_err(|e| ProximaError::Env(py_err(py, e)))?;
         let dtype = arr.getattr("dtype").and_then(|d| d.str()).map(|s| s.to_string()).unwrap_or_default();
         if shape != self.obs_shape || dtype != self.obs_dtype {
             return Err(ProximaError::Env(format!(
@@ -220,8 +293,14 @@ impl Env for GymEnv {
         Python::attach(|py| {
             let kwargs = PyDict::new(py);
             kwargs.set_item("seed", seed).map_err(|e| ProximaError::Env(py_err(py, e)))?;
-            let out = self.env.bind(py).call_method("reset", (), Some(&kwargs)).map_err(|e| ProximaError::Env(format!("{}.reset raised:\n{}", self.id, py_err(py, e))))?;
-            let obs = out.get_item(0).map_err(|e| ProximaError::Env(format!("{}.reset did not return (obs, info): {}", self.id, py_err(py, e))))?;
+            let out = self
+                .env
+                .bind(py)
+                .call_method("reset", (), Some(&kwargs))
+                .map_err(|e| ProximaError::Env(format!("{}.reset raised:\n{}", self.id, py_err(py, e))))?;
+            let obs = out.get_item(0).map_err(|e| {
+                ProximaError::Env(format!("{}.reset did not return (obs, info): {}", self.id, py_err(py, e)))
+            })?;
             Ok((self.observation(py, &obs)?, Info::default()))
         })
     }
@@ -229,8 +308,12 @@ impl Env for GymEnv {
         Python::attach(|py| {
             let np = self.np.bind(py);
             let a: Bound<'_, PyAny> = match (&self.action_space, action) {
-                (Space::Discrete { n }, Action::Discrete(a)) if a < *n => a.into_pyobject(py).map_err(|e| ProximaError::Env(e.to_string()))?.into_any(),
-                (Space::Box { .. } | Space::MultiDiscrete { .. }, Action::Continuous(v)) if v.len() == self.action_space.flat_dim() => {
+                (Space::Discrete { n }, Action::Discrete(a)) if a < *n => {
+                    a.into_pyobject(py).map_err(|e| ProximaError::Env(e.to_string()))?.into_any()
+                }
+                (Space::Box { .. } | Space::MultiDiscrete { .. }, Action::Continuous(v))
+                    if v.len() == self.action_space.flat_dim() =>
+                {
                     let buf = PyBytes::new(py, &v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>());
                     np.call_method1("frombuffer", (buf, "<f4"))
                         .and_then(|a| a.call_method1("astype", (self.act_dtype.as_str(),)))
@@ -238,16 +321,63 @@ impl Env for GymEnv {
                         .map_err(|e| ProximaError::Env(py_err(py, e)))?
                 }
                 (space, other) => {
-                    return Err(ProximaError::InvalidAction(format!("{}: {other:?} is not in {}", self.id, space.describe())));
+                    return Err(ProximaError::InvalidAction(format!(
+                        "{}: {other:?} is not in {}",
+                        self.id,
+                        space.describe()
+                    )));
                 }
             };
-            let out = self.env.bind(py).call_method1("step", (a,)).map_err(|e| ProximaError::Env(format!("{}.step raised:\n{}", self.id, py_err(py, e))))?;
-            let item = |i: usize| out.get_item(i).map_err(|e| ProximaError::Env(format!("{}.step did not return 5 values: {}", self.id, py_err(py, e))));
+            let out = self
+                .env
+                .bind(py)
+                .call_method1("step", (a,))
+                .map_err(|e| ProximaError::Env(format!("{}.step raised:\n{}", self.id, py_err(py, e))))?;
+            let item = |i: usize| {
+                out.get_item(i).map_err(|e| {
+                    ProximaError::Env(format!("{}.step did not return 5 values: {}", self.id, py_err(py, e)))
+                })
+            };
             let observation = self.observation(py, &item(0)?)?;
-            let reward: f64 = item(1)?.call_method0("__float__").and_then(|r| r.extract()).map_err(|e| ProximaError::Env(format!("{}: reward is not a number: {}", self.id, py_err(py, e))))?;
+            let reward: f64 = item(1)?
+                .call_method0("__float__")
+                .and_then(|r| r.extract())
+                .map_err(|e| ProximaError::Env(format!("{}: reward is not a number: {}", self.id, py_err(py, e))))?;
             let terminated = item(2)?.is_truthy().map_err(|e| ProximaError::Env(py_err(py, e)))?;
             let truncated = item(3)?.is_truthy().map_err(|e| ProximaError::Env(py_err(py, e)))?;
             Ok(StepResult { observation, reward, terminated, truncated, info: Info::default() })
         })
+    }
+    fn render(&mut self) -> Result<Frame> {
+        Python::attach(|py| {
+            let np = self.np.bind(py);
+            let out = self
+                .env
+                .bind(py)
+                .call_method0("render")
+                .map_err(|e| ProximaError::Env(format!("{}.render raised:\n{}", self.id, py_err(py, e))))?;
+            if out.is_none() {
+                return Err(ProximaError::Unsupported(format!(
+                    "{}.render() returned None: the env does not support render_mode=\"rgb_array\" (or ignored it)",
+                    self.id
+                )));
+            }
+            let arr = np.call_method1("ascontiguousarray", (&out,)).map_err(|e| ProximaError::Env(py_err(py, e)))?;
+            let shape: Vec<usize> =
+                arr.getattr("shape").and_then(|s| s.extract()).map_err(|e| ProximaError::Env(py_err(py, e)))?;
+            let dtype = arr.getattr("dtype").and_then(|d| d.str()).map(|s| s.to_string()).unwrap_or_default();
+            if shape.len() != 3 || shape[2] != 3 || dtype != "uint8" || shape[0] == 0 || shape[1] == 0 {
+                return Err(ProximaError::Env(format!(
+                    "{}.render() returned an array of shape {shape:?} and dtype {dtype}; expected (height, width, 3) uint8 RGB",
+                    self.id
+                )));
+            }
+            let bytes = arr.call_method0("tobytes").map_err(|e| ProximaError::Env(py_err(py, e)))?;
+            let bytes = bytes.cast::<PyBytes>().map_err(|e| ProximaError::Env(e.to_string()))?;
+            Ok(Frame { width: shape[1], height: shape[0], rgb: bytes.as_bytes().to_vec() })
+        })
+    }
+    fn render_fps(&self) -> u32 {
+        self.render_fps.unwrap_or(30)
     }
 }

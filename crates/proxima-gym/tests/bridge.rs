@@ -70,7 +70,12 @@ fn ppo_trains_on_a_bridged_env_and_resumes_through_make() {
     if !setup() {
         return;
     }
-    let cfg = Config::resolve("cleanrl", None, &["n_envs=2".into(), "n_steps=16".into(), "batch_size=8".into(), "total_timesteps=64".into()]).unwrap();
+    let cfg = Config::resolve(
+        "cleanrl",
+        None,
+        &["n_envs=2".into(), "n_steps=16".into(), "batch_size=8".into(), "total_timesteps=64".into()],
+    )
+    .unwrap();
     let mut tr = Trainer::new("gym:toy_envs:toy/BoxBox-v0", cfg).unwrap();
     while !tr.is_done() {
         let r = tr.step().unwrap();
@@ -116,4 +121,75 @@ fn errors_are_clear() {
 
     let e = proxima_gym::probe_python("/nonexistent/python3").unwrap_err().to_string();
     assert!(e.contains("Python not found") && e.contains("PROXIMA_PYTHON"), "{e}");
+}
+
+#[test]
+fn render_rgb_array_frames_and_errors() {
+    if !setup() {
+        return;
+    }
+    let mut env = proxima::env::make_with("gym:toy_envs:toy/Renders-v0", true).unwrap();
+    assert_eq!(env.render_fps(), 25);
+    env.reset(Some(3)).unwrap();
+    let mut obs0 = Vec::new();
+    for t in 0..3u8 {
+        let f = env.render().unwrap();
+        assert_eq!((f.width, f.height, f.rgb.len()), (6, 4, 72));
+        assert!(f.rgb.chunks(3).all(|p| p[0] == t), "red channel is the step count");
+        obs0.push(f.rgb[1]);
+        env.step(Action::Discrete(0)).unwrap();
+    }
+    // An env whose constructor takes no render_mode.
+    let e = proxima::env::make_with("gym:toy_envs:toy/BoxDiscrete-v0", true).err().unwrap().to_string();
+    assert!(e.contains("render_mode=\"rgb_array\") failed (does the env support") && e.contains("render_mode"), "{e}");
+    // An env that accepts render_mode but whose render() returns None.
+    let mut env = proxima::env::make_with("gym:toy_envs:toy/RendersNone-v0", true).unwrap();
+    env.reset(Some(0)).unwrap();
+    let e = env.render().unwrap_err().to_string();
+    assert!(e.contains("returned None") && e.contains("rgb_array"), "{e}");
+    // A frame that is not (H, W, 3) uint8.
+    let mut env = proxima::env::make_with("gym:toy_envs:toy/RendersGray-v0", true).unwrap();
+    env.reset(Some(0)).unwrap();
+    let e = env.render().unwrap_err().to_string();
+    assert!(e.contains("shape [4, 6]") && e.contains("(height, width, 3) uint8"), "{e}");
+}
+
+#[test]
+fn evaluate_records_a_gif_of_a_bridged_env() {
+    if !setup() {
+        return;
+    }
+    use proxima::policy::{ActionKind, Activation, ActorCritic, PolicySpec};
+    use rand::SeedableRng;
+    let env = make("gym:toy_envs:toy/Renders-v0").unwrap();
+    let spec = PolicySpec {
+        obs_dim: 3,
+        action: ActionKind::from_space(&env.action_space()).unwrap(),
+        net_arch: vec![8],
+        activation: Activation::Tanh,
+        shared_trunk: false,
+        log_std_init: 0.0,
+        ortho_init: true,
+    };
+    let policy =
+        ActorCritic::new(spec, &candle_core::Device::Cpu, &mut rand_chacha::ChaCha8Rng::seed_from_u64(0)).unwrap();
+    let dir = std::env::temp_dir().join(format!("proxima-bridge-gif-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rec = proxima::train::Recording { path: dir.join("toy.gif"), episodes: 1, fps: None };
+    let plain = proxima::train::evaluate(&policy, "gym:toy_envs:toy/Renders-v0", 2, true, 7, None).unwrap();
+    let recorded =
+        proxima::train::evaluate_recorded(&policy, "gym:toy_envs:toy/Renders-v0", 2, true, 7, None, Some(&rec))
+            .unwrap();
+    assert_eq!(plain, recorded, "recording must not change the rollout");
+    // One frame after reset and one per step of the 10-step episode; 25 fps = 4/100 s delays.
+    let mut dec = gif::DecodeOptions::new();
+    dec.set_color_output(gif::ColorOutput::RGBA);
+    let mut d = dec.read_info(std::fs::File::open(&rec.path).unwrap()).unwrap();
+    let mut n = 0;
+    while let Some(f) = d.read_next_frame().unwrap() {
+        assert_eq!((f.width, f.height, f.delay), (6, 4, 4));
+        n += 1;
+    }
+    assert_eq!(n, 11);
+    let _ = std::fs::remove_dir_all(&dir);
 }

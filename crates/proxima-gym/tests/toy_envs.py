@@ -58,5 +58,40 @@ class DictAction(BoxDiscrete):
         self.action_space = spaces.Dict({"a": spaces.Discrete(2)})
 
 
-for name, cls in [("BoxDiscrete", BoxDiscrete), ("BoxBox", BoxBox), ("Raises", Raises), ("WrongShape", WrongShape), ("DictAction", DictAction)]:
+class Renders(BoxDiscrete):
+    """Draws a 6x4 frame whose red channel is the step count and whose green channel is obs[0] > 0."""
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 25}
+
+    def __init__(self, render_mode=None):
+        super().__init__()
+        self.render_mode = render_mode
+        self.t = 0
+
+    def reset(self, seed=None, options=None):
+        self.t = 0
+        return super().reset(seed=seed)
+
+    def step(self, action):
+        self.t += 1
+        return super().step(action)
+
+    def render(self):
+        frame = np.zeros((4, 6, 3), np.uint8)
+        frame[..., 0] = self.t
+        frame[..., 1] = 255 * int(self.obs[0] > 0)
+        return frame
+
+
+class RendersGray(Renders):
+    def render(self):
+        return np.zeros((4, 6), np.uint8)
+
+
+class RendersNone(Renders):
+    def render(self):
+        return None
+
+
+for name, cls in [("BoxDiscrete", BoxDiscrete), ("BoxBox", BoxBox), ("Raises", Raises), ("WrongShape", WrongShape), ("DictAction", DictAction), ("Renders", Renders), ("RendersGray", RendersGray), ("RendersNone", RendersNone)]:
     gym.register(f"toy/{name}-v0", entry_point=cls, max_episode_steps=10)

@@ -92,7 +92,12 @@ pub fn save(path: &Path, policy: &ActorCritic, opt: Option<&Adam>, meta: &Checkp
     }
     let views = data
         .iter()
-        .map(|(n, s, b)| Ok((n.clone(), TensorView::new(Dtype::F32, s.clone(), b).map_err(|e| ProximaError::Checkpoint(e.to_string()))?)))
+        .map(|(n, s, b)| {
+            Ok((
+                n.clone(),
+                TensorView::new(Dtype::F32, s.clone(), b).map_err(|e| ProximaError::Checkpoint(e.to_string()))?,
+            ))
+        })
         .collect::<Result<Vec<_>>>()?;
     let bytes = safetensors::serialize(views, Some(md)).map_err(|e| ProximaError::Checkpoint(e.to_string()))?;
     write_atomic(path, &bytes)
@@ -121,12 +126,14 @@ pub fn load(path: &Path) -> Result<Checkpoint> {
     let st = SafeTensors::deserialize(&bytes).map_err(|e| bad(format!("not a valid safetensors file ({e})")))?;
     let (_, header) = SafeTensors::read_metadata(&bytes).map_err(|e| bad(format!("unreadable header ({e})")))?;
     let md = header.metadata().clone().unwrap_or_default();
-    let get = |k: &str| md.get(k).cloned().ok_or_else(|| bad(format!("metadata lacks `{k}` (not a Proxima checkpoint?)")));
+    let get =
+        |k: &str| md.get(k).cloned().ok_or_else(|| bad(format!("metadata lacks `{k}` (not a Proxima checkpoint?)")));
     let format = get("format")?;
     if format != FORMAT {
         return Err(bad(format!("format `{format}` is not `{FORMAT}`")));
     }
-    let policy: PolicySpec = serde_json::from_str(&get("policy_spec")?).map_err(|e| bad(format!("malformed policy_spec ({e})")))?;
+    let policy: PolicySpec =
+        serde_json::from_str(&get("policy_spec")?).map_err(|e| bad(format!("malformed policy_spec ({e})")))?;
     let num = |k: &str| -> Result<u64> { get(k)?.parse().map_err(|_| bad(format!("`{k}` is not a number"))) };
     let meta = CheckpointMeta {
         env_id: get("env_id")?,
@@ -136,7 +143,9 @@ pub fn load(path: &Path) -> Result<Checkpoint> {
         update: num("update")?,
         extra: md
             .iter()
-            .filter(|(k, _)| !["format", "env_id", "policy_spec", "config", "global_step", "update", "optim.t"].contains(&k.as_str()))
+            .filter(|(k, _)| {
+                !["format", "env_id", "policy_spec", "config", "global_step", "update", "optim.t"].contains(&k.as_str())
+            })
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
     };
@@ -146,7 +155,8 @@ pub fn load(path: &Path) -> Result<Checkpoint> {
         if view.dtype() != Dtype::F32 {
             return Err(bad(format!("tensor `{name}` has dtype {:?}, expected F32", view.dtype())));
         }
-        let v: Vec<f32> = view.data().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))).collect();
+        let v: Vec<f32> =
+            view.data().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))).collect();
         tensors.insert(name, (view.shape().to_vec(), v));
     }
     Ok(Checkpoint { meta, optim_t, tensors, path: shown })
@@ -164,9 +174,17 @@ impl Checkpoint {
             match self.tensors.get(&name) {
                 Some((s, _)) if *s == shape => {}
                 Some((s, _)) => {
-                    return Err(ProximaError::Checkpoint(format!("{}: `{name}` has shape {s:?}, its policy_spec says {shape:?}", self.path)))
+                    return Err(ProximaError::Checkpoint(format!(
+                        "{}: `{name}` has shape {s:?}, its policy_spec says {shape:?}",
+                        self.path
+                    )))
                 }
-                None => return Err(ProximaError::Checkpoint(format!("{}: policy_spec needs `{name}`, which the file lacks", self.path))),
+                None => {
+                    return Err(ProximaError::Checkpoint(format!(
+                        "{}: policy_spec needs `{name}`, which the file lacks",
+                        self.path
+                    )))
+                }
             }
         }
         let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(0); // overwritten by the file
@@ -198,7 +216,10 @@ impl Checkpoint {
         }
         for name in &names {
             if self.tensors[*name].1.iter().any(|x| !x.is_finite()) {
-                return Err(ProximaError::Checkpoint(format!("{}: parameter `{name}` holds non-finite values", self.path)));
+                return Err(ProximaError::Checkpoint(format!(
+                    "{}: parameter `{name}` holds non-finite values",
+                    self.path
+                )));
             }
         }
         for (name, var) in policy.named_params() {
@@ -213,14 +234,20 @@ impl Checkpoint {
     /// # Errors
     /// `Checkpoint` when the file holds no optimiser state or it does not match.
     pub fn restore_optimizer(&self, policy: &ActorCritic, opt: &mut Adam) -> Result<()> {
-        let t = self.optim_t.ok_or_else(|| ProximaError::Checkpoint(format!("{}: holds no optimiser state", self.path)))?;
+        let t =
+            self.optim_t.ok_or_else(|| ProximaError::Checkpoint(format!("{}: holds no optimiser state", self.path)))?;
         let mut m = Vec::new();
         let mut v = Vec::new();
         for (name, var) in policy.named_params() {
             for (key, out) in [(format!("optim.m.{name}"), &mut m), (format!("optim.v.{name}"), &mut v)] {
                 match self.tensors.get(&key) {
                     Some((_, data)) if data.len() == var.elem_count() => out.push(data.clone()),
-                    _ => return Err(ProximaError::Checkpoint(format!("{}: optimiser state `{key}` missing or mis-sized", self.path))),
+                    _ => {
+                        return Err(ProximaError::Checkpoint(format!(
+                            "{}: optimiser state `{key}` missing or mis-sized",
+                            self.path
+                        )))
+                    }
                 }
             }
         }
@@ -238,10 +265,25 @@ mod tests {
     use rand::SeedableRng;
 
     fn spec(width: usize) -> PolicySpec {
-        PolicySpec { obs_dim: 4, action: ActionKind::Discrete { n: 2 }, net_arch: vec![width, width], activation: Activation::Tanh, shared_trunk: false, log_std_init: 0.0, ortho_init: true }
+        PolicySpec {
+            obs_dim: 4,
+            action: ActionKind::Discrete { n: 2 },
+            net_arch: vec![width, width],
+            activation: Activation::Tanh,
+            shared_trunk: false,
+            log_std_init: 0.0,
+            ortho_init: true,
+        }
     }
     fn meta(width: usize) -> CheckpointMeta {
-        CheckpointMeta { env_id: "CartPole-v1".into(), policy: spec(width), config_toml: String::new(), global_step: 512, update: 1, extra: BTreeMap::new() }
+        CheckpointMeta {
+            env_id: "CartPole-v1".into(),
+            policy: spec(width),
+            config_toml: String::new(),
+            global_step: 512,
+            update: 1,
+            extra: BTreeMap::new(),
+        }
     }
 
     #[test]
@@ -260,7 +302,10 @@ mod tests {
         assert_eq!(ck.meta, meta(16));
         let net2 = ck.build_policy(&Device::Cpu).unwrap();
         for ((_, a), (_, b)) in net.named_params().iter().zip(net2.named_params()) {
-            assert_eq!(a.as_tensor().flatten_all().unwrap().to_vec1::<f32>().unwrap(), b.as_tensor().flatten_all().unwrap().to_vec1::<f32>().unwrap());
+            assert_eq!(
+                a.as_tensor().flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+                b.as_tensor().flatten_all().unwrap().to_vec1::<f32>().unwrap()
+            );
         }
         let mut opt2 = Adam::new(&sizes, 1e-3, 1e-5);
         ck.restore_optimizer(&net2, &mut opt2).unwrap();

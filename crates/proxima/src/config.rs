@@ -114,10 +114,38 @@ impl Config {
     /// The keys a config file or `--set` may name.
     pub fn keys() -> Vec<&'static str> {
         vec![
-            "algo", "preset", "seed", "total_timesteps", "n_envs", "n_steps", "batch_size", "n_epochs", "learning_rate",
-            "anneal_lr", "gamma", "gae_lambda", "clip_range", "clip_range_vf", "normalize_advantage", "ent_coef",
-            "vf_coef", "max_grad_norm", "target_kl", "adam_eps", "normalize_observation", "normalize_reward", "clip_obs", "clip_reward", "net_arch", "activation", "shared_trunk", "ortho_init",
-            "log_std_init", "num_threads", "checkpoint_freq", "eval_episodes",
+            "algo",
+            "preset",
+            "seed",
+            "total_timesteps",
+            "n_envs",
+            "n_steps",
+            "batch_size",
+            "n_epochs",
+            "learning_rate",
+            "anneal_lr",
+            "gamma",
+            "gae_lambda",
+            "clip_range",
+            "clip_range_vf",
+            "normalize_advantage",
+            "ent_coef",
+            "vf_coef",
+            "max_grad_norm",
+            "target_kl",
+            "adam_eps",
+            "normalize_observation",
+            "normalize_reward",
+            "clip_obs",
+            "clip_reward",
+            "net_arch",
+            "activation",
+            "shared_trunk",
+            "ortho_init",
+            "log_std_init",
+            "num_threads",
+            "checkpoint_freq",
+            "eval_episodes",
         ]
     }
 
@@ -216,8 +244,13 @@ impl Config {
                 ..cleanrl
             },
             other => {
-                let hint = crate::util::closest(other, &PRESETS).map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default();
-                return Err(ProximaError::Config(format!("unknown preset `{other}`{hint}; presets: {}", PRESETS.join(", "))));
+                let hint = crate::util::closest(other, &PRESETS)
+                    .map(|s| format!(" (did you mean `{s}`?)"))
+                    .unwrap_or_default();
+                return Err(ProximaError::Config(format!(
+                    "unknown preset `{other}`{hint}; presets: {}",
+                    PRESETS.join(", ")
+                )));
             }
         })
     }
@@ -237,9 +270,17 @@ impl Config {
             let file: toml::Table = text.parse().map_err(|e: toml::de::Error| {
                 let at = e.span().map(|r| {
                     let before = &text[..r.start.min(text.len())];
-                    format!(" at line {}, column {}", before.matches('\n').count() + 1, before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1)
+                    format!(
+                        " at line {}, column {}",
+                        before.matches('\n').count() + 1,
+                        before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1
+                    )
                 });
-                ProximaError::Config(format!("malformed TOML{}: {}", at.unwrap_or_default(), e.message().trim().replace('\n', "; ")))
+                ProximaError::Config(format!(
+                    "malformed TOML{}: {}",
+                    at.unwrap_or_default(),
+                    e.message().trim().replace('\n', "; ")
+                ))
             })?;
             for (k, v) in file {
                 if k == "env_id" {
@@ -250,9 +291,8 @@ impl Config {
             }
         }
         for s in sets {
-            let (k, v) = s
-                .split_once('=')
-                .ok_or_else(|| ProximaError::Config(format!("`--set {s}`: expected key=value")))?;
+            let (k, v) =
+                s.split_once('=').ok_or_else(|| ProximaError::Config(format!("`--set {s}`: expected key=value")))?;
             let (k, v) = (k.trim(), v.trim());
             check_key(k)?;
             if v.eq_ignore_ascii_case("none") || v.is_empty() {
@@ -281,7 +321,13 @@ impl Config {
         if self.algo != "ppo" {
             return bad(format!("algo = `{}`: only `ppo` is implemented", self.algo));
         }
-        for (k, v) in [("n_envs", self.n_envs), ("n_steps", self.n_steps), ("batch_size", self.batch_size), ("n_epochs", self.n_epochs), ("num_threads", self.num_threads)] {
+        for (k, v) in [
+            ("n_envs", self.n_envs),
+            ("n_steps", self.n_steps),
+            ("batch_size", self.batch_size),
+            ("n_epochs", self.n_epochs),
+            ("num_threads", self.num_threads),
+        ] {
             if v == 0 {
                 return bad(format!("{k} = 0: must be at least 1"));
             }
@@ -298,7 +344,12 @@ impl Config {
         }
         let rollout = match self.n_steps.checked_mul(self.n_envs) {
             Some(r) if r <= MAX_ROLLOUT => r,
-            _ => return bad(format!("n_steps × n_envs = {} × {} exceeds {MAX_ROLLOUT} transitions per rollout", self.n_steps, self.n_envs)),
+            _ => {
+                return bad(format!(
+                    "n_steps × n_envs = {} × {} exceeds {MAX_ROLLOUT} transitions per rollout",
+                    self.n_steps, self.n_envs
+                ))
+            }
         };
         if rollout % self.batch_size != 0 || self.batch_size > rollout {
             return bad(format!(
@@ -306,13 +357,23 @@ impl Config {
                 self.batch_size, self.n_steps, self.n_envs
             ));
         }
-        let finite_pos = |k: &str, v: f64| if v.is_finite() && v > 0.0 { Ok(()) } else { bad(format!("{k} = {v}: must be a finite number > 0")) };
+        let finite_pos = |k: &str, v: f64| {
+            if v.is_finite() && v > 0.0 {
+                Ok(())
+            } else {
+                bad(format!("{k} = {v}: must be a finite number > 0"))
+            }
+        };
         finite_pos("learning_rate", self.learning_rate)?;
         finite_pos("clip_range", self.clip_range)?;
         finite_pos("adam_eps", self.adam_eps)?;
         finite_pos("clip_obs", self.clip_obs)?;
         finite_pos("clip_reward", self.clip_reward)?;
-        for (k, v) in [("clip_range_vf", self.clip_range_vf), ("max_grad_norm", self.max_grad_norm), ("target_kl", self.target_kl)] {
+        for (k, v) in [
+            ("clip_range_vf", self.clip_range_vf),
+            ("max_grad_norm", self.max_grad_norm),
+            ("target_kl", self.target_kl),
+        ] {
             if let Some(v) = v {
                 finite_pos(k, v)?;
             }
@@ -331,7 +392,10 @@ impl Config {
             return bad(format!("log_std_init = {}: must be finite", self.log_std_init));
         }
         if self.seed > i64::MAX as u64 || self.total_timesteps > i64::MAX as u64 {
-            return bad(format!("seed = {} / total_timesteps = {}: must be below 2^63 (TOML integers are signed 64-bit)", self.seed, self.total_timesteps));
+            return bad(format!(
+                "seed = {} / total_timesteps = {}: must be below 2^63 (TOML integers are signed 64-bit)",
+                self.seed, self.total_timesteps
+            ));
         }
         if self.total_timesteps == 0 {
             return bad("total_timesteps = 0: must be at least 1".into());
@@ -383,7 +447,12 @@ mod tests {
 
     #[test]
     fn layering_and_errors() {
-        let c = Config::resolve("cleanrl", Some("n_epochs = 7\nclip_range = 0.1"), &["n_epochs=9".into(), "clip_range_vf=none".into()]).unwrap();
+        let c = Config::resolve(
+            "cleanrl",
+            Some("n_epochs = 7\nclip_range = 0.1"),
+            &["n_epochs=9".into(), "clip_range_vf=none".into()],
+        )
+        .unwrap();
         assert_eq!((c.n_epochs, c.clip_range, c.clip_range_vf), (9, 0.1, None));
         let e = Config::resolve("cleanrl", None, &["n_step=5".into()]).unwrap_err().to_string();
         assert!(e.contains("n_step") && e.contains("did you mean `n_steps`"), "{e}");

@@ -27,12 +27,8 @@ impl CsvLogger {
         let header = columns.join(",");
         let existing = if append { std::fs::read_to_string(path).ok() } else { None };
         let keep = existing.as_deref().is_some_and(|t| t.lines().next() == Some(header.as_str()));
-        let file = if keep {
-            OpenOptions::new().append(true).open(path)
-        } else {
-            File::create(path)
-        }
-        .map_err(|e| ProximaError::io(path, e))?;
+        let file = if keep { OpenOptions::new().append(true).open(path) } else { File::create(path) }
+            .map_err(|e| ProximaError::io(path, e))?;
         let mut out = BufWriter::new(file);
         if !keep {
             writeln!(out, "{header}").map_err(|e| ProximaError::io(path, e))?;
@@ -46,10 +42,19 @@ impl CsvLogger {
     /// `InvalidArgument` for a row of the wrong width; `Io`.
     pub fn write(&mut self, values: &[f64]) -> Result<()> {
         if values.len() != self.columns.len() {
-            return Err(ProximaError::InvalidArgument(format!("CSV row has {} values for {} columns", values.len(), self.columns.len())));
+            return Err(ProximaError::InvalidArgument(format!(
+                "CSV row has {} values for {} columns",
+                values.len(),
+                self.columns.len()
+            )));
         }
-        let row: Vec<String> = values.iter().map(|v| if v.fract() == 0.0 && v.abs() < 1e15 { format!("{}", *v as i64) } else { format!("{v}") }).collect();
-        writeln!(self.out, "{}", row.join(",")).and_then(|_| self.out.flush()).map_err(|e| ProximaError::io(&self.path, e))
+        let row: Vec<String> = values
+            .iter()
+            .map(|v| if v.fract() == 0.0 && v.abs() < 1e15 { format!("{}", *v as i64) } else { format!("{v}") })
+            .collect();
+        writeln!(self.out, "{}", row.join(","))
+            .and_then(|_| self.out.flush())
+            .map_err(|e| ProximaError::io(&self.path, e))
     }
 }
 
@@ -108,8 +113,11 @@ impl TensorBoardWriter {
     /// # Errors
     /// `Io` naming the path.
     pub fn create(dir: &Path) -> Result<Self> {
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
-        let host = std::fs::read_to_string("/etc/hostname").map(|h| h.trim().to_string()).unwrap_or_else(|_| "localhost".into());
+        let now =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
+        let host = std::fs::read_to_string("/etc/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_else(|_| "localhost".into());
         let path = dir.join(format!("events.out.tfevents.{}.{host}.proxima", now as u64));
         let file = File::create(&path).map_err(|e| ProximaError::io(&path, e))?;
         let mut w = TensorBoardWriter { path, out: BufWriter::new(file) };
@@ -136,7 +144,8 @@ impl TensorBoardWriter {
     /// Adds scalar `tag` = `value` at `step` (non-finite values are written as they are;
     /// TensorBoard shows them as NaN/inf).
     pub fn add_scalar(&mut self, tag: &str, value: f64, step: u64) -> Result<()> {
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
+        let now =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
         self.record(&event(now, step as i64, None, Some((tag, value as f32))))
     }
 
@@ -170,7 +179,10 @@ mod tests {
         let mut n = 0;
         while pos < bytes.len() {
             let len = u64::from_le_bytes(bytes[pos..pos + 8].try_into().unwrap()) as usize;
-            assert_eq!(u32::from_le_bytes(bytes[pos + 8..pos + 12].try_into().unwrap()), masked_crc(&bytes[pos..pos + 8]));
+            assert_eq!(
+                u32::from_le_bytes(bytes[pos + 8..pos + 12].try_into().unwrap()),
+                masked_crc(&bytes[pos..pos + 8])
+            );
             let data = &bytes[pos + 12..pos + 12 + len];
             assert_eq!(u32::from_le_bytes(bytes[pos + 12 + len..pos + 16 + len].try_into().unwrap()), masked_crc(data));
             pos += 16 + len;

@@ -79,7 +79,15 @@ pub struct Normalizer {
 
 impl Normalizer {
     /// A fresh normaliser for `n_envs` envs with `obs_dim`-long observations.
-    pub fn new(normalize_obs: bool, normalize_reward: bool, obs_dim: usize, n_envs: usize, gamma: f64, clip_obs: f64, clip_reward: f64) -> Self {
+    pub fn new(
+        normalize_obs: bool,
+        normalize_reward: bool,
+        obs_dim: usize,
+        n_envs: usize,
+        gamma: f64,
+        clip_obs: f64,
+        clip_reward: f64,
+    ) -> Self {
         Normalizer {
             obs_rms: normalize_obs.then(|| RunningMeanStd::new(obs_dim)),
             ret_rms: normalize_reward.then(|| RunningMeanStd::new(1)),
@@ -113,10 +121,14 @@ impl Normalizer {
     /// discounted return, then resets the return of envs whose episode ended.
     pub fn scale_rewards(&mut self, rewards: &mut [f32], dones: impl Fn(usize) -> bool) {
         let Some(rms) = &mut self.ret_rms else { return };
-        let r: Vec<f32> = rewards.iter().zip(self.returns.iter_mut()).map(|(&r, g)| {
-            *g = *g * self.gamma + r as f64;
-            *g as f32
-        }).collect();
+        let r: Vec<f32> = rewards
+            .iter()
+            .zip(self.returns.iter_mut())
+            .map(|(&r, g)| {
+                *g = *g * self.gamma + r as f64;
+                *g as f32
+            })
+            .collect();
         rms.update(&r);
         let std = (rms.var[0] + 1e-8).sqrt();
         for (i, r) in rewards.iter_mut().enumerate() {

@@ -24,8 +24,8 @@ use crate::policy::{ActionKind, ActorCritic, PolicySpec};
 use crate::rollout::RolloutBuffer;
 use candle_core::Device;
 use rand::SeedableRng;
-use serde::{Deserialize, Serialize};
 use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -149,7 +149,11 @@ impl Trainer {
     ///
     /// # Errors
     /// As [`Trainer::new`], plus whatever `make_env` returns.
-    pub fn with_env_fn(env_id: &str, cfg: Config, make_env: impl FnMut() -> Result<Box<dyn crate::env::Env>>) -> Result<Self> {
+    pub fn with_env_fn(
+        env_id: &str,
+        cfg: Config,
+        make_env: impl FnMut() -> Result<Box<dyn crate::env::Env>>,
+    ) -> Result<Self> {
         cfg.validate()?;
         let mut venv = SyncVectorEnv::new(cfg.n_envs, make_env)?;
         venv.reset(cfg.seed)?;
@@ -159,7 +163,15 @@ impl Trainer {
         let sizes: Vec<usize> = policy.named_params().iter().map(|(_, v)| v.elem_count()).collect();
         let opt = Adam::new(&sizes, cfg.learning_rate, cfg.adam_eps);
         let buf = RolloutBuffer::new(cfg.n_steps, cfg.n_envs, policy.spec().obs_dim, policy.spec().action.act_dim());
-        let mut norm = Normalizer::new(cfg.normalize_observation, cfg.normalize_reward, policy.spec().obs_dim, cfg.n_envs, cfg.gamma, cfg.clip_obs, cfg.clip_reward);
+        let mut norm = Normalizer::new(
+            cfg.normalize_observation,
+            cfg.normalize_reward,
+            policy.spec().obs_dim,
+            cfg.n_envs,
+            cfg.gamma,
+            cfg.clip_obs,
+            cfg.clip_reward,
+        );
         let obs = norm.observe(venv.obs());
         let batch = (cfg.n_steps * cfg.n_envs) as u64;
         Ok(Trainer {
@@ -231,7 +243,10 @@ impl Trainer {
             // Bootstrap truncated episodes from V(final observation), one batched forward.
             let cut: Vec<usize> = (0..n).filter(|&e| self.venv.truncated[e] && !self.venv.terminated[e]).collect();
             if !cut.is_empty() {
-                let mut fo: Vec<f32> = cut.iter().flat_map(|&e| self.venv.final_obs[e].clone().expect("final obs of an ended episode")).collect();
+                let mut fo: Vec<f32> = cut
+                    .iter()
+                    .flat_map(|&e| self.venv.final_obs[e].clone().expect("final obs of an ended episode"))
+                    .collect();
                 self.norm.normalize_obs(&mut fo);
                 let v = self.policy.predict_values(&fo)?;
                 for (k, &e) in cut.iter().enumerate() {
@@ -322,7 +337,8 @@ impl Trainer {
         let mut extra = BTreeMap::new();
         extra.insert("trainer_state".to_string(), serde_json::to_string(&snap).expect("snapshot serialises"));
         if self.norm.is_active() {
-            extra.insert("normalization".to_string(), serde_json::to_string(&self.norm).expect("normaliser serialises"));
+            extra
+                .insert("normalization".to_string(), serde_json::to_string(&self.norm).expect("normaliser serialises"));
         }
         CheckpointMeta {
             env_id: self.env_id.clone(),
@@ -353,8 +369,10 @@ impl Trainer {
         }
         let mut tr = Trainer::new(&ck.meta.env_id, cfg)?;
         let bad = |m: &str| ProximaError::Checkpoint(format!("cannot resume: {m}"));
-        let snap: TrainerSnapshot = serde_json::from_str(ck.meta.extra.get("trainer_state").ok_or_else(|| bad("no trainer_state in the checkpoint"))?)
-            .map_err(|e| bad(&format!("malformed trainer_state ({e})")))?;
+        let snap: TrainerSnapshot = serde_json::from_str(
+            ck.meta.extra.get("trainer_state").ok_or_else(|| bad("no trainer_state in the checkpoint"))?,
+        )
+        .map_err(|e| bad(&format!("malformed trainer_state ({e})")))?;
         if snap.envs.len() != tr.cfg.n_envs {
             return Err(bad(&format!("the checkpoint holds {} envs, the config {}", snap.envs.len(), tr.cfg.n_envs)));
         }
@@ -408,11 +426,58 @@ impl Trainer {
 ///
 /// `norm`: the training run's normalisation statistics, applied frozen to observations
 /// (rewards are reported unscaled).
-pub fn evaluate(policy: &ActorCritic, env_id: &str, episodes: usize, deterministic: bool, seed: u64, norm: Option<&Normalizer>) -> Result<Vec<f64>> {
-    let mut env = make(env_id)?;
+pub fn evaluate(
+    policy: &ActorCritic,
+    env_id: &str,
+    episodes: usize,
+    deterministic: bool,
+    seed: u64,
+    norm: Option<&Normalizer>,
+) -> Result<Vec<f64>> {
+    evaluate_recorded(policy, env_id, episodes, deterministic, seed, norm, None)
+}
+
+/// What [`evaluate_recorded`] records: the first `episodes` episodes, one frame after each
+/// reset and each step, to `path` (`.gif` or `.mp4`) at `fps` (default: the env's
+/// `render_fps`).
+#[derive(Clone, Debug)]
+pub struct Recording {
+    /// Output file; `.gif` or `.mp4`.
+    pub path: std::path::PathBuf,
+    /// Number of leading episodes recorded (at least 1).
+    pub episodes: usize,
+    /// Playback speed; `None` uses the env's `render_fps`.
+    pub fps: Option<u32>,
+}
+
+/// [`evaluate`], optionally recording a rollout (Gymnasium's `render_mode="rgb_array"`: the env
+/// is made with [`crate::env::make_with`] and `render()` is called after reset and every step).
+/// The actions, and so the returns, are the same with and without recording.
+///
+/// # Errors
+/// As [`evaluate`]; plus `Unsupported` when the env cannot render, and the video writer's
+/// errors (see [`crate::env::render::VideoWriter`]).
+pub fn evaluate_recorded(
+    policy: &ActorCritic,
+    env_id: &str,
+    episodes: usize,
+    deterministic: bool,
+    seed: u64,
+    norm: Option<&Normalizer>,
+    record: Option<&Recording>,
+) -> Result<Vec<f64>> {
+    let mut env = crate::env::make_with(env_id, record.is_some())?;
+    let mut video = match record {
+        Some(r) => Some(crate::env::render::VideoWriter::new(&r.path, r.fps.unwrap_or_else(|| env.render_fps()))?),
+        None => None,
+    };
+    let record_episodes = record.map_or(0, |r| r.episodes.max(1));
     let obs_dim = env.observation_space().flat_dim();
     let kind = ActionKind::from_space(&env.action_space())?;
-    if obs_dim != policy.spec().obs_dim || kind.head_dim() != policy.spec().action.head_dim() || kind.act_dim() != policy.spec().action.act_dim() {
+    if obs_dim != policy.spec().obs_dim
+        || kind.head_dim() != policy.spec().action.head_dim()
+        || kind.act_dim() != policy.spec().action.act_dim()
+    {
         return Err(ProximaError::Checkpoint(format!(
             "the policy (observations of {}, action {:?}) does not fit {env_id} (observations of {obs_dim}, action {:?})",
             policy.spec().obs_dim,
@@ -424,6 +489,10 @@ pub fn evaluate(policy: &ActorCritic, env_id: &str, episodes: usize, determinist
     let mut returns = Vec::with_capacity(episodes);
     for i in 0..episodes {
         let (mut obs, _) = env.reset(Some(seed.wrapping_add(i as u64)))?;
+        let recording = i < record_episodes;
+        if recording {
+            video.as_mut().expect("writer exists when recording").push(&env.render()?)?;
+        }
         let mut total = 0f64;
         loop {
             if let Some(n) = norm {
@@ -437,12 +506,18 @@ pub fn evaluate(policy: &ActorCritic, env_id: &str, episodes: usize, determinist
             };
             let r = env.step(action)?;
             total += r.reward;
+            if recording {
+                video.as_mut().expect("writer exists when recording").push(&env.render()?)?;
+            }
             if r.terminated || r.truncated {
                 break;
             }
             obs = r.observation;
         }
         returns.push(total);
+    }
+    if let Some(v) = video {
+        v.finish()?;
     }
     Ok(returns)
 }
@@ -460,7 +535,9 @@ fn keep_rows_up_to(path: &Path, update: u64) -> Result<()> {
     let kept: Vec<&str> = text
         .lines()
         .enumerate()
-        .filter(|(i, l)| *i == 0 || l.split(',').nth(1).and_then(|u| u.parse::<u64>().ok()).is_some_and(|u| u <= update))
+        .filter(|(i, l)| {
+            *i == 0 || l.split(',').nth(1).and_then(|u| u.parse::<u64>().ok()).is_some_and(|u| u <= update)
+        })
         .map(|(_, l)| l)
         .collect();
     checkpoint::write_atomic(path, format!("{}\n", kept.join("\n")).as_bytes())
@@ -468,8 +545,22 @@ fn keep_rows_up_to(path: &Path, update: u64) -> Result<()> {
 
 /// Columns of `progress.csv`, one row per iteration.
 pub const CSV_COLUMNS: [&str; 16] = [
-    "global_step", "update", "time_elapsed", "sps", "learning_rate", "policy_loss", "value_loss", "entropy",
-    "approx_kl", "clip_fraction", "explained_variance", "grad_norm", "epochs", "ep_return_mean", "ep_len_mean", "episodes",
+    "global_step",
+    "update",
+    "time_elapsed",
+    "sps",
+    "learning_rate",
+    "policy_loss",
+    "value_loss",
+    "entropy",
+    "approx_kl",
+    "clip_fraction",
+    "explained_variance",
+    "grad_norm",
+    "epochs",
+    "ep_return_mean",
+    "ep_len_mean",
+    "episodes",
 ];
 
 /// What a finished run leaves behind.
@@ -509,7 +600,10 @@ pub fn run(mut trainer: Trainer, run_dir: &Path, mut on_update: impl FnMut(&Upda
     let env_id = env_id.as_str();
     let ckpt_dir = run_dir.join("checkpoints");
     std::fs::create_dir_all(&ckpt_dir).map_err(|e| ProximaError::io(&ckpt_dir, e))?;
-    checkpoint::write_atomic(&run_dir.join("config.toml"), format!("env_id = {:?}\n{}", env_id, trainer.cfg.to_toml()).as_bytes())?;
+    checkpoint::write_atomic(
+        &run_dir.join("config.toml"),
+        format!("env_id = {:?}\n{}", env_id, trainer.cfg.to_toml()).as_bytes(),
+    )?;
     let csv_path = run_dir.join("progress.csv");
     if trainer.update > 0 {
         keep_rows_up_to(&csv_path, trainer.update)?;
@@ -523,18 +617,37 @@ pub fn run(mut trainer: Trainer, run_dir: &Path, mut on_update: impl FnMut(&Upda
         let s = &r.stats;
         let nan = f64::NAN;
         csv.write(&[
-            r.global_step as f64, r.update as f64, r.time_elapsed, r.sps, s.learning_rate, s.policy_loss, s.value_loss,
-            s.entropy, s.approx_kl, s.clip_fraction, s.explained_variance, s.grad_norm, s.epochs as f64,
-            r.ep_return_mean.unwrap_or(nan), r.ep_len_mean.unwrap_or(nan), r.finished.len() as f64,
+            r.global_step as f64,
+            r.update as f64,
+            r.time_elapsed,
+            r.sps,
+            s.learning_rate,
+            s.policy_loss,
+            s.value_loss,
+            s.entropy,
+            s.approx_kl,
+            s.clip_fraction,
+            s.explained_variance,
+            s.grad_norm,
+            s.epochs as f64,
+            r.ep_return_mean.unwrap_or(nan),
+            r.ep_len_mean.unwrap_or(nan),
+            r.finished.len() as f64,
         ])?;
         for (step, ep) in &r.finished {
             tb.add_scalar("charts/episodic_return", ep.episode_return, *step)?;
             tb.add_scalar("charts/episodic_length", ep.length as f64, *step)?;
         }
         for (tag, v) in [
-            ("charts/learning_rate", s.learning_rate), ("charts/SPS", r.sps), ("losses/policy_loss", s.policy_loss),
-            ("losses/value_loss", s.value_loss), ("losses/entropy", s.entropy), ("losses/approx_kl", s.approx_kl),
-            ("losses/clipfrac", s.clip_fraction), ("losses/explained_variance", s.explained_variance), ("losses/grad_norm", s.grad_norm),
+            ("charts/learning_rate", s.learning_rate),
+            ("charts/SPS", r.sps),
+            ("losses/policy_loss", s.policy_loss),
+            ("losses/value_loss", s.value_loss),
+            ("losses/entropy", s.entropy),
+            ("losses/approx_kl", s.approx_kl),
+            ("losses/clipfrac", s.clip_fraction),
+            ("losses/explained_variance", s.explained_variance),
+            ("losses/grad_norm", s.grad_norm),
         ] {
             tb.add_scalar(tag, v, r.global_step)?;
         }
@@ -549,7 +662,14 @@ pub fn run(mut trainer: Trainer, run_dir: &Path, mut on_update: impl FnMut(&Upda
     let model = run_dir.join("model.safetensors");
     trainer.save(&model)?;
     let eval_returns = if trainer.cfg.eval_episodes > 0 {
-        evaluate(&trainer.policy, env_id, trainer.cfg.eval_episodes, true, trainer.cfg.seed.wrapping_add(10_000), Some(&trainer.norm))?
+        evaluate(
+            &trainer.policy,
+            env_id,
+            trainer.cfg.eval_episodes,
+            true,
+            trainer.cfg.seed.wrapping_add(10_000),
+            Some(&trainer.norm),
+        )?
     } else {
         Vec::new()
     };
@@ -561,5 +681,14 @@ pub fn run(mut trainer: Trainer, run_dir: &Path, mut on_update: impl FnMut(&Upda
         "mean_return": m, "std_return": sd, "returns": eval_returns,
     });
     checkpoint::write_atomic(&run_dir.join("eval.json"), format!("{eval}\n").as_bytes())?;
-    Ok(RunSummary { run_dir: run_dir.to_path_buf(), model, global_step: trainer.global_step, train_seconds, sps, eval_returns, collect_seconds, update_seconds })
+    Ok(RunSummary {
+        run_dir: run_dir.to_path_buf(),
+        model,
+        global_step: trainer.global_step,
+        train_seconds,
+        sps,
+        eval_returns,
+        collect_seconds,
+        update_seconds,
+    })
 }

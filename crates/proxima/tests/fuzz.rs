@@ -26,7 +26,8 @@ fn cases(default: u32) -> ProptestConfig {
     c
 }
 
-const KEYS: [&str; 8] = ["n_steps", "batch_size", "gamma", "net_arch", "clip_range_vf", "activation", "learning_rate", "n_stepz"];
+const KEYS: [&str; 8] =
+    ["n_steps", "batch_size", "gamma", "net_arch", "clip_range_vf", "activation", "learning_rate", "n_stepz"];
 
 fn toml_value() -> impl Strategy<Value = String> {
     prop_oneof![
@@ -65,7 +66,12 @@ proptest! {
 fn valid_checkpoint() -> &'static [u8] {
     static BYTES: OnceLock<Vec<u8>> = OnceLock::new();
     BYTES.get_or_init(|| {
-        let cfg = Config::resolve("cleanrl", None, &["n_envs=1".into(), "n_steps=8".into(), "batch_size=8".into(), "net_arch=[8, 8]".into()]).unwrap();
+        let cfg = Config::resolve(
+            "cleanrl",
+            None,
+            &["n_envs=1".into(), "n_steps=8".into(), "batch_size=8".into(), "net_arch=[8, 8]".into()],
+        )
+        .unwrap();
         let tr = Trainer::new("Pendulum-v1", cfg).unwrap();
         let path = std::env::temp_dir().join(format!("proxima-fuzz-base-{}.safetensors", std::process::id()));
         tr.save(&path).unwrap();
@@ -81,7 +87,11 @@ fn load_bytes(bytes: &[u8], tag: u64) {
     if let Ok(ck) = checkpoint::load(&path) {
         if let Ok(p) = ck.build_policy(&candle_core::Device::Cpu) {
             // Whatever loaded must be usable.
-            let _ = p.act(&vec![0.0; p.spec().obs_dim], true, &mut <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(0));
+            let _ = p.act(
+                &vec![0.0; p.spec().obs_dim],
+                true,
+                &mut <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(0),
+            );
         }
         let _ = Trainer::resume(&ck, None);
     }

@@ -14,7 +14,8 @@ fn golden(name: &str) -> Value {
     let dir = std::env::var("PROXIMA_GOLDEN_DIR")
         .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/golden").to_string());
     let path = std::path::Path::new(&dir).join(name);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e} (set PROXIMA_GOLDEN_DIR)", path.display()));
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e} (set PROXIMA_GOLDEN_DIR)", path.display()));
     serde_json::from_str(&text).unwrap()
 }
 
@@ -22,10 +23,14 @@ fn f64s(v: &Value) -> Vec<f64> {
     v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect()
 }
 fn flat(v: &Value) -> Vec<f64> {
-    v.as_array().unwrap().iter().flat_map(|r| match r {
-        Value::Array(_) => f64s(r),
-        x => vec![x.as_f64().unwrap()],
-    }).collect()
+    v.as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| match r {
+            Value::Array(_) => f64s(r),
+            x => vec![x.as_f64().unwrap()],
+        })
+        .collect()
 }
 fn close(name: &str, got: &[f64], want: &[f64], tol: f64) {
     assert_eq!(got.len(), want.len(), "{name}: length");
@@ -101,7 +106,12 @@ fn ppo_clip_loss_and_gradients_match_pytorch() {
         .unwrap();
         let e = &c["expected"];
         let name = |s: &str| format!("case {k} {s}");
-        for (key, got) in [("policy_loss", &out.policy_loss), ("value_loss", &out.value_loss), ("entropy", &out.entropy), ("loss", &out.loss)] {
+        for (key, got) in [
+            ("policy_loss", &out.policy_loss),
+            ("value_loss", &out.value_loss),
+            ("entropy", &out.entropy),
+            ("loss", &out.loss),
+        ] {
             close(&name(key), &[scalar(got)], &[e[key].as_f64().unwrap()], 1e-9);
         }
         let log_ratio: Vec<f32> = out.log_ratio.to_dtype(DType::F32).unwrap().to_vec1().unwrap();
@@ -144,7 +154,12 @@ fn gaussian_policy_loss_and_gradients_match_pytorch() {
                 old_values: &zeros,
                 returns: &zeros,
             },
-            &PpoCoefs { clip_range: c["clip_coef"].as_f64().unwrap(), clip_range_vf: None, vf_coef: 0.0, ent_coef: c["ent_coef"].as_f64().unwrap() },
+            &PpoCoefs {
+                clip_range: c["clip_coef"].as_f64().unwrap(),
+                clip_range_vf: None,
+                vf_coef: 0.0,
+                ent_coef: c["ent_coef"].as_f64().unwrap(),
+            },
         )
         .unwrap();
         close(&name("policy_loss"), &[scalar(&out.policy_loss)], &[e["policy_loss"].as_f64().unwrap()], 1e-9);
@@ -174,7 +189,20 @@ fn ppo_loss_gradient_matches_finite_differences() {
     let coefs = PpoCoefs { clip_range: 0.2, clip_range_vf: Some(0.2), vf_coef: 0.5, ent_coef: 0.01 };
     let loss_of = |logits: &Tensor, values: &Tensor| {
         let (lp, ent) = categorical_log_prob_entropy(logits, &actions).unwrap();
-        ppo_loss(&PpoBatch { log_prob: &lp, entropy: &ent, values, old_log_prob: &old_lp, advantages: &adv, old_values: &old_v, returns: &ret }, &coefs).unwrap().loss
+        ppo_loss(
+            &PpoBatch {
+                log_prob: &lp,
+                entropy: &ent,
+                values,
+                old_log_prob: &old_lp,
+                advantages: &adv,
+                old_values: &old_v,
+                returns: &ret,
+            },
+            &coefs,
+        )
+        .unwrap()
+        .loss
     };
     let grads = loss_of(w.as_tensor(), v.as_tensor()).backward().unwrap();
     let gw = grads.get(w.as_tensor()).unwrap().flatten_all().unwrap().to_vec1::<f64>().unwrap();

@@ -5,7 +5,7 @@ use candle_core::{Device, Tensor};
 use proxima::config::Config;
 use proxima::env::{env_rng, Action, Env, EnvRng, Info, Space, StepResult, TimeLimit};
 use proxima::policy::distributions::categorical;
-use proxima::policy::{ActionKind, ActorCritic, Activation, PolicySpec};
+use proxima::policy::{ActionKind, Activation, ActorCritic, PolicySpec};
 use proxima::train::Trainer;
 use proxima::{ProximaError, Result};
 use rand::{Rng, SeedableRng};
@@ -46,7 +46,11 @@ impl Env for Targets {
     fn step(&mut self, action: Action<'_>) -> Result<StepResult> {
         let a = match action {
             Action::Continuous(a) if self.action_space().contains(a) => a,
-            other => return Err(ProximaError::InvalidAction(format!("Targets-v0: {other:?} is not in MultiDiscrete([3, 4])"))),
+            other => {
+                return Err(ProximaError::InvalidAction(format!(
+                    "Targets-v0: {other:?} is not in MultiDiscrete([3, 4])"
+                )))
+            }
         };
         let reward = (a[0] as usize == self.t[0]) as u8 as f64 + (a[1] as usize == self.t[1]) as u8 as f64;
         self.draw();
@@ -61,7 +65,15 @@ fn targets() -> Result<Box<dyn Env>> {
 #[test]
 fn log_prob_and_entropy_are_sums_over_components() {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
-    let spec = PolicySpec { obs_dim: 2, action: ActionKind::MultiDiscrete { nvec: vec![3, 4] }, net_arch: vec![8], activation: Activation::Tanh, shared_trunk: false, log_std_init: 0.0, ortho_init: false };
+    let spec = PolicySpec {
+        obs_dim: 2,
+        action: ActionKind::MultiDiscrete { nvec: vec![3, 4] },
+        net_arch: vec![8],
+        activation: Activation::Tanh,
+        shared_trunk: false,
+        log_std_init: 0.0,
+        ortho_init: false,
+    };
     let net = ActorCritic::new(spec, &Device::Cpu, &mut rng).unwrap();
     let obs = [0.5f32, 1.0, 0.0, 0.3];
     let out = net.act(&obs, false, &mut rng).unwrap();
@@ -84,12 +96,20 @@ fn log_prob_and_entropy_are_sums_over_components() {
         assert!((ent[b] - want_ent).abs() < 1e-5, "entropy of row {b}");
         assert!(out.actions[b * 2] < 3.0 && out.actions[b * 2 + 1] < 4.0);
     }
-    assert!(ActionKind::from_space(&Space::MultiDiscrete { nvec: vec![3, 0] }).unwrap_err().to_string().contains("MultiDiscrete([3, 0])"));
+    assert!(ActionKind::from_space(&Space::MultiDiscrete { nvec: vec![3, 0] })
+        .unwrap_err()
+        .to_string()
+        .contains("MultiDiscrete([3, 0])"));
 }
 
 #[test]
 fn multidiscrete_trains_end_to_end() {
-    let cfg = Config::resolve("cleanrl", None, &["n_envs=2".into(), "n_steps=32".into(), "batch_size=16".into(), "total_timesteps=256".into()]).unwrap();
+    let cfg = Config::resolve(
+        "cleanrl",
+        None,
+        &["n_envs=2".into(), "n_steps=32".into(), "batch_size=16".into(), "total_timesteps=256".into()],
+    )
+    .unwrap();
     let mut tr = Trainer::with_env_fn("Targets-v0", cfg, targets).unwrap();
     while !tr.is_done() {
         let r = tr.step().unwrap();
@@ -103,7 +123,12 @@ fn multidiscrete_trains_end_to_end() {
 #[test]
 #[ignore]
 fn ppo_learns_to_hit_both_targets() {
-    let cfg = Config::resolve("cleanrl", None, &["total_timesteps=200000".into(), "ent_coef=0.0".into(), "learning_rate=1e-3".into()]).unwrap();
+    let cfg = Config::resolve(
+        "cleanrl",
+        None,
+        &["total_timesteps=200000".into(), "ent_coef=0.0".into(), "learning_rate=1e-3".into()],
+    )
+    .unwrap();
     let mut tr = Trainer::with_env_fn("Targets-v0", cfg, targets).unwrap();
     let mut last = 0.0;
     while !tr.is_done() {

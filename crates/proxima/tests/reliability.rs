@@ -50,7 +50,12 @@ impl Env for Faulty {
 }
 
 fn small_cfg() -> Config {
-    Config::resolve("cleanrl", None, &["n_envs=2".into(), "n_steps=16".into(), "batch_size=8".into(), "total_timesteps=256".into()]).unwrap()
+    Config::resolve(
+        "cleanrl",
+        None,
+        &["n_envs=2".into(), "n_steps=16".into(), "batch_size=8".into(), "total_timesteps=256".into()],
+    )
+    .unwrap()
 }
 
 fn faulty_run(fault: Fault) -> String {
@@ -58,7 +63,12 @@ fn faulty_run(fault: Fault) -> String {
     let mut tr = Trainer::with_env_fn("Faulty-v0", small_cfg(), || {
         k += 1;
         // The second env goes bad at its 21st step (in the second rollout).
-        Ok(Box::new(Faulty { inner: make("CartPole-v1")?, steps: 0, bad_from: if k == 2 { 21 } else { usize::MAX }, fault }))
+        Ok(Box::new(Faulty {
+            inner: make("CartPole-v1")?,
+            steps: 0,
+            bad_from: if k == 2 { 21 } else { usize::MAX },
+            fault,
+        }))
     })
     .unwrap();
     tr.step().expect("the first rollout is clean");
@@ -71,7 +81,12 @@ fn faulty_run(fault: Fault) -> String {
 #[test]
 fn nan_observation_names_env_index_and_step() {
     let e = faulty_run(Fault::NanObservation);
-    assert!(e.contains("Faulty-v0 (env index 1)") && e.contains("non-finite observation (component 2 = NaN)") && e.contains("vector step 21"), "{e}");
+    assert!(
+        e.contains("Faulty-v0 (env index 1)")
+            && e.contains("non-finite observation (component 2 = NaN)")
+            && e.contains("vector step 21"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -88,7 +103,19 @@ fn wrong_observation_shape_is_an_error() {
 
 #[test]
 fn divergence_stops_with_the_update_number_and_keeps_parameters_finite() {
-    let cfg = Config::resolve("cleanrl", None, &["n_envs=2".into(), "n_steps=16".into(), "batch_size=8".into(), "learning_rate=1e38".into(), "max_grad_norm=none".into(), "total_timesteps=100000".into()]).unwrap();
+    let cfg = Config::resolve(
+        "cleanrl",
+        None,
+        &[
+            "n_envs=2".into(),
+            "n_steps=16".into(),
+            "batch_size=8".into(),
+            "learning_rate=1e38".into(),
+            "max_grad_norm=none".into(),
+            "total_timesteps=100000".into(),
+        ],
+    )
+    .unwrap();
     let mut tr = Trainer::new("CartPole-v1", cfg).unwrap();
     let err = loop {
         match tr.step() {
@@ -107,7 +134,12 @@ fn divergence_stops_with_the_update_number_and_keeps_parameters_finite() {
 
 #[test]
 fn minibatch_of_one_trains_without_nan() {
-    let cfg = Config::resolve("cleanrl", None, &["n_envs=1".into(), "n_steps=8".into(), "batch_size=1".into(), "total_timesteps=32".into()]).unwrap();
+    let cfg = Config::resolve(
+        "cleanrl",
+        None,
+        &["n_envs=1".into(), "n_steps=8".into(), "batch_size=1".into(), "total_timesteps=32".into()],
+    )
+    .unwrap();
     let mut tr = Trainer::new("CartPole-v1", cfg).unwrap();
     while !tr.is_done() {
         let r = tr.step().unwrap();
@@ -119,10 +151,20 @@ fn minibatch_of_one_trains_without_nan() {
 #[test]
 fn every_native_env_trains_reproducibly() {
     let bits = |tr: &Trainer| -> Vec<u32> {
-        tr.policy.named_params().iter().flat_map(|(_, v)| v.as_tensor().flatten_all().unwrap().to_vec1::<f32>().unwrap()).map(f32::to_bits).collect()
+        tr.policy
+            .named_params()
+            .iter()
+            .flat_map(|(_, v)| v.as_tensor().flatten_all().unwrap().to_vec1::<f32>().unwrap())
+            .map(f32::to_bits)
+            .collect()
     };
     for id in proxima::env::NATIVE_ENV_IDS {
-        let cfg = Config::resolve("cleanrl", None, &["n_envs=2".into(), "n_steps=32".into(), "batch_size=16".into(), "seed=9".into()]).unwrap();
+        let cfg = Config::resolve(
+            "cleanrl",
+            None,
+            &["n_envs=2".into(), "n_steps=32".into(), "batch_size=16".into(), "seed=9".into()],
+        )
+        .unwrap();
         let (mut a, mut b) = (Trainer::new(id, cfg.clone()).unwrap(), Trainer::new(id, cfg).unwrap());
         for _ in 0..2 {
             let (ra, rb) = (a.step().unwrap(), b.step().unwrap());
@@ -130,7 +172,12 @@ fn every_native_env_trains_reproducibly() {
             assert_eq!(ra.stats.approx_kl.to_bits(), rb.stats.approx_kl.to_bits(), "{id}");
         }
         assert_eq!(bits(&a), bits(&b), "{id}: weights differ between identical runs");
-        let cfg2 = Config::resolve("cleanrl", None, &["n_envs=2".into(), "n_steps=32".into(), "batch_size=16".into(), "seed=10".into()]).unwrap();
+        let cfg2 = Config::resolve(
+            "cleanrl",
+            None,
+            &["n_envs=2".into(), "n_steps=32".into(), "batch_size=16".into(), "seed=10".into()],
+        )
+        .unwrap();
         let mut c = Trainer::new(id, cfg2).unwrap();
         c.step().unwrap();
         c.step().unwrap();

@@ -40,7 +40,15 @@ pub struct StepInfo {
 impl Adam {
     /// Adam for parameters with `sizes[i]` scalars each.
     pub fn new(sizes: &[usize], lr: f64, eps: f64) -> Self {
-        Adam { lr, beta1: 0.9, beta2: 0.999, eps, m: sizes.iter().map(|&n| vec![0.0; n]).collect(), v: sizes.iter().map(|&n| vec![0.0; n]).collect(), t: 0 }
+        Adam {
+            lr,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps,
+            m: sizes.iter().map(|&n| vec![0.0; n]).collect(),
+            v: sizes.iter().map(|&n| vec![0.0; n]).collect(),
+            t: 0,
+        }
     }
 
     /// One step on `params` with the gradients in `grads` (a parameter without a gradient is
@@ -49,9 +57,18 @@ impl Adam {
     ///
     /// # Errors
     /// `NonFinite` (naming the parameter) when a gradient holds NaN/inf: no parameter is changed.
-    pub fn step(&mut self, params: &[(String, Var)], grads: &GradStore, max_grad_norm: Option<f64>) -> Result<StepInfo> {
+    pub fn step(
+        &mut self,
+        params: &[(String, Var)],
+        grads: &GradStore,
+        max_grad_norm: Option<f64>,
+    ) -> Result<StepInfo> {
         if params.len() != self.m.len() {
-            return Err(ProximaError::InvalidArgument(format!("Adam holds {} moments, got {} parameters", self.m.len(), params.len())));
+            return Err(ProximaError::InvalidArgument(format!(
+                "Adam holds {} moments, got {} parameters",
+                self.m.len(),
+                params.len()
+            )));
         }
         let mut gs: Vec<Option<Vec<f32>>> = Vec::with_capacity(params.len());
         let mut sq = 0f64;
@@ -97,7 +114,10 @@ impl Adam {
             }
             if p.iter().any(|x| !x.is_finite()) {
                 self.t -= 1;
-                return Err(ProximaError::NonFinite(format!("parameter `{name}` would become non-finite (lr {:e})", self.lr)));
+                return Err(ProximaError::NonFinite(format!(
+                    "parameter `{name}` would become non-finite (lr {:e})",
+                    self.lr
+                )));
             }
             new_p.push(p);
         }
@@ -122,8 +142,12 @@ mod tests {
         let b = Var::from_tensor(&Tensor::new(&[3.0f32], &dev).unwrap()).unwrap();
         let params = vec![("a".to_string(), a.clone()), ("b".to_string(), b.clone())];
         // loss = 3*a0 + 4*a1 + 0*b  → grad (3, 4), (0); ‖g‖ = 5.
-        let loss = (a.as_tensor() * &Tensor::new(&[3.0f32, 4.0], &dev).unwrap()).unwrap().sum_all().unwrap()
-            .add(&(b.as_tensor() * 0.0).unwrap().sum_all().unwrap()).unwrap();
+        let loss = (a.as_tensor() * &Tensor::new(&[3.0f32, 4.0], &dev).unwrap())
+            .unwrap()
+            .sum_all()
+            .unwrap()
+            .add(&(b.as_tensor() * 0.0).unwrap().sum_all().unwrap())
+            .unwrap();
         let grads = loss.backward().unwrap();
         let mut opt = Adam::new(&[2, 1], 0.1, 1e-8);
         let info = opt.step(&params, &grads, Some(0.5)).unwrap();

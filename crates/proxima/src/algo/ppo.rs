@@ -144,7 +144,12 @@ pub fn update<R: Rng + ?Sized>(
 ) -> Result<UpdateStats> {
     let n = buf.len();
     let (od, ad, mb) = (buf.obs_dim, buf.act_dim, cfg.batch_size);
-    let coefs = PpoCoefs { clip_range: cfg.clip_range, clip_range_vf: cfg.clip_range_vf, vf_coef: cfg.vf_coef, ent_coef: cfg.ent_coef };
+    let coefs = PpoCoefs {
+        clip_range: cfg.clip_range,
+        clip_range_vf: cfg.clip_range_vf,
+        vf_coef: cfg.vf_coef,
+        ent_coef: cfg.ent_coef,
+    };
     let mut advantages = buf.advantages.clone();
     if cfg.normalize_advantage == AdvantageNorm::Batch {
         normalize_advantages(&mut advantages);
@@ -152,7 +157,11 @@ pub fn update<R: Rng + ?Sized>(
     opt.lr = lr;
     let dev = policy.device();
     let mut idx: Vec<usize> = (0..n).collect();
-    let mut s = UpdateStats { learning_rate: lr, explained_variance: explained_variance(&buf.values, &buf.returns), ..Default::default() };
+    let mut s = UpdateStats {
+        learning_rate: lr,
+        explained_variance: explained_variance(&buf.values, &buf.returns),
+        ..Default::default()
+    };
     // Minibatch scratch, reused across minibatches.
     let (mut obs, mut act) = (vec![0f32; mb * od], vec![0f32; mb * ad]);
     let (mut old_lp, mut adv, mut old_v, mut ret) = (vec![0f32; mb], vec![0f32; mb], vec![0f32; mb], vec![0f32; mb]);
@@ -177,10 +186,19 @@ pub fn update<R: Rng + ?Sized>(
             let (log_prob, entropy, values) = policy.evaluate_actions(&obs_t, &act_t)?;
             let (old_lp_t, adv_t, old_v_t, ret_t) = (t(&old_lp)?, t(&adv)?, t(&old_v)?, t(&ret)?);
             let out = ppo_loss(
-                &PpoBatch { log_prob: &log_prob, entropy: &entropy, values: &values, old_log_prob: &old_lp_t, advantages: &adv_t, old_values: &old_v_t, returns: &ret_t },
+                &PpoBatch {
+                    log_prob: &log_prob,
+                    entropy: &entropy,
+                    values: &values,
+                    old_log_prob: &old_lp_t,
+                    advantages: &adv_t,
+                    old_values: &old_v_t,
+                    returns: &ret_t,
+                },
                 &coefs,
             )?;
-            let scalars = Tensor::stack(&[&out.loss, &out.policy_loss, &out.value_loss, &out.entropy], 0)?.to_vec1::<f32>()?;
+            let scalars =
+                Tensor::stack(&[&out.loss, &out.policy_loss, &out.value_loss, &out.entropy], 0)?.to_vec1::<f32>()?;
             if !scalars[0].is_finite() {
                 return Err(ProximaError::NonFinite(format!(
                     "loss is {} at minibatch {} (policy_loss {}, value_loss {}, entropy {})",
@@ -227,7 +245,15 @@ mod tests {
         let adv = Tensor::new(&[1.0f64, -2.0, 4.0], &dev).unwrap();
         let z = Tensor::zeros(3, candle_core::DType::F64, &dev).unwrap();
         let out = ppo_loss(
-            &PpoBatch { log_prob: lp.as_tensor(), entropy: &z, values: &z, old_log_prob: &lp.as_tensor().detach(), advantages: &adv, old_values: &z, returns: &z },
+            &PpoBatch {
+                log_prob: lp.as_tensor(),
+                entropy: &z,
+                values: &z,
+                old_log_prob: &lp.as_tensor().detach(),
+                advantages: &adv,
+                old_values: &z,
+                returns: &z,
+            },
             &PpoCoefs { clip_range: 0.2, clip_range_vf: None, vf_coef: 0.5, ent_coef: 0.0 },
         )
         .unwrap();
@@ -248,7 +274,15 @@ mod tests {
         let zero = Tensor::zeros(1, candle_core::DType::F64, &dev).unwrap();
         let adv = Tensor::new(&[1.0f64], &dev).unwrap();
         let out = ppo_loss(
-            &PpoBatch { log_prob: lp.as_tensor(), entropy: &zero, values: &zero, old_log_prob: &zero, advantages: &adv, old_values: &zero, returns: &zero },
+            &PpoBatch {
+                log_prob: lp.as_tensor(),
+                entropy: &zero,
+                values: &zero,
+                old_log_prob: &zero,
+                advantages: &adv,
+                old_values: &zero,
+                returns: &zero,
+            },
             &PpoCoefs { clip_range: 0.2, clip_range_vf: None, vf_coef: 0.5, ent_coef: 0.0 },
         )
         .unwrap();

@@ -11,6 +11,7 @@
 //! Native ports of Gymnasium 1.4's classic-control suite live in [`classic`].
 
 pub mod classic;
+pub mod render;
 pub mod vec_env;
 
 use crate::error::{ProximaError, Result};
@@ -161,13 +162,26 @@ pub trait Env: Send {
     }
     /// Sets the step counter (exact resume); ignored where not counted.
     fn set_elapsed_steps(&mut self, _n: usize) {}
+    /// Gymnasium's `render()` with `render_mode="rgb_array"`: the current scene as an RGB frame.
+    ///
+    /// # Errors
+    /// `Unsupported` for envs that cannot draw themselves (the default).
+    fn render(&mut self) -> Result<render::Frame> {
+        Err(ProximaError::Unsupported(format!("{} cannot render frames", self.id())))
+    }
+    /// Frames per second a recording should play at (Gymnasium's `metadata["render_fps"]`).
+    fn render_fps(&self) -> u32 {
+        30
+    }
 }
 
 /// Validates that a discrete action lies in `0..n`, with an error naming the env.
 pub(crate) fn expect_discrete(env_id: &str, action: Action<'_>, n: usize) -> Result<usize> {
     match action {
         Action::Discrete(a) if a < n => Ok(a),
-        other => Err(ProximaError::InvalidAction(format!("{env_id}: expected an action in Discrete({n}), got {other:?}"))),
+        other => {
+            Err(ProximaError::InvalidAction(format!("{env_id}: expected an action in Discrete({n}), got {other:?}")))
+        }
     }
 }
 
@@ -233,13 +247,20 @@ impl<E: Env> Env for TimeLimit<E> {
     fn elapsed_steps(&self) -> Option<usize> {
         Some(self.elapsed)
     }
+    fn render(&mut self) -> Result<render::Frame> {
+        self.env.render()
+    }
+    fn render_fps(&self) -> u32 {
+        self.env.render_fps()
+    }
     fn set_elapsed_steps(&mut self, n: usize) {
         self.elapsed = n;
     }
 }
 
-/// Builds an env from the text after a registered prefix (see [`register_prefix`]).
-pub type EnvFactory = fn(&str) -> Result<Box<dyn Env>>;
+/// Builds an env from the text after a registered prefix (see [`register_prefix`]); the flag
+/// asks for an env that can [`Env::render`] (Gymnasium's `render_mode="rgb_array"`).
+pub type EnvFactory = fn(&str, bool) -> Result<Box<dyn Env>>;
 
 static EXTERNAL: std::sync::RwLock<Vec<(&'static str, EnvFactory)>> = std::sync::RwLock::new(Vec::new());
 
@@ -253,7 +274,8 @@ pub fn register_prefix(prefix: &'static str, factory: EnvFactory) {
 }
 
 /// Ids of the native environments, in registry order.
-pub const NATIVE_ENV_IDS: [&str; 5] = ["CartPole-v1", "Acrobot-v1", "MountainCar-v0", "MountainCarContinuous-v0", "Pendulum-v1"];
+pub const NATIVE_ENV_IDS: [&str; 5] =
+    ["CartPole-v1", "Acrobot-v1", "MountainCar-v0", "MountainCarContinuous-v0", "Pendulum-v1"];
 
 /// The registry: builds a native env by id, wrapped in the [`TimeLimit`] Gymnasium registers
 /// (CartPole-v1 500, Acrobot-v1 500, MountainCar-v0 200, MountainCarContinuous-v0 999,
@@ -263,10 +285,20 @@ pub const NATIVE_ENV_IDS: [&str; 5] = ["CartPole-v1", "Acrobot-v1", "MountainCar
 /// [`ProximaError::UnknownEnv`] naming the id and listing the known ones (with the closest
 /// match suggested).
 pub fn make(env_id: &str) -> Result<Box<dyn Env>> {
+    make_with(env_id, false)
+}
+
+/// [`make`], asking for an env that can [`Env::render`] frames when `render` is true
+/// (`gymnasium.make(id, render_mode="rgb_array")` for bridged envs; native envs always can).
+///
+/// # Errors
+/// As [`make`].
+pub fn make_with(env_id: &str, render: bool) -> Result<Box<dyn Env>> {
     use classic::*;
-    let external = EXTERNAL.read().unwrap_or_else(|e| e.into_inner()).iter().find(|(p, _)| env_id.starts_with(p)).copied();
+    let external =
+        EXTERNAL.read().unwrap_or_else(|e| e.into_inner()).iter().find(|(p, _)| env_id.starts_with(p)).copied();
     if let Some((prefix, factory)) = external {
-        return factory(&env_id[prefix.len()..]);
+        return factory(&env_id[prefix.len()..], render);
     }
     if env_id.starts_with("gym:") {
         return Err(ProximaError::UnknownEnv(format!(

@@ -160,7 +160,11 @@ impl SyncVectorEnv {
             let a = &actions[i * self.act_dim..(i + 1) * self.act_dim];
             let action = if discrete {
                 if !(a[0] >= 0.0 && a[0].fract() == 0.0) {
-                    return Err(ProximaError::InvalidAction(format!("{}: discrete action {} is not a non-negative integer", self.env_id(), a[0])));
+                    return Err(ProximaError::InvalidAction(format!(
+                        "{}: discrete action {} is not a non-negative integer",
+                        self.env_id(),
+                        a[0]
+                    )));
                 }
                 Action::Discrete(a[0] as usize)
             } else {
@@ -168,7 +172,12 @@ impl SyncVectorEnv {
             };
             let r = self.envs[i].step(action)?;
             if !r.reward.is_finite() {
-                return Err(ProximaError::NonFinite(format!("{} (env index {i}) returned reward {} at vector step {}", self.env_id(), r.reward, self.steps)));
+                return Err(ProximaError::NonFinite(format!(
+                    "{} (env index {i}) returned reward {} at vector step {}",
+                    self.env_id(),
+                    r.reward,
+                    self.steps
+                )));
             }
             self.check_obs(i, &r.observation)?;
             self.rewards[i] = r.reward as f32;
@@ -177,7 +186,11 @@ impl SyncVectorEnv {
             self.ep_return[i] += r.reward;
             self.ep_len[i] += 1;
             if r.terminated || r.truncated {
-                self.finished.push(EpisodeRecord { env_index: i, episode_return: self.ep_return[i], length: self.ep_len[i] });
+                self.finished.push(EpisodeRecord {
+                    env_index: i,
+                    episode_return: self.ep_return[i],
+                    length: self.ep_len[i],
+                });
                 self.ep_return[i] = 0.0;
                 self.ep_len[i] = 0;
                 self.final_obs[i] = Some(r.observation);

@@ -35,7 +35,11 @@ pub fn categorical_log_prob_entropy(logits: &Tensor, actions: &Tensor) -> candle
 /// * `actions`: `[B, D]` (the *unclipped* samples).
 ///
 /// log π(a) = Σ_d [−(a−μ)²/(2σ²) − log σ − ½log 2π];  H = Σ_d [½ + ½log 2π + log σ], as `[B]`.
-pub fn gaussian_log_prob_entropy(mean: &Tensor, log_std: &Tensor, actions: &Tensor) -> candle_core::Result<(Tensor, Tensor)> {
+pub fn gaussian_log_prob_entropy(
+    mean: &Tensor,
+    log_std: &Tensor,
+    actions: &Tensor,
+) -> candle_core::Result<(Tensor, Tensor)> {
     let b = mean.dim(0)?;
     let inv_var = (log_std * -2.0)?.exp()?; // 1/σ²
     let sq = (actions - mean)?.sqr()?.broadcast_mul(&inv_var)?; // (a-μ)²/σ²

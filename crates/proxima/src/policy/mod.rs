@@ -56,9 +56,15 @@ impl ActionKind {
     pub fn from_space(space: &Space) -> Result<Self> {
         match space {
             Space::Discrete { n } => Ok(ActionKind::Discrete { n: *n }),
-            Space::Box { low, high, .. } => Ok(ActionKind::Continuous { dim: low.len(), low: low.clone(), high: high.clone() }),
-            Space::MultiDiscrete { nvec } if !nvec.is_empty() && !nvec.contains(&0) => Ok(ActionKind::MultiDiscrete { nvec: nvec.clone() }),
-            other => Err(ProximaError::Unsupported(format!("no policy distribution for action space {}", other.describe()))),
+            Space::Box { low, high, .. } => {
+                Ok(ActionKind::Continuous { dim: low.len(), low: low.clone(), high: high.clone() })
+            }
+            Space::MultiDiscrete { nvec } if !nvec.is_empty() && !nvec.contains(&0) => {
+                Ok(ActionKind::MultiDiscrete { nvec: nvec.clone() })
+            }
+            other => {
+                Err(ProximaError::Unsupported(format!("no policy distribution for action space {}", other.describe())))
+            }
         }
     }
     /// The Categorical components: `[n]` for Discrete, `nvec` for MultiDiscrete, None for Box.
@@ -247,7 +253,13 @@ impl PolicySpec {
         } else {
             let d = 2 * self.net_arch.len();
             let w = hidden("actor", Part::Actor, &mut plan);
-            plan.push(LayerPlan { name: format!("actor.{d}"), fan_in: w, fan_out: head, gain: 0.01, part: Part::Actor });
+            plan.push(LayerPlan {
+                name: format!("actor.{d}"),
+                fan_in: w,
+                fan_out: head,
+                gain: 0.01,
+                part: Part::Actor,
+            });
             let w = hidden("critic", Part::Critic, &mut plan);
             plan.push(LayerPlan { name: format!("critic.{d}"), fan_in: w, fan_out: 1, gain: 1.0, part: Part::Critic });
         }
@@ -380,9 +392,18 @@ impl ActorCritic {
                 let idx = distributions::actions_to_indices(actions)?;
                 let (mut lp, mut ent, mut off) = (None::<Tensor>, None::<Tensor>, 0);
                 for (i, &n) in comps.iter().enumerate() {
-                    let (l, e) = distributions::categorical_log_prob_entropy(&head.narrow(1, off, n)?.contiguous()?, &idx.narrow(1, i, 1)?.squeeze(1)?.contiguous()?)?;
-                    lp = Some(match lp { Some(t) => (t + l)?, None => l });
-                    ent = Some(match ent { Some(t) => (t + e)?, None => e });
+                    let (l, e) = distributions::categorical_log_prob_entropy(
+                        &head.narrow(1, off, n)?.contiguous()?,
+                        &idx.narrow(1, i, 1)?.squeeze(1)?.contiguous()?,
+                    )?;
+                    lp = Some(match lp {
+                        Some(t) => (t + l)?,
+                        None => l,
+                    });
+                    ent = Some(match ent {
+                        Some(t) => (t + e)?,
+                        None => e,
+                    });
                     off += n;
                 }
                 (lp.expect("at least one component"), ent.expect("at least one component"))
@@ -409,7 +430,11 @@ impl ActorCritic {
         let head = head.flatten_all()?.to_vec1::<f32>()?;
         let values = values.to_vec1::<f32>()?;
         let hd = self.spec.action.head_dim();
-        let mut out = ActOutput { actions: Vec::with_capacity(n * self.spec.action.act_dim()), log_probs: Vec::with_capacity(n), values };
+        let mut out = ActOutput {
+            actions: Vec::with_capacity(n * self.spec.action.act_dim()),
+            log_probs: Vec::with_capacity(n),
+            values,
+        };
         match &self.spec.action {
             ActionKind::Discrete { .. } | ActionKind::MultiDiscrete { .. } => {
                 let comps = self.spec.action.categorical_components().expect("categorical");
@@ -433,7 +458,8 @@ impl ActorCritic {
                 }
             }
             ActionKind::Continuous { dim, .. } => {
-                let log_std = self.log_std.as_ref().expect("continuous policy has a log-std").as_tensor().to_vec1::<f32>()?;
+                let log_std =
+                    self.log_std.as_ref().expect("continuous policy has a log-std").as_tensor().to_vec1::<f32>()?;
                 let mut a = vec![0f32; *dim];
                 for row in head.chunks(hd) {
                     let l = if deterministic {
@@ -472,7 +498,15 @@ mod tests {
     use rand::SeedableRng;
 
     fn spec(action: ActionKind, shared: bool) -> PolicySpec {
-        PolicySpec { obs_dim: 4, action, net_arch: vec![64, 64], activation: Activation::Tanh, shared_trunk: shared, log_std_init: 0.0, ortho_init: true }
+        PolicySpec {
+            obs_dim: 4,
+            action,
+            net_arch: vec![64, 64],
+            activation: Activation::Tanh,
+            shared_trunk: shared,
+            log_std_init: 0.0,
+            ortho_init: true,
+        }
     }
 
     #[test]
@@ -492,8 +526,23 @@ mod tests {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
         let net = ActorCritic::new(spec(ActionKind::Discrete { n: 2 }, false), &Device::Cpu, &mut rng).unwrap();
         let names: Vec<_> = net.named_params().iter().map(|(n, _)| n.as_str()).collect();
-        assert_eq!(names, ["actor.0.weight", "actor.0.bias", "actor.2.weight", "actor.2.bias", "actor.4.weight", "actor.4.bias",
-            "critic.0.weight", "critic.0.bias", "critic.2.weight", "critic.2.bias", "critic.4.weight", "critic.4.bias"]);
+        assert_eq!(
+            names,
+            [
+                "actor.0.weight",
+                "actor.0.bias",
+                "actor.2.weight",
+                "actor.2.bias",
+                "actor.4.weight",
+                "actor.4.bias",
+                "critic.0.weight",
+                "critic.0.bias",
+                "critic.2.weight",
+                "critic.2.bias",
+                "critic.4.weight",
+                "critic.4.bias"
+            ]
+        );
         // 4*64+64 + 64*64+64 + 64*2+2  +  4*64+64 + 64*64+64 + 64+1
         assert_eq!(net.num_params(), (320 + 4160 + 130) + (320 + 4160 + 65));
         // Policy head rows have norm 0.01 (orthogonal rows scaled by the gain).

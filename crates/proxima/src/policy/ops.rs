@@ -51,7 +51,9 @@ impl CustomOp1 for FastTanh {
     }
 
     fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
-        let (start, end) = layout.contiguous_offsets().ok_or_else(|| candle_core::Error::Msg("fast tanh needs a contiguous tensor".into()))?;
+        let (start, end) = layout
+            .contiguous_offsets()
+            .ok_or_else(|| candle_core::Error::Msg("fast tanh needs a contiguous tensor".into()))?;
         let out = match storage {
             CpuStorage::F32(v) => CpuStorage::F32(v[start..end].iter().map(|&x| tanh_f32(x)).collect()),
             CpuStorage::F64(v) => CpuStorage::F64(v[start..end].iter().map(|&x| x.tanh()).collect()),

@@ -116,6 +116,12 @@ fn bound(x: f64, m: f64, big_m: f64) -> f64 {
 }
 
 impl Env for Acrobot {
+    fn render(&mut self) -> Result<crate::env::render::Frame> {
+        Ok(crate::env::render::scenes::acrobot(&self.state))
+    }
+    fn render_fps(&self) -> u32 {
+        15
+    }
     fn id(&self) -> &str {
         "Acrobot-v1"
     }

@@ -45,6 +45,12 @@ impl CartPole {
 }
 
 impl Env for CartPole {
+    fn render(&mut self) -> Result<crate::env::render::Frame> {
+        Ok(crate::env::render::scenes::cartpole(&self.state))
+    }
+    fn render_fps(&self) -> u32 {
+        50
+    }
     fn id(&self) -> &str {
         "CartPole-v1"
     }
@@ -94,9 +100,9 @@ impl Env for CartPole {
         Some(self.state.to_vec())
     }
     fn set_state(&mut self, state: &[f64]) -> Result<()> {
-        self.state = state
-            .try_into()
-            .map_err(|_| ProximaError::InvalidArgument(format!("CartPole-v1 state has 4 values, got {}", state.len())))?;
+        self.state = state.try_into().map_err(|_| {
+            ProximaError::InvalidArgument(format!("CartPole-v1 state has 4 values, got {}", state.len()))
+        })?;
         Ok(())
     }
 }

@@ -45,6 +45,12 @@ impl MountainCar {
 }
 
 impl Env for MountainCar {
+    fn render(&mut self) -> Result<crate::env::render::Frame> {
+        Ok(crate::env::render::scenes::mountain_car(self.state[0], GOAL_POSITION))
+    }
+    fn render_fps(&self) -> u32 {
+        30
+    }
     fn id(&self) -> &str {
         "MountainCar-v0"
     }

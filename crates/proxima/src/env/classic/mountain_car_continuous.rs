@@ -101,6 +101,12 @@ impl MountainCarContinuous {
 }
 
 impl Env for MountainCarContinuous {
+    fn render(&mut self) -> Result<crate::env::render::Frame> {
+        Ok(crate::env::render::scenes::mountain_car(self.state[0], GOAL_POSITION))
+    }
+    fn render_fps(&self) -> u32 {
+        30
+    }
     fn id(&self) -> &str {
         "MountainCarContinuous-v0"
     }

@@ -58,6 +58,12 @@ impl Pendulum {
 }
 
 impl Env for Pendulum {
+    fn render(&mut self) -> Result<crate::env::render::Frame> {
+        Ok(crate::env::render::scenes::pendulum(&self.state))
+    }
+    fn render_fps(&self) -> u32 {
+        30
+    }
     fn id(&self) -> &str {
         "Pendulum-v1"
     }
