@@ -27,7 +27,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Train a PPO agent on an environment.
+    /// Train an agent (PPO by default; A2C, A3C, TRPO with --algo) on an environment.
     Train {
         /// Environment id, e.g. CartPole-v1 (see `proxima envs`), or gym:ID for a Python Gymnasium
         /// env (build with --features gym); not needed with --resume.
@@ -35,9 +35,16 @@ enum Command {
         env_id: Option<String>,
         /// Continue the run in RUN_DIR from its latest checkpoint (exactly: same weights as an
         /// uninterrupted run). Only --total-timesteps and --quiet may accompany it.
-        #[arg(long, value_name = "RUN_DIR", conflicts_with_all = ["preset", "config", "sets", "seed", "run_dir"])]
+        #[arg(long, value_name = "RUN_DIR", conflicts_with_all = ["preset", "config", "sets", "seed", "run_dir", "algo", "workers"])]
         resume: Option<PathBuf>,
-        /// Hyperparameter preset: cleanrl (default), sb3, paper-mujoco, paper-atari.
+        /// Algorithm: ppo, a2c, a3c or trpo. Without --preset it also picks that algorithm's
+        /// preset (ppo: cleanrl; a2c: a2c = SB3's A2C; a3c: a3c; trpo: trpo = sb3-contrib's TRPO).
+        #[arg(long)]
+        algo: Option<String>,
+        /// A3C: number of asynchronous worker threads (n_workers).
+        #[arg(long)]
+        workers: Option<usize>,
+        /// Hyperparameter preset: cleanrl (default), sb3, paper-mujoco, paper-atari, a2c, a3c, trpo.
         #[arg(long)]
         preset: Option<String>,
         /// A TOML file of hyperparameters overriding the preset (SB3 names, e.g. `n_steps = 256`).
@@ -52,7 +59,7 @@ enum Command {
         /// Environment steps to train for.
         #[arg(long)]
         total_timesteps: Option<u64>,
-        /// Run directory (default: runs/<env>__ppo__<seed>__<unix time>).
+        /// Run directory (default: runs/<env>__<algo>__<seed>__<unix time>).
         #[arg(long)]
         run_dir: Option<PathBuf>,
         /// No progress bar; print one summary line at the end.
@@ -127,7 +134,19 @@ fn set_threads(n: usize) {
 
 fn dispatch(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Train { env_id, resume, preset, config, sets, seed, total_timesteps, run_dir, quiet } => {
+        Command::Train {
+            env_id,
+            resume,
+            algo,
+            workers,
+            preset,
+            config,
+            sets,
+            seed,
+            total_timesteps,
+            run_dir,
+            quiet,
+        } => {
             let (trainer, run_dir) = if let Some(dir) = resume {
                 let file = latest_checkpoint(&dir)?;
                 let ck = proxima::checkpoint::load(&file)?;
@@ -181,7 +200,19 @@ fn dispatch(cli: Cli) -> Result<()> {
                     ),
                     None => None,
                 };
-                let mut cfg = Config::resolve(preset.as_deref().unwrap_or("cleanrl"), file.as_deref(), &sets)?;
+                let default_preset = match algo.as_deref() {
+                    None | Some("ppo") => "cleanrl",
+                    Some(a) if proxima::config::ALGOS.contains(&a) => a,
+                    Some(a) => bail!("unknown --algo `{a}`; algorithms: {}", proxima::config::ALGOS.join(", ")),
+                };
+                let mut sets = sets;
+                if let Some(a) = &algo {
+                    sets.insert(0, format!("algo={a}"));
+                }
+                if let Some(w) = workers {
+                    sets.push(format!("n_workers={w}"));
+                }
+                let mut cfg = Config::resolve(preset.as_deref().unwrap_or(default_preset), file.as_deref(), &sets)?;
                 if let Some(s) = seed {
                     cfg.seed = s;
                 }
@@ -190,10 +221,10 @@ fn dispatch(cli: Cli) -> Result<()> {
                 }
                 cfg.validate()?;
                 set_threads(cfg.num_threads);
-                let seed = cfg.seed;
+                let (seed, label) = (cfg.seed, cfg.algo.clone());
                 // Build everything that can fail on bad input before touching the file system.
                 let trainer = train::Trainer::new(&env_id, cfg)?;
-                (trainer, claim_run_dir(run_dir, &format!("{env_id}__ppo__{seed}"))?)
+                (trainer, claim_run_dir(run_dir, &format!("{env_id}__{label}__{seed}"))?)
             };
             let env_id = trainer.env_id.clone();
             let total = trainer.cfg.total_timesteps;

@@ -21,12 +21,40 @@ pub enum AdvantageNorm {
     Off,
 }
 
+/// The PPO objective (Schulman et al. 2017, Sec. 3–4 and Table 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Objective {
+    /// L^CLIP: min(r·Â, clip(r, 1−ε, 1+ε)·Â) (Eq. 7), the default.
+    Clip,
+    /// L^KLPEN with an adaptive β (Eq. 8): after each update, β ← 2β if d > 1.5·d_targ,
+    /// β ← β/2 if d < d_targ/1.5.
+    AdaptiveKl,
+    /// L^KLPEN with a constant β.
+    FixedKl,
+    /// The plain surrogate r·Â (Eq. 6, "no clipping or penalty").
+    None,
+}
+
+/// Which optimiser steps the parameters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OptimizerName {
+    /// Adam with `adam_eps`.
+    Adam,
+    /// RMSprop with `rms_prop_alpha` and `rms_prop_eps` (SB3's A2C default).
+    Rmsprop,
+}
+
+/// The algorithms `algo` may name.
+pub const ALGOS: [&str; 4] = ["ppo", "a2c", "a3c", "trpo"];
+
 /// A full training configuration. Field names are Stable-Baselines3's where SB3 has the
 /// hyperparameter; the paper's symbols are given in each doc line.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
-    /// Algorithm (`ppo`).
+    /// Algorithm: `ppo`, `a2c`, `a3c` or `trpo`.
     pub algo: String,
     /// Name of the preset the config started from (informational).
     pub preset: String,
@@ -98,7 +126,47 @@ pub struct Config {
     pub checkpoint_freq: usize,
     /// Episodes for the deterministic evaluation at the end of training (0 = none).
     pub eval_episodes: usize,
+    /// PPO's objective: `clip` (default), `adaptive_kl`, `fixed_kl` or `none`.
+    #[serde(default = "clip")]
+    pub objective: Objective,
+    /// β: the KL-penalty coefficient (initial value for `adaptive_kl`; the paper's default 1).
+    #[serde(default = "one")]
+    pub kl_coef: f64,
+    /// d_targ: the KL target of `adaptive_kl` (the paper's default 0.01).
+    #[serde(default = "kl_target")]
+    pub kl_target: f64,
+    /// The optimiser: `adam` or `rmsprop`.
+    #[serde(default = "adam")]
+    pub optimizer: OptimizerName,
+    /// RMSprop's smoothing constant α (SB3's A2C: 0.99).
+    #[serde(default = "alpha")]
+    pub rms_prop_alpha: f64,
+    /// RMSprop's ε (SB3's A2C: 1e-5).
+    #[serde(default = "eps5")]
+    pub rms_prop_eps: f64,
+    /// A3C: asynchronous worker threads, each with its own `n_envs` envs and network copy.
+    #[serde(default = "two")]
+    pub n_workers: usize,
+    /// TRPO: conjugate-gradient iterations (sb3-contrib: 15).
+    #[serde(default = "fifteen")]
+    pub cg_max_steps: usize,
+    /// TRPO: damping added to the Fisher-vector product, F + λI (sb3-contrib: 0.1).
+    #[serde(default = "damping")]
+    pub cg_damping: f64,
+    /// TRPO: backtracking factor of the line search (sb3-contrib: 0.8).
+    #[serde(default = "shrink")]
+    pub line_search_shrinking_factor: f64,
+    /// TRPO: most backtracking steps (sb3-contrib: 10).
+    #[serde(default = "ten_usize")]
+    pub line_search_max_iter: usize,
+    /// TRPO: epochs of minibatch (`batch_size`) Adam steps on the value function per rollout
+    /// (sb3-contrib: 10). TRPO's KL bound δ is `target_kl`.
+    #[serde(default = "ten_usize")]
+    pub n_critic_updates: usize,
 }
+
+/// Keys that may be absent (`--set key=none` clears them).
+pub const OPTIONAL_KEYS: [&str; 3] = ["clip_range_vf", "max_grad_norm", "target_kl"];
 
 /// Largest rollout N·T accepted (transitions held in memory at once).
 pub const MAX_ROLLOUT: usize = 1 << 24;
@@ -108,7 +176,7 @@ pub const MAX_ENVS: usize = 1 << 16;
 pub const MAX_WIDTH: usize = 1 << 16;
 
 /// Names of the presets, in the order `--help` lists them.
-pub const PRESETS: [&str; 4] = ["cleanrl", "sb3", "paper-mujoco", "paper-atari"];
+pub const PRESETS: [&str; 7] = ["cleanrl", "sb3", "paper-mujoco", "paper-atari", "a2c", "a3c", "trpo"];
 
 impl Config {
     /// The keys a config file or `--set` may name.
@@ -146,6 +214,18 @@ impl Config {
             "num_threads",
             "checkpoint_freq",
             "eval_episodes",
+            "objective",
+            "kl_coef",
+            "kl_target",
+            "optimizer",
+            "rms_prop_alpha",
+            "rms_prop_eps",
+            "n_workers",
+            "cg_max_steps",
+            "cg_damping",
+            "line_search_shrinking_factor",
+            "line_search_max_iter",
+            "n_critic_updates",
         ]
     }
 
@@ -160,6 +240,14 @@ impl Config {
     /// * `paper-atari`: Schulman et al. 2017, Table 5: 8 actors, T 128, K 3, minibatch 32·8 = 256,
     ///   ε .1, lr 2.5e-4 annealed, c₁ 1.0, c₂ .01, γ .99, λ .95, 10M steps (the paper also anneals
     ///   ε with α; we keep ε fixed).
+    /// * `a2c`: Stable-Baselines3 `A2C` defaults: 1 env × 5 steps, one gradient step per rollout,
+    ///   RMSprop (α .99, ε 1e-5) lr 7e-4 constant, γ .99, λ 1 (n-step returns), c₂ 0, c₁ .5,
+    ///   max_grad_norm .5, no advantage normalisation; 1M steps.
+    /// * `a3c`: the `a2c` values with `algo = "a3c"` and 2 asynchronous workers (Mnih et al. 2016
+    ///   use t_max 5 and a shared RMSprop as here).
+    /// * `trpo`: sb3-contrib `TRPO` defaults: 1 env × 2048 steps, δ (`target_kl`) .01, 15 CG
+    ///   iterations, damping .1, line search 10 × 0.8, critic: 10 epochs of Adam lr 1e-3 on
+    ///   minibatches of 128, γ .99, λ .95, Â normalised over the rollout; 1M steps.
     ///
     /// # Errors
     /// `Config` naming the unknown preset and the known ones.
@@ -197,6 +285,18 @@ impl Config {
             num_threads: 1,
             checkpoint_freq: 100,
             eval_episodes: 10,
+            objective: Objective::Clip,
+            kl_coef: 1.0,
+            kl_target: 0.01,
+            optimizer: OptimizerName::Adam,
+            rms_prop_alpha: 0.99,
+            rms_prop_eps: 1e-5,
+            n_workers: 2,
+            cg_max_steps: 15,
+            cg_damping: 0.1,
+            line_search_shrinking_factor: 0.8,
+            line_search_max_iter: 10,
+            n_critic_updates: 10,
         };
         Ok(match name {
             "cleanrl" => cleanrl,
@@ -226,6 +326,40 @@ impl Config {
                 ent_coef: 0.0,
                 normalize_observation: true,
                 normalize_reward: true,
+                ..cleanrl
+            },
+            "a2c" | "a3c" => Config {
+                algo: name.into(),
+                preset: name.into(),
+                total_timesteps: 1_000_000,
+                n_envs: 1,
+                n_steps: 5,
+                batch_size: 5,
+                n_epochs: 1,
+                learning_rate: 7e-4,
+                anneal_lr: false,
+                gae_lambda: 1.0,
+                clip_range_vf: None,
+                normalize_advantage: AdvantageNorm::Off,
+                ent_coef: 0.0,
+                optimizer: OptimizerName::Rmsprop,
+                ..cleanrl
+            },
+            "trpo" => Config {
+                algo: "trpo".into(),
+                preset: "trpo".into(),
+                total_timesteps: 1_000_000,
+                n_envs: 1,
+                n_steps: 2048,
+                batch_size: 128,
+                n_epochs: 1,
+                learning_rate: 1e-3,
+                anneal_lr: false,
+                clip_range_vf: None,
+                normalize_advantage: AdvantageNorm::Batch,
+                ent_coef: 0.0,
+                max_grad_norm: None,
+                target_kl: Some(0.01),
                 ..cleanrl
             },
             "paper-atari" => Config {
@@ -295,7 +429,8 @@ impl Config {
                 s.split_once('=').ok_or_else(|| ProximaError::Config(format!("`--set {s}`: expected key=value")))?;
             let (k, v) = (k.trim(), v.trim());
             check_key(k)?;
-            if v.eq_ignore_ascii_case("none") || v.is_empty() {
+            // `none` clears an optional key; elsewhere it is a value (`objective=none`).
+            if OPTIONAL_KEYS.contains(&k) && (v.eq_ignore_ascii_case("none") || v.is_empty()) {
                 table.remove(k);
                 continue;
             }
@@ -318,8 +453,31 @@ impl Config {
     /// `Config` naming the first offending key, its value, and what is allowed.
     pub fn validate(&self) -> Result<()> {
         let bad = |m: String| Err(ProximaError::Config(m));
-        if self.algo != "ppo" {
-            return bad(format!("algo = `{}`: only `ppo` is implemented", self.algo));
+        if !ALGOS.contains(&self.algo.as_str()) {
+            let hint =
+                crate::util::closest(&self.algo, &ALGOS).map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default();
+            return bad(format!("algo = `{}`{hint}: known algorithms are {}", self.algo, ALGOS.join(", ")));
+        }
+        if self.algo == "trpo" && self.target_kl.is_none() {
+            return bad("algo = `trpo` needs target_kl (its KL bound δ; sb3-contrib uses 0.01)".into());
+        }
+        if self.algo == "trpo" && self.shared_trunk {
+            return bad("algo = `trpo` needs separate policy and value networks (shared_trunk = false): the natural-gradient step must not move the critic".into());
+        }
+        if self.algo == "a3c" && (self.normalize_observation || self.normalize_reward) {
+            return bad("algo = `a3c` does not support normalize_observation / normalize_reward (each worker would keep its own statistics)".into());
+        }
+        if self.n_workers == 0 || self.n_workers > 256 {
+            return bad(format!("n_workers = {}: must be between 1 and 256", self.n_workers));
+        }
+        for (k, v) in [
+            ("cg_max_steps", self.cg_max_steps),
+            ("line_search_max_iter", self.line_search_max_iter),
+            ("n_critic_updates", self.n_critic_updates),
+        ] {
+            if v == 0 {
+                return bad(format!("{k} = 0: must be at least 1"));
+            }
         }
         for (k, v) in [
             ("n_envs", self.n_envs),
@@ -369,6 +527,18 @@ impl Config {
         finite_pos("adam_eps", self.adam_eps)?;
         finite_pos("clip_obs", self.clip_obs)?;
         finite_pos("clip_reward", self.clip_reward)?;
+        finite_pos("kl_coef", self.kl_coef)?;
+        finite_pos("kl_target", self.kl_target)?;
+        finite_pos("rms_prop_eps", self.rms_prop_eps)?;
+        finite_pos("cg_damping", self.cg_damping)?;
+        for (k, v) in [
+            ("rms_prop_alpha", self.rms_prop_alpha),
+            ("line_search_shrinking_factor", self.line_search_shrinking_factor),
+        ] {
+            if !(v > 0.0 && v < 1.0) {
+                return bad(format!("{k} = {v}: must lie in (0, 1)"));
+            }
+        }
         for (k, v) in [
             ("clip_range_vf", self.clip_range_vf),
             ("max_grad_norm", self.max_grad_norm),
@@ -416,6 +586,39 @@ impl Config {
 
 fn ten() -> f64 {
     10.0
+}
+fn clip() -> Objective {
+    Objective::Clip
+}
+fn one() -> f64 {
+    1.0
+}
+fn kl_target() -> f64 {
+    0.01
+}
+fn adam() -> OptimizerName {
+    OptimizerName::Adam
+}
+fn alpha() -> f64 {
+    0.99
+}
+fn eps5() -> f64 {
+    1e-5
+}
+fn two() -> usize {
+    2
+}
+fn fifteen() -> usize {
+    15
+}
+fn damping() -> f64 {
+    0.1
+}
+fn shrink() -> f64 {
+    0.8
+}
+fn ten_usize() -> usize {
+    10
 }
 
 fn check_key(k: &str) -> Result<()> {

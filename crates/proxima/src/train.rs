@@ -8,13 +8,20 @@
 //!     θ_old ← θ
 //! ```
 //!
+//! The other algorithms replace only the optimise line: `a2c` one gradient step
+//! (`algo::a2c::update`), `trpo` the natural-gradient step with line search plus the critic's
+//! epochs (`algo::trpo::update`), `a3c` asynchronous workers that each run this same
+//! collect → returns → gradient cycle on their own envs (`algo::a3c::run_iteration`).
+//!
 //! [`Trainer`] holds the explicit training state; [`run`] adds the run directory (config,
 //! CSV, TensorBoard, checkpoints, final model and evaluation).
 
 use crate::algo::optim::Adam;
 use crate::algo::ppo::{self, UpdateStats};
+use crate::algo::{a2c, a3c, trpo};
 use crate::checkpoint::{self, CheckpointMeta};
 use crate::config::Config;
+use crate::config::OptimizerName;
 use crate::env::vec_env::{EpisodeRecord, SyncVectorEnv};
 use crate::env::{make, Action, EnvRng};
 use crate::error::{ProximaError, Result};
@@ -80,6 +87,9 @@ struct TrainerSnapshot {
     /// Seconds of training up to this checkpoint.
     #[serde(default)]
     time_elapsed: f64,
+    /// β of the adaptive-KL objective at this checkpoint.
+    #[serde(default)]
+    kl_coef: Option<f64>,
 }
 
 /// The explicit state of a PPO run.
@@ -116,6 +126,14 @@ pub struct Trainer {
     collect_seconds: f64,
     update_seconds: f64,
     last_stats: Option<UpdateStats>,
+    /// β of the KL-penalty objectives (adapted after each update for `adaptive_kl`).
+    pub kl_coef: f64,
+    /// A3C's workers (empty for the other algorithms).
+    workers: Vec<Trainer>,
+    /// Episodes an A3C worker finished and the main trainer has not yet collected.
+    pending: Vec<(u64, EpisodeRecord)>,
+    /// A3C: updates applied to the global parameters.
+    a3c_updates: u64,
 }
 
 /// Builds the network spec for an env's spaces from the config.
@@ -152,16 +170,39 @@ impl Trainer {
     pub fn with_env_fn(
         env_id: &str,
         cfg: Config,
-        make_env: impl FnMut() -> Result<Box<dyn crate::env::Env>>,
+        mut make_env: impl FnMut() -> Result<Box<dyn crate::env::Env>>,
+    ) -> Result<Self> {
+        Self::build(env_id, cfg, &mut make_env)
+    }
+
+    fn build(
+        env_id: &str,
+        cfg: Config,
+        make_env: &mut dyn FnMut() -> Result<Box<dyn crate::env::Env>>,
     ) -> Result<Self> {
         cfg.validate()?;
-        let mut venv = SyncVectorEnv::new(cfg.n_envs, make_env)?;
+        let mut venv = SyncVectorEnv::new(cfg.n_envs, &mut *make_env)?;
         venv.reset(cfg.seed)?;
         let spec = policy_spec(&cfg, &venv)?;
         let mut init_rng = ChaCha8Rng::seed_from_u64(cfg.seed);
         let policy = ActorCritic::new(spec, &Device::Cpu, &mut init_rng)?;
         let sizes: Vec<usize> = policy.named_params().iter().map(|(_, v)| v.elem_count()).collect();
-        let opt = Adam::new(&sizes, cfg.learning_rate, cfg.adam_eps);
+        let opt = match cfg.optimizer {
+            OptimizerName::Adam => Adam::new(&sizes, cfg.learning_rate, cfg.adam_eps),
+            OptimizerName::Rmsprop => Adam::rmsprop(&sizes, cfg.learning_rate, cfg.rms_prop_alpha, cfg.rms_prop_eps),
+        };
+        // A3C: the workers, each with its own envs (seeded apart) and network copy.
+        let mut workers = Vec::new();
+        if cfg.algo == "a3c" {
+            for w in 0..cfg.n_workers {
+                let wcfg = Config {
+                    algo: "a2c".into(),
+                    seed: cfg.seed.wrapping_add(1 + w as u64 * 1_000_003) % (1 << 62),
+                    ..cfg.clone()
+                };
+                workers.push(Self::build(env_id, wcfg, &mut *make_env)?);
+            }
+        }
         let buf = RolloutBuffer::new(cfg.n_steps, cfg.n_envs, policy.spec().obs_dim, policy.spec().action.act_dim());
         let mut norm = Normalizer::new(
             cfg.normalize_observation,
@@ -173,8 +214,16 @@ impl Trainer {
             cfg.clip_reward,
         );
         let obs = norm.observe(venv.obs());
-        let batch = (cfg.n_steps * cfg.n_envs) as u64;
+        let batch = if cfg.algo == "a3c" {
+            (cfg.n_steps * cfg.n_envs * cfg.n_workers) as u64 * a3c::UPDATES_PER_ITERATION
+        } else {
+            (cfg.n_steps * cfg.n_envs) as u64
+        };
         Ok(Trainer {
+            kl_coef: cfg.kl_coef,
+            workers,
+            pending: Vec::new(),
+            a3c_updates: 0,
             num_updates: cfg.total_timesteps.div_ceil(batch),
             // A separate stream for sampling and shuffling, so changing the init scheme does not
             // change which actions are sampled.
@@ -273,12 +322,44 @@ impl Trainer {
     pub fn step(&mut self) -> Result<UpdateReport> {
         let lr = self.current_learning_rate();
         let t0 = Instant::now();
-        let finished = self.collect_rollout()?;
-        let t1 = Instant::now();
-        self.collect_seconds += (t1 - t0).as_secs_f64();
-        let last_values = self.policy.predict_values(&self.obs)?;
-        self.buf.compute_advantages(&last_values, self.cfg.gamma, self.cfg.gae_lambda)?;
-        let stats = ppo::update(&self.policy, &mut self.opt, &self.buf, &self.cfg, lr, &mut self.rng).map_err(|e| match e {
+        let (finished, t1, stats) = if self.cfg.algo == "a3c" {
+            // Workers collect and update asynchronously; this thread only joins them.
+            let before: u64 = self.workers.iter().map(|w| w.global_step).sum();
+            let out =
+                a3c::run_iteration(&self.policy, &mut self.opt, &mut self.workers, lr, a3c::UPDATES_PER_ITERATION);
+            let after: u64 = self.workers.iter().map(|w| w.global_step).sum();
+            self.global_step += after - before;
+            let mut finished = Vec::new();
+            for w in &mut self.workers {
+                finished.append(&mut w.pending);
+            }
+            finished.sort_by_key(|(step, _)| *step);
+            for &(_, ep) in &finished {
+                if self.recent.len() == 100 {
+                    self.recent.pop_front();
+                }
+                self.recent.push_back(ep);
+            }
+            if let Ok((n, _)) = &out {
+                self.a3c_updates += n;
+            }
+            (finished, t0, out.map(|(_, s)| s))
+        } else {
+            let finished = self.collect_rollout()?;
+            let t1 = Instant::now();
+            self.collect_seconds += (t1 - t0).as_secs_f64();
+            let last_values = self.policy.predict_values(&self.obs)?;
+            self.buf.compute_advantages(&last_values, self.cfg.gamma, self.cfg.gae_lambda)?;
+            let stats = match self.cfg.algo.as_str() {
+                "a2c" => a2c::update(&self.policy, &mut self.opt, &self.buf, &self.cfg, lr),
+                "trpo" => trpo::update(&self.policy, &mut self.opt, &self.buf, &self.cfg, lr, &mut self.rng),
+                _ => {
+                    ppo::update(&self.policy, &mut self.opt, &self.buf, &self.cfg, lr, &mut self.kl_coef, &mut self.rng)
+                }
+            };
+            (finished, t1, stats)
+        };
+        let stats = stats.map_err(|e| match e {
             ProximaError::NonFinite(m) => {
                 let last = match &self.last_stats {
                     Some(s) => format!(
@@ -314,6 +395,31 @@ impl Trainer {
         })
     }
 
+    /// A3C worker step: collect a rollout with the local network, then compute its returns and
+    /// advantages; the finished episodes wait in `pending` for the main trainer.
+    pub(crate) fn collect_and_compute_advantages(&mut self) -> Result<()> {
+        let finished = self.collect_rollout()?;
+        self.pending.extend(finished);
+        let last_values = self.policy.predict_values(&self.obs)?;
+        self.buf.compute_advantages(&last_values, self.cfg.gamma, self.cfg.gae_lambda)
+    }
+
+    /// The rollout buffer of the last collection.
+    pub fn buffer(&self) -> &RolloutBuffer {
+        &self.buf
+    }
+
+    /// A3C: the number of updates each worker has applied to the global parameters (empty for
+    /// the other algorithms). Their sum equals the global update count ([`Trainer::a3c_global_updates`]).
+    pub fn worker_updates(&self) -> Vec<u64> {
+        self.workers.iter().map(|w| w.update).collect()
+    }
+
+    /// A3C: updates applied to the global parameters so far (counted under the lock).
+    pub fn a3c_global_updates(&self) -> u64 {
+        self.a3c_updates
+    }
+
     /// The metadata a checkpoint of the current state carries, including the trainer state
     /// (RNG streams, env states, running episodes) under `trainer_state`.
     pub fn checkpoint_meta(&self) -> CheckpointMeta {
@@ -333,6 +439,7 @@ impl Trainer {
             policy_obs: self.obs.clone(),
             norm: self.norm.clone(),
             time_elapsed: self.elapsed_offset + self.start.elapsed().as_secs_f64(),
+            kl_coef: Some(self.kl_coef),
         };
         let mut extra = BTreeMap::new();
         extra.insert("trainer_state".to_string(), serde_json::to_string(&snap).expect("snapshot serialises"));
@@ -366,6 +473,11 @@ impl Trainer {
         if let Some(t) = total_timesteps {
             cfg.total_timesteps = t;
             cfg.validate()?;
+        }
+        if cfg.algo == "a3c" {
+            return Err(ProximaError::Unsupported(
+                "A3C runs cannot be resumed: the asynchronous workers' interleaving is not reproducible, so an exact resume is impossible; start a new run (its model.safetensors can still be evaluated)".into(),
+            ));
         }
         let mut tr = Trainer::new(&ck.meta.env_id, cfg)?;
         let bad = |m: &str| ProximaError::Checkpoint(format!("cannot resume: {m}"));
@@ -409,6 +521,9 @@ impl Trainer {
         tr.update = ck.meta.update;
         tr.start_step = tr.global_step;
         tr.elapsed_offset = snap.time_elapsed;
+        if let Some(b) = snap.kl_coef {
+            tr.kl_coef = b;
+        }
         Ok(tr)
     }
 
@@ -544,7 +659,7 @@ fn keep_rows_up_to(path: &Path, update: u64) -> Result<()> {
 }
 
 /// Columns of `progress.csv`, one row per iteration.
-pub const CSV_COLUMNS: [&str; 16] = [
+pub const CSV_COLUMNS: [&str; 19] = [
     "global_step",
     "update",
     "time_elapsed",
@@ -561,6 +676,9 @@ pub const CSV_COLUMNS: [&str; 16] = [
     "ep_return_mean",
     "ep_len_mean",
     "episodes",
+    "kl_divergence",
+    "kl_coef",
+    "step_fraction",
 ];
 
 /// What a finished run leaves behind.
@@ -633,6 +751,9 @@ pub fn run(mut trainer: Trainer, run_dir: &Path, mut on_update: impl FnMut(&Upda
             r.ep_return_mean.unwrap_or(nan),
             r.ep_len_mean.unwrap_or(nan),
             r.finished.len() as f64,
+            s.kl_divergence,
+            s.kl_coef,
+            s.step_fraction,
         ])?;
         for (step, ep) in &r.finished {
             tb.add_scalar("charts/episodic_return", ep.episode_return, *step)?;
@@ -648,6 +769,9 @@ pub fn run(mut trainer: Trainer, run_dir: &Path, mut on_update: impl FnMut(&Upda
             ("losses/clipfrac", s.clip_fraction),
             ("losses/explained_variance", s.explained_variance),
             ("losses/grad_norm", s.grad_norm),
+            ("losses/kl_divergence", s.kl_divergence),
+            ("charts/kl_coef", s.kl_coef),
+            ("charts/step_fraction", s.step_fraction),
         ] {
             tb.add_scalar(tag, v, r.global_step)?;
         }

@@ -6,7 +6,8 @@
 
 use candle_core::{DType, Device, Tensor, Var};
 use proxima::algo::ppo::{kl_and_clip_fraction, ppo_loss, PpoBatch, PpoCoefs};
-use proxima::policy::distributions::{categorical_log_prob_entropy, gaussian_log_prob_entropy};
+use proxima::config::Objective;
+use proxima::policy::distributions::{categorical_kl, categorical_log_prob_entropy, gaussian_log_prob_entropy};
 use proxima::rollout::{gae, normalize_advantages_f64, GaeInput};
 use serde_json::Value;
 
@@ -90,6 +91,8 @@ fn ppo_clip_loss_and_gradients_match_pytorch() {
             clip_range_vf: c["vf_clip"].as_f64(),
             vf_coef: c["vf_coef"].as_f64().unwrap(),
             ent_coef: c["ent_coef"].as_f64().unwrap(),
+            objective: Objective::Clip,
+            kl_coef: 1.0,
         };
         let out = ppo_loss(
             &PpoBatch {
@@ -100,6 +103,7 @@ fn ppo_clip_loss_and_gradients_match_pytorch() {
                 advantages: &t(adv),
                 old_values: &t(f64s(&c["old_values"])),
                 returns: &t(f64s(&c["returns"])),
+                kl: None,
             },
             &coefs,
         )
@@ -153,12 +157,15 @@ fn gaussian_policy_loss_and_gradients_match_pytorch() {
                 advantages: &Tensor::new(adv, &dev).unwrap(),
                 old_values: &zeros,
                 returns: &zeros,
+                kl: None,
             },
             &PpoCoefs {
                 clip_range: c["clip_coef"].as_f64().unwrap(),
                 clip_range_vf: None,
                 vf_coef: 0.0,
                 ent_coef: c["ent_coef"].as_f64().unwrap(),
+                objective: Objective::Clip,
+                kl_coef: 1.0,
             },
         )
         .unwrap();
@@ -173,9 +180,16 @@ fn gaussian_policy_loss_and_gradients_match_pytorch() {
 }
 
 /// The loss's gradient w.r.t. the network's parameters against central finite differences
-/// (float64 network, so the check is tight).
+/// (float64 network, so the check is tight), for every objective: L^CLIP, L^KLPEN (with the
+/// analytic KL to fixed old logits) and the plain surrogate.
 #[test]
 fn ppo_loss_gradient_matches_finite_differences() {
+    for objective in [Objective::Clip, Objective::FixedKl, Objective::None] {
+        loss_gradient_matches_finite_differences(objective);
+    }
+}
+
+fn loss_gradient_matches_finite_differences(objective: Objective) {
     let dev = Device::Cpu;
     let (b, a) = (6usize, 3usize);
     let mk = |v: Vec<f64>, s: (usize, usize)| Var::from_tensor(&Tensor::from_vec(v, s, &dev).unwrap()).unwrap();
@@ -186,9 +200,14 @@ fn ppo_loss_gradient_matches_finite_differences() {
     let v = Var::new(&[0.2f64, -0.1, 0.4, 0.0, 0.3, -0.5], &dev).unwrap();
     let old_v = Tensor::new(&[0.05f64, 0.0, 0.5, 0.1, 0.15, -0.2], &dev).unwrap();
     let ret = Tensor::new(&[1.0f64, -0.5, 0.2, 0.3, 0.9, 0.0], &dev).unwrap();
-    let coefs = PpoCoefs { clip_range: 0.2, clip_range_vf: Some(0.2), vf_coef: 0.5, ent_coef: 0.01 };
+    let coefs =
+        PpoCoefs { clip_range: 0.2, clip_range_vf: Some(0.2), vf_coef: 0.5, ent_coef: 0.01, objective, kl_coef: 0.7 };
+    let old_logits =
+        Tensor::from_vec((0..b * a).map(|i| ((i * 13 % 7) as f64 - 3.0) / 5.0).collect::<Vec<_>>(), (b, a), &dev)
+            .unwrap();
     let loss_of = |logits: &Tensor, values: &Tensor| {
         let (lp, ent) = categorical_log_prob_entropy(logits, &actions).unwrap();
+        let kl = categorical_kl(&old_logits, logits).unwrap();
         ppo_loss(
             &PpoBatch {
                 log_prob: &lp,
@@ -198,6 +217,7 @@ fn ppo_loss_gradient_matches_finite_differences() {
                 advantages: &adv,
                 old_values: &old_v,
                 returns: &ret,
+                kl: Some(&kl),
             },
             &coefs,
         )
@@ -217,7 +237,7 @@ fn ppo_loss_gradient_matches_finite_differences() {
             scalar(&loss_of(&Tensor::from_vec(x, (b, a), &dev).unwrap(), v.as_tensor()))
         };
         let fd = (f(h) - f(-h)) / (2.0 * h);
-        assert!((fd - gw[i]).abs() < 1e-6, "d/dlogit[{i}]: autograd {} vs finite difference {fd}", gw[i]);
+        assert!((fd - gw[i]).abs() < 1e-6, "{objective:?} d/dlogit[{i}]: autograd {} vs finite difference {fd}", gw[i]);
     }
     for i in 0..base_v.len() {
         let f = |d: f64| {

@@ -1,4 +1,4 @@
-//! Adam with global gradient-norm clipping, on the host.
+//! Adam and RMSprop with global gradient-norm clipping, on the host.
 //!
 //! candle-nn's `AdamW` keeps its moments private (so they cannot be checkpointed for an exact
 //! resume) and issues ~10 tensor ops per parameter tensor, which dominates an update at PPO's
@@ -10,10 +10,26 @@ use crate::error::{ProximaError, Result};
 use candle_core::backprop::GradStore;
 use candle_core::{Tensor, Var};
 
-/// Adam (Kingma & Ba 2015) with PyTorch's update rule:
-/// m ← β₁m + (1−β₁)g, v ← β₂v + (1−β₂)g², p ← p − (lr/(1−β₁ᵗ))·m / (√v/√(1−β₂ᵗ) + eps).
+/// Which update rule an [`Adam`] optimiser applies.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum OptimKind {
+    /// Adam, PyTorch's `torch.optim.Adam`.
+    Adam,
+    /// RMSprop, PyTorch's `torch.optim.RMSprop` (no momentum, not centred), as SB3's A2C uses:
+    /// v ← αv + (1−α)g², p ← p − lr·g / (√v + eps). Only `v` is used.
+    RmsProp {
+        /// α, the smoothing constant (0.99).
+        alpha: f64,
+    },
+}
+
+/// The optimiser state shared by every algorithm: Adam (Kingma & Ba 2015) with PyTorch's rule
+/// m ← β₁m + (1−β₁)g, v ← β₂v + (1−β₂)g², p ← p − (lr/(1−β₁ᵗ))·m / (√v/√(1−β₂ᵗ) + eps),
+/// or RMSprop (see [`OptimKind`]). The moments are public so checkpoints can store them.
 #[derive(Clone, Debug)]
 pub struct Adam {
+    /// The update rule.
+    pub kind: OptimKind,
     /// Step size (set each update by the learning-rate schedule).
     pub lr: f64,
     /// β₁ (0.9).
@@ -41,6 +57,7 @@ impl Adam {
     /// Adam for parameters with `sizes[i]` scalars each.
     pub fn new(sizes: &[usize], lr: f64, eps: f64) -> Self {
         Adam {
+            kind: OptimKind::Adam,
             lr,
             beta1: 0.9,
             beta2: 0.999,
@@ -49,6 +66,12 @@ impl Adam {
             v: sizes.iter().map(|&n| vec![0.0; n]).collect(),
             t: 0,
         }
+    }
+
+    /// RMSprop (PyTorch's rule, see [`OptimKind::RmsProp`]) for parameters with `sizes[i]`
+    /// scalars each.
+    pub fn rmsprop(sizes: &[usize], lr: f64, alpha: f64, eps: f64) -> Self {
+        Adam { kind: OptimKind::RmsProp { alpha }, ..Adam::new(sizes, lr, eps) }
     }
 
     /// One step on `params` with the gradients in `grads` (a parameter without a gradient is
@@ -63,29 +86,52 @@ impl Adam {
         grads: &GradStore,
         max_grad_norm: Option<f64>,
     ) -> Result<StepInfo> {
-        if params.len() != self.m.len() {
+        let mut gs: Vec<Option<Vec<f32>>> = Vec::with_capacity(params.len());
+        for (_, var) in params {
+            gs.push(match grads.get(var.as_tensor()) {
+                Some(g) => Some(g.flatten_all()?.to_vec1::<f32>()?),
+                None => None,
+            });
+        }
+        self.step_host(params, &gs, max_grad_norm)
+    }
+
+    /// [`Adam::step`] with the gradients already on the host, one entry per parameter (`None` =
+    /// no gradient): how an A3C worker applies the gradients of its local network copy to the
+    /// global parameters.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a count or size mismatch; `NonFinite` as [`Adam::step`].
+    pub fn step_host(
+        &mut self,
+        params: &[(String, Var)],
+        gs: &[Option<Vec<f32>>],
+        max_grad_norm: Option<f64>,
+    ) -> Result<StepInfo> {
+        if params.len() != self.m.len() || gs.len() != params.len() {
             return Err(ProximaError::InvalidArgument(format!(
-                "Adam holds {} moments, got {} parameters",
+                "the optimiser holds {} moments, got {} parameters and {} gradients",
                 self.m.len(),
-                params.len()
+                params.len(),
+                gs.len()
             )));
         }
-        let mut gs: Vec<Option<Vec<f32>>> = Vec::with_capacity(params.len());
         let mut sq = 0f64;
-        for (name, var) in params {
-            let g = match grads.get(var.as_tensor()) {
-                Some(g) => {
-                    let g = g.flatten_all()?.to_vec1::<f32>()?;
-                    let s: f64 = g.iter().map(|&x| (x as f64) * (x as f64)).sum();
-                    if !s.is_finite() {
-                        return Err(ProximaError::NonFinite(format!("gradient of `{name}` is not finite")));
-                    }
-                    sq += s;
-                    Some(g)
+        for ((name, var), g) in params.iter().zip(gs) {
+            if let Some(g) = g {
+                if g.len() != var.elem_count() {
+                    return Err(ProximaError::InvalidArgument(format!(
+                        "gradient of `{name}` has {} values, the parameter {}",
+                        g.len(),
+                        var.elem_count()
+                    )));
                 }
-                None => None,
-            };
-            gs.push(g);
+                let s: f64 = g.iter().map(|&x| (x as f64) * (x as f64)).sum();
+                if !s.is_finite() {
+                    return Err(ProximaError::NonFinite(format!("gradient of `{name}` is not finite")));
+                }
+                sq += s;
+            }
         }
         let grad_norm = sq.sqrt();
         let scale = match max_grad_norm {
@@ -106,11 +152,23 @@ impl Adam {
             let (m, v) = (&mut new_m[i], &mut new_v[i]);
             let mut p = var.as_tensor().flatten_all()?.to_vec1::<f32>()?;
             let g = gs[i].as_deref();
-            for j in 0..p.len() {
-                let gj = g.map_or(0.0, |g| g[j] * scale);
-                m[j] = b1 * m[j] + (1.0 - b1) * gj;
-                v[j] = b2 * v[j] + (1.0 - b2) * gj * gj;
-                p[j] -= step_size * m[j] / (v[j].sqrt() * inv_bc2_sqrt + eps);
+            match self.kind {
+                OptimKind::Adam => {
+                    for j in 0..p.len() {
+                        let gj = g.map_or(0.0, |g| g[j] * scale);
+                        m[j] = b1 * m[j] + (1.0 - b1) * gj;
+                        v[j] = b2 * v[j] + (1.0 - b2) * gj * gj;
+                        p[j] -= step_size * m[j] / (v[j].sqrt() * inv_bc2_sqrt + eps);
+                    }
+                }
+                OptimKind::RmsProp { alpha } => {
+                    let (a, lr) = (alpha as f32, self.lr as f32);
+                    for j in 0..p.len() {
+                        let gj = g.map_or(0.0, |g| g[j] * scale);
+                        v[j] = a * v[j] + (1.0 - a) * gj * gj;
+                        p[j] -= lr * gj / (v[j].sqrt() + eps);
+                    }
+                }
             }
             if p.iter().any(|x| !x.is_finite()) {
                 self.t -= 1;
@@ -134,6 +192,31 @@ impl Adam {
 mod tests {
     use super::*;
     use candle_core::Device;
+
+    #[test]
+    fn rmsprop_matches_pytorchs_rule() {
+        // torch.optim.RMSprop([p], lr=0.1, alpha=0.99, eps=1e-5) on loss = 2·p0 − 3·p1, two steps:
+        // v1 = 0.01·g², p1 = p0 − 0.1·g/(√v1 + eps); v2 = 0.99·v1 + 0.01·g².
+        let dev = Device::Cpu;
+        let a = Var::from_tensor(&Tensor::new(&[1.0f32, -1.0], &dev).unwrap()).unwrap();
+        let params = vec![("a".to_string(), a.clone())];
+        let mut opt = Adam::rmsprop(&[2], 0.1, 0.99, 1e-5);
+        let mut want = [1.0f64, -1.0];
+        let mut v = [0.0f64; 2];
+        for _ in 0..2 {
+            let loss = (a.as_tensor() * &Tensor::new(&[2.0f32, -3.0], &dev).unwrap()).unwrap().sum_all().unwrap();
+            opt.step(&params, &loss.backward().unwrap(), None).unwrap();
+            for (j, g) in [2.0f64, -3.0].into_iter().enumerate() {
+                v[j] = 0.99 * v[j] + 0.01 * g * g;
+                want[j] -= 0.1 * g / (v[j].sqrt() + 1e-5);
+            }
+        }
+        let got = a.as_tensor().to_vec1::<f32>().unwrap();
+        assert!(
+            (got[0] as f64 - want[0]).abs() < 1e-5 && (got[1] as f64 - want[1]).abs() < 1e-5,
+            "{got:?} vs {want:?}"
+        );
+    }
 
     #[test]
     fn adam_matches_hand_computed_first_steps_and_clips_globally() {

@@ -1,10 +1,11 @@
-//! PPO-Clip (Schulman et al. 2017, arXiv:1707.06347): the loss as a pure function, and the
-//! update (K epochs of shuffled minibatches) over one rollout.
+//! PPO (Schulman et al. 2017, arXiv:1707.06347): the loss as a pure function — L^CLIP, the
+//! KL-penalised L^KLPEN (fixed or adaptive β) or the plain surrogate — and the update (K epochs
+//! of shuffled minibatches) over one rollout.
 
 use crate::algo::optim::Adam;
-use crate::config::{AdvantageNorm, Config};
+use crate::config::{AdvantageNorm, Config, Objective};
 use crate::error::{ProximaError, Result};
-use crate::policy::ActorCritic;
+use crate::policy::{ActorCritic, DistParams};
 use crate::rollout::{explained_variance, normalize_advantages, RolloutBuffer};
 use candle_core::Tensor;
 use rand::seq::SliceRandom;
@@ -21,6 +22,10 @@ pub struct PpoCoefs {
     pub vf_coef: f64,
     /// c₂.
     pub ent_coef: f64,
+    /// Which surrogate: clipped, KL-penalised or plain.
+    pub objective: Objective,
+    /// β of L^KLPEN (ignored by `clip` and `none`).
+    pub kl_coef: f64,
 }
 
 /// The loss's inputs for a minibatch of B samples. Every tensor is `[B]`, same dtype.
@@ -40,14 +45,18 @@ pub struct PpoBatch<'a> {
     pub old_values: &'a Tensor,
     /// The critic's targets R_t = Â_t + V_old(s_t) (unnormalised advantages).
     pub returns: &'a Tensor,
+    /// KL[π_θold(·|s_t), π_θ(·|s_t)] per sample, analytic and differentiable; needed by the
+    /// KL objectives, ignored by the others.
+    pub kl: Option<&'a Tensor>,
 }
 
 /// The loss and its parts (scalars, still on the graph where differentiable).
 #[derive(Clone, Debug)]
 pub struct PpoLoss {
-    /// L = L^CLIP + c₁·L^VF − c₂·S (to *minimise*; L^CLIP here is the negated surrogate).
+    /// L = L^π + c₁·L^VF − c₂·S (to *minimise*; L^π is the negated surrogate).
     pub loss: Tensor,
-    /// −mean(min(r·Â, clip(r, 1−ε, 1+ε)·Â)).
+    /// L^π: −mean(min(r·Â, clip(r, 1−ε, 1+ε)·Â)) for `clip`; −mean(r·Â − β·KL) for the KL
+    /// objectives; −mean(r·Â) for `none`.
     pub policy_loss: Tensor,
     /// ½·mean((V−R)²), or ½·mean(max((V−R)², (V_old + clip(V−V_old, ±ε_v) − R)²)) when clipped.
     pub value_loss: Tensor,
@@ -57,19 +66,31 @@ pub struct PpoLoss {
     pub log_ratio: Tensor,
 }
 
-/// The PPO-Clip objective, Eq. 7 and 9 of Schulman et al. 2017, written as a loss to minimise
-/// exactly as CleanRL's `ppo.py` does (value loss with the ½ factor and optional clipping as
-/// in openai/baselines).
+/// The PPO objective, Eq. 6–9 of Schulman et al. 2017, written as a loss to minimise exactly as
+/// CleanRL's `ppo.py` does (value loss with the ½ factor and optional clipping as in
+/// openai/baselines). `c.objective` picks the surrogate: L^CLIP (Eq. 7), L^KLPEN (Eq. 8, with
+/// the analytic KL in `b.kl`) or the unclipped r·Â (Eq. 6).
 ///
 /// # Errors
-/// Tensor errors on mismatched shapes or dtypes.
+/// Tensor errors on mismatched shapes or dtypes; `InvalidArgument` for a KL objective without
+/// `b.kl`.
 pub fn ppo_loss(b: &PpoBatch<'_>, c: &PpoCoefs) -> Result<PpoLoss> {
     let log_ratio = (b.log_prob - b.old_log_prob)?;
     let ratio = log_ratio.exp()?; // r_t(θ)
-    let eps = c.clip_range;
-    let surr1 = (b.advantages * &ratio)?;
-    let surr2 = (b.advantages * ratio.clamp(1.0 - eps, 1.0 + eps)?)?;
-    let policy_loss = surr1.minimum(&surr2)?.mean_all()?.neg()?;
+    let surr1 = (b.advantages * &ratio)?; // r_t(θ)·Â_t
+    let policy_loss = match c.objective {
+        Objective::Clip => {
+            let eps = c.clip_range;
+            let surr2 = (b.advantages * ratio.clamp(1.0 - eps, 1.0 + eps)?)?;
+            surr1.minimum(&surr2)?.mean_all()?.neg()?
+        }
+        Objective::None => surr1.mean_all()?.neg()?,
+        Objective::AdaptiveKl | Objective::FixedKl => {
+            let kl =
+                b.kl.ok_or_else(|| ProximaError::InvalidArgument("the KL objectives need the per-sample KL".into()))?;
+            ((kl.mean_all()? * c.kl_coef)? - surr1.mean_all()?)?
+        }
+    };
     let v_err = (b.values - b.returns)?.sqr()?;
     let value_loss = match c.clip_range_vf {
         None => (v_err.mean_all()? * 0.5)?,
@@ -121,6 +142,12 @@ pub struct UpdateStats {
     pub epochs: usize,
     /// Optimiser steps taken.
     pub minibatches: usize,
+    /// d = mean KL[π_θold(·|s), π_θ(·|s)] over the whole rollout after the update (analytic).
+    pub kl_divergence: f64,
+    /// β used in this update (KL objectives; 0 otherwise).
+    pub kl_coef: f64,
+    /// TRPO: the fraction of the natural-gradient step the line search accepted (0 = rejected).
+    pub step_fraction: f64,
 }
 
 /// Runs K epochs of minibatch updates on one full rollout (whose advantages are computed).
@@ -129,7 +156,9 @@ pub struct UpdateStats {
 /// `cfg.batch_size`; for each minibatch Â is normalised (per `cfg.normalize_advantage`), the
 /// loss is back-propagated, gradients are clipped to `max_grad_norm` globally, and Adam steps
 /// with `lr`. With `target_kl` set, the update stops before a step whose minibatch KL
-/// exceeds 1.5·target_kl (SB3's rule).
+/// exceeds 1.5·target_kl (SB3's rule). After the epochs, d = mean KL[π_θold, π_θ] over the
+/// rollout is measured; with `objective = adaptive_kl` β (`kl_coef`) is then adapted as in the
+/// paper's Sec. 4: β ← 2β if d > 1.5·d_targ, β ← β/2 if d < d_targ/1.5.
 ///
 /// # Errors
 /// `NonFinite` naming the minibatch when the loss or a gradient is not finite (parameters are
@@ -140,26 +169,38 @@ pub fn update<R: Rng + ?Sized>(
     buf: &RolloutBuffer,
     cfg: &Config,
     lr: f64,
+    kl_coef: &mut f64,
     rng: &mut R,
 ) -> Result<UpdateStats> {
     let n = buf.len();
     let (od, ad, mb) = (buf.obs_dim, buf.act_dim, cfg.batch_size);
+    let kl_objective = matches!(cfg.objective, Objective::AdaptiveKl | Objective::FixedKl);
     let coefs = PpoCoefs {
         clip_range: cfg.clip_range,
         clip_range_vf: cfg.clip_range_vf,
         vf_coef: cfg.vf_coef,
         ent_coef: cfg.ent_coef,
+        objective: cfg.objective,
+        kl_coef: *kl_coef,
     };
+    // π_θold over the whole rollout (θ has not moved yet): the KL penalty's reference and the
+    // measured d after the update.
+    let dev = policy.device();
+    let all_obs = Tensor::from_slice(&buf.observations, (n, od), dev)?;
+    let old = policy.dist_params(&all_obs)?;
+    let hd = old.head.dim(1)?;
+    let old_head_host = if kl_objective { old.head.flatten_all()?.to_vec1::<f32>()? } else { Vec::new() };
+    let mut old_head_mb = vec![0f32; if kl_objective { mb * hd } else { 0 }];
     let mut advantages = buf.advantages.clone();
     if cfg.normalize_advantage == AdvantageNorm::Batch {
         normalize_advantages(&mut advantages);
     }
     opt.lr = lr;
-    let dev = policy.device();
     let mut idx: Vec<usize> = (0..n).collect();
     let mut s = UpdateStats {
         learning_rate: lr,
         explained_variance: explained_variance(&buf.values, &buf.returns),
+        kl_coef: if kl_objective { *kl_coef } else { 0.0 },
         ..Default::default()
     };
     // Minibatch scratch, reused across minibatches.
@@ -176,6 +217,9 @@ pub fn update<R: Rng + ?Sized>(
                 adv[j] = advantages[i];
                 old_v[j] = buf.values[i];
                 ret[j] = buf.returns[i];
+                if kl_objective {
+                    old_head_mb[j * hd..(j + 1) * hd].copy_from_slice(&old_head_host[i * hd..(i + 1) * hd]);
+                }
             }
             if cfg.normalize_advantage == AdvantageNorm::Minibatch {
                 normalize_advantages(&mut adv);
@@ -183,8 +227,15 @@ pub fn update<R: Rng + ?Sized>(
             let t = |v: &[f32]| Tensor::from_slice(v, v.len(), dev);
             let obs_t = Tensor::from_slice(&obs, (mb, od), dev)?;
             let act_t = Tensor::from_slice(&act, (mb, ad), dev)?;
-            let (log_prob, entropy, values) = policy.evaluate_actions(&obs_t, &act_t)?;
+            let (log_prob, entropy, values, head) = policy.evaluate_actions_with_head(&obs_t, &act_t)?;
             let (old_lp_t, adv_t, old_v_t, ret_t) = (t(&old_lp)?, t(&adv)?, t(&old_v)?, t(&ret)?);
+            let kl = if kl_objective {
+                let old_mb =
+                    DistParams { head: Tensor::from_slice(&old_head_mb, (mb, hd), dev)?, log_std: old.log_std.clone() };
+                Some(policy.kl_of_head(&old_mb, &head)?)
+            } else {
+                None
+            };
             let out = ppo_loss(
                 &PpoBatch {
                     log_prob: &log_prob,
@@ -194,6 +245,7 @@ pub fn update<R: Rng + ?Sized>(
                     advantages: &adv_t,
                     old_values: &old_v_t,
                     returns: &ret_t,
+                    kl: kl.as_ref(),
                 },
                 &coefs,
             )?;
@@ -230,7 +282,23 @@ pub fn update<R: Rng + ?Sized>(
     s.entropy /= m;
     s.grad_norm /= m;
     s.clip_fraction = clip_sum / m;
+    s.kl_divergence = policy.kl_from(&all_obs, &old)?.mean_all()?.to_scalar::<f32>()? as f64;
+    if cfg.objective == Objective::AdaptiveKl {
+        *kl_coef = adapt_kl_coef(*kl_coef, s.kl_divergence, cfg.kl_target);
+    }
     Ok(s)
+}
+
+/// The adaptive-KL rule of Schulman et al. 2017, Sec. 4 (constants 1.5 and 2 are the paper's):
+/// the new β given the measured d and the target d_targ.
+pub fn adapt_kl_coef(beta: f64, d: f64, d_targ: f64) -> f64 {
+    if d > 1.5 * d_targ {
+        beta * 2.0
+    } else if d < d_targ / 1.5 {
+        beta / 2.0
+    } else {
+        beta
+    }
 }
 
 #[cfg(test)]
@@ -253,8 +321,16 @@ mod tests {
                 advantages: &adv,
                 old_values: &z,
                 returns: &z,
+                kl: None,
             },
-            &PpoCoefs { clip_range: 0.2, clip_range_vf: None, vf_coef: 0.5, ent_coef: 0.0 },
+            &PpoCoefs {
+                clip_range: 0.2,
+                clip_range_vf: None,
+                vf_coef: 0.5,
+                ent_coef: 0.0,
+                objective: Objective::Clip,
+                kl_coef: 1.0,
+            },
         )
         .unwrap();
         assert!((out.policy_loss.to_scalar::<f64>().unwrap() + 1.0).abs() < 1e-12);
@@ -282,8 +358,16 @@ mod tests {
                 advantages: &adv,
                 old_values: &zero,
                 returns: &zero,
+                kl: None,
             },
-            &PpoCoefs { clip_range: 0.2, clip_range_vf: None, vf_coef: 0.5, ent_coef: 0.0 },
+            &PpoCoefs {
+                clip_range: 0.2,
+                clip_range_vf: None,
+                vf_coef: 0.5,
+                ent_coef: 0.0,
+                objective: Objective::Clip,
+                kl_coef: 1.0,
+            },
         )
         .unwrap();
         assert!((out.policy_loss.to_scalar::<f64>().unwrap() + 1.2).abs() < 1e-12);

@@ -51,6 +51,30 @@ pub fn gaussian_log_prob_entropy(
 }
 
 /// Host-side Categorical over one row of logits.
+/// KL(p_old ‖ p_new) of Categoricals given by logits `[B, n]` → `[B]`:
+/// Σ_a p_old(a)·(log p_old(a) − log p_new(a)). Differentiable in `new_logits`.
+pub fn categorical_kl(old_logits: &Tensor, new_logits: &Tensor) -> candle_core::Result<Tensor> {
+    let old_lp = candle_nn::ops::log_softmax(old_logits, D::Minus1)?;
+    let new_lp = candle_nn::ops::log_softmax(new_logits, D::Minus1)?;
+    (old_lp.exp()? * (&old_lp - new_lp)?)?.sum(D::Minus1)
+}
+
+/// KL(N(μ_old, σ_old²) ‖ N(μ_new, σ_new²)) of diagonal Gaussians, summed over dimensions:
+/// means `[B, d]`, log-stds `[d]` → `[B]`:
+/// Σ_d log σ_new − log σ_old + (σ_old² + (μ_old − μ_new)²)/(2σ_new²) − ½.
+pub fn gaussian_kl(
+    old_mean: &Tensor,
+    old_log_std: &Tensor,
+    new_mean: &Tensor,
+    new_log_std: &Tensor,
+) -> candle_core::Result<Tensor> {
+    let inv_var_new = (new_log_std * -2.0)?.exp()?;
+    let var_old = (old_log_std * 2.0)?.exp()?;
+    let quad = (old_mean - new_mean)?.sqr()?.broadcast_add(&var_old)?.broadcast_mul(&inv_var_new)?; // [B, d]
+    let per_dim = ((quad * 0.5)?.broadcast_add(&(new_log_std - old_log_std)?)? - 0.5)?;
+    per_dim.sum(D::Minus1)
+}
+
 pub mod categorical {
     use super::*;
 

@@ -165,6 +165,15 @@ impl Mlp {
     }
 }
 
+/// The action distribution's parameters for a batch, detached: π_θold in KL terms.
+#[derive(Clone, Debug)]
+pub struct DistParams {
+    /// Logits (categorical) or means (Gaussian), `[B, head_dim]`.
+    pub head: Tensor,
+    /// The Gaussian log-std `[dim]` (continuous actions only).
+    pub log_std: Option<Tensor>,
+}
+
 /// What [`ActorCritic::act`] returns for a batch of N observations.
 #[derive(Clone, Debug, Default)]
 pub struct ActOutput {
@@ -381,6 +390,17 @@ impl ActorCritic {
     /// `obs` `[B, obs_dim]`; `actions` `[B, act_dim]` f32 as stored in the rollout buffer.
     /// Returns `(log_prob [B], entropy [B], values [B])`.
     pub fn evaluate_actions(&self, obs: &Tensor, actions: &Tensor) -> Result<(Tensor, Tensor, Tensor)> {
+        let (lp, ent, values, _) = self.evaluate_actions_with_head(obs, actions)?;
+        Ok((lp, ent, values))
+    }
+
+    /// [`ActorCritic::evaluate_actions`], also returning the head `[B, head_dim]` (for a KL
+    /// term via [`ActorCritic::kl_of_head`] without a second forward pass).
+    pub fn evaluate_actions_with_head(
+        &self,
+        obs: &Tensor,
+        actions: &Tensor,
+    ) -> Result<(Tensor, Tensor, Tensor, Tensor)> {
         let (head, values) = self.forward(obs)?;
         let (lp, ent) = match (self.spec.action.categorical_components(), &self.log_std) {
             (Some(comps), _) if comps.len() == 1 => {
@@ -411,7 +431,127 @@ impl ActorCritic {
             (None, Some(ls)) => distributions::gaussian_log_prob_entropy(&head, ls.as_tensor(), actions)?,
             (None, None) => unreachable!("continuous policies always own a log-std"),
         };
-        Ok((lp, ent, values))
+        Ok((lp, ent, values, head))
+    }
+
+    /// π_θ(·|s)'s parameters for `obs` `[B, obs_dim]`, detached (to serve as π_θold).
+    pub fn dist_params(&self, obs: &Tensor) -> Result<DistParams> {
+        let (head, _) = self.forward(obs)?;
+        // `copy`, not `detach`: a detached Var shares its storage, which the optimiser's
+        // `Var::set` overwrites in place, so π_old's log-std would silently follow θ.
+        let log_std = match &self.log_std {
+            Some(v) => Some(v.as_tensor().copy()?.detach()),
+            None => None,
+        };
+        Ok(DistParams { head: head.detach(), log_std })
+    }
+
+    /// KL(π_old(·|s) ‖ π_θ(·|s)) per state, `[B]`, analytic and differentiable in θ (the
+    /// penalty of L^KLPEN, and TRPO's constraint). Categorical components are summed.
+    ///
+    /// # Errors
+    /// Tensor errors on mismatched shapes.
+    pub fn kl_from(&self, obs: &Tensor, old: &DistParams) -> Result<Tensor> {
+        let (head, _) = self.forward(obs)?;
+        self.kl_of_head(old, &head)
+    }
+
+    /// [`ActorCritic::kl_from`] on an already computed head (`[B, head_dim]`, differentiable),
+    /// with `old.head` holding the same B rows of π_old.
+    ///
+    /// # Errors
+    /// Tensor errors on mismatched shapes.
+    pub fn kl_of_head(&self, old: &DistParams, head: &Tensor) -> Result<Tensor> {
+        let (old_head, old_log_std) = (&old.head, old.log_std.as_ref());
+        match (self.spec.action.categorical_components(), &self.log_std) {
+            (Some(comps), _) => {
+                let mut total: Option<Tensor> = None;
+                let mut off = 0;
+                for &n in &comps {
+                    let kl = distributions::categorical_kl(&old_head.narrow(1, off, n)?, &head.narrow(1, off, n)?)?;
+                    total = Some(match total {
+                        Some(t) => (t + kl)?,
+                        None => kl,
+                    });
+                    off += n;
+                }
+                Ok(total.expect("at least one component"))
+            }
+            (None, Some(ls)) => {
+                let old_ls = old_log_std
+                    .ok_or_else(|| ProximaError::InvalidArgument("old Gaussian parameters lack a log-std".into()))?;
+                Ok(distributions::gaussian_kl(old_head, old_ls, head, ls.as_tensor())?)
+            }
+            (None, None) => unreachable!("continuous policies always own a log-std"),
+        }
+    }
+
+    /// Indices (into [`ActorCritic::named_params`]) of the parameters π(·|s) depends on: the
+    /// trunk (if shared), the actor layers and the log-std — the parameters TRPO's natural
+    /// gradient moves.
+    pub fn actor_param_indices(&self) -> Vec<usize> {
+        self.params
+            .iter()
+            .enumerate()
+            .filter(|(_, (n, _))| n.starts_with("trunk.") || n.starts_with("actor"))
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    /// Forward-mode derivative of the policy head: given tangents for the trunk/actor *layer*
+    /// parameters (every index of [`ActorCritic::actor_param_indices`] except the log-std, same
+    /// order and shapes), returns `(head, J·v)`, both `[B, head_dim]` and detached. Used for
+    /// TRPO's Fisher-vector products in the Gauss–Newton form F·v = Jᵀ·M·(J·v), which needs no
+    /// double backprop: z = hWᵀ + b gives dz = dh·Wᵀ + h·dWᵀ + db, tanh gives da = (1 − a²)·dz.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for the wrong number of tangents; tensor errors on shape mismatches.
+    pub fn actor_jvp(&self, obs: &Tensor, tangents: &[Tensor]) -> Result<(Tensor, Tensor)> {
+        let layers: Vec<(&Dense, bool)> = match &self.trunk {
+            Some(t) => t
+                .layers
+                .iter()
+                .map(|l| (l, true))
+                .chain(self.actor.layers.iter().enumerate().map(|(i, l)| (l, i + 1 < self.actor.layers.len())))
+                .collect(),
+            None => self.actor.layers.iter().enumerate().map(|(i, l)| (l, i + 1 < self.actor.layers.len())).collect(),
+        };
+        if tangents.len() != 2 * layers.len() {
+            return Err(ProximaError::InvalidArgument(format!(
+                "actor_jvp: {} tangents for {} layer parameters",
+                tangents.len(),
+                2 * layers.len()
+            )));
+        }
+        let mut h = obs.detach();
+        let mut dh: Option<Tensor> = None;
+        for (k, (l, activate)) in layers.iter().enumerate() {
+            let (w, b) = (l.w.as_tensor().detach(), l.b.as_tensor().detach());
+            let (dw, db) = (&tangents[2 * k], &tangents[2 * k + 1]);
+            let z = h.matmul(&w.t()?)?.broadcast_add(&b)?;
+            let mut dz = h.matmul(&dw.t()?)?.broadcast_add(db)?;
+            if let Some(dh) = &dh {
+                dz = (dz + dh.matmul(&w.t()?)?)?;
+            }
+            if *activate {
+                match self.spec.activation {
+                    Activation::Tanh => {
+                        let a = z.tanh()?;
+                        dz = (dz * (1.0 - a.sqr()?)?)?;
+                        h = a;
+                    }
+                    Activation::Relu => {
+                        let mask = z.gt(0.0)?.to_dtype(z.dtype())?;
+                        dz = (dz * mask)?;
+                        h = z.relu()?;
+                    }
+                }
+            } else {
+                h = z;
+            }
+            dh = Some(dz);
+        }
+        Ok((h, dh.expect("at least one layer")))
     }
 
     /// Copies `[N, obs_dim]` host observations into a tensor on the policy's device.
