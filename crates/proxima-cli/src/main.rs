@@ -9,6 +9,8 @@
 //! Every error prints one `error: …` line naming what is wrong and exits with status 1
 //! (usage errors: status 2, from clap).
 
+mod plot;
+
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -95,6 +97,39 @@ enum Command {
         /// Playback frames per second of the recording (default: the env's render_fps).
         #[arg(long, requires = "render")]
         fps: Option<u32>,
+    },
+    /// The PPO paper's comparison of objectives (and baselines), reproduced: runs every
+    /// variant × env × seed in parallel, then writes results.csv, results.md (normalised
+    /// scores: random policy 0, best setting 1) and one learning-curve PNG per env.
+    Ablation {
+        /// Comma-separated env ids.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "CartPole-v1,Acrobot-v1,MountainCar-v0,MountainCarContinuous-v0,Pendulum-v1"
+        )]
+        envs: Vec<String>,
+        /// Comma-separated settings: clip[=ε], adaptive_kl[=d_targ], fixed_kl[=β], none, a2c, a3c, trpo.
+        #[arg(long, value_delimiter = ',', default_value = "none,clip=0.2,adaptive_kl=0.01,fixed_kl=1")]
+        variants: Vec<String>,
+        /// Comma-separated seeds.
+        #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
+        seeds: Vec<u64>,
+        /// Steps per run.
+        #[arg(long, default_value_t = 200_000)]
+        total_timesteps: u64,
+        /// Preset the PPO objectives start from (the paper's continuous-control settings by default).
+        #[arg(long, default_value = "paper-mujoco")]
+        preset: String,
+        /// Override one hyperparameter of every run, `key=value` (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        sets: Vec<String>,
+        /// Runs in parallel (default: the number of cores).
+        #[arg(long)]
+        jobs: Option<usize>,
+        /// Output directory (must be new or empty).
+        #[arg(long, default_value = "ablation")]
+        out: PathBuf,
     },
     /// List the native environments and the presets.
     Envs,
@@ -320,6 +355,62 @@ fn dispatch(cli: Cli) -> Result<()> {
             if let Some(r) = &recording {
                 eprintln!("recorded {} episode(s) to {}", r.episodes, r.path.display());
             }
+            Ok(())
+        }
+        Command::Ablation { envs, variants, seeds, total_timesteps, preset, sets, jobs, out } => {
+            set_threads(1);
+            let variants =
+                variants.iter().map(|v| proxima::ablation::Variant::parse(v)).collect::<proxima::Result<Vec<_>>>()?;
+            let mut labels = std::collections::HashSet::new();
+            if let Some(v) = variants.iter().find(|v| !labels.insert(v.label.clone())) {
+                bail!("variant `{}` is listed twice", v.label);
+            }
+            if seeds.is_empty() || envs.is_empty() {
+                bail!("--envs and --seeds need at least one entry");
+            }
+            if total_timesteps == 0 {
+                bail!("--total-timesteps must be at least 1");
+            }
+            let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+            if jobs == 0 {
+                bail!("--jobs must be at least 1");
+            }
+            if out.exists()
+                && std::fs::read_dir(&out).with_context(|| format!("cannot read {}", out.display()))?.next().is_some()
+            {
+                bail!("{} exists and is not empty; choose a new --out directory", out.display());
+            }
+            let spec = proxima::ablation::AblationSpec {
+                envs,
+                variants,
+                seeds,
+                base_preset: preset,
+                sets,
+                total_timesteps,
+                jobs,
+                out: out.clone(),
+            };
+            for v in &spec.variants {
+                proxima::ablation::run_config(&spec, v, spec.seeds[0])?; // bad configs fail before any run
+            }
+            std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
+            let n_runs = spec.envs.len() * spec.variants.len() * spec.seeds.len();
+            eprintln!("ablation: {n_runs} runs of {total_timesteps} steps, {jobs} at a time, into {}", out.display());
+            let t0 = std::time::Instant::now();
+            let res = proxima::ablation::run(&spec, |done, total, r| {
+                eprintln!(
+                    "[{done}/{total}] {} on {} seed {}: score {:.1} ({:.0} s)",
+                    spec.variants[r.variant].label, r.env, r.seed, r.score, r.seconds
+                );
+            })?;
+            proxima::checkpoint::write_atomic(&out.join("results.csv"), res.to_csv().as_bytes())?;
+            let md = res.to_markdown();
+            proxima::checkpoint::write_atomic(&out.join("results.md"), md.as_bytes())?;
+            for (e, env) in spec.envs.iter().enumerate() {
+                plot::learning_curves(&res, e, &out.join(format!("curves_{}.png", proxima::ablation::slug(env))))?;
+            }
+            println!("{md}");
+            println!("{} runs in {:.0} s; results in {}", n_runs, t0.elapsed().as_secs_f64(), out.display());
             Ok(())
         }
         Command::BenchEnv { env_id, steps, seed } => {

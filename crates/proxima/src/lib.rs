@@ -6,6 +6,7 @@
 //! The data flows one way: [`env`] → [`rollout`] (buffer and GAE) → [`algo::ppo`] (minibatch
 //! updates of L^CLIP + c₁·L^VF − c₂·S) → [`train`] (the run: collect → GAE → K epochs).
 
+pub mod ablation;
 pub mod algo;
 pub mod checkpoint;
 pub mod config;

@@ -1,0 +1,368 @@
+//! The PPO paper's comparison of surrogate objectives (Schulman et al. 2017, Sec. 6.1 and
+//! Table 1), and its baselines, reproduced: a grid of variants × environments × seeds, run in
+//! parallel, scored and normalised as the paper does.
+//!
+//! * **Score** of a run: the mean total reward of its last 100 training episodes (the paper's
+//!   "average total reward of the last 100 episodes").
+//! * **Normalised score** of a variant on an environment: (mean score over seeds − random) /
+//!   (best − random), where *random* is a uniformly random policy's mean return over 100
+//!   episodes and *best* the highest mean score any variant reached there (so the best variant
+//!   gets 1 and a random policy 0, as in the paper). Where no variant beats the random policy
+//!   the environment cannot be normalised and is left out of the averages (reported as such).
+//!
+//! Variants (`--variants`): `clip[=ε]`, `adaptive_kl[=d_targ]`, `fixed_kl[=β]`, `none` (PPO
+//! objectives on the base preset), and `a2c`, `a3c`, `trpo` (those algorithms with their own
+//! presets). All runs share `total_timesteps`.
+
+use crate::config::Config;
+use crate::env::{make, Action, Space};
+use crate::error::{ProximaError, Result};
+use crate::train::{self, Trainer};
+use rand::{Rng, SeedableRng};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// One setting of the comparison.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Variant {
+    /// Its label in tables and plots, e.g. `clip ε=0.2`.
+    pub label: String,
+    /// The preset it starts from (`None` = the ablation's base preset).
+    pub preset: Option<String>,
+    /// `key=value` overrides.
+    pub sets: Vec<String>,
+}
+
+impl Variant {
+    /// Parses `clip`, `clip=0.1`, `adaptive_kl=0.003`, `fixed_kl=3`, `none`, `a2c`, `a3c`,
+    /// `trpo`.
+    ///
+    /// # Errors
+    /// `Config` for an unknown name or a parameter that is not a positive number.
+    pub fn parse(text: &str) -> Result<Variant> {
+        let (name, param) = match text.split_once('=') {
+            Some((n, p)) => (n.trim(), Some(p.trim())),
+            None => (text.trim(), None),
+        };
+        let value = match param {
+            Some(p) => match p.parse::<f64>() {
+                Ok(v) if v.is_finite() && v > 0.0 => Some(v),
+                _ => return Err(ProximaError::Config(format!("variant `{text}`: `{p}` is not a positive number"))),
+            },
+            None => None,
+        };
+        let v = |label: String, sets: Vec<String>| Variant { label, preset: None, sets };
+        Ok(match (name, value) {
+            ("clip", None) => v("clip".into(), vec!["objective=clip".into()]),
+            ("clip", Some(e)) => v(format!("clip ε={e}"), vec!["objective=clip".into(), format!("clip_range={e}")]),
+            ("adaptive_kl", None) => v("adaptive KL".into(), vec!["objective=adaptive_kl".into()]),
+            ("adaptive_kl", Some(d)) => v(format!("adaptive KL d_targ={d}"), vec!["objective=adaptive_kl".into(), format!("kl_target={d}")]),
+            ("fixed_kl", None) => v("fixed KL".into(), vec!["objective=fixed_kl".into()]),
+            ("fixed_kl", Some(b)) => v(format!("fixed KL β={b}"), vec!["objective=fixed_kl".into(), format!("kl_coef={b}")]),
+            ("none", None) => v("no clipping or penalty".into(), vec!["objective=none".into()]),
+            ("a2c" | "a3c" | "trpo", None) => Variant { label: name.to_uppercase(), preset: Some(name.into()), sets: vec![] },
+            _ => {
+                return Err(ProximaError::Config(format!(
+                    "unknown variant `{text}`; variants: clip[=ε], adaptive_kl[=d_targ], fixed_kl[=β], none, a2c, a3c, trpo"
+                )))
+            }
+        })
+    }
+}
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct AblationSpec {
+    /// Environment ids.
+    pub envs: Vec<String>,
+    /// Settings compared.
+    pub variants: Vec<Variant>,
+    /// Seeds of each (variant, env).
+    pub seeds: Vec<u64>,
+    /// Preset the PPO objective variants start from (the paper's continuous-control settings:
+    /// `paper-mujoco`).
+    pub base_preset: String,
+    /// Extra `key=value` overrides applied to every run.
+    pub sets: Vec<String>,
+    /// Steps per run.
+    pub total_timesteps: u64,
+    /// Runs in parallel (one thread each).
+    pub jobs: usize,
+    /// Output directory: `runs/<env>__<variant>__<seed>/` plus the tables.
+    pub out: PathBuf,
+}
+
+/// One finished run.
+#[derive(Clone, Debug)]
+pub struct RunResult {
+    /// Index into the spec's variants.
+    pub variant: usize,
+    /// The environment id.
+    pub env: String,
+    /// The seed.
+    pub seed: u64,
+    /// Mean return of the last 100 training episodes.
+    pub score: f64,
+    /// (global_step, mean return of the last 100 episodes) after each update.
+    pub curve: Vec<(u64, f64)>,
+    /// Wall time of the run, seconds.
+    pub seconds: f64,
+}
+
+/// The whole comparison's results.
+#[derive(Clone, Debug)]
+pub struct AblationResults {
+    /// The spec that produced them.
+    pub spec: AblationSpec,
+    /// Every run.
+    pub runs: Vec<RunResult>,
+    /// A random policy's mean return per env (same order as `spec.envs`).
+    pub random: Vec<f64>,
+}
+
+/// Builds the config of one run.
+///
+/// # Errors
+/// `Config` for a bad combination.
+pub fn run_config(spec: &AblationSpec, v: &Variant, seed: u64) -> Result<Config> {
+    let mut sets = v.sets.clone();
+    sets.extend(spec.sets.iter().cloned());
+    sets.push(format!("seed={seed}"));
+    sets.push(format!("total_timesteps={}", spec.total_timesteps));
+    sets.push("checkpoint_freq=0".into());
+    sets.push("eval_episodes=0".into());
+    Config::resolve(v.preset.as_deref().unwrap_or(&spec.base_preset), None, &sets)
+}
+
+/// Mean return of a uniformly random policy over `episodes` episodes of `env_id`.
+///
+/// # Errors
+/// Env errors.
+pub fn random_policy_return(env_id: &str, episodes: usize, seed: u64) -> Result<f64> {
+    let mut env = make(env_id)?;
+    let space = env.action_space();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mut a = vec![0f32; space.flat_dim()];
+    let mut total = 0.0;
+    for i in 0..episodes {
+        env.reset(Some(seed + i as u64))?;
+        loop {
+            let action = match &space {
+                Space::Discrete { n } => Action::Discrete(rng.random_range(0..*n)),
+                Space::Box { low, high, .. } => {
+                    for ((x, l), h) in a.iter_mut().zip(low).zip(high) {
+                        *x = rng.random_range(l.max(-1e3)..=h.min(1e3));
+                    }
+                    Action::Continuous(&a)
+                }
+                Space::MultiDiscrete { nvec } => {
+                    for (x, n) in a.iter_mut().zip(nvec) {
+                        *x = rng.random_range(0..*n) as f32;
+                    }
+                    Action::Continuous(&a)
+                }
+            };
+            let r = env.step(action)?;
+            total += r.reward;
+            if r.terminated || r.truncated {
+                break;
+            }
+        }
+    }
+    Ok(total / episodes.max(1) as f64)
+}
+
+/// File-name-safe form of a label or env id.
+pub fn slug(s: &str) -> String {
+    s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '_' }).collect()
+}
+
+/// Runs the grid: every (variant, env, seed) in `spec.jobs` parallel threads, each run into
+/// `out/runs/<env>__<variant>__<seed>/` (config, progress.csv, TensorBoard, model). `progress`
+/// is called after each finished run with (done, total, result).
+///
+/// # Errors
+/// The first config error (before anything runs) or run error (the other runs finish first).
+pub fn run(spec: &AblationSpec, progress: impl Fn(usize, usize, &RunResult) + Sync) -> Result<AblationResults> {
+    if spec.envs.is_empty() || spec.variants.is_empty() || spec.seeds.is_empty() {
+        return Err(ProximaError::Config("the ablation needs at least one env, variant and seed".into()));
+    }
+    let mut jobs = Vec::new();
+    for (vi, v) in spec.variants.iter().enumerate() {
+        for env in &spec.envs {
+            for &seed in &spec.seeds {
+                let cfg = run_config(spec, v, seed)?;
+                make(env)?; // an unknown env id fails before anything runs
+                jobs.push((vi, env.clone(), seed, cfg));
+            }
+        }
+    }
+    let random = spec.envs.iter().map(|e| random_policy_return(e, 100, 12_345)).collect::<Result<Vec<_>>>()?;
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let results: Mutex<Vec<Result<RunResult>>> = Mutex::new(Vec::new());
+    let total = jobs.len();
+    std::thread::scope(|scope| {
+        for _ in 0..spec.jobs.max(1).min(total) {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                let Some((vi, env, seed, cfg)) = jobs.get(i).cloned() else { break };
+                let dir =
+                    spec.out.join("runs").join(format!("{}__{}__{seed}", slug(&env), slug(&spec.variants[vi].label)));
+                let r = run_one(&env, cfg, &dir).map(|(score, curve, seconds)| RunResult {
+                    variant: vi,
+                    env,
+                    seed,
+                    score,
+                    curve,
+                    seconds,
+                });
+                let n = done.fetch_add(1, Ordering::SeqCst) + 1;
+                if let Ok(r) = &r {
+                    progress(n, total, r);
+                }
+                results.lock().unwrap_or_else(|e| e.into_inner()).push(r);
+            });
+        }
+    });
+    let mut runs = Vec::new();
+    for r in results.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        runs.push(r?);
+    }
+    runs.sort_by(|a, b| (a.variant, &a.env, a.seed).cmp(&(b.variant, &b.env, b.seed)));
+    Ok(AblationResults { spec: spec.clone(), runs, random })
+}
+
+fn run_one(env: &str, cfg: Config, dir: &Path) -> Result<(f64, Vec<(u64, f64)>, f64)> {
+    if dir.exists() {
+        std::fs::remove_dir_all(dir).map_err(|e| ProximaError::io(dir, e))?;
+    }
+    let t0 = std::time::Instant::now();
+    let trainer = Trainer::new(env, cfg)?;
+    let mut curve = Vec::new();
+    let mut last = f64::NAN;
+    train::run(trainer, dir, |r| {
+        if let Some(m) = r.ep_return_mean {
+            curve.push((r.global_step, m));
+            last = m;
+        }
+    })?;
+    Ok((last, curve, t0.elapsed().as_secs_f64()))
+}
+
+impl AblationResults {
+    /// Mean score over seeds of (variant, env index), NaN when no run finished an episode.
+    pub fn mean_score(&self, variant: usize, env: usize) -> f64 {
+        let s: Vec<f64> = self
+            .runs
+            .iter()
+            .filter(|r| r.variant == variant && r.env == self.spec.envs[env])
+            .map(|r| r.score)
+            .filter(|s| s.is_finite())
+            .collect();
+        if s.is_empty() {
+            f64::NAN
+        } else {
+            s.iter().sum::<f64>() / s.len() as f64
+        }
+    }
+
+    /// The normalised score of (variant, env index): random = 0, best variant = 1; `None` when
+    /// no variant beats the random policy on that env.
+    pub fn normalized(&self, variant: usize, env: usize) -> Option<f64> {
+        let best = (0..self.spec.variants.len())
+            .map(|v| self.mean_score(v, env))
+            .filter(|s| s.is_finite())
+            .fold(f64::NEG_INFINITY, f64::max);
+        let random = self.random[env];
+        if !(best > random + 1e-9 * random.abs().max(1.0)) {
+            return None;
+        }
+        Some((self.mean_score(variant, env) - random) / (best - random))
+    }
+
+    /// The average normalised score of a variant over the envs that can be normalised.
+    pub fn average_normalized(&self, variant: usize) -> Option<f64> {
+        let v: Vec<f64> = (0..self.spec.envs.len()).filter_map(|e| self.normalized(variant, e)).collect();
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    }
+
+    /// `results.csv`: one row per run (variant, env, seed, score, normalised score of the
+    /// variant's mean on that env, random score, seconds).
+    pub fn to_csv(&self) -> String {
+        let mut out = String::from("variant,env,seed,score,variant_mean,normalized,random,seconds\n");
+        for r in &self.runs {
+            let e = self.spec.envs.iter().position(|x| *x == r.env).expect("env of a run");
+            let norm = self.normalized(r.variant, e).map_or("".to_string(), |v| format!("{v:.4}"));
+            out.push_str(&format!(
+                "\"{}\",{},{},{:.3},{:.3},{norm},{:.3},{:.1}\n",
+                self.spec.variants[r.variant].label,
+                r.env,
+                r.seed,
+                r.score,
+                self.mean_score(r.variant, e),
+                self.random[e],
+                r.seconds
+            ));
+        }
+        out
+    }
+
+    /// `results.md`: the normalised scores, variants as rows, envs as columns, average last
+    /// (the paper's Table 1 layout), then the raw mean scores.
+    pub fn to_markdown(&self) -> String {
+        let envs = &self.spec.envs;
+        let mut out = format!(
+            "Normalised score (random policy = 0, best setting = 1), mean over seeds {:?}, {} steps per run:\n\n| setting | {} | average |\n|---|{}---|\n",
+            self.spec.seeds,
+            self.spec.total_timesteps,
+            envs.join(" | "),
+            "---|".repeat(envs.len())
+        );
+        for (v, var) in self.spec.variants.iter().enumerate() {
+            let cells: Vec<String> =
+                (0..envs.len()).map(|e| self.normalized(v, e).map_or("n/a".into(), |x| format!("{x:.2}"))).collect();
+            let avg = self.average_normalized(v).map_or("n/a".into(), |x| format!("**{x:.2}**"));
+            out.push_str(&format!("| {} | {} | {avg} |\n", var.label, cells.join(" | ")));
+        }
+        out.push_str(&format!("\nMean score (last 100 training episodes), mean over seeds; random policy in the last row:\n\n| setting | {} |\n|---|{}\n", envs.join(" | "), "---|".repeat(envs.len())));
+        for (v, var) in self.spec.variants.iter().enumerate() {
+            let cells: Vec<String> = (0..envs.len()).map(|e| format!("{:.1}", self.mean_score(v, e))).collect();
+            out.push_str(&format!("| {} | {} |\n", var.label, cells.join(" | ")));
+        }
+        let cells: Vec<String> = self.random.iter().map(|r| format!("{r:.1}")).collect();
+        out.push_str(&format!("| random policy | {} |\n", cells.join(" | ")));
+        let unnormalised: Vec<&str> =
+            (0..envs.len()).filter(|&e| self.normalized(0, e).is_none()).map(|e| envs[e].as_str()).collect();
+        if !unnormalised.is_empty() {
+            out.push_str(&format!("\nn/a: no setting beat the random policy on {} within the budget, so it cannot be normalised and is left out of the averages.\n", unnormalised.join(", ")));
+        }
+        out
+    }
+
+    /// The mean learning curve of (variant, env index) over seeds, on a grid of `points`
+    /// steps (each seed's curve held constant between its updates).
+    pub fn mean_curve(&self, variant: usize, env: usize, points: usize) -> Vec<(f64, f64)> {
+        let curves: Vec<&Vec<(u64, f64)>> = self
+            .runs
+            .iter()
+            .filter(|r| r.variant == variant && r.env == self.spec.envs[env] && !r.curve.is_empty())
+            .map(|r| &r.curve)
+            .collect();
+        if curves.is_empty() {
+            return Vec::new();
+        }
+        let max = self.spec.total_timesteps as f64;
+        (1..=points)
+            .filter_map(|k| {
+                let x = max * k as f64 / points as f64;
+                let ys: Vec<f64> = curves
+                    .iter()
+                    .filter_map(|c| c.iter().take_while(|(s, _)| *s as f64 <= x).last().map(|p| p.1))
+                    .collect();
+                (!ys.is_empty()).then(|| (x, ys.iter().sum::<f64>() / ys.len() as f64))
+            })
+            .collect()
+    }
+}
