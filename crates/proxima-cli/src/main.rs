@@ -259,7 +259,12 @@ fn dispatch(cli: Cli) -> Result<()> {
                 let (seed, label) = (cfg.seed, cfg.algo.clone());
                 // Build everything that can fail on bad input before touching the file system.
                 let trainer = train::Trainer::new(&env_id, cfg)?;
-                (trainer, claim_run_dir(run_dir, &format!("{env_id}__{label}__{seed}"))?)
+                // `gym:ALE/Pong-v5` → `gym-ALE-Pong-v5`: no `/` or `:` in directory names.
+                let safe_id: String = env_id
+                    .chars()
+                    .map(|c| if c.is_ascii_alphanumeric() || "-._".contains(c) { c } else { '-' })
+                    .collect();
+                (trainer, claim_run_dir(run_dir, &format!("{safe_id}__{label}__{seed}"))?)
             };
             let env_id = trainer.env_id.clone();
             let total = trainer.cfg.total_timesteps;

@@ -44,6 +44,9 @@ pub struct PythonInfo {
     pub version: (u32, u32),
     /// Whether `import gymnasium` works there.
     pub has_gymnasium: bool,
+    /// The traceback when gymnasium is installed but fails to import (None when it imports,
+    /// or is simply not installed).
+    pub import_error: Option<String>,
 }
 
 /// Runs `exe` to read its `sys.path`, version and whether gymnasium imports.
@@ -51,7 +54,7 @@ pub struct PythonInfo {
 /// # Errors
 /// `Env` when the executable cannot be run ("Python not found").
 pub fn probe_python(exe: &str) -> Result<PythonInfo> {
-    let code = "import sys, json\ntry:\n    import gymnasium; g = True\nexcept Exception:\n    g = False\nprint(json.dumps({'path': sys.path, 'version': list(sys.version_info[:2]), 'exe': sys.executable, 'gym': g}))";
+    let code = "import sys, json, traceback\nerr = None\ntry:\n    import gymnasium; g = True\nexcept ModuleNotFoundError as e:\n    g = False\n    if e.name != 'gymnasium': err = traceback.format_exc()\nexcept Exception:\n    g = False; err = traceback.format_exc()\nprint(json.dumps({'path': sys.path, 'version': list(sys.version_info[:2]), 'exe': sys.executable, 'gym': g, 'err': err}))";
     let out = std::process::Command::new(exe).args(["-c", code]).output().map_err(|e| {
         ProximaError::Env(format!(
             "Python not found: cannot run `{exe}` ({e}); install Python 3 or point PROXIMA_PYTHON at the interpreter of your virtualenv"
@@ -74,6 +77,7 @@ pub fn probe_python(exe: &str) -> Result<PythonInfo> {
             .unwrap_or_default(),
         version: ver,
         has_gymnasium: v["gym"].as_bool().unwrap_or(false),
+        import_error: v["err"].as_str().map(String::from),
     })
 }
 
@@ -87,21 +91,28 @@ fn init() -> Result<()> {
     static INIT: OnceLock<std::result::Result<(), String>> = OnceLock::new();
     INIT.get_or_init(|| {
         let exe = python_executable();
-        let info = probe_python(&exe).map_err(|e| e.to_string())?;
-        if !info.has_gymnasium {
-            return Err(format!(
-                "the Python at {} has no `gymnasium` module: run `{} -m pip install gymnasium` (and e.g. `gymnasium[mujoco]` for MuJoCo), or point PROXIMA_PYTHON at a Python that has it",
-                info.executable, info.executable
-            ));
-        }
+        let info = probe_python(&exe).map_err(|e| match e {
+            ProximaError::Env(m) => m,
+            other => other.to_string(),
+        })?;
         Python::attach(|py| -> std::result::Result<(), String> {
             let sys = py.import("sys").map_err(|e| e.to_string())?;
             let vi = sys.getattr("version_info").map_err(|e| e.to_string())?;
             let (maj, min): (u32, u32) = (vi.getattr("major").and_then(|x| x.extract()).map_err(|e| e.to_string())?, vi.getattr("minor").and_then(|x| x.extract()).map_err(|e| e.to_string())?);
+            // The version first: installing gymnasium into a Python of another version would not help.
             if (maj, min) != info.version {
                 return Err(format!(
                     "proxima embeds Python {maj}.{min}, but {} is Python {}.{}; use a {maj}.{min} virtualenv (PROXIMA_PYTHON) or rebuild proxima against that Python (PYO3_PYTHON)",
                     info.executable, info.version.0, info.version.1
+                ));
+            }
+            if let Some(tb) = &info.import_error {
+                return Err(format!("`import gymnasium` fails in {}:\n{}", info.executable, tb.trim_end()));
+            }
+            if !info.has_gymnasium {
+                return Err(format!(
+                    "the Python at {} has no `gymnasium` module: run `{} -m pip install gymnasium` (and e.g. `gymnasium[mujoco]` for MuJoCo), or point PROXIMA_PYTHON at a Python that has it",
+                    info.executable, info.executable
                 ));
             }
             sys.setattr("path", info.path.clone()).map_err(|e| e.to_string())?;
