@@ -395,8 +395,12 @@ fn dispatch(cli: Cli) -> Result<()> {
                 jobs,
                 out: out.clone(),
             };
+            // Bad configs and unknown env ids fail before anything is created or run.
             for v in &spec.variants {
-                proxima::ablation::run_config(&spec, v, spec.seeds[0])?; // bad configs fail before any run
+                proxima::ablation::run_config(&spec, v, spec.seeds[0])?;
+            }
+            for e in &spec.envs {
+                proxima::env::make(e)?;
             }
             std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
             let n_runs = spec.envs.len() * spec.variants.len() * spec.seeds.len();

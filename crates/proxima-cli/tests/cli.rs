@@ -616,3 +616,99 @@ fn edge_cases_of_eval_and_resume() {
     assert_eq!(code, 1);
     assert!(se.contains("non-finite values"), "{se}");
 }
+
+/// The other algorithms through the CLI: --algo picks the algorithm and its preset, the run
+/// directory is named after it, bad values are clear errors, and an A3C run refuses --resume.
+#[test]
+fn algorithms_through_the_cli() {
+    for (algo, steps) in [("a2c", "500"), ("trpo", "2048"), ("a3c", "400")] {
+        let root = tmp(&format!("algo-{algo}"));
+        let dir = root.join("run");
+        let (code, so, se) = proxima(&[
+            "train",
+            "CartPole-v1",
+            "--algo",
+            algo,
+            "--total-timesteps",
+            steps,
+            "--quiet",
+            "--run-dir",
+            dir.to_str().unwrap(),
+            "--set",
+            "eval_episodes=1",
+            "--set",
+            "n_critic_updates=1",
+            "--workers",
+            "2",
+        ]);
+        assert_eq!(code, 0, "{algo}: {se}");
+        assert!(so.contains("trained CartPole-v1"), "{so}");
+        let cfg = std::fs::read_to_string(dir.join("config.toml")).unwrap();
+        assert!(cfg.contains(&format!("algo = \"{algo}\"")), "{cfg}");
+        let header = std::fs::read_to_string(dir.join("progress.csv")).unwrap();
+        assert!(header.lines().next().unwrap().ends_with("kl_divergence,kl_coef,step_fraction"));
+        let (code, _, se) = proxima(&["eval", dir.to_str().unwrap(), "--episodes", "1"]);
+        assert_eq!(code, 0, "{se}");
+        if algo == "a3c" {
+            let (code, _, se) = proxima(&["train", "--resume", dir.to_str().unwrap()]);
+            assert_eq!(code, 1);
+            assert!(se.contains("A3C runs cannot be resumed"), "{se}");
+        }
+    }
+    for (args, want) in [
+        (vec!["train", "CartPole-v1", "--algo", "sac"], "unknown --algo `sac`"),
+        (vec!["train", "CartPole-v1", "--algo", "a3c", "--workers", "0"], "n_workers = 0"),
+        (vec!["train", "CartPole-v1", "--set", "objective=clipped"], "objective"),
+        (vec!["train", "CartPole-v1", "--algo", "trpo", "--set", "target_kl=none"], "needs target_kl"),
+        (vec!["ablation", "--variants", "clip,bogus"], "unknown variant `bogus`"),
+        (vec!["ablation", "--variants", "clip,clip"], "listed twice"),
+        (vec!["ablation", "--envs", "CartPol-v1", "--out", "/nonexistent/never"], "unknown environment id"),
+        (vec!["ablation", "--jobs", "0"], "--jobs must be at least 1"),
+        (vec!["ablation", "--set", "n_step=3"], "did you mean `n_steps`"),
+    ] {
+        let (code, _, se) = proxima(&args);
+        assert_eq!(code, 1, "{args:?}: {se}");
+        assert!(se.contains(want), "{args:?}: {se}");
+    }
+}
+
+/// A tiny ablation end to end: runs, tables and one plot per env.
+#[test]
+fn ablation_writes_tables_and_plots() {
+    let out = tmp("ablation").join("out");
+    let (code, so, se) = proxima(&[
+        "ablation",
+        "--envs",
+        "CartPole-v1,Pendulum-v1",
+        "--variants",
+        "clip,none",
+        "--seeds",
+        "1",
+        "--total-timesteps",
+        "600",
+        "--preset",
+        "cleanrl",
+        "--set",
+        "n_steps=64",
+        "--set",
+        "batch_size=64",
+        "--jobs",
+        "2",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{se}");
+    assert!(so.contains("| setting | CartPole-v1 | Pendulum-v1 | average |"), "{so}");
+    let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 1 + 4, "{csv}");
+    for f in ["results.md", "curves_CartPole-v1.png", "curves_Pendulum-v1.png"] {
+        let bytes = std::fs::read(out.join(f)).unwrap();
+        assert!(bytes.len() > 300, "{f}");
+    }
+    assert_eq!(&std::fs::read(out.join("curves_CartPole-v1.png")).unwrap()[1..4], b"PNG");
+    assert!(out.join("runs/CartPole-v1__clip__1/progress.csv").exists());
+    // A non-empty --out is refused, nothing overwritten.
+    let (code, _, se) = proxima(&["ablation", "--out", out.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(se.contains("is not empty"), "{se}");
+}

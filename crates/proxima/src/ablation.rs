@@ -366,3 +366,75 @@ impl AblationResults {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn variants_parse_to_the_papers_settings() {
+        let v = Variant::parse("clip=0.1").unwrap();
+        assert_eq!(
+            (v.label.as_str(), v.sets.clone()),
+            ("clip ε=0.1", vec!["objective=clip".to_string(), "clip_range=0.1".into()])
+        );
+        assert_eq!(Variant::parse("adaptive_kl=0.003").unwrap().sets[1], "kl_target=0.003");
+        assert_eq!(Variant::parse("fixed_kl=10").unwrap().sets[1], "kl_coef=10");
+        assert_eq!(Variant::parse("none").unwrap().sets, vec!["objective=none".to_string()]);
+        assert_eq!(Variant::parse("trpo").unwrap().preset.as_deref(), Some("trpo"));
+        assert!(Variant::parse("clipp").unwrap_err().to_string().contains("unknown variant"));
+        assert!(Variant::parse("clip=-1").unwrap_err().to_string().contains("positive number"));
+        assert!(Variant::parse("none=3").is_err());
+    }
+
+    fn results(scores: &[(usize, &str, f64)], random: Vec<f64>) -> AblationResults {
+        let spec = AblationSpec {
+            envs: vec!["A".into(), "B".into()],
+            variants: vec![Variant::parse("clip").unwrap(), Variant::parse("none").unwrap()],
+            seeds: vec![1, 2],
+            base_preset: "cleanrl".into(),
+            sets: vec![],
+            total_timesteps: 100,
+            jobs: 1,
+            out: PathBuf::from("/nonexistent"),
+        };
+        let runs = scores
+            .iter()
+            .enumerate()
+            .map(|(i, &(variant, env, score))| RunResult {
+                variant,
+                env: env.into(),
+                seed: i as u64,
+                score,
+                curve: vec![(50, score / 2.0), (100, score)],
+                seconds: 0.0,
+            })
+            .collect();
+        AblationResults { spec, runs, random }
+    }
+
+    #[test]
+    fn normalisation_puts_random_at_0_and_the_best_at_1() {
+        // env A: random 10; clip mean (90+110)/2 = 100, none mean 55 → 1 and 0.5.
+        // env B: random −100; clip −50, none −100 → 1 and 0.
+        let r = results(
+            &[(0, "A", 90.0), (0, "A", 110.0), (1, "A", 50.0), (1, "A", 60.0), (0, "B", -50.0), (1, "B", -100.0)],
+            vec![10.0, -100.0],
+        );
+        assert_eq!(r.mean_score(0, 0), 100.0);
+        assert_eq!(r.normalized(0, 0), Some(1.0));
+        assert_eq!(r.normalized(1, 0), Some(0.5));
+        assert_eq!(r.normalized(1, 1), Some(0.0));
+        assert_eq!(r.average_normalized(1), Some(0.25));
+        let md = r.to_markdown();
+        assert!(md.contains("| no clipping or penalty | 0.50 | 0.00 | **0.25** |"), "{md}");
+        assert_eq!(r.to_csv().lines().count(), 7);
+        // Mean curve over seeds on a grid: at step 50, clip on A averages 45 and 55.
+        assert_eq!(r.mean_curve(0, 0, 2), vec![(50.0, 50.0), (100.0, 100.0)]);
+        // Nobody beats random on an env: it cannot be normalised.
+        let r = results(&[(0, "A", 5.0), (1, "A", 1.0), (0, "B", 1.0), (1, "B", 2.0)], vec![10.0, 0.0]);
+        assert_eq!(r.normalized(0, 0), None);
+        assert_eq!(r.average_normalized(1), Some(1.0));
+        assert!(r.to_markdown().contains("n/a: no setting beat the random policy on A"));
+    }
+}
