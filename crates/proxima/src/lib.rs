@@ -12,6 +12,7 @@ pub mod checkpoint;
 pub mod config;
 pub mod env;
 pub mod error;
+pub mod lm;
 pub mod log;
 pub mod normalize;
 pub mod policy;
