@@ -60,13 +60,21 @@ import json, sys, statistics as st
 out = sys.argv[1]
 rows = [json.loads(l) for l in open(f"{out}/baselines_cartpole.jsonl")]
 with open(f"{out}/baselines_cartpole.md", "w") as f:
-    f.write("| algorithm | steps | seed 1 | seed 2 | seed 3 | mean | solved (≥ 475) | wall (s) per run |\n|---|---|---|---|---|---|---|---|\n")
+    import csv
+    def first_solved(name, seed):
+        for row in csv.DictReader(open(f"{out}/runs/CartPole-v1__{name}__{seed}/progress.csv")):
+            m = row["ep_return_mean"]
+            if m and m != "NaN" and float(m) >= 475:
+                return int(row["global_step"])
+        return None
+    f.write("| algorithm | budget (steps) | final eval, seeds 1 / 2 / 3 | final mean | final ≥ 475 | first step with a 100-episode training mean ≥ 475, seeds 1 / 2 / 3 | wall (s) per run |\n|---|---|---|---|---|---|---|\n")
     for name in dict.fromkeys(r["name"] for r in rows):
         rs = sorted((r for r in rows if r["name"] == name), key=lambda r: r["seed"])
         m = st.mean(r["eval_mean_return"] for r in rs)
-        cells = " | ".join(f"{r['eval_mean_return']:.1f}" for r in rs)
+        cells = " / ".join(f"{r['eval_mean_return']:.1f}" for r in rs)
         solved = sum(r["eval_mean_return"] >= 475 for r in rs)
-        f.write(f"| {name} | {rs[0]['steps']} | {cells} | {m:.1f} | {solved} of {len(rs)} | {st.mean(r['train_seconds'] for r in rs):.0f} |\n")
+        firsts = " / ".join(f"{x // 1000}k" if (x := first_solved(name, r["seed"])) else "never" for r in rs)
+        f.write(f"| {name} | {rs[0]['steps']} | {cells} | {m:.1f} | {solved} of {len(rs)} | {firsts} | {st.mean(r['train_seconds'] for r in rs):.0f} |\n")
 rows = [json.loads(l) for l in open(f"{out}/baselines_vs_sb3.jsonl")]
 with open(f"{out}/baselines_vs_sb3.md", "w") as f:
     f.write("| env | algorithm | seed | Proxima return | Proxima wall (s) / SPS | SB3 return | SB3 wall (s) / SPS |\n|---|---|---|---|---|---|---|\n")
