@@ -1,6 +1,7 @@
-//! Language-model RL (issue 6, in progress): GRPO's numerics ([`grpo`]) and the tiny
-//! transformer policy with a per-token value head ([`model`]). The task, SFT, the reward model
-//! and the trainers are not built yet.
+//! Language-model RL (issue 6, in progress): GRPO's numerics ([`grpo`]), the tiny transformer
+//! policy with a per-token value head ([`model`]) and the verifiable addition task ([`task`]).
+//! SFT, the reward model, the trainers and the `proxima lm` commands are not built yet.
 
 pub mod grpo;
 pub mod model;
+pub mod task;
