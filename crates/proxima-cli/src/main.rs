@@ -370,6 +370,14 @@ fn dispatch(cli: Cli) -> Result<()> {
             if let Some(v) = variants.iter().find(|v| !labels.insert(v.label.clone())) {
                 bail!("variant `{}` is listed twice", v.label);
             }
+            for (what, items) in
+                [("env", envs.clone()), ("seed", seeds.iter().map(|s| s.to_string()).collect::<Vec<_>>())]
+            {
+                let mut seen = std::collections::HashSet::new();
+                if let Some(x) = items.iter().find(|x| !seen.insert(x.to_string())) {
+                    bail!("{what} `{x}` is listed twice");
+                }
+            }
             if seeds.is_empty() || envs.is_empty() {
                 bail!("--envs and --seeds need at least one entry");
             }
@@ -395,9 +403,14 @@ fn dispatch(cli: Cli) -> Result<()> {
                 jobs,
                 out: out.clone(),
             };
-            // Bad configs and unknown env ids fail before anything is created or run.
+            // Bad configs, duplicate settings and unknown env ids fail before anything is created or run.
+            let mut resolved: Vec<(String, String)> = Vec::new();
             for v in &spec.variants {
-                proxima::ablation::run_config(&spec, v, spec.seeds[0])?;
+                let toml = proxima::ablation::run_config(&spec, v, spec.seeds[0])?.to_toml();
+                if let Some((other, _)) = resolved.iter().find(|(_, t)| *t == toml) {
+                    bail!("variants `{other}` and `{}` are the same setting", v.label);
+                }
+                resolved.push((v.label.clone(), toml));
             }
             for e in &spec.envs {
                 proxima::env::make(e)?;

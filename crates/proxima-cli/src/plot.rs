@@ -29,7 +29,9 @@ pub fn learning_curves(res: &AblationResults, env: usize, path: &Path) -> Result
         (lo, hi) = (lo - 1.0, hi + 1.0);
     }
     let pad = (hi - lo) * 0.05;
-    let xmax = res.spec.total_timesteps as f64;
+    // Runs end on the first whole rollout past total_timesteps: show their last points too.
+    let xmax = curves.iter().flat_map(|(_, c)| c.iter().map(|p| p.0)).fold(res.spec.total_timesteps as f64, f64::max);
+    let decimals = if xmax < 20_000.0 { 1 } else { 0 };
     let tmp = path.with_extension("png.tmp.png");
     {
         let root = BitMapBackend::new(&tmp, (900, 560)).into_drawing_area();
@@ -44,7 +46,7 @@ pub fn learning_curves(res: &AblationResults, env: usize, path: &Path) -> Result
             .configure_mesh()
             .x_desc("environment steps")
             .y_desc("mean return, last 100 episodes")
-            .x_label_formatter(&|x| format!("{:.0}k", x / 1000.0))
+            .x_label_formatter(&|x| format!("{:.*}k", decimals, x / 1000.0))
             .draw()?;
         for (i, (label, c)) in curves.iter().enumerate() {
             let color = Palette99::pick(i).to_rgba();

@@ -369,6 +369,10 @@ fn resume_is_exact() {
     // Continuous actions with observation normalisation and reward scaling: their running
     // statistics are part of the resumed state.
     interrupted_and_resumed("Pendulum-v1", &["--set", "normalize_observation=true", "--set", "normalize_reward=true"]);
+    // TRPO (a preset without max_grad_norm and value clipping: "off" must survive the resume)
+    // and adaptive-KL PPO with value clipping switched off (β is part of the resumed state).
+    interrupted_and_resumed("MountainCarContinuous-v0", &["--algo", "trpo", "--set", "n_critic_updates=2"]);
+    interrupted_and_resumed("MountainCar-v0", &["--set", "clip_range_vf=none", "--set", "objective=adaptive_kl"]);
     let full = interrupted_and_resumed("Acrobot-v1", &[]);
     // A finished run is not resumed silently; bad combinations are refused.
     let (code, _, se) = proxima(&["train", "--resume", full.to_str().unwrap()]);
@@ -662,6 +666,8 @@ fn algorithms_through_the_cli() {
         (vec!["train", "CartPole-v1", "--algo", "trpo", "--set", "target_kl=none"], "needs target_kl"),
         (vec!["ablation", "--variants", "clip,bogus"], "unknown variant `bogus`"),
         (vec!["ablation", "--variants", "clip,clip"], "listed twice"),
+        (vec!["ablation", "--variants", "clip=0.2,clip"], "are the same setting"),
+        (vec!["ablation", "--seeds", "1,1"], "seed `1` is listed twice"),
         (vec!["ablation", "--envs", "CartPol-v1", "--out", "/nonexistent/never"], "unknown environment id"),
         (vec!["ablation", "--jobs", "0"], "--jobs must be at least 1"),
         (vec!["ablation", "--set", "n_step=3"], "did you mean `n_steps`"),

@@ -126,8 +126,10 @@ pub struct AblationResults {
 /// # Errors
 /// `Config` for a bad combination.
 pub fn run_config(spec: &AblationSpec, v: &Variant, seed: u64) -> Result<Config> {
-    let mut sets = v.sets.clone();
-    sets.extend(spec.sets.iter().cloned());
+    // The ablation-wide overrides first, the variant's own settings last: a `--set` can never
+    // silently change what a variant's label says it is.
+    let mut sets = spec.sets.clone();
+    sets.extend(v.sets.iter().cloned());
     sets.push(format!("seed={seed}"));
     sets.push(format!("total_timesteps={}", spec.total_timesteps));
     sets.push("checkpoint_freq=0".into());
@@ -187,6 +189,30 @@ pub fn slug(s: &str) -> String {
 pub fn run(spec: &AblationSpec, progress: impl Fn(usize, usize, &RunResult) + Sync) -> Result<AblationResults> {
     if spec.envs.is_empty() || spec.variants.is_empty() || spec.seeds.is_empty() {
         return Err(ProximaError::Config("the ablation needs at least one env, variant and seed".into()));
+    }
+    let dup = |what: &str, items: Vec<String>| -> Result<()> {
+        let mut seen = std::collections::HashSet::new();
+        match items.into_iter().find(|x| !seen.insert(x.clone())) {
+            Some(x) => Err(ProximaError::Config(format!("{what} `{x}` is listed twice"))),
+            None => Ok(()),
+        }
+    };
+    dup("env", spec.envs.clone())?;
+    dup("seed", spec.seeds.iter().map(|s| s.to_string()).collect())?;
+    // Two variants that resolve to the same config (e.g. `clip` and `clip=0.2`) are one setting.
+    let first_seed = spec.seeds[0];
+    let resolved = spec
+        .variants
+        .iter()
+        .map(|v| run_config(spec, v, first_seed).map(|c| c.to_toml()))
+        .collect::<Result<Vec<_>>>()?;
+    for i in 0..resolved.len() {
+        if let Some(j) = (0..i).find(|&j| resolved[j] == resolved[i]) {
+            return Err(ProximaError::Config(format!(
+                "variants `{}` and `{}` are the same setting",
+                spec.variants[j].label, spec.variants[i].label
+            )));
+        }
     }
     let mut jobs = Vec::new();
     for (vi, v) in spec.variants.iter().enumerate() {
@@ -353,7 +379,8 @@ impl AblationResults {
         if curves.is_empty() {
             return Vec::new();
         }
-        let max = self.spec.total_timesteps as f64;
+        let max =
+            curves.iter().flat_map(|c| c.iter().map(|p| p.0 as f64)).fold(self.spec.total_timesteps as f64, f64::max);
         (1..=points)
             .filter_map(|k| {
                 let x = max * k as f64 / points as f64;

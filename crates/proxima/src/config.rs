@@ -82,7 +82,7 @@ pub struct Config {
     /// ε: clip range of the probability ratio r_t(θ) in L^CLIP.
     pub clip_range: f64,
     /// Clip range of the value prediction around V_old; absent = no value clipping.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, with = "optional_f64")]
     pub clip_range_vf: Option<f64>,
     /// Where Â is normalised: `minibatch` (default), `batch` or `off`.
     pub normalize_advantage: AdvantageNorm,
@@ -91,10 +91,10 @@ pub struct Config {
     /// c₁: value-loss coefficient (the value loss carries a 0.5 factor, as CleanRL/SB3).
     pub vf_coef: f64,
     /// Global gradient-norm clip; absent = none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, with = "optional_f64")]
     pub max_grad_norm: Option<f64>,
     /// Stop an update's epochs early when approx KL exceeds 1.5·target_kl (SB3's rule); absent = never.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, with = "optional_f64")]
     pub target_kl: Option<f64>,
     /// Adam ε (1e-5 for PPO, detail 3 of Huang et al. 2022).
     pub adam_eps: f64,
@@ -587,6 +587,36 @@ impl Config {
 fn ten() -> f64 {
     10.0
 }
+
+/// Optional numbers are written as a number or the string `"none"`, so a run's `config.toml`
+/// records "off" explicitly instead of leaving the key out (a missing key would take the
+/// preset's value again when the file is fed back or resumed).
+mod optional_f64 {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &Option<f64>, s: S) -> std::result::Result<S::Ok, S::Error> {
+        match v {
+            Some(x) => s.serialize_f64(*x),
+            None => s.serialize_str("none"),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<f64>, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum V {
+            F(f64),
+            I(i64),
+            S(String),
+        }
+        match V::deserialize(d)? {
+            V::F(x) => Ok(Some(x)),
+            V::I(i) => Ok(Some(i as f64)),
+            V::S(s) if s.eq_ignore_ascii_case("none") => Ok(None),
+            V::S(s) => Err(serde::de::Error::custom(format!("expected a number or \"none\", got {s:?}"))),
+        }
+    }
+}
 fn clip() -> Objective {
     Objective::Clip
 }
@@ -642,6 +672,15 @@ mod tests {
             let back = Config::resolve(p, Some(&c.to_toml()), &[]).unwrap();
             assert_eq!(back, c, "{p}");
         }
+        // A run's config.toml is complete: fed back on top of *another* preset it gives the same
+        // config, optional keys that are off included (they are written as "none").
+        for p in PRESETS {
+            let c = Config::preset(p).unwrap();
+            assert_eq!(Config::resolve("cleanrl", Some(&c.to_toml()), &[]).unwrap(), c, "{p} over cleanrl");
+        }
+        assert!(Config::preset("trpo").unwrap().to_toml().contains("max_grad_norm = \"none\""));
+        let e = Config::resolve("cleanrl", Some("max_grad_norm = \"off\""), &[]).unwrap_err().to_string();
+        assert!(e.contains("expected a number or \"none\""), "{e}");
         let c = Config::preset("cleanrl").unwrap();
         assert_eq!((c.n_envs, c.n_steps, c.n_minibatches(), c.n_epochs), (4, 128, 4, 4));
         assert_eq!(Config::preset("paper-atari").unwrap().n_minibatches(), 4);

@@ -469,7 +469,18 @@ impl Trainer {
     /// # Errors
     /// `Checkpoint` when the file lacks trainer state or optimiser moments, or does not match.
     pub fn resume(ck: &checkpoint::Checkpoint, total_timesteps: Option<u64>) -> Result<Self> {
-        let mut cfg = Config::resolve("cleanrl", Some(&ck.meta.config_toml), &[])?;
+        // Start from the preset the run itself started from: checkpoints written before optional
+        // keys were recorded as "none" leave them out, and they must not fall back to another
+        // preset's values.
+        let preset = ck
+            .meta
+            .config_toml
+            .parse::<toml::Table>()
+            .ok()
+            .and_then(|t| t.get("preset").and_then(|p| p.as_str()).map(String::from))
+            .filter(|p| crate::config::PRESETS.contains(&p.as_str()))
+            .unwrap_or_else(|| "cleanrl".to_string());
+        let mut cfg = Config::resolve(&preset, Some(&ck.meta.config_toml), &[])?;
         if let Some(t) = total_timesteps {
             cfg.total_timesteps = t;
             cfg.validate()?;

@@ -5,3 +5,4 @@
 pub mod grpo;
 pub mod model;
 pub mod task;
+pub mod train;

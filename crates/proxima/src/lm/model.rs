@@ -120,6 +120,24 @@ impl TinyLm {
         Ok(())
     }
 
+    /// Copies every parameter of `other` (same spec) into this model: how π_ref is frozen from
+    /// the SFT policy.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a different spec; tensor errors.
+    pub fn copy_from(&self, other: &TinyLm) -> Result<()> {
+        if other.spec != self.spec {
+            return Err(ProximaError::InvalidArgument(format!(
+                "cannot copy a {:?} model into a {:?} one",
+                other.spec, self.spec
+            )));
+        }
+        for ((_, dst), (_, src)) in self.named_params().iter().zip(other.named_params()) {
+            dst.set(&src.as_tensor().copy()?)?;
+        }
+        Ok(())
+    }
+
     /// The network's shape.
     pub fn spec(&self) -> &LmSpec {
         &self.spec
