@@ -275,3 +275,55 @@ pub fn grpo_step<R: Rng + ?Sized>(
     }
     Ok(stats)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lm::model::LmSpec;
+    use crate::lm::task::{split, VOCAB};
+    use rand::SeedableRng;
+
+    fn tiny() -> TinyLm {
+        TinyLm::new(LmSpec { vocab: VOCAB, context: 16, d_model: 16, n_heads: 2, n_layers: 1 }, 3, &Device::Cpu)
+            .unwrap()
+    }
+
+    /// Response masks come from positions: 1 up to and including the first EOS, 0 after, and
+    /// the stored log-probs are those of the sampled tokens under the model.
+    #[test]
+    fn sampled_responses_masks_and_log_probs_agree() {
+        let m = tiny();
+        let (train, _) = split();
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
+        let s = generate(&m, &train[..16], false, &mut rng).unwrap();
+        let tokens = Tensor::from_vec(s.tokens.clone(), (16, SEQ_LEN), &Device::Cpu).unwrap();
+        let lp = response_log_probs(&m, &tokens).unwrap().to_vec2::<f32>().unwrap();
+        for i in 0..16 {
+            let mask = &s.mask[i * MAX_ANSWER_LEN..(i + 1) * MAX_ANSWER_LEN];
+            let n = s.response(i).len();
+            assert!(mask[..n].iter().all(|&x| x == 1.0) && mask[n..].iter().all(|&x| x == 0.0));
+            let resp = s.response(i);
+            assert!(resp[..n.saturating_sub(1)].iter().all(|&t| t != EOS), "EOS only at the end");
+            assert!(n == MAX_ANSWER_LEN || resp.last() == Some(&EOS));
+            for k in 0..n {
+                assert!((lp[i][k] - s.log_probs[i * MAX_ANSWER_LEN + k]).abs() < 1e-4, "row {i} pos {k}");
+            }
+        }
+    }
+
+    #[test]
+    fn grpo_and_sft_steps_run_and_report() {
+        let m = tiny();
+        let reference = tiny();
+        reference.copy_from(&m).unwrap();
+        let (train, _) = split();
+        let sizes: Vec<usize> = m.named_params().iter().map(|(_, v)| v.elem_count()).collect();
+        let mut opt = Adam::new(&sizes, 1e-3, 1e-8);
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+        let l = sft_step(&m, &mut opt, &train, 8, 0.0, &mut rng).unwrap();
+        assert!(l.is_finite() && l > 0.0);
+        let cfg = GrpoConfig { prompts: 4, group_size: 4, ..GrpoConfig::default() };
+        let s = grpo_step(&m, &reference, &mut opt, &train, &cfg, &mut rng).unwrap();
+        assert!((0.0..=1.0).contains(&s.reward_mean) && (0.0..=1.0).contains(&s.flat_fraction) && s.kl >= 0.0);
+    }
+}
