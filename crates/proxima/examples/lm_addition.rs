@@ -16,7 +16,8 @@ fn main() -> proxima::Result<()> {
     let model = TinyLm::new(spec.clone(), 1, &dev)?;
     let (train, held) = split();
     let sizes: Vec<usize> = model.named_params().iter().map(|(_, v)| v.elem_count()).collect();
-    let mut opt = Adam::new(&sizes, 1e-3, 1e-8);
+    let lr: f64 = std::env::var("SFT_LR").ok().and_then(|s| s.parse().ok()).unwrap_or(1e-3);
+    let mut opt = Adam::new(&sizes, lr, 1e-8);
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
     let t0 = std::time::Instant::now();
     for step in 1..=sft_steps {
