@@ -8,7 +8,30 @@
 
 use crate::error::{ProximaError, Result};
 use candle_core::{DType, Device, Tensor, Var, D};
-use candle_nn::{Embedding, LayerNorm, Linear, Module, VarBuilder, VarMap};
+use candle_nn::{Embedding, Linear, Module, VarBuilder, VarMap};
+
+/// LayerNorm written with differentiable tensor ops. candle-nn's `LayerNorm` (on contiguous
+/// input) and `ops::softmax_last_dim` are fused kernels **without a backward pass**: used in a
+/// transformer they silently stop every gradient upstream of them (a copy task did not learn).
+struct LayerNorm {
+    w: Tensor,
+    b: Tensor,
+}
+
+impl LayerNorm {
+    fn new(d: usize, vb: VarBuilder) -> candle_core::Result<LayerNorm> {
+        Ok(LayerNorm {
+            w: vb.get_with_hints(d, "weight", candle_nn::Init::Const(1.0))?,
+            b: vb.get_with_hints(d, "bias", candle_nn::Init::Const(0.0))?,
+        })
+    }
+    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        let mean = x.mean_keepdim(D::Minus1)?;
+        let xc = x.broadcast_sub(&mean)?;
+        let var = xc.sqr()?.mean_keepdim(D::Minus1)?;
+        xc.broadcast_div(&(var + 1e-5)?.sqrt()?)?.broadcast_mul(&self.w)?.broadcast_add(&self.b)
+    }
+}
 
 /// Shape of the network.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -81,15 +104,15 @@ impl TinyLm {
         for l in 0..spec.n_layers {
             let vb = vb.pp(format!("block{l}"));
             blocks.push(Block {
-                ln1: candle_nn::layer_norm(d, 1e-5, vb.pp("ln1"))?,
+                ln1: LayerNorm::new(d, vb.pp("ln1"))?,
                 qkv: candle_nn::linear(d, 3 * d, vb.pp("qkv"))?,
                 proj: candle_nn::linear(d, d, vb.pp("proj"))?,
-                ln2: candle_nn::layer_norm(d, 1e-5, vb.pp("ln2"))?,
+                ln2: LayerNorm::new(d, vb.pp("ln2"))?,
                 fc: candle_nn::linear(d, 4 * d, vb.pp("fc"))?,
                 out: candle_nn::linear(4 * d, d, vb.pp("out"))?,
             });
         }
-        let ln_f = candle_nn::layer_norm(d, 1e-5, vb.pp("ln_f"))?;
+        let ln_f = LayerNorm::new(d, vb.pp("ln_f"))?;
         let head = candle_nn::linear(d, spec.vocab, vb.pp("lm_head"))?;
         let value = candle_nn::linear(d, 1, vb.pp("value_head"))?;
         let model = TinyLm { spec, varmap, tok, pos, blocks, ln_f, head, value, device: device.clone() };
@@ -185,7 +208,7 @@ impl TinyLm {
             let k = qkv.narrow(2, 1, 1)?.squeeze(2)?.transpose(1, 2)?.contiguous()?;
             let v = qkv.narrow(2, 2, 1)?.squeeze(2)?.transpose(1, 2)?.contiguous()?;
             let att = (q.matmul(&k.t()?)? * scale)?.broadcast_add(&mask)?;
-            let att = candle_nn::ops::softmax_last_dim(&att)?;
+            let att = candle_nn::ops::softmax(&att, D::Minus1)?; // differentiable (see LayerNorm)
             let y = att.matmul(&v)?.transpose(1, 2)?.reshape((b, t, d))?;
             x = (x + blk.proj.forward(&y)?)?;
             let y = blk.ln2.forward(&x)?;
@@ -208,6 +231,22 @@ mod tests {
         let n = m.num_params();
         assert!((90_000..130_000).contains(&n), "{n}");
         assert!(TinyLm::new(LmSpec { n_heads: 5, ..LmSpec::default() }, 0, &Device::Cpu).is_err());
+    }
+
+    /// Every parameter receives a gradient (a fused op without a backward pass would silently cut
+    /// the graph: candle-nn's LayerNorm and softmax_last_dim did).
+    #[test]
+    fn every_parameter_gets_a_gradient() {
+        let m = TinyLm::new(LmSpec::default(), 2, &Device::Cpu).unwrap();
+        let t = Tensor::new(&[[1u32, 5, 7, 2, 3], [4, 4, 0, 9, 12]], &Device::Cpu).unwrap();
+        let (logits, values) = m.forward(&t).unwrap();
+        let loss = (logits.sqr().unwrap().mean_all().unwrap() + values.mean_all().unwrap()).unwrap();
+        let g = loss.backward().unwrap();
+        for (name, v) in m.named_params() {
+            let grad = g.get(v.as_tensor()).unwrap_or_else(|| panic!("no gradient for {name}"));
+            let norm = grad.sqr().unwrap().sum_all().unwrap().to_scalar::<f32>().unwrap();
+            assert!(norm > 0.0, "zero gradient for {name}");
+        }
     }
 
     /// Causality from positions: changing tokens after position t leaves every output at
