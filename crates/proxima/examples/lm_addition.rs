@@ -22,7 +22,7 @@ fn main() -> proxima::Result<()> {
     let t0 = std::time::Instant::now();
     for step in 1..=sft_steps {
         let l = sft_step(&model, &mut opt, &train, 128, 0.0, &mut rng)?;
-        if step % 100 == 0 {
+        if step % 50 == 0 {
             println!(
                 "sft {step}: loss {l:.3}, held-out acc {:.3} ({:.0} s)",
                 accuracy(&model, &held)?,
@@ -33,7 +33,8 @@ fn main() -> proxima::Result<()> {
     let reference = TinyLm::new(spec, 2, &dev)?;
     reference.copy_from(&model)?;
     println!("SFT start: held-out greedy accuracy {:.3}", accuracy(&model, &held)?);
-    let mut opt = Adam::new(&sizes, 1e-4, 1e-8);
+    let grpo_lr: f64 = std::env::var("GRPO_LR").ok().and_then(|s| s.parse().ok()).unwrap_or(1e-4);
+    let mut opt = Adam::new(&sizes, grpo_lr, 1e-8);
     let cfg = GrpoConfig { beta, shuffle_rewards: shuffle, ..GrpoConfig::default() };
     for step in 1..=grpo_steps {
         let s = grpo_step(&model, &reference, &mut opt, &train, &cfg, &mut rng)?;
