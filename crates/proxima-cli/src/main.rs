@@ -366,21 +366,6 @@ fn dispatch(cli: Cli) -> Result<()> {
             set_threads(1);
             let variants =
                 variants.iter().map(|v| proxima::ablation::Variant::parse(v)).collect::<proxima::Result<Vec<_>>>()?;
-            let mut labels = std::collections::HashSet::new();
-            if let Some(v) = variants.iter().find(|v| !labels.insert(v.label.clone())) {
-                bail!("variant `{}` is listed twice", v.label);
-            }
-            for (what, items) in
-                [("env", envs.clone()), ("seed", seeds.iter().map(|s| s.to_string()).collect::<Vec<_>>())]
-            {
-                let mut seen = std::collections::HashSet::new();
-                if let Some(x) = items.iter().find(|x| !seen.insert(x.to_string())) {
-                    bail!("{what} `{x}` is listed twice");
-                }
-            }
-            if seeds.is_empty() || envs.is_empty() {
-                bail!("--envs and --seeds need at least one entry");
-            }
             if total_timesteps == 0 {
                 bail!("--total-timesteps must be at least 1");
             }
@@ -403,18 +388,9 @@ fn dispatch(cli: Cli) -> Result<()> {
                 jobs,
                 out: out.clone(),
             };
-            // Bad configs, duplicate settings and unknown env ids fail before anything is created or run.
-            let mut resolved: Vec<(String, String)> = Vec::new();
-            for v in &spec.variants {
-                let toml = proxima::ablation::run_config(&spec, v, spec.seeds[0])?.to_toml();
-                if let Some((other, _)) = resolved.iter().find(|(_, t)| *t == toml) {
-                    bail!("variants `{other}` and `{}` are the same setting", v.label);
-                }
-                resolved.push((v.label.clone(), toml));
-            }
-            for e in &spec.envs {
-                proxima::env::make(e)?;
-            }
+            // Bad configs, repeated or identical settings and unknown env ids fail before anything
+            // is created or run.
+            proxima::ablation::check(&spec)?;
             std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
             let n_runs = spec.envs.len() * spec.variants.len() * spec.seeds.len();
             eprintln!("ablation: {n_runs} runs of {total_timesteps} steps, {jobs} at a time, into {}", out.display());
@@ -436,7 +412,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::BenchEnv { env_id, steps, seed } => {
-            use rand::{Rng, SeedableRng};
+            use rand::SeedableRng;
             let mut env = proxima::env::make(&env_id)?;
             let space = env.action_space();
             let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
@@ -444,22 +420,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             env.reset(Some(seed))?;
             let (mut episodes, mut a) = (0u64, vec![0f32; space.flat_dim()]);
             for _ in 0..steps {
-                let action = match &space {
-                    proxima::env::Space::Discrete { n } => proxima::env::Action::Discrete(rng.random_range(0..*n)),
-                    proxima::env::Space::Box { low, high, .. } => {
-                        for ((x, l), h) in a.iter_mut().zip(low).zip(high) {
-                            let (l, h) = (l.max(-1e3), h.min(1e3));
-                            *x = rng.random_range(l..=h);
-                        }
-                        proxima::env::Action::Continuous(&a)
-                    }
-                    proxima::env::Space::MultiDiscrete { nvec } => {
-                        for (x, n) in a.iter_mut().zip(nvec) {
-                            *x = rng.random_range(0..*n) as f32;
-                        }
-                        proxima::env::Action::Continuous(&a)
-                    }
-                };
+                let action = space.sample(&mut rng, &mut a);
                 let r = env.step(action)?;
                 if r.terminated || r.truncated {
                     env.reset(None)?;

@@ -15,10 +15,10 @@
 //! presets). All runs share `total_timesteps`.
 
 use crate::config::Config;
-use crate::env::{make, Action, Space};
+use crate::env::make;
 use crate::error::{ProximaError, Result};
 use crate::train::{self, Trainer};
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -150,21 +150,7 @@ pub fn random_policy_return(env_id: &str, episodes: usize, seed: u64) -> Result<
     for i in 0..episodes {
         env.reset(Some(seed + i as u64))?;
         loop {
-            let action = match &space {
-                Space::Discrete { n } => Action::Discrete(rng.random_range(0..*n)),
-                Space::Box { low, high, .. } => {
-                    for ((x, l), h) in a.iter_mut().zip(low).zip(high) {
-                        *x = rng.random_range(l.max(-1e3)..=h.min(1e3));
-                    }
-                    Action::Continuous(&a)
-                }
-                Space::MultiDiscrete { nvec } => {
-                    for (x, n) in a.iter_mut().zip(nvec) {
-                        *x = rng.random_range(0..*n) as f32;
-                    }
-                    Action::Continuous(&a)
-                }
-            };
+            let action = space.sample(&mut rng, &mut a);
             let r = env.step(action)?;
             total += r.reward;
             if r.terminated || r.truncated {
@@ -180,13 +166,14 @@ pub fn slug(s: &str) -> String {
     s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '_' }).collect()
 }
 
-/// Runs the grid: every (variant, env, seed) in `spec.jobs` parallel threads, each run into
-/// `out/runs/<env>__<variant>__<seed>/` (config, progress.csv, TensorBoard, model). `progress`
-/// is called after each finished run with (done, total, result).
+/// Everything about `spec` that can be wrong before a run starts: empty lists, a repeated env,
+/// seed or variant, two variants that resolve to the same config (e.g. `clip` and
+/// `clip=0.2`), a config that does not validate, an unknown env id. [`run`] calls it first; the
+/// CLI calls it before creating the output directory.
 ///
 /// # Errors
-/// The first config error (before anything runs) or run error (the other runs finish first).
-pub fn run(spec: &AblationSpec, progress: impl Fn(usize, usize, &RunResult) + Sync) -> Result<AblationResults> {
+/// `Config` or `UnknownEnv` naming the problem.
+pub fn check(spec: &AblationSpec) -> Result<()> {
     if spec.envs.is_empty() || spec.variants.is_empty() || spec.seeds.is_empty() {
         return Err(ProximaError::Config("the ablation needs at least one env, variant and seed".into()));
     }
@@ -198,6 +185,7 @@ pub fn run(spec: &AblationSpec, progress: impl Fn(usize, usize, &RunResult) + Sy
         }
     };
     dup("env", spec.envs.clone())?;
+    dup("variant", spec.variants.iter().map(|v| v.label.clone()).collect())?;
     dup("seed", spec.seeds.iter().map(|s| s.to_string()).collect())?;
     // Two variants that resolve to the same config (e.g. `clip` and `clip=0.2`) are one setting.
     let first_seed = spec.seeds[0];
@@ -214,12 +202,26 @@ pub fn run(spec: &AblationSpec, progress: impl Fn(usize, usize, &RunResult) + Sy
             )));
         }
     }
+    for env in &spec.envs {
+        make(env)?;
+    }
+    Ok(())
+}
+
+/// Runs the grid: every (variant, env, seed) in `spec.jobs` parallel threads, each run into
+/// `out/runs/<env>__<variant>__<seed>/` (config, progress.csv, TensorBoard, model). `progress`
+/// is called after each finished run with (done, total, result).
+///
+/// # Errors
+/// [`check`]'s errors (before anything runs), or the first run error (the other runs finish
+/// first).
+pub fn run(spec: &AblationSpec, progress: impl Fn(usize, usize, &RunResult) + Sync) -> Result<AblationResults> {
+    check(spec)?;
     let mut jobs = Vec::new();
     for (vi, v) in spec.variants.iter().enumerate() {
         for env in &spec.envs {
             for &seed in &spec.seeds {
                 let cfg = run_config(spec, v, seed)?;
-                make(env)?; // an unknown env id fails before anything runs
                 jobs.push((vi, env.clone(), seed, cfg));
             }
         }

@@ -73,6 +73,28 @@ impl Space {
         }
     }
 
+    /// A uniformly random element, as `space.sample()` in Gymnasium: `Discrete` → an index,
+    /// `Box` → each entry uniform in its bounds (infinite bounds cut to ±1000),
+    /// `MultiDiscrete` → each component uniform. `buf` (`flat_dim()` long) holds the values of
+    /// the non-discrete cases.
+    pub fn sample<'a, R: rand::Rng + ?Sized>(&self, rng: &mut R, buf: &'a mut [f32]) -> Action<'a> {
+        match self {
+            Space::Discrete { n } => Action::Discrete(rng.random_range(0..*n)),
+            Space::Box { low, high, .. } => {
+                for ((x, l), h) in buf.iter_mut().zip(low).zip(high) {
+                    *x = rng.random_range(l.max(-1e3)..=h.min(1e3));
+                }
+                Action::Continuous(buf)
+            }
+            Space::MultiDiscrete { nvec } => {
+                for (x, n) in buf.iter_mut().zip(nvec) {
+                    *x = rng.random_range(0..*n) as f32;
+                }
+                Action::Continuous(buf)
+            }
+        }
+    }
+
     /// A short human description, Gymnasium style: `Discrete(2)`, `Box(-2.0, 2.0, (1,))`.
     pub fn describe(&self) -> String {
         match self {
