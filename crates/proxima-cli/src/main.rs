@@ -9,6 +9,7 @@
 //! Every error prints one `error: …` line naming what is wrong and exits with status 1
 //! (usage errors: status 2, from clap).
 
+mod lm;
 mod plot;
 
 use anyhow::{bail, Context, Result};
@@ -130,6 +131,12 @@ enum Command {
         /// Output directory (must be new or empty).
         #[arg(long, default_value = "ablation")]
         out: PathBuf,
+    },
+    /// PPO for language models on two-digit addition: sft, rm (reward model), grpo, ppo
+    /// (RLHF-PPO), eval.
+    Lm {
+        #[command(subcommand)]
+        command: lm::LmCommand,
     },
     /// List the native environments and the presets.
     Envs,
@@ -434,6 +441,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             );
             Ok(())
         }
+        Command::Lm { command } => lm::dispatch(command, claim_run_dir),
         Command::Envs => {
             println!("native environments: {}", NATIVE_ENV_IDS.join(", "));
             println!("presets: {}", PRESETS.join(", "));

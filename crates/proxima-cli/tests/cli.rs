@@ -718,3 +718,110 @@ fn ablation_writes_tables_and_plots() {
     assert_eq!(code, 1);
     assert!(se.contains("is not empty"), "{se}");
 }
+
+/// `proxima lm`: the whole pipeline end to end at toy sizes (sft → rm → grpo and ppo → eval),
+/// each run directory complete, and bad input refused with a clear error before any work.
+#[test]
+fn lm_pipeline_and_its_bad_inputs() {
+    let d = tmp("lm");
+    let p = |name: &str| d.join(name).to_str().unwrap().to_string();
+    let ok = |args: &[&str]| {
+        let (code, so, se) = proxima(args);
+        assert_eq!(code, 0, "proxima {args:?} failed:\n{so}\n{se}");
+        so
+    };
+    let so = ok(&["lm", "sft", "--steps", "3", "--eval-every", "1", "--run-dir", &p("sft"), "-q"]);
+    assert!(so.contains("held-out greedy accuracy"), "{so}");
+    let csv = std::fs::read_to_string(d.join("sft/progress.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 4, "header + one row per step:\n{csv}");
+    assert!(csv.starts_with("step,loss,held_out_accuracy,sampled_accuracy,seconds"));
+    for f in ["config.json", "model.safetensors"] {
+        assert!(d.join("sft").join(f).is_file(), "{f}");
+    }
+    assert!(std::fs::read_dir(d.join("sft")).unwrap().any(|e| e
+        .unwrap()
+        .file_name()
+        .to_string_lossy()
+        .starts_with("events.out.tfevents")));
+    let so = ok(&["lm", "rm", "--sft", &p("sft"), "--steps", "2", "--run-dir", &p("rm"), "-q"]);
+    assert!(so.contains("held_out_pairwise_accuracy"), "{so}");
+    ok(&[
+        "lm",
+        "grpo",
+        "--sft",
+        &p("sft"),
+        "--steps",
+        "2",
+        "--prompts",
+        "2",
+        "--group-size",
+        "2",
+        "--micro-batch",
+        "3",
+        "--run-dir",
+        &p("grpo"),
+        "-q",
+    ]);
+    let csv = std::fs::read_to_string(d.join("grpo/progress.csv")).unwrap();
+    assert!(csv.starts_with("step,reward_mean,flat_group_fraction,kl_k3,loss,held_out_accuracy"), "{csv}");
+    ok(&[
+        "lm",
+        "ppo",
+        "--sft",
+        &p("sft"),
+        "--rm",
+        &p("rm"),
+        "--steps",
+        "2",
+        "--prompts",
+        "4",
+        "--batch-size",
+        "2",
+        "--kl-target",
+        "1",
+        "--run-dir",
+        &p("ppo"),
+        "-q",
+    ]);
+    assert!(d.join("ppo/critic.safetensors").is_file());
+    let csv = std::fs::read_to_string(d.join("ppo/progress.csv")).unwrap();
+    assert!(csv.lines().next().unwrap().contains("kl_per_token") && csv.lines().count() == 3, "header, step 0, step 2:\n{csv}");
+    let so = ok(&["lm", "eval", &p("ppo"), "--prompt", "47+85=", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(so.trim()).unwrap();
+    assert!((0.0..=1.0).contains(&v["held_out_accuracy"].as_f64().unwrap()));
+    assert_eq!(v["answers"][0]["prompt"], "47+85=");
+
+    // Bad input: one clear line, exit 1, and no run directory left behind.
+    std::fs::write(d.join("garbage.safetensors"), b"not a safetensors file").unwrap();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (vec!["rm".into(), "--sft".into(), p("missing")], "No such file"),
+        (vec!["ppo".into(), "--sft".into(), p("sft"), "--rm".into(), p("sft")], "holds a `sft` model; expected rm"),
+        (vec!["ppo".into(), "--sft".into(), p("rm"), "--rm".into(), p("rm")], "holds a `rm` model; expected sft"),
+        (vec!["grpo".into(), "--sft".into(), p("sft"), "--group-size".into(), "1".into()], "group_size must be ≥ 2"),
+        (
+            vec!["grpo".into(), "--sft".into(), p("sft"), "--aggregation".into(), "sum".into()],
+            "unknown aggregation `sum`",
+        ),
+        (vec!["grpo".into(), "--sft".into(), p("garbage.safetensors")], "not a valid safetensors file"),
+        (vec!["sft".into(), "--learning-rate=-1".into()], "learning_rate must be a positive number"),
+        (vec!["eval".into(), p("sft"), "--prompt".into(), "1+2=".into()], "not a prompt of the form ab+cd="),
+        (vec!["eval".into(), p("rm")], "holds a `rm` model"),
+        (
+            vec!["ppo".into(), "--sft".into(), p("sft"), "--rm".into(), p("rm"), "--clip-range-vf".into(), "x".into()],
+            "--clip-range-vf `x`",
+        ),
+    ];
+    for (i, (args, want)) in cases.iter().enumerate() {
+        let run_dir = p(&format!("bad{i}"));
+        let mut full: Vec<&str> = vec!["lm"];
+        full.extend(args.iter().map(String::as_str));
+        if args[0] != "eval" {
+            full.extend(["--run-dir", run_dir.as_str(), "-q"]);
+        }
+        let (code, _, se) = proxima(&full);
+        assert_eq!(code, 1, "{full:?}: {se}");
+        assert!(se.contains(want), "{full:?}: expected `{want}` in:\n{se}");
+        assert!(!Path::new(&run_dir).join("config.json").exists(), "{full:?} wrote a run directory");
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -1,8 +1,19 @@
-//! Language-model RL (issue 6, in progress): GRPO's numerics ([`grpo`]), the tiny transformer
-//! policy with a per-token value head ([`model`]) and the verifiable addition task ([`task`]).
-//! SFT, the reward model, the trainers and the `proxima lm` commands are not built yet.
+//! Language-model RL (issue 6) on a task small enough for a CPU: two-digit addition ([`task`])
+//! with a tiny decoder-only transformer ([`model`]).
+//!
+//! * [`train`]: sampling, greedy accuracy, supervised pre-training (SFT) and the GRPO step;
+//! * [`grpo`]: GRPO's numerics (group advantages, k3, the clipped loss and its aggregations);
+//! * [`reward`]: the Bradley–Terry reward model on scripted preference pairs;
+//! * [`rlhf`]: RLHF-PPO's numerics over tokens (KL-penalised rewards, GAE, clipped losses, the
+//!   adaptive KL controller);
+//! * [`ppo`]: the RLHF-PPO step (policy, per-token critic, reference, reward model);
+//! * [`run`]: run directories, checkpoints and logs behind `proxima lm sft|rm|grpo|ppo|eval`.
 
 pub mod grpo;
 pub mod model;
+pub mod ppo;
+pub mod reward;
+pub mod rlhf;
+pub mod run;
 pub mod task;
 pub mod train;

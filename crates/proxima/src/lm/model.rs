@@ -75,6 +75,7 @@ pub struct TinyLm {
     head: Linear,
     value: Linear,
     device: Device,
+    dtype: DType,
 }
 
 impl TinyLm {
@@ -85,6 +86,15 @@ impl TinyLm {
     /// # Errors
     /// `InvalidArgument` when `d_model` is not a multiple of `n_heads` or a size is 0.
     pub fn new(spec: LmSpec, seed: u64, device: &Device) -> Result<TinyLm> {
+        TinyLm::with_dtype(spec, seed, device, DType::F32)
+    }
+
+    /// [`TinyLm::new`] with parameters of `dtype` (F32 for training; F64 for finite-difference
+    /// gradient checks).
+    ///
+    /// # Errors
+    /// As [`TinyLm::new`].
+    pub fn with_dtype(spec: LmSpec, seed: u64, device: &Device, dtype: DType) -> Result<TinyLm> {
         if spec.vocab == 0
             || spec.context == 0
             || spec.n_layers == 0
@@ -96,7 +106,7 @@ impl TinyLm {
             )));
         }
         let varmap = VarMap::new();
-        let vb = VarBuilder::from_varmap(&varmap, DType::F32, device);
+        let vb = VarBuilder::from_varmap(&varmap, dtype, device);
         let d = spec.d_model;
         let tok = candle_nn::embedding(spec.vocab, d, vb.pp("tok_emb"))?;
         let pos = candle_nn::embedding(spec.context, d, vb.pp("pos_emb"))?;
@@ -115,7 +125,7 @@ impl TinyLm {
         let ln_f = LayerNorm::new(d, vb.pp("ln_f"))?;
         let head = candle_nn::linear(d, spec.vocab, vb.pp("lm_head"))?;
         let value = candle_nn::linear(d, 1, vb.pp("value_head"))?;
-        let model = TinyLm { spec, varmap, tok, pos, blocks, ln_f, head, value, device: device.clone() };
+        let model = TinyLm { spec, varmap, tok, pos, blocks, ln_f, head, value, device: device.clone(), dtype };
         model.init(seed)?;
         Ok(model)
     }
@@ -138,7 +148,7 @@ impl TinyLm {
                 let normal = Normal::new(0.0, std).expect("positive std");
                 (0..n).map(|_| normal.sample(&mut rng) as f32).collect()
             };
-            var.set(&Tensor::from_vec(values, var.shape(), &self.device)?)?;
+            var.set(&Tensor::from_vec(values, var.shape(), &self.device)?.to_dtype(self.dtype)?)?;
         }
         Ok(())
     }
@@ -156,7 +166,7 @@ impl TinyLm {
             )));
         }
         for ((_, dst), (_, src)) in self.named_params().iter().zip(other.named_params()) {
-            dst.set(&src.as_tensor().copy()?)?;
+            dst.set(&src.as_tensor().to_dtype(self.dtype)?.copy()?)?;
         }
         Ok(())
     }
@@ -164,6 +174,11 @@ impl TinyLm {
     /// The network's shape.
     pub fn spec(&self) -> &LmSpec {
         &self.spec
+    }
+
+    /// The parameters' dtype.
+    pub fn dtype(&self) -> DType {
+        self.dtype
     }
 
     /// Every parameter with its name, sorted by name (a fixed order for optimisers and files).
@@ -199,7 +214,7 @@ impl TinyLm {
                                                                                               // Causal mask from positions: −∞ where key position j > query position i.
         let mask: Vec<f32> =
             (0..t).flat_map(|i| (0..t).map(move |j| if j > i { f32::NEG_INFINITY } else { 0.0 })).collect();
-        let mask = Tensor::from_vec(mask, (t, t), &self.device)?;
+        let mask = Tensor::from_vec(mask, (t, t), &self.device)?.to_dtype(self.dtype)?;
         let scale = 1.0 / (hd as f64).sqrt();
         for blk in &self.blocks {
             let y = blk.ln1.forward(&x)?;

@@ -7,6 +7,7 @@ use crate::algo::optim::Adam;
 use crate::error::{ProximaError, Result};
 use crate::lm::grpo::{group_advantages, grpo_loss, token_log_probs, Aggregation, GrpoBatch};
 use crate::lm::model::TinyLm;
+use crate::lm::rlhf::micro_batch_weight;
 use crate::lm::task::{Problem, EOS, MAX_ANSWER_LEN, PAD, PROMPT_LEN};
 use candle_core::{Device, Tensor, D};
 use rand::seq::IndexedRandom;
@@ -119,6 +120,16 @@ pub fn response_log_probs(model: &TinyLm, tokens: &Tensor) -> Result<Tensor> {
     token_log_probs(&resp_logits.contiguous()?, &targets)
 }
 
+/// The supervised loss: masked mean cross-entropy −Σ mask·log π(y_t | prefix) / Σ mask of the
+/// response tokens of `tokens` `[B, SEQ_LEN]`, `mask` `[B, MAX_ANSWER_LEN]` (the model's dtype).
+///
+/// # Errors
+/// Tensor errors.
+pub fn sft_loss(model: &TinyLm, tokens: &Tensor, mask: &Tensor) -> Result<Tensor> {
+    let lp = response_log_probs(model, tokens)?;
+    Ok((lp * mask)?.sum_all()?.neg()?.broadcast_div(&mask.sum_all()?.maximum(1.0)?)?)
+}
+
 /// One supervised step on `batch` problems: masked cross-entropy of the answer tokens given
 /// the prompt. With probability `label_noise` a problem's answer is replaced by a wrong one
 /// (a random other sum), to stop pre-training at a partly-correct policy. Returns the loss.
@@ -149,8 +160,7 @@ pub fn sft_step<R: Rng + ?Sized>(
     let dev = Device::Cpu;
     let t = Tensor::from_vec(tokens, (batch, SEQ_LEN), &dev)?;
     let m = Tensor::from_vec(mask, (batch, MAX_ANSWER_LEN), &dev)?;
-    let lp = response_log_probs(model, &t)?;
-    let loss = ((lp * &m)?.sum_all()?.neg()? / m.sum_all()?.to_scalar::<f32>()? as f64)?;
+    let loss = sft_loss(model, &t, &m)?;
     let l = loss.to_scalar::<f32>()? as f64;
     opt.step(&model.named_params(), &loss.backward()?, Some(1.0))?;
     Ok(l)
@@ -179,6 +189,10 @@ pub struct GrpoConfig {
     pub drop_flat_groups: bool,
     /// Control: shuffle rewards across samples before computing advantages.
     pub shuffle_rewards: bool,
+    /// Sequences per forward/backward pass (gradient accumulation); `None` = the whole batch.
+    pub micro_batch: Option<usize>,
+    /// Global gradient-norm clip.
+    pub max_grad_norm: f64,
 }
 
 impl Default for GrpoConfig {
@@ -194,6 +208,8 @@ impl Default for GrpoConfig {
             aggregation: Aggregation::SeqMeanTokenMean,
             drop_flat_groups: false,
             shuffle_rewards: false,
+            micro_batch: None,
+            max_grad_norm: 1.0,
         }
     }
 }
@@ -260,20 +276,117 @@ pub fn grpo_step<R: Rng + ?Sized>(
     let old = Tensor::from_vec(rows(&s.log_probs, MAX_ANSWER_LEN), (n, MAX_ANSWER_LEN), &dev)?;
     let adv_t = Tensor::from_vec(keep.iter().map(|&i| adv[i] as f32).collect::<Vec<_>>(), n, &dev)?;
     let ref_lp = response_log_probs(reference, &tokens)?.detach();
+    let batch = GrpoTensors { tokens, old_logp: old, ref_logp: ref_lp, mask, advantages: adv_t };
+    let params = model.named_params();
     for _ in 0..cfg.inner_iters.max(1) {
-        let lp = response_log_probs(model, &tokens)?;
-        let (loss, kl) = grpo_loss(
-            &GrpoBatch { logp: &lp, old_logp: &old, ref_logp: &ref_lp, mask: &mask, advantages: &adv_t },
+        let (grads, loss, kl) = grpo_gradients(model, &batch, cfg)?;
+        stats.loss = loss;
+        stats.kl = kl;
+        opt.step_host(&params, &grads, Some(cfg.max_grad_norm))?;
+    }
+    Ok(stats)
+}
+
+/// A sampled GRPO batch as tensors (rows = sequences).
+#[derive(Clone, Debug)]
+pub struct GrpoTensors {
+    /// `[B, SEQ_LEN]` u32 prompt + response tokens.
+    pub tokens: Tensor,
+    /// `[B, MAX_ANSWER_LEN]` log π_old of the response tokens (from sampling time).
+    pub old_logp: Tensor,
+    /// `[B, MAX_ANSWER_LEN]` log π_ref of the response tokens.
+    pub ref_logp: Tensor,
+    /// `[B, MAX_ANSWER_LEN]` 1 = real response token.
+    pub mask: Tensor,
+    /// `[B]` Â per sequence.
+    pub advantages: Tensor,
+}
+
+/// Row ranges of at most `micro` rows covering `0..n` (`None` = one range).
+pub fn micro_batches(n: usize, micro: Option<usize>) -> Vec<std::ops::Range<usize>> {
+    let m = micro.unwrap_or(n).clamp(1, n.max(1));
+    (0..n).step_by(m).map(|s| s..(s + m).min(n)).collect()
+}
+
+/// Host copies of the gradients of `params` (f32; `None` = no gradient).
+///
+/// # Errors
+/// Tensor errors.
+pub fn host_grads(
+    params: &[(String, candle_core::Var)],
+    grads: &candle_core::backprop::GradStore,
+) -> Result<Vec<Option<Vec<f32>>>> {
+    params
+        .iter()
+        .map(|(_, v)| {
+            Ok(match grads.get(v.as_tensor()) {
+                Some(g) => Some(g.flatten_all()?.to_dtype(candle_core::DType::F32)?.to_vec1::<f32>()?),
+                None => None,
+            })
+        })
+        .collect()
+}
+
+/// `acc += g`, parameter by parameter.
+pub fn add_grads(acc: &mut Vec<Option<Vec<f32>>>, g: Vec<Option<Vec<f32>>>) {
+    if acc.is_empty() {
+        *acc = g;
+        return;
+    }
+    for (a, g) in acc.iter_mut().zip(g) {
+        match (a.as_mut(), g) {
+            (Some(a), Some(g)) => a.iter_mut().zip(g).for_each(|(x, y)| *x += y),
+            (None, Some(g)) => *a = Some(g),
+            _ => {}
+        }
+    }
+}
+
+/// The gradient of the GRPO loss on `batch` for `model`'s parameters (in
+/// [`TinyLm::named_params`] order), computed over micro-batches of `cfg.micro_batch` sequences
+/// whose losses are weighted (tokens for the token-level mean, sequences otherwise) so that the
+/// accumulated gradient equals the whole batch's. Returns `(gradients, loss, mean k3 KL)`.
+///
+/// # Errors
+/// Tensor errors.
+pub fn grpo_gradients(
+    model: &TinyLm,
+    batch: &GrpoTensors,
+    cfg: &GrpoConfig,
+) -> Result<(Vec<Option<Vec<f32>>>, f64, f64)> {
+    let params = model.named_params();
+    let n = batch.tokens.dim(0)?;
+    let total_tokens = batch.mask.to_dtype(candle_core::DType::F64)?.sum_all()?.to_scalar::<f64>()?;
+    let (mut grads, mut loss, mut kl) = (Vec::new(), 0.0, 0.0);
+    for r in micro_batches(n, cfg.micro_batch) {
+        let len = r.len();
+        let sub = |t: &Tensor| t.narrow(0, r.start, len);
+        let mask = sub(&batch.mask)?;
+        let tokens_here = mask.to_dtype(candle_core::DType::F64)?.sum_all()?.to_scalar::<f64>()?;
+        let lp = response_log_probs(model, &sub(&batch.tokens)?)?;
+        let (l, k) = grpo_loss(
+            &GrpoBatch {
+                logp: &lp,
+                old_logp: &sub(&batch.old_logp)?,
+                ref_logp: &sub(&batch.ref_logp)?,
+                mask: &mask,
+                advantages: &sub(&batch.advantages)?,
+            },
             cfg.eps_low,
             cfg.eps_high,
             cfg.beta,
             cfg.aggregation,
         )?;
-        stats.loss = loss.to_scalar::<f32>()? as f64;
-        stats.kl = kl.to_scalar::<f32>()? as f64;
-        opt.step(&model.named_params(), &loss.backward()?, Some(1.0))?;
+        let w = match cfg.aggregation {
+            Aggregation::TokenMean => micro_batch_weight(tokens_here, total_tokens),
+            _ => micro_batch_weight(len as f64, n as f64),
+        };
+        let l = (l * w)?;
+        loss += l.to_dtype(candle_core::DType::F64)?.to_scalar::<f64>()?;
+        kl += k.to_dtype(candle_core::DType::F64)?.to_scalar::<f64>()? * micro_batch_weight(tokens_here, total_tokens);
+        add_grads(&mut grads, host_grads(&params, &l.backward()?)?);
     }
-    Ok(stats)
+    Ok((grads, loss, kl))
 }
 
 #[cfg(test)]

@@ -1,0 +1,735 @@
+//! Run directories, checkpoints and logs for `proxima lm sft|rm|grpo|ppo|eval`, like the rest
+//! of Proxima: each run writes `config.json` (every setting), `progress.csv`, a TensorBoard
+//! event file and safetensors weights (`model.safetensors`; RLHF-PPO also `critic.safetensors`),
+//! written atomically. The weights file's header says what it holds (`format`
+//! `proxima-lm/1`, `kind` sft|rm|grpo|ppo|critic, the network spec), so a reward model cannot
+//! be passed where a policy is expected.
+
+use crate::algo::optim::Adam;
+use crate::checkpoint::write_atomic;
+use crate::error::{ProximaError, Result};
+use crate::lm::grpo::Aggregation;
+use crate::lm::model::{LmSpec, TinyLm};
+use crate::lm::ppo::{ppo_lm_step, PpoLmConfig, PpoModels};
+use crate::lm::reward::{make_pairs, pairwise_accuracy, rm_step};
+use crate::lm::rlhf::KlController;
+use crate::lm::task::{split, Problem, VOCAB};
+use crate::lm::train::{accuracy, grpo_step, sft_step, GrpoConfig};
+use crate::log::{CsvLogger, TensorBoardWriter};
+use candle_core::{Device, Tensor};
+use rand::SeedableRng;
+use safetensors::tensor::TensorView;
+use safetensors::{Dtype, SafeTensors};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// The `format` of LM weight files.
+pub const LM_FORMAT: &str = "proxima-lm/1";
+
+/// The network every `proxima lm` command builds: the 2 layers, d_model 64, 4 heads,
+/// context 16, over the task's 13-token vocabulary (~100k parameters).
+pub fn default_spec() -> LmSpec {
+    LmSpec { vocab: VOCAB, ..LmSpec::default() }
+}
+
+/// Saves `model`'s parameters to `path` atomically, tagged with `kind`.
+///
+/// # Errors
+/// `Io`; `Checkpoint` if serialisation fails.
+pub fn save_model(path: &Path, model: &TinyLm, kind: &str) -> Result<()> {
+    let mut data = Vec::new();
+    for (name, var) in model.named_params() {
+        let v = var.as_tensor().flatten_all()?.to_dtype(candle_core::DType::F32)?.to_vec1::<f32>()?;
+        data.push((name, var.dims().to_vec(), v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>()));
+    }
+    let views = data
+        .iter()
+        .map(|(n, s, b)| {
+            Ok((
+                n.clone(),
+                TensorView::new(Dtype::F32, s.clone(), b).map_err(|e| ProximaError::Checkpoint(e.to_string()))?,
+            ))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let md: HashMap<String, String> = [
+        ("format".to_string(), LM_FORMAT.to_string()),
+        ("kind".to_string(), kind.to_string()),
+        ("spec".to_string(), serde_json::to_string(model.spec()).expect("spec serialises")),
+    ]
+    .into();
+    let bytes = safetensors::serialize(views, Some(md)).map_err(|e| ProximaError::Checkpoint(e.to_string()))?;
+    write_atomic(path, &bytes)
+}
+
+/// `path` itself when a file, else `path/model.safetensors`.
+pub fn model_file(path: &Path) -> PathBuf {
+    if path.is_dir() {
+        path.join("model.safetensors")
+    } else {
+        path.to_path_buf()
+    }
+}
+
+/// Loads a model saved by [`save_model`] from a file or run directory, checking that its kind
+/// is one of `kinds` and every tensor matches the network.
+///
+/// # Errors
+/// `Io` if missing/unreadable; `Checkpoint` for a non-Proxima-LM file, a wrong kind (e.g. a
+/// reward model where a policy is expected), or a tensor of the wrong name/shape/dtype.
+pub fn load_model(path: &Path, kinds: &[&str]) -> Result<(TinyLm, String)> {
+    let file = model_file(path);
+    let shown = file.display().to_string();
+    let bad = |m: String| ProximaError::Checkpoint(format!("{shown}: {m}"));
+    let bytes = std::fs::read(&file).map_err(|e| ProximaError::io(&file, e))?;
+    let st = SafeTensors::deserialize(&bytes).map_err(|e| bad(format!("not a valid safetensors file ({e})")))?;
+    let (_, header) = SafeTensors::read_metadata(&bytes).map_err(|e| bad(format!("unreadable header ({e})")))?;
+    let md = header.metadata().clone().unwrap_or_default();
+    if md.get("format").map(String::as_str) != Some(LM_FORMAT) {
+        return Err(bad(format!("not a Proxima language-model file (format is not `{LM_FORMAT}`)")));
+    }
+    let kind = md.get("kind").cloned().unwrap_or_default();
+    if !kinds.contains(&kind.as_str()) {
+        return Err(bad(format!("holds a `{kind}` model; expected {}", kinds.join(" or "))));
+    }
+    let spec: LmSpec = md
+        .get("spec")
+        .and_then(|s| serde_json::from_str(s).ok())
+        .ok_or_else(|| bad("malformed or missing `spec`".into()))?;
+    let model = TinyLm::new(spec, 0, &Device::Cpu).map_err(|e| bad(e.to_string()))?;
+    let params = model.named_params();
+    if st.len() != params.len() {
+        return Err(bad(format!("{} tensors, the network has {}", st.len(), params.len())));
+    }
+    for (name, var) in params {
+        let view = st.tensor(&name).map_err(|_| bad(format!("missing tensor `{name}`")))?;
+        if view.dtype() != Dtype::F32 || view.shape() != var.dims() {
+            return Err(bad(format!(
+                "tensor `{name}` is {:?} {:?}, expected F32 {:?}",
+                view.dtype(),
+                view.shape(),
+                var.dims()
+            )));
+        }
+        let v: Vec<f32> =
+            view.data().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))).collect();
+        if v.iter().any(|x| !x.is_finite()) {
+            return Err(bad(format!("tensor `{name}` holds NaN/inf")));
+        }
+        var.set(&Tensor::from_vec(v, var.shape(), &Device::Cpu)?)?;
+    }
+    Ok((model, kind))
+}
+
+/// Progress of a running command, for a progress bar.
+#[derive(Clone, Debug)]
+pub struct Progress {
+    /// Steps done.
+    pub step: usize,
+    /// Steps in all.
+    pub total: usize,
+    /// A one-line summary of the latest numbers.
+    pub message: String,
+}
+
+/// Logs: progress.csv + TensorBoard, one row per evaluation.
+struct Logs {
+    csv: CsvLogger,
+    tb: TensorBoardWriter,
+    columns: Vec<&'static str>,
+}
+
+impl Logs {
+    fn create(dir: &Path, columns: &[&'static str]) -> Result<Logs> {
+        Ok(Logs {
+            csv: CsvLogger::create(&dir.join("progress.csv"), columns, false)?,
+            tb: TensorBoardWriter::create(dir)?,
+            columns: columns.to_vec(),
+        })
+    }
+    fn write(&mut self, row: &[f64]) -> Result<()> {
+        self.csv.write(row)?;
+        let step = row[0] as u64;
+        for (c, v) in self.columns.iter().zip(row).skip(1) {
+            self.tb.add_scalar(&format!("lm/{c}"), *v, step)?;
+        }
+        self.tb.flush()
+    }
+}
+
+fn write_config<T: serde::Serialize>(dir: &Path, cfg: &T) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| ProximaError::io(dir, e))?;
+    let text = serde_json::to_string_pretty(cfg).expect("config serialises");
+    write_atomic(&dir.join("config.json"), text.as_bytes())
+}
+
+fn adam_for(model: &TinyLm, lr: f64) -> Adam {
+    let sizes: Vec<usize> = model.named_params().iter().map(|(_, v)| v.elem_count()).collect();
+    Adam::new(&sizes, lr, 1e-8)
+}
+
+fn check(cond: bool, what: &str) -> Result<()> {
+    if cond {
+        Ok(())
+    } else {
+        Err(ProximaError::Config(what.to_string()))
+    }
+}
+
+/// Mean greedy exact-match accuracy under temperature-1 sampling (one sample per prompt).
+fn sampled_accuracy<R: rand::Rng + ?Sized>(model: &TinyLm, problems: &[Problem], rng: &mut R) -> Result<f64> {
+    let s = crate::lm::train::generate(model, problems, false, rng)?;
+    Ok(problems.iter().enumerate().map(|(i, p)| p.reward(&s.response(i))).sum::<f64>() / problems.len().max(1) as f64)
+}
+
+/// What a finished command measured.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Summary {
+    /// Greedy exact-match accuracy on the 1000 held-out prompts, at the start (the policy the
+    /// run started from) and at the end.
+    pub held_out_accuracy_start: f64,
+    /// At the end.
+    pub held_out_accuracy_end: f64,
+    /// Wall time, seconds.
+    pub seconds: f64,
+    /// Command-specific final numbers (name, value).
+    pub extra: Vec<(String, f64)>,
+}
+
+/// `proxima lm sft`: supervised pre-training (the π_ref).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SftArgs {
+    /// Optimiser steps.
+    pub steps: usize,
+    /// Problems per step.
+    pub batch_size: usize,
+    /// Adam step size.
+    pub learning_rate: f64,
+    /// Probability that a training answer is replaced by a wrong one.
+    pub label_noise: f64,
+    /// Seed of the init and the batches.
+    pub seed: u64,
+    /// Evaluate (and log a row) every this many steps.
+    pub eval_every: usize,
+}
+
+impl SftArgs {
+    /// Checks every setting.
+    ///
+    /// # Errors
+    /// `Config` naming the bad one.
+    pub fn validate(&self) -> Result<()> {
+        check(
+            self.steps > 0 && self.batch_size > 0 && self.eval_every > 0,
+            "steps, batch_size and eval_every must be ≥ 1",
+        )?;
+        check(self.learning_rate > 0.0 && self.learning_rate.is_finite(), "learning_rate must be a positive number")?;
+        check((0.0..=1.0).contains(&self.label_noise), "label_noise must be in [0, 1]")
+    }
+}
+
+impl Default for SftArgs {
+    /// Stopped early on purpose: 190 steps of batch 128 at 1e-3 leave the policy partly right.
+    fn default() -> Self {
+        SftArgs { steps: 190, batch_size: 128, learning_rate: 1e-3, label_noise: 0.0, seed: 1, eval_every: 10 }
+    }
+}
+
+/// Runs SFT into `dir` (which must exist), calling `progress` after every step.
+///
+/// # Errors
+/// `Config` for a bad setting; I/O and tensor errors.
+pub fn run_sft(args: &SftArgs, dir: &Path, mut progress: impl FnMut(&Progress)) -> Result<Summary> {
+    args.validate()?;
+    write_config(dir, &serde_json::json!({"command": "sft", "args": args, "spec": default_spec()}))?;
+    let t0 = std::time::Instant::now();
+    let model = TinyLm::new(default_spec(), args.seed, &Device::Cpu)?;
+    let (train, held) = split();
+    let mut opt = adam_for(&model, args.learning_rate);
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(args.seed);
+    let mut logs = Logs::create(dir, &["step", "loss", "held_out_accuracy", "sampled_accuracy", "seconds"])?;
+    let start = accuracy(&model, &held)?;
+    let mut acc = start;
+    for step in 1..=args.steps {
+        let loss = sft_step(&model, &mut opt, &train, args.batch_size, args.label_noise, &mut rng)?;
+        if step % args.eval_every == 0 || step == args.steps {
+            acc = accuracy(&model, &held)?;
+            let sampled = sampled_accuracy(&model, &held, &mut rng)?;
+            logs.write(&[step as f64, loss, acc, sampled, t0.elapsed().as_secs_f64()])?;
+        }
+        progress(&Progress { step, total: args.steps, message: format!("loss {loss:.3} | held-out acc {acc:.3}") });
+    }
+    save_model(&dir.join("model.safetensors"), &model, "sft")?;
+    let mut eval_rng = rand_chacha::ChaCha8Rng::seed_from_u64(args.seed ^ 0x5eed);
+    let sampled = sampled_accuracy(&model, &held, &mut eval_rng)?;
+    Ok(Summary {
+        held_out_accuracy_start: start,
+        held_out_accuracy_end: acc,
+        seconds: t0.elapsed().as_secs_f64(),
+        extra: vec![("held_out_sampled_accuracy".into(), sampled)],
+    })
+}
+
+/// `proxima lm rm`: a Bradley–Terry reward model on scripted preference pairs.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RmArgs {
+    /// The SFT run (or weights file) whose samples are compared and whose weights initialise
+    /// the reward model.
+    pub sft: PathBuf,
+    /// Optimiser steps.
+    pub steps: usize,
+    /// Pairs per step.
+    pub batch_size: usize,
+    /// Adam step size.
+    pub learning_rate: f64,
+    /// Policy samples per prompt among the candidates.
+    pub samples_per_prompt: usize,
+    /// Pairs drawn per prompt.
+    pub pairs_per_prompt: usize,
+    /// Seed.
+    pub seed: u64,
+    /// Evaluate every this many steps.
+    pub eval_every: usize,
+}
+
+impl RmArgs {
+    /// Checks every setting and that `sft` holds an SFT policy.
+    ///
+    /// # Errors
+    /// `Config` naming the bad setting; `Io`/`Checkpoint` for the SFT weights.
+    pub fn validate(&self) -> Result<()> {
+        check(
+            self.steps > 0 && self.batch_size > 0 && self.eval_every > 0,
+            "steps, batch_size and eval_every must be ≥ 1",
+        )?;
+        check(self.learning_rate > 0.0 && self.learning_rate.is_finite(), "learning_rate must be a positive number")?;
+        check(
+            self.pairs_per_prompt > 0 && self.samples_per_prompt > 0,
+            "pairs_per_prompt and samples_per_prompt must be ≥ 1",
+        )?;
+        load_model(&self.sft, &["sft"]).map(|_| ())
+    }
+}
+
+impl Default for RmArgs {
+    fn default() -> Self {
+        RmArgs {
+            sft: PathBuf::new(),
+            steps: 600,
+            batch_size: 64,
+            learning_rate: 3e-4,
+            samples_per_prompt: 2,
+            pairs_per_prompt: 2,
+            seed: 1,
+            eval_every: 50,
+        }
+    }
+}
+
+/// Trains a reward model into `dir`; its held-out pairwise accuracy is in the summary
+/// (`held_out_pairwise_accuracy`) and progress.csv.
+///
+/// # Errors
+/// `Config` for a bad setting; `Checkpoint` when `sft` is not an SFT policy; I/O, tensor errors.
+pub fn run_rm(args: &RmArgs, dir: &Path, mut progress: impl FnMut(&Progress)) -> Result<Summary> {
+    args.validate()?;
+    let (sft, _) = load_model(&args.sft, &["sft"])?;
+    write_config(dir, &serde_json::json!({"command": "rm", "args": args, "spec": sft.spec()}))?;
+    let t0 = std::time::Instant::now();
+    let (train, held) = split();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(args.seed);
+    let train_pairs = make_pairs(&sft, &train, args.samples_per_prompt, args.pairs_per_prompt, &mut rng)?;
+    let held_pairs = make_pairs(&sft, &held, args.samples_per_prompt, args.pairs_per_prompt, &mut rng)?;
+    let rm = TinyLm::new(sft.spec().clone(), args.seed, &Device::Cpu)?;
+    rm.copy_from(&sft)?;
+    let mut opt = adam_for(&rm, args.learning_rate);
+    let mut logs =
+        Logs::create(dir, &["step", "loss", "train_pairwise_accuracy", "held_out_pairwise_accuracy", "seconds"])?;
+    let probe: Vec<_> = train_pairs.iter().take(held_pairs.len()).cloned().collect();
+    let mut held_acc = pairwise_accuracy(&rm, &held_pairs)?;
+    let start = held_acc;
+    for step in 1..=args.steps {
+        let loss = rm_step(&rm, &mut opt, &train_pairs, args.batch_size, &mut rng)?;
+        if step % args.eval_every == 0 || step == args.steps {
+            held_acc = pairwise_accuracy(&rm, &held_pairs)?;
+            let train_acc = pairwise_accuracy(&rm, &probe)?;
+            logs.write(&[step as f64, loss, train_acc, held_acc, t0.elapsed().as_secs_f64()])?;
+        }
+        progress(&Progress {
+            step,
+            total: args.steps,
+            message: format!("loss {loss:.3} | held-out pair acc {held_acc:.3}"),
+        });
+    }
+    save_model(&dir.join("model.safetensors"), &rm, "rm")?;
+    Ok(Summary {
+        seconds: t0.elapsed().as_secs_f64(),
+        extra: vec![
+            ("train_pairs".into(), train_pairs.len() as f64),
+            ("held_out_pairs".into(), held_pairs.len() as f64),
+            ("held_out_pairwise_accuracy_start".into(), start),
+            ("held_out_pairwise_accuracy".into(), held_acc),
+        ],
+        ..Default::default()
+    })
+}
+
+/// `proxima lm grpo`.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct GrpoArgs {
+    /// The SFT run: the starting policy and the frozen π_ref.
+    pub sft: PathBuf,
+    /// GRPO steps (each samples a fresh batch).
+    pub steps: usize,
+    /// Adam step size.
+    pub learning_rate: f64,
+    /// Prompts per step.
+    pub prompts: usize,
+    /// G, samples per prompt.
+    pub group_size: usize,
+    /// β of the k3 KL penalty.
+    pub beta: f64,
+    /// Lower clip ε_low.
+    pub eps_low: f64,
+    /// Upper clip ε_high (> ε_low: DAPO's clip-higher).
+    pub eps_high: f64,
+    /// μ, optimiser passes per batch.
+    pub inner_iters: usize,
+    /// false = Dr. GRPO mean-centring (no std scaling).
+    pub scale_advantages: bool,
+    /// `seq-mean-token-mean` (GRPO), `token-mean` (DAPO) or `constant-length` (Dr. GRPO,
+    /// length = the longest response, 4).
+    pub aggregation: String,
+    /// Skip groups whose rewards are all equal.
+    pub drop_flat_groups: bool,
+    /// Control: shuffle rewards across all samples of a step.
+    pub shuffle_rewards: bool,
+    /// Sequences per forward/backward (gradient accumulation); none = whole batch.
+    pub micro_batch: Option<usize>,
+    /// Seed.
+    pub seed: u64,
+    /// Evaluate every this many steps.
+    pub eval_every: usize,
+}
+
+impl GrpoArgs {
+    /// Checks every setting and that `sft` holds an SFT policy.
+    ///
+    /// # Errors
+    /// `Config` naming the bad setting; `Io`/`Checkpoint` for the SFT weights.
+    pub fn validate(&self) -> Result<()> {
+        check_rl(self.steps, self.learning_rate, self.eval_every, self.micro_batch)?;
+        check(
+            self.group_size >= 2 && self.prompts >= 1 && self.inner_iters >= 1,
+            "group_size must be ≥ 2, prompts and inner_iters ≥ 1",
+        )?;
+        check(
+            self.beta >= 0.0 && self.eps_low > 0.0 && self.eps_low < 1.0 && self.eps_high > 0.0,
+            "need beta ≥ 0, 0 < eps_low < 1 and eps_high > 0",
+        )?;
+        parse_aggregation(&self.aggregation)?;
+        load_model(&self.sft, &["sft"]).map(|_| ())
+    }
+}
+
+impl Default for GrpoArgs {
+    fn default() -> Self {
+        let g = GrpoConfig::default();
+        GrpoArgs {
+            sft: PathBuf::new(),
+            steps: 300,
+            learning_rate: 2e-4,
+            prompts: g.prompts,
+            group_size: g.group_size,
+            beta: g.beta,
+            eps_low: g.eps_low,
+            eps_high: g.eps_high,
+            inner_iters: g.inner_iters,
+            scale_advantages: g.scale_advantages,
+            aggregation: "seq-mean-token-mean".into(),
+            drop_flat_groups: g.drop_flat_groups,
+            shuffle_rewards: false,
+            micro_batch: None,
+            seed: 1,
+            eval_every: 10,
+        }
+    }
+}
+
+/// Parses an aggregation name.
+///
+/// # Errors
+/// `Config` naming the valid ones.
+pub fn parse_aggregation(s: &str) -> Result<Aggregation> {
+    match s {
+        "seq-mean-token-mean" => Ok(Aggregation::SeqMeanTokenMean),
+        "token-mean" => Ok(Aggregation::TokenMean),
+        "constant-length" => Ok(Aggregation::ConstantLength(crate::lm::task::MAX_ANSWER_LEN)),
+        _ => Err(ProximaError::Config(format!(
+            "unknown aggregation `{s}`; one of seq-mean-token-mean, token-mean, constant-length"
+        ))),
+    }
+}
+
+fn check_rl(steps: usize, lr: f64, eval_every: usize, micro: Option<usize>) -> Result<()> {
+    check(steps > 0 && eval_every > 0, "steps and eval_every must be ≥ 1")?;
+    check(lr > 0.0 && lr.is_finite(), "learning_rate must be a positive number")?;
+    check(micro != Some(0), "micro_batch must be ≥ 1")
+}
+
+/// Runs GRPO into `dir`.
+///
+/// # Errors
+/// `Config` for a bad setting; `Checkpoint` when `sft` is not an SFT policy; I/O, tensor errors.
+pub fn run_grpo(args: &GrpoArgs, dir: &Path, mut progress: impl FnMut(&Progress)) -> Result<Summary> {
+    args.validate()?;
+    let cfg = GrpoConfig {
+        prompts: args.prompts,
+        group_size: args.group_size,
+        eps_low: args.eps_low,
+        eps_high: args.eps_high,
+        beta: args.beta,
+        inner_iters: args.inner_iters,
+        scale_advantages: args.scale_advantages,
+        aggregation: parse_aggregation(&args.aggregation)?,
+        drop_flat_groups: args.drop_flat_groups,
+        shuffle_rewards: args.shuffle_rewards,
+        micro_batch: args.micro_batch,
+        max_grad_norm: 1.0,
+    };
+    let (policy, _) = load_model(&args.sft, &["sft"])?;
+    let (reference, _) = load_model(&args.sft, &["sft"])?;
+    write_config(dir, &serde_json::json!({"command": "grpo", "args": args, "spec": policy.spec()}))?;
+    let t0 = std::time::Instant::now();
+    let (train, held) = split();
+    let mut opt = adam_for(&policy, args.learning_rate);
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(args.seed);
+    let mut logs = Logs::create(
+        dir,
+        &["step", "reward_mean", "flat_group_fraction", "kl_k3", "loss", "held_out_accuracy", "seconds"],
+    )?;
+    let start = accuracy(&policy, &held)?;
+    logs.write(&[0.0, f64::NAN, f64::NAN, 0.0, f64::NAN, start, 0.0])?;
+    let mut acc = start;
+    for step in 1..=args.steps {
+        let s = grpo_step(&policy, &reference, &mut opt, &train, &cfg, &mut rng)?;
+        if step % args.eval_every == 0 || step == args.steps {
+            acc = accuracy(&policy, &held)?;
+            logs.write(&[step as f64, s.reward_mean, s.flat_fraction, s.kl, s.loss, acc, t0.elapsed().as_secs_f64()])?;
+        }
+        progress(&Progress {
+            step,
+            total: args.steps,
+            message: format!("reward {:.3} | kl {:.4} | held-out acc {acc:.3}", s.reward_mean, s.kl),
+        });
+    }
+    save_model(&dir.join("model.safetensors"), &policy, "grpo")?;
+    Ok(Summary {
+        held_out_accuracy_start: start,
+        held_out_accuracy_end: acc,
+        seconds: t0.elapsed().as_secs_f64(),
+        extra: vec![],
+    })
+}
+
+/// `proxima lm ppo`: RLHF-PPO against a reward model.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PpoArgs {
+    /// The SFT run: the starting policy and π_ref.
+    pub sft: PathBuf,
+    /// The reward-model run: the reward and the critic's initialisation.
+    pub rm: PathBuf,
+    /// PPO steps (each samples `prompts` responses).
+    pub steps: usize,
+    /// Adam step size of the policy.
+    pub learning_rate: f64,
+    /// Adam step size of the critic.
+    pub critic_learning_rate: f64,
+    /// The PPO settings.
+    pub ppo: PpoLmConfig,
+    /// Initial β of the per-token KL penalty.
+    pub kl_coef: f64,
+    /// Target KL per response for the adaptive controller; none = fixed β.
+    pub kl_target: Option<f64>,
+    /// Horizon of the adaptive controller (responses).
+    pub kl_horizon: f64,
+    /// Seed.
+    pub seed: u64,
+    /// Evaluate every this many steps.
+    pub eval_every: usize,
+}
+
+impl PpoArgs {
+    /// Checks every setting and the kinds of the `sft` and `rm` weights.
+    ///
+    /// # Errors
+    /// `Config` naming the bad setting; `Io`/`Checkpoint` for the weights.
+    pub fn validate(&self) -> Result<()> {
+        check_rl(self.steps, self.learning_rate, self.eval_every, self.ppo.micro_batch)?;
+        check(
+            self.critic_learning_rate > 0.0 && self.critic_learning_rate.is_finite(),
+            "critic_learning_rate must be a positive number",
+        )?;
+        check(
+            self.ppo.prompts >= 1 && self.ppo.n_epochs >= 1 && self.ppo.batch_size >= 1,
+            "prompts, n_epochs and batch_size must be ≥ 1",
+        )?;
+        check(self.ppo.clip_range > 0.0 && self.ppo.clip_range < 1.0, "clip_range must be in (0, 1)")?;
+        check(self.ppo.clip_range_vf.is_none_or(|c| c > 0.0), "clip_range_vf must be positive")?;
+        check(
+            (0.0..=1.0).contains(&self.ppo.gamma) && (0.0..=1.0).contains(&self.ppo.gae_lambda),
+            "gamma and gae_lambda must be in [0, 1]",
+        )?;
+        check(
+            self.kl_coef >= 0.0 && self.kl_target.is_none_or(|t| t > 0.0) && self.kl_horizon > 0.0,
+            "kl_coef ≥ 0, kl_target > 0, kl_horizon > 0",
+        )?;
+        load_model(&self.sft, &["sft"])?;
+        load_model(&self.rm, &["rm"]).map(|_| ())
+    }
+}
+
+impl Default for PpoArgs {
+    fn default() -> Self {
+        PpoArgs {
+            sft: PathBuf::new(),
+            rm: PathBuf::new(),
+            steps: 200,
+            learning_rate: 1e-4,
+            critic_learning_rate: 1e-4,
+            ppo: PpoLmConfig::default(),
+            kl_coef: 0.05,
+            kl_target: None,
+            kl_horizon: 10_000.0,
+            seed: 1,
+            eval_every: 10,
+        }
+    }
+}
+
+/// Runs RLHF-PPO into `dir` (`model.safetensors` = policy, `critic.safetensors`).
+///
+/// # Errors
+/// `Config` for a bad setting; `Checkpoint` for wrong model kinds; I/O, tensor errors.
+pub fn run_ppo(args: &PpoArgs, dir: &Path, mut progress: impl FnMut(&Progress)) -> Result<Summary> {
+    args.validate()?;
+    let p = &args.ppo;
+    let (policy, _) = load_model(&args.sft, &["sft"])?;
+    let (reference, _) = load_model(&args.sft, &["sft"])?;
+    let (reward_model, _) = load_model(&args.rm, &["rm"])?;
+    let (critic, _) = load_model(&args.rm, &["rm"])?;
+    write_config(dir, &serde_json::json!({"command": "ppo", "args": args, "spec": policy.spec()}))?;
+    let t0 = std::time::Instant::now();
+    let (train, held) = split();
+    let mut opt_pi = adam_for(&policy, args.learning_rate);
+    let mut opt_v = adam_for(&critic, args.critic_learning_rate);
+    let mut kl = KlController { coef: args.kl_coef, target: args.kl_target, horizon: args.kl_horizon };
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(args.seed);
+    let mut logs = Logs::create(
+        dir,
+        &[
+            "step",
+            "score_mean",
+            "sampled_accuracy",
+            "kl_per_token",
+            "kl_per_response",
+            "kl_coef",
+            "policy_loss",
+            "value_loss",
+            "clip_fraction",
+            "approx_kl",
+            "held_out_accuracy",
+            "held_out_score",
+            "seconds",
+        ],
+    )?;
+    let models = PpoModels { policy: &policy, critic: &critic, reference: &reference, reward_model: &reward_model };
+    // The reward model's mean score of sampled (temperature 1) responses to the held-out prompts.
+    let fixed = kl;
+    let held_score = |rng: &mut rand_chacha::ChaCha8Rng| -> Result<f64> {
+        let cfg = PpoLmConfig { prompts: held.len(), ..p.clone() };
+        let (_, s) = crate::lm::ppo::collect_on(&models, &held, &cfg, &fixed, rng)?;
+        Ok(s.score_mean)
+    };
+    let start = accuracy(&policy, &held)?;
+    let mut eval_rng = rand_chacha::ChaCha8Rng::seed_from_u64(args.seed ^ 0x5eed);
+    let start_score = held_score(&mut eval_rng)?;
+    logs.write(&[
+        0.0,
+        f64::NAN,
+        f64::NAN,
+        0.0,
+        0.0,
+        kl.coef,
+        f64::NAN,
+        f64::NAN,
+        f64::NAN,
+        f64::NAN,
+        start,
+        start_score,
+        0.0,
+    ])?;
+    let (mut acc, mut score) = (start, start_score);
+    for step in 1..=args.steps {
+        let s = ppo_lm_step(&models, &mut opt_pi, &mut opt_v, &train, p, &mut kl, &mut rng)?;
+        if step % args.eval_every == 0 || step == args.steps {
+            acc = accuracy(&policy, &held)?;
+            score = held_score(&mut eval_rng)?;
+            logs.write(&[
+                step as f64,
+                s.score_mean,
+                s.accuracy,
+                s.kl_per_token,
+                s.kl_per_response,
+                s.kl_coef,
+                s.policy_loss,
+                s.value_loss,
+                s.clip_fraction,
+                s.approx_kl,
+                acc,
+                score,
+                t0.elapsed().as_secs_f64(),
+            ])?;
+        }
+        progress(&Progress {
+            step,
+            total: args.steps,
+            message: format!("score {:.3} | kl/token {:.4} | held-out acc {acc:.3}", s.score_mean, s.kl_per_token),
+        });
+    }
+    save_model(&dir.join("model.safetensors"), &policy, "ppo")?;
+    save_model(&dir.join("critic.safetensors"), &critic, "critic")?;
+    Ok(Summary {
+        held_out_accuracy_start: start,
+        held_out_accuracy_end: acc,
+        seconds: t0.elapsed().as_secs_f64(),
+        extra: vec![("held_out_score_start".into(), start_score), ("held_out_score_end".into(), score)],
+    })
+}
+
+/// `proxima lm eval`: greedy exact-match accuracy on the held-out prompts, and greedy answers
+/// to `prompts` (text like `12+34=`). Returns (accuracy, [(prompt, answer text, correct)]).
+///
+/// # Errors
+/// `Checkpoint` for a file that is not a policy; `InvalidArgument` for a malformed prompt.
+pub fn eval(path: &Path, prompts: &[String]) -> Result<(f64, Vec<(String, String, bool)>)> {
+    use crate::lm::task::{detokenize, parse_prompt};
+    let problems = prompts.iter().map(|p| parse_prompt(p)).collect::<Result<Vec<_>>>()?;
+    let (model, _) = load_model(path, &["sft", "grpo", "ppo"])?;
+    let (_, held) = split();
+    let acc = accuracy(&model, &held)?;
+    let mut answers = Vec::new();
+    if !problems.is_empty() {
+        let s = crate::lm::train::generate(&model, &problems, true, &mut rand::rng())?;
+        for (i, p) in problems.iter().enumerate() {
+            let r = s.response(i);
+            // The answer is written least-significant digit first; show it the usual way too.
+            let digits: String = detokenize(&r).trim_end_matches('$').chars().rev().collect();
+            answers.push((
+                format!("{}", detokenize(&p.prompt())),
+                format!("{digits} (raw {})", detokenize(&r)),
+                p.reward(&r) > 0.0,
+            ));
+        }
+    }
+    Ok((acc, answers))
+}
