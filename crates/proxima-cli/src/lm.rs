@@ -46,9 +46,16 @@ pub enum LmCommand {
     /// A Bradley–Terry reward model on scripted preference pairs (correct beats incorrect; then
     /// more digits right in place), initialised from the SFT policy.
     Rm {
-        /// The SFT run directory (or its model.safetensors).
+        /// The SFT run directory (or its model.safetensors) whose samples are compared.
         #[arg(long)]
         sft: PathBuf,
+        /// The SFT run whose weights initialise the reward model (default: --sft's).
+        #[arg(long)]
+        init: Option<PathBuf>,
+        /// The scripted labeller: binary (correct beats incorrect) or graded (also: more digits
+        /// right in place beats fewer).
+        #[arg(long, default_value = "graded", value_parser = ["binary", "graded"])]
+        labeller: String,
         /// Optimiser steps.
         #[arg(long, default_value_t = RmArgs::default().steps)]
         steps: usize,
@@ -115,8 +122,12 @@ pub enum LmCommand {
         #[arg(long)]
         sft: PathBuf,
         /// The reward-model run directory: the reward and the critic's initialisation.
-        #[arg(long)]
-        rm: PathBuf,
+        #[arg(long, required_unless_present = "verifiable_reward")]
+        rm: Option<PathBuf>,
+        /// Control: optimise the task's exact-match reward instead of a reward model (the
+        /// critic then starts from the SFT weights).
+        #[arg(long, conflicts_with = "rm")]
+        verifiable_reward: bool,
         /// PPO steps.
         #[arg(long, default_value_t = PpoArgs::default().steps)]
         steps: usize,
@@ -156,6 +167,9 @@ pub enum LmCommand {
         /// Target KL per response: adapt β with Ziegler et al.'s controller.
         #[arg(long)]
         kl_target: Option<f64>,
+        /// Critic warm-up: steps at the start that update only the critic.
+        #[arg(long, default_value_t = PpoArgs::default().freezing_actor_steps)]
+        freezing_actor_steps: usize,
         #[command(flatten)]
         common: Common,
     },
@@ -232,10 +246,16 @@ pub fn dispatch(cmd: LmCommand, claim: impl Fn(Option<PathBuf>, &str) -> Result<
             a.validate()?;
             run_it("sft", &common, steps, &|dir, p| run::run_sft(&a, dir, p))
         }
-        LmCommand::Rm { sft, steps, batch_size, learning_rate, common } => {
+        LmCommand::Rm { sft, init, labeller, steps, batch_size, learning_rate, common } => {
             let d = RmArgs::default();
             let a = RmArgs {
                 sft,
+                init,
+                labeller: if labeller == "graded" {
+                    proxima::lm::reward::Labeller::Graded
+                } else {
+                    proxima::lm::reward::Labeller::Binary
+                },
                 steps,
                 batch_size,
                 learning_rate,
@@ -302,6 +322,8 @@ pub fn dispatch(cmd: LmCommand, claim: impl Fn(Option<PathBuf>, &str) -> Result<
             gae_lambda,
             kl_coef,
             kl_target,
+            freezing_actor_steps,
+            verifiable_reward: _,
             common,
         } => {
             let d = PpoArgs::default();
@@ -330,12 +352,14 @@ pub fn dispatch(cmd: LmCommand, claim: impl Fn(Option<PathBuf>, &str) -> Result<
                 },
                 kl_coef,
                 kl_target,
+                freezing_actor_steps,
                 seed: common.seed,
                 eval_every: common.eval_every.unwrap_or(d.eval_every),
                 ..d
             };
             a.validate()?;
-            run_it("ppo", &common, steps, &|dir, p| run::run_ppo(&a, dir, p))
+            let name = if a.rm.is_some() { "ppo" } else { "ppo-verifiable" };
+            run_it(name, &common, steps, &|dir, p| run::run_ppo(&a, dir, p))
         }
         LmCommand::Eval { path, prompt, json } => {
             let (acc, answers) = run::eval(&path, &prompt)?;

@@ -785,7 +785,10 @@ fn lm_pipeline_and_its_bad_inputs() {
     ]);
     assert!(d.join("ppo/critic.safetensors").is_file());
     let csv = std::fs::read_to_string(d.join("ppo/progress.csv")).unwrap();
-    assert!(csv.lines().next().unwrap().contains("kl_per_token") && csv.lines().count() == 3, "header, step 0, step 2:\n{csv}");
+    assert!(
+        csv.lines().next().unwrap().contains("kl_per_token") && csv.lines().count() == 3,
+        "header, step 0, step 2:\n{csv}"
+    );
     let so = ok(&["lm", "eval", &p("ppo"), "--prompt", "47+85=", "--json"]);
     let v: serde_json::Value = serde_json::from_str(so.trim()).unwrap();
     assert!((0.0..=1.0).contains(&v["held_out_accuracy"].as_f64().unwrap()));

@@ -209,7 +209,7 @@ fn ppo_micro_batches_accumulate_to_the_whole_minibatch_gradient() {
         tokens,
         mask,
     };
-    let models = PpoModels { policy: &policy, critic: &critic, reference: &reference, reward_model: &rm };
+    let models = PpoModels { policy: &policy, critic: &critic, reference: &reference, reward_model: Some(&rm) };
     let rows: Vec<u32> = vec![3, 0, 7, 11, 5, 2, 9];
     let cfg = PpoLmConfig::default();
     let (gp, gc, l) = ppo_lm_gradients(&models, &b, &rows, &cfg).unwrap();

@@ -50,9 +50,9 @@ pub struct PpoLmConfig {
 impl Default for PpoLmConfig {
     fn default() -> Self {
         PpoLmConfig {
-            prompts: 64,
+            prompts: 256,
             n_epochs: 4,
-            batch_size: 16,
+            batch_size: 64,
             micro_batch: None,
             clip_range: 0.2,
             clip_range_vf: Some(0.2),
@@ -94,8 +94,9 @@ pub struct PpoModels<'a> {
     pub critic: &'a TinyLm,
     /// π_ref, frozen.
     pub reference: &'a TinyLm,
-    /// The reward model, frozen.
-    pub reward_model: &'a TinyLm,
+    /// The reward model, frozen; `None` = the task's verifiable exact-match reward (a control
+    /// that separates PPO's behaviour from the reward model's errors).
+    pub reward_model: Option<&'a TinyLm>,
 }
 
 /// Values V_φ(s_t) `[B, MAX_ANSWER_LEN]` before each response token of `tokens` `[B, SEQ_LEN]`
@@ -214,8 +215,10 @@ pub fn collect_on<R: Rng + ?Sized>(
     let s = generate(m.policy, prompts, false, rng)?;
     let tokens = Tensor::from_vec(s.tokens.clone(), (n, SEQ_LEN), &dev)?;
     let lengths: Vec<usize> = (0..n).map(|i| s.response(i).len()).collect();
-    let score = scores(m.reward_model, &tokens, &lengths)?.to_vec1::<f32>()?;
-    let score: Vec<f64> = score.iter().map(|&x| f64::from(x)).collect();
+    let score: Vec<f64> = match m.reward_model {
+        Some(rm) => scores(rm, &tokens, &lengths)?.to_vec1::<f32>()?.iter().map(|&x| f64::from(x)).collect(),
+        None => prompts.iter().enumerate().map(|(i, p)| p.reward(&s.response(i))).collect(),
+    };
     let ref_lp = response_log_probs(m.reference, &tokens)?.flatten_all()?.to_vec1::<f32>()?;
     let values = response_values(m.critic, &tokens)?.flatten_all()?.to_vec1::<f32>()?;
     let rewards = kl_penalized_rewards(&score, &s.log_probs, &ref_lp, &s.mask, MAX_ANSWER_LEN, kl.coef)?;
@@ -244,7 +247,8 @@ pub fn collect_on<R: Rng + ?Sized>(
 }
 
 /// One RLHF-PPO step: [`collect`], then `n_epochs` × minibatches of Adam updates on the policy
-/// (`opt_policy`) and the critic (`opt_critic`), then the KL controller update.
+/// (`opt_policy`; skipped when `update_policy` is false, OpenRLHF's `freezing_actor_steps`
+/// critic warm-up) and the critic (`opt_critic`), then the KL controller update.
 ///
 /// # Errors
 /// `InvalidArgument` for zero prompts, epochs or batch size; tensor errors; `NonFinite` from
@@ -256,6 +260,7 @@ pub fn ppo_lm_step<R: Rng + ?Sized>(
     train: &[Problem],
     cfg: &PpoLmConfig,
     kl: &mut KlController,
+    update_policy: bool,
     rng: &mut R,
 ) -> Result<PpoLmStats> {
     if cfg.prompts == 0 || cfg.n_epochs == 0 || cfg.batch_size == 0 {
@@ -269,7 +274,9 @@ pub fn ppo_lm_step<R: Rng + ?Sized>(
         order.shuffle(rng);
         for rows in order.chunks(cfg.batch_size) {
             let (gp, gc, [pl, vl, cf, ak]) = ppo_lm_gradients(m, &batch, rows, cfg)?;
-            opt_policy.step_host(&pp, &gp, Some(cfg.max_grad_norm))?;
+            if update_policy {
+                opt_policy.step_host(&pp, &gp, Some(cfg.max_grad_norm))?;
+            }
             opt_critic.step_host(&cp, &gc, Some(cfg.max_grad_norm))?;
             stats.policy_loss = pl;
             stats.value_loss = vl;

@@ -3,9 +3,10 @@
 //! preference pairs with the Bradley–Terry loss −log σ(r_chosen − r_rejected)
 //! ([`bradley_terry_loss`]).
 //!
-//! The preferences are scripted, standing in for human labellers: a correct answer beats an
-//! incorrect one; between two incorrect answers, the one with more tokens right in place
-//! (compared with the correct answer, EOS included) wins; equal quality gives no pair. The
+//! The preferences are scripted, standing in for human labellers ([`Labeller`]): a correct
+//! answer beats an incorrect one; optionally (graded), between two incorrect answers the one with
+//! more tokens right in place (compared with the correct answer, EOS included) wins; equal
+//! quality gives no pair. The
 //! candidates for each prompt are samples of the SFT policy, the correct answer and a corrupted
 //! copy of it (one digit changed, a digit dropped or added).
 
@@ -31,6 +32,17 @@ pub struct PreferencePair {
     pub rejected: Vec<u32>,
 }
 
+/// Which comparisons the scripted labeller makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Labeller {
+    /// Correct beats incorrect; two incorrect (or two correct) responses are not compared.
+    Binary,
+    /// As `Binary`, and between two incorrect responses the one with more tokens right in place
+    /// wins (partial credit).
+    Graded,
+}
+
 /// The scripted labeller's quality of a response: (correct, tokens right in place).
 pub fn quality(p: &Problem, response: &[u32]) -> (bool, usize) {
     let answer = p.answer();
@@ -40,8 +52,11 @@ pub fn quality(p: &Problem, response: &[u32]) -> (bool, usize) {
 
 /// The scripted preference between responses `a` and `b` to `p`: `Greater` when `a` is
 /// preferred, `Equal` when neither is.
-pub fn scripted_preference(p: &Problem, a: &[u32], b: &[u32]) -> Ordering {
-    quality(p, a).cmp(&quality(p, b))
+pub fn scripted_preference(labeller: Labeller, p: &Problem, a: &[u32], b: &[u32]) -> Ordering {
+    match labeller {
+        Labeller::Graded => quality(p, a).cmp(&quality(p, b)),
+        Labeller::Binary => quality(p, a).0.cmp(&quality(p, b).0),
+    }
 }
 
 /// A corrupted copy of the correct answer (always incorrect): one digit changed, the last digit
@@ -72,6 +87,7 @@ pub fn corrupt<R: Rng + ?Sized>(p: &Problem, rng: &mut R) -> Vec<u32> {
 /// # Errors
 /// Tensor errors.
 pub fn make_pairs<R: Rng + ?Sized>(
+    labeller: Labeller,
     policy: &TinyLm,
     problems: &[Problem],
     samples: usize,
@@ -90,12 +106,15 @@ pub fn make_pairs<R: Rng + ?Sized>(
             cands.dedup();
             let mut pairs: Vec<(usize, usize)> = (0..cands.len())
                 .flat_map(|a| (a + 1..cands.len()).map(move |b| (a, b)))
-                .filter(|&(a, b)| scripted_preference(p, &cands[a], &cands[b]) != Ordering::Equal)
+                .filter(|&(a, b)| scripted_preference(labeller, p, &cands[a], &cands[b]) != Ordering::Equal)
                 .collect();
             pairs.shuffle(rng);
             for (a, b) in pairs.into_iter().take(pairs_per_prompt) {
-                let (c, r) =
-                    if scripted_preference(p, &cands[a], &cands[b]) == Ordering::Greater { (a, b) } else { (b, a) };
+                let (c, r) = if scripted_preference(labeller, p, &cands[a], &cands[b]) == Ordering::Greater {
+                    (a, b)
+                } else {
+                    (b, a)
+                };
                 out.push(PreferencePair { problem: *p, chosen: cands[c].clone(), rejected: cands[r].clone() });
             }
         }
@@ -179,13 +198,30 @@ pub fn rm_step<R: Rng + ?Sized>(
 /// # Errors
 /// Tensor errors.
 pub fn pairwise_accuracy(rm: &TinyLm, pairs: &[PreferencePair]) -> Result<f64> {
-    let mut right = 0usize;
+    Ok(pairwise_accuracy_by_kind(rm, pairs)?[0])
+}
+
+/// Pairwise accuracy over all pairs, over the pairs whose chosen response is correct (the
+/// comparisons the task's true reward makes), and over the pairs of two incorrect responses
+/// (NaN where a kind has no pairs).
+///
+/// # Errors
+/// Tensor errors.
+pub fn pairwise_accuracy_by_kind(rm: &TinyLm, pairs: &[PreferencePair]) -> Result<[f64; 3]> {
+    let mut right = [0usize; 3];
+    let mut count = [0usize; 3];
     for chunk in pairs.chunks(512) {
         let (c, r) = pair_scores(rm, chunk)?;
         let (c, r) = (c.to_vec1::<f32>()?, r.to_vec1::<f32>()?);
-        right += c.iter().zip(&r).filter(|(a, b)| a > b).count();
+        for (i, p) in chunk.iter().enumerate() {
+            let kind = if p.problem.reward(&p.chosen) > 0.0 { 1 } else { 2 };
+            for k in [0, kind] {
+                count[k] += 1;
+                right[k] += usize::from(c[i] > r[i]);
+            }
+        }
     }
-    Ok(right as f64 / pairs.len().max(1) as f64)
+    Ok([0, 1, 2].map(|k| if count[k] == 0 { f64::NAN } else { right[k] as f64 / count[k] as f64 }))
 }
 
 #[cfg(test)]
@@ -198,9 +234,13 @@ mod tests {
     fn the_scripted_labeller_ranks_correct_first_then_by_digits_in_place() {
         let p = Problem { a: 47, b: 85 }; // 132 → "231" EOS
         let right = p.answer();
-        assert_eq!(scripted_preference(&p, &right, &[2, 3, 2, EOS]), Ordering::Greater);
-        assert_eq!(scripted_preference(&p, &[2, 3, 2, EOS], &[9, 9, 9, EOS]), Ordering::Greater);
-        assert_eq!(scripted_preference(&p, &[9, 3, 1, EOS], &[2, 9, 1, EOS]), Ordering::Equal);
+        for l in [Labeller::Binary, Labeller::Graded] {
+            assert_eq!(scripted_preference(l, &p, &right, &[2, 3, 2, EOS]), Ordering::Greater);
+            assert_eq!(scripted_preference(l, &p, &[2, 3, 2, EOS], &right), Ordering::Less);
+            assert_eq!(scripted_preference(l, &p, &[9, 3, 1, EOS], &[2, 9, 1, EOS]), Ordering::Equal);
+        }
+        assert_eq!(scripted_preference(Labeller::Graded, &p, &[2, 3, 2, EOS], &[9, 9, 9, EOS]), Ordering::Greater);
+        assert_eq!(scripted_preference(Labeller::Binary, &p, &[2, 3, 2, EOS], &[9, 9, 9, EOS]), Ordering::Equal);
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
         for _ in 0..200 {
             let c = corrupt(&p, &mut rng);

@@ -240,7 +240,7 @@ mod tests {
         let logp = [-0.5f32; 12];
         let refp = [-0.7f32; 12];
         let r = kl_penalized_rewards(&[2.0, -1.0, 0.5], &logp, &refp, &mask, 4, 0.1).unwrap();
-        let kl = -0.1 * 0.2f32 as f64; // −β·(logp − ref) = −0.1·0.2 per real token
+        let kl = -0.1 * (f64::from(-0.5f32) - f64::from(-0.7f32)); // −β·(logp − ref) per real token
         let want = [kl, kl, kl + 2.0, 0.0, kl - 1.0, 0.0, 0.0, 0.0, kl, kl, kl, kl + 0.5];
         for (a, b) in r.iter().zip(want) {
             assert!((a - b).abs() < 1e-9, "{r:?}");

@@ -11,7 +11,7 @@ use crate::error::{ProximaError, Result};
 use crate::lm::grpo::Aggregation;
 use crate::lm::model::{LmSpec, TinyLm};
 use crate::lm::ppo::{ppo_lm_step, PpoLmConfig, PpoModels};
-use crate::lm::reward::{make_pairs, pairwise_accuracy, rm_step};
+use crate::lm::reward::{make_pairs, pairwise_accuracy, pairwise_accuracy_by_kind, rm_step, Labeller};
 use crate::lm::rlhf::KlController;
 use crate::lm::task::{split, Problem, VOCAB};
 use crate::lm::train::{accuracy, grpo_step, sft_step, GrpoConfig};
@@ -228,9 +228,10 @@ impl SftArgs {
 }
 
 impl Default for SftArgs {
-    /// Stopped early on purpose: 190 steps of batch 128 at 1e-3 leave the policy partly right.
+    /// Stopped early on purpose: 160 steps of batch 128 at 1e-3 leave the policy partly right
+    /// (48.9% held-out greedy accuracy with seed 1).
     fn default() -> Self {
-        SftArgs { steps: 190, batch_size: 128, learning_rate: 1e-3, label_noise: 0.0, seed: 1, eval_every: 10 }
+        SftArgs { steps: 160, batch_size: 128, learning_rate: 1e-3, label_noise: 0.0, seed: 1, eval_every: 10 }
     }
 }
 
@@ -272,14 +273,17 @@ pub fn run_sft(args: &SftArgs, dir: &Path, mut progress: impl FnMut(&Progress)) 
 /// `proxima lm rm`: a Bradley–Terry reward model on scripted preference pairs.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RmArgs {
-    /// The SFT run (or weights file) whose samples are compared and whose weights initialise
-    /// the reward model.
+    /// The SFT run (or weights file) whose samples are compared.
     pub sft: PathBuf,
+    /// Weights that initialise the reward model (an SFT run); `None` = `sft`'s.
+    pub init: Option<PathBuf>,
+    /// The scripted labeller.
+    pub labeller: Labeller,
     /// Optimiser steps.
     pub steps: usize,
     /// Pairs per step.
     pub batch_size: usize,
-    /// Adam step size.
+    /// Adam step size at the start (decayed linearly to 0).
     pub learning_rate: f64,
     /// Policy samples per prompt among the candidates.
     pub samples_per_prompt: usize,
@@ -314,13 +318,15 @@ impl Default for RmArgs {
     fn default() -> Self {
         RmArgs {
             sft: PathBuf::new(),
-            steps: 600,
+            init: None,
+            labeller: Labeller::Graded,
+            steps: 2000,
             batch_size: 64,
             learning_rate: 3e-4,
             samples_per_prompt: 2,
             pairs_per_prompt: 2,
             seed: 1,
-            eval_every: 50,
+            eval_every: 100,
         }
     }
 }
@@ -337,22 +343,41 @@ pub fn run_rm(args: &RmArgs, dir: &Path, mut progress: impl FnMut(&Progress)) ->
     let t0 = std::time::Instant::now();
     let (train, held) = split();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(args.seed);
-    let train_pairs = make_pairs(&sft, &train, args.samples_per_prompt, args.pairs_per_prompt, &mut rng)?;
-    let held_pairs = make_pairs(&sft, &held, args.samples_per_prompt, args.pairs_per_prompt, &mut rng)?;
-    let rm = TinyLm::new(sft.spec().clone(), args.seed, &Device::Cpu)?;
-    rm.copy_from(&sft)?;
+    let train_pairs =
+        make_pairs(args.labeller, &sft, &train, args.samples_per_prompt, args.pairs_per_prompt, &mut rng)?;
+    let held_pairs = make_pairs(args.labeller, &sft, &held, args.samples_per_prompt, args.pairs_per_prompt, &mut rng)?;
+    let rm = match &args.init {
+        Some(init) => load_model(init, &["sft"])?.0,
+        None => load_model(&args.sft, &["sft"])?.0,
+    };
     let mut opt = adam_for(&rm, args.learning_rate);
-    let mut logs =
-        Logs::create(dir, &["step", "loss", "train_pairwise_accuracy", "held_out_pairwise_accuracy", "seconds"])?;
+    let mut logs = Logs::create(
+        dir,
+        &[
+            "step",
+            "loss",
+            "train_pairwise_accuracy",
+            "held_out_pairwise_accuracy",
+            "held_out_correct_vs_incorrect",
+            "held_out_incorrect_vs_incorrect",
+            "seconds",
+        ],
+    )?;
     let probe: Vec<_> = train_pairs.iter().take(held_pairs.len()).cloned().collect();
     let mut held_acc = pairwise_accuracy(&rm, &held_pairs)?;
     let start = held_acc;
+    let mut split_acc = [f64::NAN; 2];
     for step in 1..=args.steps {
+        // Linear decay of the step size to 0 over the run (the noisy end of a constant rate
+        // moved the held-out pairwise accuracy by ±3 points between evaluations).
+        opt.lr = args.learning_rate * (1.0 - (step - 1) as f64 / args.steps as f64);
         let loss = rm_step(&rm, &mut opt, &train_pairs, args.batch_size, &mut rng)?;
         if step % args.eval_every == 0 || step == args.steps {
-            held_acc = pairwise_accuracy(&rm, &held_pairs)?;
+            let by_kind = pairwise_accuracy_by_kind(&rm, &held_pairs)?;
+            held_acc = by_kind[0];
             let train_acc = pairwise_accuracy(&rm, &probe)?;
-            logs.write(&[step as f64, loss, train_acc, held_acc, t0.elapsed().as_secs_f64()])?;
+            logs.write(&[step as f64, loss, train_acc, held_acc, by_kind[1], by_kind[2], t0.elapsed().as_secs_f64()])?;
+            split_acc = [by_kind[1], by_kind[2]];
         }
         progress(&Progress {
             step,
@@ -368,6 +393,8 @@ pub fn run_rm(args: &RmArgs, dir: &Path, mut progress: impl FnMut(&Progress)) ->
             ("held_out_pairs".into(), held_pairs.len() as f64),
             ("held_out_pairwise_accuracy_start".into(), start),
             ("held_out_pairwise_accuracy".into(), held_acc),
+            ("held_out_correct_vs_incorrect".into(), split_acc[0]),
+            ("held_out_incorrect_vs_incorrect".into(), split_acc[1]),
         ],
         ..Default::default()
     })
@@ -536,8 +563,9 @@ pub fn run_grpo(args: &GrpoArgs, dir: &Path, mut progress: impl FnMut(&Progress)
 pub struct PpoArgs {
     /// The SFT run: the starting policy and π_ref.
     pub sft: PathBuf,
-    /// The reward-model run: the reward and the critic's initialisation.
-    pub rm: PathBuf,
+    /// The reward-model run: the reward and the critic's initialisation; `None` = the
+    /// verifiable exact-match reward, critic initialised from the SFT weights.
+    pub rm: Option<PathBuf>,
     /// PPO steps (each samples `prompts` responses).
     pub steps: usize,
     /// Adam step size of the policy.
@@ -552,6 +580,10 @@ pub struct PpoArgs {
     pub kl_target: Option<f64>,
     /// Horizon of the adaptive controller (responses).
     pub kl_horizon: f64,
+    /// Critic warm-up: the first this many steps update only the critic (OpenRLHF's
+    /// `freezing_actor_steps`), so the policy is not pushed by a critic that has not yet
+    /// learnt this policy's values.
+    pub freezing_actor_steps: usize,
     /// Seed.
     pub seed: u64,
     /// Evaluate every this many steps.
@@ -584,7 +616,10 @@ impl PpoArgs {
             "kl_coef ≥ 0, kl_target > 0, kl_horizon > 0",
         )?;
         load_model(&self.sft, &["sft"])?;
-        load_model(&self.rm, &["rm"]).map(|_| ())
+        match &self.rm {
+            Some(rm) => load_model(rm, &["rm"]).map(|_| ()),
+            None => Ok(()),
+        }
     }
 }
 
@@ -592,14 +627,15 @@ impl Default for PpoArgs {
     fn default() -> Self {
         PpoArgs {
             sft: PathBuf::new(),
-            rm: PathBuf::new(),
+            rm: None,
             steps: 200,
             learning_rate: 1e-4,
             critic_learning_rate: 1e-4,
             ppo: PpoLmConfig::default(),
-            kl_coef: 0.05,
+            kl_coef: 0.1,
             kl_target: None,
             kl_horizon: 10_000.0,
+            freezing_actor_steps: 10,
             seed: 1,
             eval_every: 10,
         }
@@ -615,8 +651,14 @@ pub fn run_ppo(args: &PpoArgs, dir: &Path, mut progress: impl FnMut(&Progress)) 
     let p = &args.ppo;
     let (policy, _) = load_model(&args.sft, &["sft"])?;
     let (reference, _) = load_model(&args.sft, &["sft"])?;
-    let (reward_model, _) = load_model(&args.rm, &["rm"])?;
-    let (critic, _) = load_model(&args.rm, &["rm"])?;
+    let reward_model = match &args.rm {
+        Some(rm) => Some(load_model(rm, &["rm"])?.0),
+        None => None,
+    };
+    let (critic, _) = match &args.rm {
+        Some(rm) => load_model(rm, &["rm"])?,
+        None => load_model(&args.sft, &["sft"])?,
+    };
     write_config(dir, &serde_json::json!({"command": "ppo", "args": args, "spec": policy.spec()}))?;
     let t0 = std::time::Instant::now();
     let (train, held) = split();
@@ -642,7 +684,8 @@ pub fn run_ppo(args: &PpoArgs, dir: &Path, mut progress: impl FnMut(&Progress)) 
             "seconds",
         ],
     )?;
-    let models = PpoModels { policy: &policy, critic: &critic, reference: &reference, reward_model: &reward_model };
+    let models =
+        PpoModels { policy: &policy, critic: &critic, reference: &reference, reward_model: reward_model.as_ref() };
     // The reward model's mean score of sampled (temperature 1) responses to the held-out prompts.
     let fixed = kl;
     let held_score = |rng: &mut rand_chacha::ChaCha8Rng| -> Result<f64> {
@@ -670,7 +713,16 @@ pub fn run_ppo(args: &PpoArgs, dir: &Path, mut progress: impl FnMut(&Progress)) 
     ])?;
     let (mut acc, mut score) = (start, start_score);
     for step in 1..=args.steps {
-        let s = ppo_lm_step(&models, &mut opt_pi, &mut opt_v, &train, p, &mut kl, &mut rng)?;
+        let s = ppo_lm_step(
+            &models,
+            &mut opt_pi,
+            &mut opt_v,
+            &train,
+            p,
+            &mut kl,
+            step > args.freezing_actor_steps,
+            &mut rng,
+        )?;
         if step % args.eval_every == 0 || step == args.steps {
             acc = accuracy(&policy, &held)?;
             score = held_score(&mut eval_rng)?;
