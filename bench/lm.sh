@@ -9,6 +9,7 @@
 # Every run is seeded (seed 1) and single-threaded, so the numbers are reproducible on one machine.
 #
 # Usage: bench/lm.sh    (about 25 minutes on 2 cores; runs two jobs at a time)
+#        (ppo-adaptive-kl: beta adapted towards a KL of 1 nat per response)
 # Writes bench-results/lm/<run>/ (config.json, progress.csv, TensorBoard events, weights) and
 # bench-results/lm/summary.md.
 set -euo pipefail
@@ -28,6 +29,8 @@ wait
 run rm rm --sft "$out/sft" --init "$out/sft-full" &
 run ppo-verifiable ppo --sft "$out/sft" --verifiable-reward &
 wait
-run ppo ppo --sft "$out/sft" --rm "$out/rm"
+run ppo ppo --sft "$out/sft" --rm "$out/rm" &
+run ppo-adaptive-kl ppo --sft "$out/sft" --rm "$out/rm" --kl-target 1 &
+wait
 python3 bench/lm_summary.py "$out" > "$out/summary.md"
 cat "$out/summary.md"

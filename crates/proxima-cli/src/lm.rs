@@ -221,6 +221,11 @@ pub fn dispatch(cmd: LmCommand, claim: impl Fn(Option<PathBuf>, &str) -> Result<
                   steps: usize,
                   f: &dyn Fn(&std::path::Path, &mut dyn FnMut(&Progress)) -> proxima::Result<Summary>|
      -> Result<()> {
+        if let Some(d) = &common.run_dir {
+            if d.is_dir() && std::fs::read_dir(d).map(|mut e| e.next().is_some()).unwrap_or(false) {
+                anyhow::bail!("--run-dir {} already holds files; choose an empty or new directory", d.display());
+            }
+        }
         let dir = claim(common.run_dir.clone(), &format!("lm-addition__{name}__{}", common.seed))?;
         let b = bar(steps, common.quiet);
         let s = f(&dir, &mut |p: &Progress| {

@@ -809,6 +809,7 @@ fn lm_pipeline_and_its_bad_inputs() {
         (vec!["sft".into(), "--learning-rate=-1".into()], "learning_rate must be a positive number"),
         (vec!["eval".into(), p("sft"), "--prompt".into(), "1+2=".into()], "not a prompt of the form ab+cd="),
         (vec!["eval".into(), p("rm")], "holds a `rm` model"),
+        (vec!["sft".into(), "--run-dir".into(), p("sft")], "already holds files"),
         (
             vec!["ppo".into(), "--sft".into(), p("sft"), "--rm".into(), p("rm"), "--clip-range-vf".into(), "x".into()],
             "--clip-range-vf `x`",
@@ -818,7 +819,7 @@ fn lm_pipeline_and_its_bad_inputs() {
         let run_dir = p(&format!("bad{i}"));
         let mut full: Vec<&str> = vec!["lm"];
         full.extend(args.iter().map(String::as_str));
-        if args[0] != "eval" {
+        if args[0] != "eval" && !args.contains(&"--run-dir".to_string()) {
             full.extend(["--run-dir", run_dir.as_str(), "-q"]);
         }
         let (code, _, se) = proxima(&full);

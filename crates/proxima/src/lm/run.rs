@@ -681,6 +681,7 @@ pub fn run_ppo(args: &PpoArgs, dir: &Path, mut progress: impl FnMut(&Progress)) 
             "approx_kl",
             "held_out_accuracy",
             "held_out_score",
+            "held_out_sampled_accuracy",
             "seconds",
         ],
     )?;
@@ -688,14 +689,15 @@ pub fn run_ppo(args: &PpoArgs, dir: &Path, mut progress: impl FnMut(&Progress)) 
         PpoModels { policy: &policy, critic: &critic, reference: &reference, reward_model: reward_model.as_ref() };
     // The reward model's mean score of sampled (temperature 1) responses to the held-out prompts.
     let fixed = kl;
-    let held_score = |rng: &mut rand_chacha::ChaCha8Rng| -> Result<f64> {
+    // Returns (mean score, fraction correct) of one sampled response per held-out prompt.
+    let held_score = |rng: &mut rand_chacha::ChaCha8Rng| -> Result<(f64, f64)> {
         let cfg = PpoLmConfig { prompts: held.len(), ..p.clone() };
         let (_, s) = crate::lm::ppo::collect_on(&models, &held, &cfg, &fixed, rng)?;
-        Ok(s.score_mean)
+        Ok((s.score_mean, s.accuracy))
     };
     let start = accuracy(&policy, &held)?;
     let mut eval_rng = rand_chacha::ChaCha8Rng::seed_from_u64(args.seed ^ 0x5eed);
-    let start_score = held_score(&mut eval_rng)?;
+    let (start_score, start_sampled) = held_score(&mut eval_rng)?;
     logs.write(&[
         0.0,
         f64::NAN,
@@ -709,9 +711,10 @@ pub fn run_ppo(args: &PpoArgs, dir: &Path, mut progress: impl FnMut(&Progress)) 
         f64::NAN,
         start,
         start_score,
+        start_sampled,
         0.0,
     ])?;
-    let (mut acc, mut score) = (start, start_score);
+    let (mut acc, mut score, mut sampled) = (start, start_score, start_sampled);
     for step in 1..=args.steps {
         let s = ppo_lm_step(
             &models,
@@ -725,7 +728,7 @@ pub fn run_ppo(args: &PpoArgs, dir: &Path, mut progress: impl FnMut(&Progress)) 
         )?;
         if step % args.eval_every == 0 || step == args.steps {
             acc = accuracy(&policy, &held)?;
-            score = held_score(&mut eval_rng)?;
+            (score, sampled) = held_score(&mut eval_rng)?;
             logs.write(&[
                 step as f64,
                 s.score_mean,
@@ -739,6 +742,7 @@ pub fn run_ppo(args: &PpoArgs, dir: &Path, mut progress: impl FnMut(&Progress)) 
                 s.approx_kl,
                 acc,
                 score,
+                sampled,
                 t0.elapsed().as_secs_f64(),
             ])?;
         }
@@ -754,7 +758,12 @@ pub fn run_ppo(args: &PpoArgs, dir: &Path, mut progress: impl FnMut(&Progress)) 
         held_out_accuracy_start: start,
         held_out_accuracy_end: acc,
         seconds: t0.elapsed().as_secs_f64(),
-        extra: vec![("held_out_score_start".into(), start_score), ("held_out_score_end".into(), score)],
+        extra: vec![
+            ("held_out_score_start".into(), start_score),
+            ("held_out_score_end".into(), score),
+            ("held_out_sampled_accuracy_start".into(), start_sampled),
+            ("held_out_sampled_accuracy_end".into(), sampled),
+        ],
     })
 }
 
