@@ -13,7 +13,7 @@ pub struct Common {
     /// Random seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Evaluate on the held-out prompts (and log a row) every this many steps.
+    /// Evaluate on the held-out set (and log a row) every this many steps [default: 10; rm: 100].
     #[arg(long)]
     eval_every: Option<usize>,
     /// Run directory (default: runs/lm-addition__<command>__<seed>__<unix time>).
@@ -35,10 +35,10 @@ pub enum LmCommand {
         #[arg(long, default_value_t = SftArgs::default().batch_size)]
         batch_size: usize,
         /// Adam step size.
-        #[arg(long, default_value_t = SftArgs::default().learning_rate)]
+        #[arg(long, allow_negative_numbers = true, default_value_t = SftArgs::default().learning_rate)]
         learning_rate: f64,
         /// Probability that a training answer is replaced by a wrong one.
-        #[arg(long, default_value_t = 0.0)]
+        #[arg(long, allow_negative_numbers = true, default_value_t = 0.0)]
         label_noise: f64,
         #[command(flatten)]
         common: Common,
@@ -62,8 +62,8 @@ pub enum LmCommand {
         /// Pairs per step.
         #[arg(long, default_value_t = RmArgs::default().batch_size)]
         batch_size: usize,
-        /// Adam step size.
-        #[arg(long, default_value_t = RmArgs::default().learning_rate)]
+        /// Adam step size at the start (decayed linearly to 0 over the run).
+        #[arg(long, allow_negative_numbers = true, default_value_t = RmArgs::default().learning_rate)]
         learning_rate: f64,
         #[command(flatten)]
         common: Common,
@@ -77,7 +77,7 @@ pub enum LmCommand {
         #[arg(long, default_value_t = GrpoArgs::default().steps)]
         steps: usize,
         /// Adam step size.
-        #[arg(long, default_value_t = GrpoArgs::default().learning_rate)]
+        #[arg(long, allow_negative_numbers = true, default_value_t = GrpoArgs::default().learning_rate)]
         learning_rate: f64,
         /// Prompts per step.
         #[arg(long, default_value_t = GrpoArgs::default().prompts)]
@@ -86,13 +86,13 @@ pub enum LmCommand {
         #[arg(long, default_value_t = GrpoArgs::default().group_size)]
         group_size: usize,
         /// β of the k3 KL penalty to π_ref.
-        #[arg(long, default_value_t = GrpoArgs::default().beta)]
+        #[arg(long, allow_negative_numbers = true, default_value_t = GrpoArgs::default().beta)]
         beta: f64,
         /// ε_low of the ratio clip.
-        #[arg(long, default_value_t = GrpoArgs::default().eps_low)]
+        #[arg(long, allow_negative_numbers = true, default_value_t = GrpoArgs::default().eps_low)]
         eps_low: f64,
-        /// ε_high of the ratio clip (> eps-low: DAPO's clip-higher).
-        #[arg(long, default_value_t = GrpoArgs::default().eps_high)]
+        /// ε_high of the ratio clip (set it above --eps-low for DAPO's clip-higher, e.g. 0.28).
+        #[arg(long, allow_negative_numbers = true, default_value_t = GrpoArgs::default().eps_high)]
         eps_high: f64,
         /// μ: optimiser passes per sampled batch.
         #[arg(long, default_value_t = GrpoArgs::default().inner_iters)]
@@ -132,10 +132,10 @@ pub enum LmCommand {
         #[arg(long, default_value_t = PpoArgs::default().steps)]
         steps: usize,
         /// Adam step size of the policy.
-        #[arg(long, default_value_t = PpoArgs::default().learning_rate)]
+        #[arg(long, allow_negative_numbers = true, default_value_t = PpoArgs::default().learning_rate)]
         learning_rate: f64,
         /// Adam step size of the critic.
-        #[arg(long, default_value_t = PpoArgs::default().critic_learning_rate)]
+        #[arg(long, allow_negative_numbers = true, default_value_t = PpoArgs::default().critic_learning_rate)]
         critic_learning_rate: f64,
         /// Responses sampled per step.
         #[arg(long, default_value_t = PpoLmConfig::default().prompts)]
@@ -150,22 +150,22 @@ pub enum LmCommand {
         #[arg(long)]
         micro_batch: Option<usize>,
         /// ε of the ratio clip.
-        #[arg(long, default_value_t = PpoLmConfig::default().clip_range)]
+        #[arg(long, allow_negative_numbers = true, default_value_t = PpoLmConfig::default().clip_range)]
         clip_range: f64,
         /// Clip of the value change (`none` = unclipped).
         #[arg(long, default_value = "0.2")]
         clip_range_vf: String,
         /// γ over tokens.
-        #[arg(long, default_value_t = PpoLmConfig::default().gamma)]
+        #[arg(long, allow_negative_numbers = true, default_value_t = PpoLmConfig::default().gamma)]
         gamma: f64,
         /// λ of GAE over tokens.
-        #[arg(long, default_value_t = PpoLmConfig::default().gae_lambda)]
+        #[arg(long, allow_negative_numbers = true, default_value_t = PpoLmConfig::default().gae_lambda)]
         gae_lambda: f64,
         /// β of the per-token KL penalty (initial value with --kl-target).
-        #[arg(long, default_value_t = PpoArgs::default().kl_coef)]
+        #[arg(long, allow_negative_numbers = true, default_value_t = PpoArgs::default().kl_coef)]
         kl_coef: f64,
         /// Target KL per response: adapt β with Ziegler et al.'s controller.
-        #[arg(long)]
+        #[arg(long, allow_negative_numbers = true)]
         kl_target: Option<f64>,
         /// Critic warm-up: steps at the start that update only the critic.
         #[arg(long, default_value_t = PpoArgs::default().freezing_actor_steps)]
@@ -369,15 +369,15 @@ pub fn dispatch(cmd: LmCommand, claim: impl Fn(Option<PathBuf>, &str) -> Result<
         LmCommand::Eval { path, prompt, json } => {
             let (acc, answers) = run::eval(&path, &prompt)?;
             if json {
-                let a: Vec<_> = answers
-                    .iter()
-                    .map(|(p, r, ok)| serde_json::json!({"prompt": p, "answer": r, "correct": ok}))
-                    .collect();
-                println!("{}", serde_json::json!({"held_out_accuracy": acc, "held_out_prompts": 1000, "answers": a}));
+                println!(
+                    "{}",
+                    serde_json::json!({"held_out_accuracy": acc, "held_out_prompts": 1000, "answers": answers})
+                );
             } else {
                 println!("held-out greedy exact-match accuracy: {acc:.3} (1000 prompts)");
-                for (p, r, ok) in answers {
-                    println!("{p} {r} {}", if ok { "correct" } else { "wrong" });
+                for a in answers {
+                    let verdict = if a.correct { "correct" } else { "wrong" };
+                    println!("{} {} ({verdict}; generated {}, digits reversed, $ = end)", a.prompt, a.answer, a.raw);
                 }
             }
             Ok(())

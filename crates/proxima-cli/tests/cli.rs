@@ -779,6 +779,8 @@ fn lm_pipeline_and_its_bad_inputs() {
         "2",
         "--kl-target",
         "1",
+        "--freezing-actor-steps",
+        "1",
         "--run-dir",
         &p("ppo"),
         "-q",
@@ -793,14 +795,24 @@ fn lm_pipeline_and_its_bad_inputs() {
     let v: serde_json::Value = serde_json::from_str(so.trim()).unwrap();
     assert!((0.0..=1.0).contains(&v["held_out_accuracy"].as_f64().unwrap()));
     assert_eq!(v["answers"][0]["prompt"], "47+85=");
+    let a = v["answers"][0]["answer"].as_str().unwrap();
+    let raw = v["answers"][0]["raw"].as_str().unwrap();
+    assert_eq!(a.chars().rev().collect::<String>(), raw.trim_end_matches('$'), "answer = raw digits reversed");
+    assert_eq!(v["answers"][0]["correct"].as_bool().unwrap(), a == "132");
 
     // Bad input: one clear line, exit 1, and no run directory left behind.
     std::fs::write(d.join("garbage.safetensors"), b"not a safetensors file").unwrap();
     let cases: Vec<(Vec<String>, &str)> = vec![
         (vec!["rm".into(), "--sft".into(), p("missing")], "No such file"),
-        (vec!["ppo".into(), "--sft".into(), p("sft"), "--rm".into(), p("sft")], "holds a `sft` model; expected rm"),
-        (vec!["ppo".into(), "--sft".into(), p("rm"), "--rm".into(), p("rm")], "holds a `rm` model; expected sft"),
-        (vec!["grpo".into(), "--sft".into(), p("sft"), "--group-size".into(), "1".into()], "group_size must be ≥ 2"),
+        (
+            vec!["ppo".into(), "--sft".into(), p("sft"), "--rm".into(), p("sft")],
+            "holds a model of kind `sft`; expected rm",
+        ),
+        (
+            vec!["ppo".into(), "--sft".into(), p("rm"), "--rm".into(), p("rm")],
+            "holds a model of kind `rm`; expected sft",
+        ),
+        (vec!["grpo".into(), "--sft".into(), p("sft"), "--group-size".into(), "1".into()], "group_size must be at least 2"),
         (
             vec!["grpo".into(), "--sft".into(), p("sft"), "--aggregation".into(), "sum".into()],
             "unknown aggregation `sum`",
@@ -808,7 +820,23 @@ fn lm_pipeline_and_its_bad_inputs() {
         (vec!["grpo".into(), "--sft".into(), p("garbage.safetensors")], "not a valid safetensors file"),
         (vec!["sft".into(), "--learning-rate=-1".into()], "learning_rate must be a positive number"),
         (vec!["eval".into(), p("sft"), "--prompt".into(), "1+2=".into()], "not a prompt of the form ab+cd="),
-        (vec!["eval".into(), p("rm")], "holds a `rm` model"),
+        (vec!["eval".into(), p("rm")], "holds a model of kind `rm`"),
+        (
+            vec!["rm".into(), "--sft".into(), p("sft"), "--init".into(), p("rm")],
+            "holds a model of kind `rm`; expected sft",
+        ),
+        (vec!["grpo".into(), "--sft".into(), p("sft"), "--beta".into(), "inf".into()], "beta must be a finite number"),
+        (
+            vec!["grpo".into(), "--sft".into(), p("sft"), "--prompts".into(), "100000000".into()],
+            "prompts × group_size must be at most",
+        ),
+        (vec!["sft".into(), "--batch-size".into(), "1000000000".into()], "batch_size must be at most"),
+        (vec!["sft".into(), "--learning-rate".into(), "-1".into()], "learning_rate must be a positive number"),
+        (vec!["eval".into(), p("sft"), "--prompt".into(), "12++5=".into()], "not a prompt of the form ab+cd="),
+        (
+            vec!["ppo".into(), "--sft".into(), p("sft"), "--verifiable-reward".into(), "--steps".into(), "3".into()],
+            "freezing_actor_steps must be less than steps",
+        ),
         (vec!["sft".into(), "--run-dir".into(), p("sft")], "already holds files"),
         (
             vec!["ppo".into(), "--sft".into(), p("sft"), "--rm".into(), p("rm"), "--clip-range-vf".into(), "x".into()],

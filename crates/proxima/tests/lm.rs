@@ -227,3 +227,24 @@ fn ppo_micro_batches_accumulate_to_the_whole_minibatch_gradient() {
     assert_eq!(gp.len(), policy.named_params().len());
     let _ = host_grads;
 }
+
+/// A weights file whose network is not the task's is refused before anything is built from its
+/// spec (a crafted spec with a huge d_model must not become an allocation abort).
+#[test]
+fn weights_of_another_shape_are_refused() {
+    use proxima::lm::run::{load_model, save_model};
+    let dir = std::env::temp_dir().join(format!("proxima-lm-shape-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("tiny.safetensors");
+    let small = TinyLm::new(LmSpec { vocab: VOCAB, context: 16, d_model: 8, n_heads: 2, n_layers: 1 }, 1, &DEV).unwrap();
+    save_model(&f, &small, "sft").unwrap();
+    let err = load_model(&f, &["sft"]).err().expect("a different shape must be refused").to_string();
+    assert!(err.contains("holds a network of shape"), "{err}");
+    let right = TinyLm::new(proxima::lm::run::default_spec(), 1, &DEV).unwrap();
+    save_model(&f, &right, "sft").unwrap();
+    let (m, kind) = load_model(&f, &["sft"]).unwrap();
+    assert_eq!(kind, "sft");
+    assert_eq!(m.num_params(), right.num_params());
+    assert!(load_model(&f, &["rm"]).is_err());
+    let _ = std::fs::remove_dir_all(&dir);
+}

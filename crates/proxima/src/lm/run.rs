@@ -89,12 +89,15 @@ pub fn load_model(path: &Path, kinds: &[&str]) -> Result<(TinyLm, String)> {
     }
     let kind = md.get("kind").cloned().unwrap_or_default();
     if !kinds.contains(&kind.as_str()) {
-        return Err(bad(format!("holds a `{kind}` model; expected {}", kinds.join(" or "))));
+        return Err(bad(format!("holds a model of kind `{kind}`; expected {}", kinds.join(" or "))));
     }
     let spec: LmSpec = md
         .get("spec")
         .and_then(|s| serde_json::from_str(s).ok())
         .ok_or_else(|| bad("malformed or missing `spec`".into()))?;
+    if spec != default_spec() {
+        return Err(bad(format!("holds a network of shape {spec:?}; the addition task's is {:?}", default_spec())));
+    }
     let model = TinyLm::new(spec, 0, &Device::Cpu).map_err(|e| bad(e.to_string()))?;
     let params = model.named_params();
     if st.len() != params.len() {
@@ -167,6 +170,10 @@ fn adam_for(model: &TinyLm, lr: f64) -> Adam {
     Adam::new(&sizes, lr, 1e-8)
 }
 
+/// The largest number of sequences any command puts in one batch: a bound so that a typo cannot
+/// become an out-of-memory abort (a 65,536 × 10-token batch of this model needs ~2 GB).
+pub const MAX_BATCH: usize = 65_536;
+
 fn check(cond: bool, what: &str) -> Result<()> {
     if cond {
         Ok(())
@@ -223,6 +230,7 @@ impl SftArgs {
             "steps, batch_size and eval_every must be ≥ 1",
         )?;
         check(self.learning_rate > 0.0 && self.learning_rate.is_finite(), "learning_rate must be a positive number")?;
+        check(self.batch_size <= MAX_BATCH, &format!("batch_size must be at most {MAX_BATCH}"))?;
         check((0.0..=1.0).contains(&self.label_noise), "label_noise must be in [0, 1]")
     }
 }
@@ -307,9 +315,13 @@ impl RmArgs {
         )?;
         check(self.learning_rate > 0.0 && self.learning_rate.is_finite(), "learning_rate must be a positive number")?;
         check(
-            self.pairs_per_prompt > 0 && self.samples_per_prompt > 0,
-            "pairs_per_prompt and samples_per_prompt must be ≥ 1",
+            (1..=64).contains(&self.pairs_per_prompt) && (1..=64).contains(&self.samples_per_prompt),
+            "pairs_per_prompt and samples_per_prompt must be in 1..=64",
         )?;
+        check(self.batch_size <= MAX_BATCH, &format!("batch_size must be at most {MAX_BATCH}"))?;
+        if let Some(init) = &self.init {
+            load_model(init, &["sft"])?;
+        }
         load_model(&self.sft, &["sft"]).map(|_| ())
     }
 }
@@ -445,14 +457,16 @@ impl GrpoArgs {
     /// `Config` naming the bad setting; `Io`/`Checkpoint` for the SFT weights.
     pub fn validate(&self) -> Result<()> {
         check_rl(self.steps, self.learning_rate, self.eval_every, self.micro_batch)?;
+        check(self.group_size >= 2, "group_size must be at least 2")?;
+        check(self.prompts >= 1, "prompts must be at least 1")?;
         check(
-            self.group_size >= 2 && self.prompts >= 1 && self.inner_iters >= 1,
-            "group_size must be ≥ 2, prompts and inner_iters ≥ 1",
+            self.prompts.saturating_mul(self.group_size) <= MAX_BATCH,
+            &format!("prompts × group_size must be at most {MAX_BATCH}"),
         )?;
-        check(
-            self.beta >= 0.0 && self.eps_low > 0.0 && self.eps_low < 1.0 && self.eps_high > 0.0,
-            "need beta ≥ 0, 0 < eps_low < 1 and eps_high > 0",
-        )?;
+        check((1..=100).contains(&self.inner_iters), "inner_iters must be in 1..=100")?;
+        check(self.beta >= 0.0 && self.beta.is_finite(), "beta must be a finite number ≥ 0")?;
+        check(self.eps_low > 0.0 && self.eps_low < 1.0, "eps_low must be in (0, 1)")?;
+        check(self.eps_high > 0.0 && self.eps_high.is_finite(), "eps_high must be a finite number > 0")?;
         parse_aggregation(&self.aggregation)?;
         load_model(&self.sft, &["sft"]).map(|_| ())
     }
@@ -498,7 +512,7 @@ pub fn parse_aggregation(s: &str) -> Result<Aggregation> {
 }
 
 fn check_rl(steps: usize, lr: f64, eval_every: usize, micro: Option<usize>) -> Result<()> {
-    check(steps > 0 && eval_every > 0, "steps and eval_every must be ≥ 1")?;
+    check(steps > 0 && eval_every > 0, "steps and eval_every must be at least 1")?;
     check(lr > 0.0 && lr.is_finite(), "learning_rate must be a positive number")?;
     check(micro != Some(0), "micro_batch must be ≥ 1")
 }
@@ -601,20 +615,25 @@ impl PpoArgs {
             self.critic_learning_rate > 0.0 && self.critic_learning_rate.is_finite(),
             "critic_learning_rate must be a positive number",
         )?;
+        check((1..=MAX_BATCH).contains(&self.ppo.prompts), &format!("prompts must be in 1..={MAX_BATCH}"))?;
+        check((1..=100).contains(&self.ppo.n_epochs), "n_epochs must be in 1..=100")?;
+        check(self.ppo.batch_size >= 1, "batch_size must be at least 1")?;
         check(
-            self.ppo.prompts >= 1 && self.ppo.n_epochs >= 1 && self.ppo.batch_size >= 1,
-            "prompts, n_epochs and batch_size must be ≥ 1",
+            self.freezing_actor_steps < self.steps,
+            "freezing_actor_steps must be less than steps (otherwise the policy is never updated)",
         )?;
         check(self.ppo.clip_range > 0.0 && self.ppo.clip_range < 1.0, "clip_range must be in (0, 1)")?;
-        check(self.ppo.clip_range_vf.is_none_or(|c| c > 0.0), "clip_range_vf must be positive")?;
+        check(
+            self.ppo.clip_range_vf.is_none_or(|c| c > 0.0 && c.is_finite()),
+            "clip_range_vf must be a finite number > 0",
+        )?;
         check(
             (0.0..=1.0).contains(&self.ppo.gamma) && (0.0..=1.0).contains(&self.ppo.gae_lambda),
             "gamma and gae_lambda must be in [0, 1]",
         )?;
-        check(
-            self.kl_coef >= 0.0 && self.kl_target.is_none_or(|t| t > 0.0) && self.kl_horizon > 0.0,
-            "kl_coef ≥ 0, kl_target > 0, kl_horizon > 0",
-        )?;
+        check(self.kl_coef >= 0.0 && self.kl_coef.is_finite(), "kl_coef must be a finite number ≥ 0")?;
+        check(self.kl_target.is_none_or(|t| t > 0.0 && t.is_finite()), "kl_target must be a finite number > 0")?;
+        check(self.kl_horizon > 0.0 && self.kl_horizon.is_finite(), "kl_horizon must be a finite number > 0")?;
         load_model(&self.sft, &["sft"])?;
         match &self.rm {
             Some(rm) => load_model(rm, &["rm"]).map(|_| ()),
@@ -767,12 +786,25 @@ pub fn run_ppo(args: &PpoArgs, dir: &Path, mut progress: impl FnMut(&Progress)) 
     })
 }
 
+/// A greedy answer to one prompt.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Answer {
+    /// The prompt, e.g. `47+85=`.
+    pub prompt: String,
+    /// The answer read the usual way (most significant digit first), e.g. `132`.
+    pub answer: String,
+    /// The generated tokens as the model writes them (reversed digits, `$` = EOS), e.g. `231$`.
+    pub raw: String,
+    /// Exact match.
+    pub correct: bool,
+}
+
 /// `proxima lm eval`: greedy exact-match accuracy on the held-out prompts, and greedy answers
-/// to `prompts` (text like `12+34=`). Returns (accuracy, [(prompt, answer text, correct)]).
+/// to `prompts` (text like `12+34=`).
 ///
 /// # Errors
 /// `Checkpoint` for a file that is not a policy; `InvalidArgument` for a malformed prompt.
-pub fn eval(path: &Path, prompts: &[String]) -> Result<(f64, Vec<(String, String, bool)>)> {
+pub fn eval(path: &Path, prompts: &[String]) -> Result<(f64, Vec<Answer>)> {
     use crate::lm::task::{detokenize, parse_prompt};
     let problems = prompts.iter().map(|p| parse_prompt(p)).collect::<Result<Vec<_>>>()?;
     let (model, _) = load_model(path, &["sft", "grpo", "ppo"])?;
@@ -785,11 +817,12 @@ pub fn eval(path: &Path, prompts: &[String]) -> Result<(f64, Vec<(String, String
             let r = s.response(i);
             // The answer is written least-significant digit first; show it the usual way too.
             let digits: String = detokenize(&r).trim_end_matches('$').chars().rev().collect();
-            answers.push((
-                format!("{}", detokenize(&p.prompt())),
-                format!("{digits} (raw {})", detokenize(&r)),
-                p.reward(&r) > 0.0,
-            ));
+            answers.push(Answer {
+                prompt: detokenize(&p.prompt()),
+                answer: digits,
+                raw: detokenize(&r),
+                correct: p.reward(&r) > 0.0,
+            });
         }
     }
     Ok((acc, answers))

@@ -87,7 +87,7 @@ pub fn parse_prompt(text: &str) -> Result<Problem> {
         || ProximaError::InvalidArgument(format!("`{text}` is not a prompt of the form ab+cd= (two digits each)"));
     let t = text.trim().strip_suffix('=').ok_or_else(bad)?;
     let (a, b) = t.split_once('+').ok_or_else(bad)?;
-    if a.len() != 2 || b.len() != 2 {
+    if a.len() != 2 || b.len() != 2 || !a.bytes().chain(b.bytes()).all(|c| c.is_ascii_digit()) {
         return Err(bad());
     }
     Ok(Problem { a: a.parse().map_err(|_| bad())?, b: b.parse().map_err(|_| bad())? })
@@ -129,6 +129,7 @@ mod tests {
         assert_eq!(Problem { a: 0, b: 0 }.answer(), vec![0, EOS]);
         assert_eq!(parse_prompt("07+93=").unwrap(), Problem { a: 7, b: 93 });
         assert!(parse_prompt("7+93=").is_err() && parse_prompt("07+93").is_err() && parse_prompt("ab+cd=").is_err());
+        assert!(parse_prompt("12++5=").is_err() && parse_prompt("+1+22=").is_err(), "a sign is not a digit");
     }
 
     #[test]
