@@ -812,7 +812,10 @@ fn lm_pipeline_and_its_bad_inputs() {
             vec!["ppo".into(), "--sft".into(), p("rm"), "--rm".into(), p("rm")],
             "holds a model of kind `rm`; expected sft",
         ),
-        (vec!["grpo".into(), "--sft".into(), p("sft"), "--group-size".into(), "1".into()], "group_size must be at least 2"),
+        (
+            vec!["grpo".into(), "--sft".into(), p("sft"), "--group-size".into(), "1".into()],
+            "group_size must be at least 2",
+        ),
         (
             vec!["grpo".into(), "--sft".into(), p("sft"), "--aggregation".into(), "sum".into()],
             "unknown aggregation `sum`",

@@ -62,7 +62,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     })
 }
 
-fn f32_bytes(v: &[f32]) -> Vec<u8> {
+pub(crate) fn f32_bytes(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
@@ -90,6 +90,19 @@ pub fn save(path: &Path, policy: &ActorCritic, opt: Option<&Adam>, meta: &Checkp
     if let Some(o) = opt {
         md.insert("optim.t".into(), o.t.to_string());
     }
+    write_f32_safetensors(path, &data, md)
+}
+
+/// Writes `(name, shape, little-endian f32 bytes)` tensors and `metadata` as one safetensors
+/// file, atomically ([`write_atomic`]).
+///
+/// # Errors
+/// `Checkpoint` if serialisation fails (a shape that does not match its bytes); `Io`.
+pub(crate) fn write_f32_safetensors(
+    path: &Path,
+    data: &[(String, Vec<usize>, Vec<u8>)],
+    metadata: HashMap<String, String>,
+) -> Result<()> {
     let views = data
         .iter()
         .map(|(n, s, b)| {
@@ -99,7 +112,7 @@ pub fn save(path: &Path, policy: &ActorCritic, opt: Option<&Adam>, meta: &Checkp
             ))
         })
         .collect::<Result<Vec<_>>>()?;
-    let bytes = safetensors::serialize(views, Some(md)).map_err(|e| ProximaError::Checkpoint(e.to_string()))?;
+    let bytes = safetensors::serialize(views, Some(metadata)).map_err(|e| ProximaError::Checkpoint(e.to_string()))?;
     write_atomic(path, &bytes)
 }
 

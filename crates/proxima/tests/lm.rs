@@ -8,7 +8,7 @@ use proxima::lm::ppo::{ppo_lm_gradients, response_values, PpoLmBatch, PpoLmConfi
 use proxima::lm::reward::{scores, sequences};
 use proxima::lm::rlhf::{bradley_terry_loss, ppo_token_losses, PpoTokenBatch};
 use proxima::lm::task::{split, Problem, MAX_ANSWER_LEN, VOCAB};
-use proxima::lm::train::{grpo_gradients, host_grads, response_log_probs, sft_loss, GrpoConfig, GrpoTensors};
+use proxima::lm::train::{grpo_gradients, response_log_probs, sft_loss, GrpoConfig, GrpoTensors};
 use rand::{Rng, SeedableRng};
 
 const DEV: Device = Device::Cpu;
@@ -222,10 +222,8 @@ fn ppo_micro_batches_accumulate_to_the_whole_minibatch_gradient() {
             assert!((x - y).abs() < 1e-9, "{l:?}");
         }
     }
-    // host_grads reads every parameter of both models (disjoint: the policy's loss does not
-    // reach the critic's parameters and vice versa through a shared trunk).
+    // One gradient slot per policy parameter (the policy and the critic share no trunk).
     assert_eq!(gp.len(), policy.named_params().len());
-    let _ = host_grads;
 }
 
 /// A weights file whose network is not the task's is refused before anything is built from its
@@ -236,7 +234,8 @@ fn weights_of_another_shape_are_refused() {
     let dir = std::env::temp_dir().join(format!("proxima-lm-shape-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let f = dir.join("tiny.safetensors");
-    let small = TinyLm::new(LmSpec { vocab: VOCAB, context: 16, d_model: 8, n_heads: 2, n_layers: 1 }, 1, &DEV).unwrap();
+    let small =
+        TinyLm::new(LmSpec { vocab: VOCAB, context: 16, d_model: 8, n_heads: 2, n_layers: 1 }, 1, &DEV).unwrap();
     save_model(&f, &small, "sft").unwrap();
     let err = load_model(&f, &["sft"]).err().expect("a different shape must be refused").to_string();
     assert!(err.contains("holds a network of shape"), "{err}");

@@ -6,7 +6,7 @@
 //! be passed where a policy is expected.
 
 use crate::algo::optim::Adam;
-use crate::checkpoint::write_atomic;
+use crate::checkpoint::{f32_bytes, write_atomic, write_f32_safetensors};
 use crate::error::{ProximaError, Result};
 use crate::lm::grpo::Aggregation;
 use crate::lm::model::{LmSpec, TinyLm};
@@ -18,7 +18,6 @@ use crate::lm::train::{accuracy, grpo_step, sft_step, GrpoConfig};
 use crate::log::{CsvLogger, TensorBoardWriter};
 use candle_core::{Device, Tensor};
 use rand::SeedableRng;
-use safetensors::tensor::TensorView;
 use safetensors::{Dtype, SafeTensors};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -40,25 +39,15 @@ pub fn save_model(path: &Path, model: &TinyLm, kind: &str) -> Result<()> {
     let mut data = Vec::new();
     for (name, var) in model.named_params() {
         let v = var.as_tensor().flatten_all()?.to_dtype(candle_core::DType::F32)?.to_vec1::<f32>()?;
-        data.push((name, var.dims().to_vec(), v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>()));
+        data.push((name, var.dims().to_vec(), f32_bytes(&v)));
     }
-    let views = data
-        .iter()
-        .map(|(n, s, b)| {
-            Ok((
-                n.clone(),
-                TensorView::new(Dtype::F32, s.clone(), b).map_err(|e| ProximaError::Checkpoint(e.to_string()))?,
-            ))
-        })
-        .collect::<Result<Vec<_>>>()?;
     let md: HashMap<String, String> = [
         ("format".to_string(), LM_FORMAT.to_string()),
         ("kind".to_string(), kind.to_string()),
         ("spec".to_string(), serde_json::to_string(model.spec()).expect("spec serialises")),
     ]
     .into();
-    let bytes = safetensors::serialize(views, Some(md)).map_err(|e| ProximaError::Checkpoint(e.to_string()))?;
-    write_atomic(path, &bytes)
+    write_f32_safetensors(path, &data, md)
 }
 
 /// `path` itself when a file, else `path/model.safetensors`.
@@ -174,6 +163,11 @@ fn adam_for(model: &TinyLm, lr: f64) -> Adam {
 /// become an out-of-memory abort (a 65,536 × 10-token batch of this model needs ~2 GB).
 pub const MAX_BATCH: usize = 65_536;
 
+fn check_batch(batch_size: usize) -> Result<()> {
+    check(batch_size >= 1, "batch_size must be at least 1")?;
+    check(batch_size <= MAX_BATCH, &format!("batch_size must be at most {MAX_BATCH}"))
+}
+
 fn check(cond: bool, what: &str) -> Result<()> {
     if cond {
         Ok(())
@@ -225,12 +219,8 @@ impl SftArgs {
     /// # Errors
     /// `Config` naming the bad one.
     pub fn validate(&self) -> Result<()> {
-        check(
-            self.steps > 0 && self.batch_size > 0 && self.eval_every > 0,
-            "steps, batch_size and eval_every must be ≥ 1",
-        )?;
-        check(self.learning_rate > 0.0 && self.learning_rate.is_finite(), "learning_rate must be a positive number")?;
-        check(self.batch_size <= MAX_BATCH, &format!("batch_size must be at most {MAX_BATCH}"))?;
+        check_common(self.steps, self.learning_rate, self.eval_every, None)?;
+        check_batch(self.batch_size)?;
         check((0.0..=1.0).contains(&self.label_noise), "label_noise must be in [0, 1]")
     }
 }
@@ -309,16 +299,12 @@ impl RmArgs {
     /// # Errors
     /// `Config` naming the bad setting; `Io`/`Checkpoint` for the SFT weights.
     pub fn validate(&self) -> Result<()> {
-        check(
-            self.steps > 0 && self.batch_size > 0 && self.eval_every > 0,
-            "steps, batch_size and eval_every must be ≥ 1",
-        )?;
-        check(self.learning_rate > 0.0 && self.learning_rate.is_finite(), "learning_rate must be a positive number")?;
+        check_common(self.steps, self.learning_rate, self.eval_every, None)?;
+        check_batch(self.batch_size)?;
         check(
             (1..=64).contains(&self.pairs_per_prompt) && (1..=64).contains(&self.samples_per_prompt),
             "pairs_per_prompt and samples_per_prompt must be in 1..=64",
         )?;
-        check(self.batch_size <= MAX_BATCH, &format!("batch_size must be at most {MAX_BATCH}"))?;
         if let Some(init) = &self.init {
             load_model(init, &["sft"])?;
         }
@@ -456,7 +442,7 @@ impl GrpoArgs {
     /// # Errors
     /// `Config` naming the bad setting; `Io`/`Checkpoint` for the SFT weights.
     pub fn validate(&self) -> Result<()> {
-        check_rl(self.steps, self.learning_rate, self.eval_every, self.micro_batch)?;
+        check_common(self.steps, self.learning_rate, self.eval_every, self.micro_batch)?;
         check(self.group_size >= 2, "group_size must be at least 2")?;
         check(self.prompts >= 1, "prompts must be at least 1")?;
         check(
@@ -511,7 +497,8 @@ pub fn parse_aggregation(s: &str) -> Result<Aggregation> {
     }
 }
 
-fn check_rl(steps: usize, lr: f64, eval_every: usize, micro: Option<usize>) -> Result<()> {
+/// The settings every `proxima lm` command has.
+fn check_common(steps: usize, lr: f64, eval_every: usize, micro: Option<usize>) -> Result<()> {
     check(steps > 0 && eval_every > 0, "steps and eval_every must be at least 1")?;
     check(lr > 0.0 && lr.is_finite(), "learning_rate must be a positive number")?;
     check(micro != Some(0), "micro_batch must be ≥ 1")
@@ -610,7 +597,7 @@ impl PpoArgs {
     /// # Errors
     /// `Config` naming the bad setting; `Io`/`Checkpoint` for the weights.
     pub fn validate(&self) -> Result<()> {
-        check_rl(self.steps, self.learning_rate, self.eval_every, self.ppo.micro_batch)?;
+        check_common(self.steps, self.learning_rate, self.eval_every, self.ppo.micro_batch)?;
         check(
             self.critic_learning_rate > 0.0 && self.critic_learning_rate.is_finite(),
             "critic_learning_rate must be a positive number",
