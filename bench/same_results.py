@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""Compares two result trees of bench/same_results.sh, file by file (standard library only).
+
+    same_results.py REF_DIR CUR_DIR      # prints one row per case, exits 1 if any result differs
+
+Each case is a sub-directory present in both trees. In it:
+  * every `*.safetensors` file: the same tensor names, dtypes and shapes, and the same bytes, tensor
+    by tensor (weights and optimiser moments). The metadata is compared too (the trainer state
+    without its wall-clock `time_elapsed`), but reported on its own: a changed layout of the
+    metadata is not a changed result.
+  * every `progress.csv`: the same header and every column equal, except wall-clock columns
+    (`time_elapsed`, `sps`, `seconds`).
+  * every `*.json` (eval.json, `eval --json` output, ...): the same keys and values, except wall-clock
+    keys and the paths that name the tree (`checkpoint`, `train_seconds`, `sps`, `collect_seconds`,
+    `update_seconds`).
+  * every other file named `*.csv`, `*.md`, `*.txt` or `*.toml` (config.toml): byte-equal.
+A case that holds a file named `SKIPPED` is reported as skipped with its reason.
+"""
+import json
+import os
+import struct
+import sys
+
+TIME_COLUMNS = {"time_elapsed", "sps", "seconds"}
+IGNORED_JSON_KEYS = {"checkpoint", "train_seconds", "sps", "collect_seconds", "update_seconds", "seconds"}
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8 : 8 + n])
+    meta = header.pop("__metadata__", {}) or {}
+    body = data[8 + n :]
+    tensors = {}
+    for name, t in header.items():
+        a, b = t["data_offsets"]
+        tensors[name] = (t["dtype"], tuple(t["shape"]), body[a:b])
+    return tensors, meta
+
+
+def max_abs_diff(dtype, x, y):
+    if dtype not in ("F32", "F64") or len(x) != len(y):
+        return None
+    fmt, size = ("f", 4) if dtype == "F32" else ("d", 8)
+    k = len(x) // size
+    xs, ys = struct.unpack(f"<{k}{fmt}", x), struct.unpack(f"<{k}{fmt}", y)
+    return max((abs(a - b) for a, b in zip(xs, ys)), default=0.0)
+
+
+def normalised_meta(meta):
+    out = dict(meta)
+    if "trainer_state" in out:
+        try:
+            state = json.loads(out["trainer_state"])
+            state.pop("time_elapsed", None)
+            out["trainer_state"] = state
+        except ValueError:
+            pass
+    return out
+
+
+def compare_safetensors(a, b):
+    """Returns (result differences, metadata differences)."""
+    (ta, ma), (tb, mb) = read_safetensors(a), read_safetensors(b)
+    diffs = []
+    if set(ta) != set(tb):
+        diffs.append(f"tensor names differ: only in ref {sorted(set(ta) - set(tb))}, only in new {sorted(set(tb) - set(ta))}")
+    for name in sorted(set(ta) & set(tb)):
+        (da, sa, xa), (db, sb, xb) = ta[name], tb[name]
+        if (da, sa) != (db, sb):
+            diffs.append(f"{name}: {da}{list(sa)} vs {db}{list(sb)}")
+        elif xa != xb:
+            d = max_abs_diff(da, xa, xb)
+            diffs.append(f"{name}: max |diff| {d:.3g}" if d is not None else f"{name}: bytes differ")
+    na, nb = normalised_meta(ma), normalised_meta(mb)
+    meta = [k for k in sorted(set(na) | set(nb)) if na.get(k) != nb.get(k)]
+    return diffs, meta
+
+
+def read_csv(path):
+    with open(path) as f:
+        rows = [line.rstrip("\n").split(",") for line in f if line.strip()]
+    return rows[0], rows[1:]
+
+
+def compare_csv(a, b):
+    (ha, ra), (hb, rb) = read_csv(a), read_csv(b)
+    if ha != hb:
+        return [f"header differs: {ha} vs {hb}"]
+    if len(ra) != len(rb):
+        return [f"{len(ra)} rows vs {len(rb)}"]
+    keep = [i for i, h in enumerate(ha) if h not in TIME_COLUMNS]
+    diffs = []
+    for r, (x, y) in enumerate(zip(ra, rb)):
+        for i in keep:
+            if x[i] != y[i]:
+                diffs.append(f"row {r + 1} `{ha[i]}`: {x[i]} vs {y[i]}")
+    return diffs[:5] + ([f"... {len(diffs) - 5} more"] if len(diffs) > 5 else [])
+
+
+def strip_json(v):
+    if isinstance(v, dict):
+        return {k: strip_json(x) for k, x in v.items() if k not in IGNORED_JSON_KEYS}
+    if isinstance(v, list):
+        return [strip_json(x) for x in v]
+    return v
+
+
+def compare_json(a, b):
+    with open(a) as f:
+        ja = strip_json(json.load(f))
+    with open(b) as f:
+        jb = strip_json(json.load(f))
+    if ja == jb:
+        return []
+    if isinstance(ja, dict) and isinstance(jb, dict):
+        keys = [k for k in sorted(set(ja) | set(jb)) if ja.get(k) != jb.get(k)]
+        return [f"`{k}`: {json.dumps(ja.get(k))[:80]} vs {json.dumps(jb.get(k))[:80]}" for k in keys]
+    return ["contents differ"]
+
+
+def compare_case(ref, cur):
+    """(verdict, details) for one case directory."""
+    if os.path.exists(os.path.join(cur, "SKIPPED")) or os.path.exists(os.path.join(ref, "SKIPPED")):
+        for d in (cur, ref):
+            p = os.path.join(d, "SKIPPED")
+            if os.path.exists(p):
+                return "SKIPPED", [open(p).read().strip()], 0
+    details, meta_notes, files = [], [], 0
+    for root, _, names in os.walk(ref):
+        for name in sorted(names):
+            pa = os.path.join(root, name)
+            rel = os.path.relpath(pa, ref)
+            pb = os.path.join(cur, rel)
+            kind = name.rsplit(".", 1)[-1]
+            if kind not in ("safetensors", "csv", "json", "md", "txt", "toml"):
+                continue
+            if not os.path.exists(pb):
+                details.append(f"{rel}: missing in the new tree")
+                continue
+            files += 1
+            if kind == "safetensors":
+                d, m = compare_safetensors(pa, pb)
+                details += [f"{rel}: {x}" for x in d]
+                meta_notes += [f"{rel}: metadata `{k}` differs" for k in m]
+            elif name == "progress.csv":
+                details += [f"{rel}: {x}" for x in compare_csv(pa, pb)]
+            elif kind == "json":
+                details += [f"{rel}: {x}" for x in compare_json(pa, pb)]
+            elif open(pa, "rb").read() != open(pb, "rb").read():
+                details.append(f"{rel}: contents differ")
+    if files == 0:
+        return "EMPTY", ["no result files in the reference"], 0
+    return ("identical" if not details else "DIFFERENT"), details + meta_notes, files
+
+
+def main():
+    ref, cur = sys.argv[1], sys.argv[2]
+    cases = sorted(d for d in os.listdir(ref) if os.path.isdir(os.path.join(ref, d)))
+    missing = sorted(d for d in os.listdir(cur) if os.path.isdir(os.path.join(cur, d)) and d not in cases)
+    counts = {}
+    print(f"{'case':<44} {'files':>5}  result")
+    for case in cases:
+        verdict, details, files = compare_case(os.path.join(ref, case), os.path.join(cur, case))
+        counts[verdict] = counts.get(verdict, 0) + 1
+        print(f"{case:<44} {files:>5}  {verdict}")
+        for d in details[:8]:
+            print(f"    {d}")
+    for case in missing:
+        print(f"{case:<44}     -  only in the new tree")
+    bad = len(cases) - counts.get("identical", 0) - counts.get("SKIPPED", 0)
+    print(f"\n{counts.get('identical', 0)} identical, {bad} different, {counts.get('SKIPPED', 0)} skipped, of {len(cases)} cases")
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()

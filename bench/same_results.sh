@@ -1,0 +1,202 @@
+#!/usr/bin/env bash
+# Every result unchanged, bit for bit: builds a reference commit (default cfb65bd, the last commit
+# before the restructuring of issue 11) in a git worktree and the current tree, runs the same short
+# runs with both binaries, and compares what they leave behind (bench/same_results.py): final
+# weights and optimiser moments tensor by tensor, progress.csv without its wall-clock columns,
+# eval.json / `eval --json` without wall-clock keys, config.toml, the ablation's tables.
+#
+#   bench/same_results.sh [REF]        # OUT=bench-results/same_results by default
+#
+# Cases: each native env × each preset (A3C with one worker: with two, the workers' interleaving
+# is not reproducible); PPO's four objectives on a discrete and a continuous env; a shared trunk
+# with ReLU; target_kl early stopping; batch advantage normalisation; observation and reward
+# normalisation; a MultiDiscrete toy env through the Gymnasium bridge; runs resumed mid-way; eval
+# --json (sampled and deterministic) of every run; the ablation; lm sft, rm, grpo, ppo and eval.
+# Cross-version cases: the current binary evaluates and resumes run directories written by REF.
+#
+# Needs cargo and python3 (with its shared library, for the bridge). The bridged case uses
+# $PROXIMA_PYTHON, else .venv-ci/bin/python, else a venv made here with `pip install gymnasium`;
+# without gymnasium that case is reported as SKIPPED. About 10 minutes on 2 cores when both
+# binaries are built (each build ~1-2 minutes after the first, which compiles candle). Builds go to
+# $CARGO_TARGET_DIR (default target/), so a clone can share the dependencies already built.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+target=${CARGO_TARGET_DIR:-$root/target}
+ref=${1:-cfb65bd}
+ref_sha=$(git rev-parse --verify "$ref^{commit}")
+work=$target/same-results
+out=${OUT:-$root/bench-results/same_results}
+mkdir -p "$work"
+
+# --- the two binaries ---------------------------------------------------------------------------
+build() { # $1 = source tree, $2 = where the binary goes
+  (cd "$1" && CARGO_TARGET_DIR="$target" cargo build --release --locked -q -p proxima-cli --features gym)
+  cp "$target/release/proxima" "$2"
+}
+ref_bin=$work/proxima-${ref_sha:0:12}
+if [ ! -x "$ref_bin" ]; then
+  src=$work/src-${ref_sha:0:12}
+  [ -d "$src" ] || git worktree add --detach "$src" "$ref_sha" >/dev/null
+  echo "building the reference ${ref_sha:0:12} ..."
+  build "$src" "$ref_bin"
+fi
+cur_bin=$work/proxima-current
+echo "building the current tree ($(git rev-parse --short HEAD)$([ -n "$(git status --porcelain -- crates Cargo.toml Cargo.lock)" ] && echo ', with uncommitted changes')) ..."
+build "$root" "$cur_bin"
+
+# --- a Python with gymnasium for the bridged case -----------------------------------------------
+py=${PROXIMA_PYTHON:-}
+if [ -z "$py" ] && [ -x .venv-ci/bin/python ]; then py=$root/.venv-ci/bin/python; fi
+if [ -z "$py" ] || ! "$py" -c "import gymnasium" 2>/dev/null; then
+  py=$work/venv/bin/python
+  if ! "$py" -c "import gymnasium" 2>/dev/null; then
+    python3 -m venv "$work/venv" && "$py" -m pip install -q --disable-pip-version-check gymnasium || true
+  fi
+fi
+have_gym=0
+"$py" -c "import gymnasium" 2>/dev/null && have_gym=1
+export PROXIMA_PYTHON=$py PYTHONPATH=$root/bench${PYTHONPATH:+:$PYTHONPATH}
+
+rm -rf "$out"
+mkdir -p "$out/ref" "$out/new"
+
+# --- the cases ----------------------------------------------------------------------------------
+# Each case runs once per side, the two sides in parallel; $bin and $side name the side.
+both() { # $1 = case function, $2 = case name, rest = its arguments
+  local fn=$1 name=$2
+  shift 2
+  (bin=$ref_bin side=ref dir=$out/ref/$name "$fn" "$@") >"$out/ref.$name.log" 2>&1 &
+  local p1=$!
+  (bin=$cur_bin side=new dir=$out/new/$name "$fn" "$@") >"$out/new.$name.log" 2>&1 &
+  local p2=$!
+  local ok=0
+  wait $p1 || ok=1
+  wait $p2 || ok=1
+  if [ $ok -ne 0 ]; then
+    failed=1
+    echo "case $name failed; see $out/ref.$name.log and $out/new.$name.log" >&2
+    tail -5 "$out/ref.$name.log" "$out/new.$name.log" >&2
+  fi
+}
+
+evals() { # eval --json of run directory $1, sampled and deterministic, into $dir
+  "$bin" eval "$1" --episodes 3 --json >"$dir/eval_sampled.json"
+  "$bin" eval "$1" --episodes 3 --deterministic --json >"$dir/eval_deterministic.json"
+}
+
+train_case() { # ENV ARGS... : one training run and its evaluations
+  mkdir -p "$dir"
+  "$bin" train "$@" --run-dir "$dir/run" --quiet
+  evals "$dir/run"
+}
+
+bridged_case() {
+  mkdir -p "$dir"
+  if [ $have_gym -eq 0 ]; then
+    echo "no Python with gymnasium ($py): the bridged MultiDiscrete case did not run" >"$dir/SKIPPED"
+    return
+  fi
+  train_case "$@"
+}
+
+resume_case() { # ENV PRESET STEPS FREQ KEEP: a full run, and the same run resumed from update KEEP
+  local env=$1 preset=$2 steps=$3 freq=$4 keep=$5
+  mkdir -p "$dir"
+  "$bin" train "$env" --preset "$preset" --total-timesteps "$steps" --set checkpoint_freq="$freq" \
+    --run-dir "$dir/full" --quiet
+  cp -r "$dir/full" "$dir/start"
+  rm -f "$dir/start/model.safetensors" "$dir/start/eval.json" "$dir/start"/events.out.tfevents.*
+  for f in "$dir/start/checkpoints"/update_*.safetensors; do
+    n=$(basename "$f" .safetensors)
+    n=$((10#${n#update_}))
+    [ "$n" -le "$keep" ] || rm -f "$f"
+  done
+  cp -r "$dir/start" "$dir/resumed"
+  "$bin" train --resume "$dir/resumed" --quiet
+  evals "$dir/resumed"
+}
+
+old_run_case() { # TRAIN_CASE RESUME_CASE: each binary evaluates REF's run of TRAIN_CASE and resumes
+  mkdir -p "$dir"                # REF's interrupted run of RESUME_CASE
+  evals "$out/ref/$1/run"
+  cp -r "$out/ref/$2/start" "$dir/resumed"
+  "$bin" train --resume "$dir/resumed" --quiet
+  evals "$dir/resumed"
+}
+
+ablation_case() {
+  mkdir -p "$dir"
+  "$bin" ablation --envs CartPole-v1,Pendulum-v1 --variants none,clip=0.2,adaptive_kl=0.01,fixed_kl=1 \
+    --seeds 1 --total-timesteps 4096 --jobs 1 --out "$dir/ablation"
+  rm -f "$dir/ablation"/*.png
+}
+
+lm_case() {
+  mkdir -p "$dir"
+  "$bin" lm sft --steps 20 --eval-every 10 --run-dir "$dir/sft" -q
+  "$bin" lm rm --sft "$dir/sft" --steps 10 --run-dir "$dir/rm" -q
+  "$bin" lm grpo --sft "$dir/sft" --steps 3 --prompts 4 --group-size 4 --eval-every 3 --run-dir "$dir/grpo" -q
+  "$bin" lm ppo --sft "$dir/sft" --rm "$dir/rm" --steps 3 --prompts 8 --batch-size 4 --freezing-actor-steps 1 \
+    --eval-every 3 --run-dir "$dir/ppo" -q
+  "$bin" lm ppo --sft "$dir/sft" --rm "$dir/rm" --steps 3 --prompts 8 --batch-size 4 --freezing-actor-steps 1 \
+    --kl-target 1 --eval-every 3 --run-dir "$dir/ppo-adaptive" -q
+  "$bin" lm eval "$dir/grpo" --prompt 47+85= --prompt 09+91= --json >"$dir/lm_eval_grpo.json"
+  "$bin" lm eval "$dir/ppo" --prompt 47+85= --json >"$dir/lm_eval_ppo.json"
+}
+
+steps_of() { # a few updates of each preset
+  case $1 in
+    cleanrl) echo 1536 ;; sb3 | paper-mujoco | trpo) echo 4096 ;; paper-atari) echo 2048 ;; a2c) echo 500 ;; a3c) echo 400 ;;
+  esac
+}
+
+failed=0
+t0=$(date +%s)
+envs="CartPole-v1 Acrobot-v1 MountainCar-v0 MountainCarContinuous-v0 Pendulum-v1"
+for env in $envs; do
+  for preset in cleanrl sb3 paper-mujoco paper-atari a2c a3c trpo; do
+    extra=()
+    [ "$preset" = a3c ] && extra=(--set n_workers=1)
+    echo "  $env / $preset"
+    both train_case "$env-$preset" "$env" --preset "$preset" --total-timesteps "$(steps_of $preset)" "${extra[@]}"
+  done
+done
+for obj in adaptive_kl fixed_kl none; do
+  echo "  objective $obj"
+  both train_case "CartPole-v1-cleanrl-$obj" CartPole-v1 --set objective=$obj --total-timesteps 1536
+  both train_case "Pendulum-v1-paper-mujoco-$obj" Pendulum-v1 --preset paper-mujoco --set objective=$obj \
+    --total-timesteps 4096
+done
+echo "  network and normalisation variants"
+both train_case CartPole-v1-shared-relu CartPole-v1 --set shared_trunk=true --set activation=relu --total-timesteps 1536
+both train_case Pendulum-v1-shared-relu Pendulum-v1 --preset paper-mujoco --set shared_trunk=true \
+  --set activation=relu --set ortho_init=false --total-timesteps 4096
+both train_case CartPole-v1-target-kl CartPole-v1 --set target_kl=0.002 --set normalize_advantage=batch \
+  --total-timesteps 1536
+both train_case Acrobot-v1-normalize Acrobot-v1 --set normalize_observation=true --set normalize_reward=true \
+  --set anneal_lr=false --seed 7 --total-timesteps 1536
+echo "  MultiDiscrete through the bridge"
+both bridged_case gym-Targets-multidiscrete gym:same_results_envs:same/Targets-v0 --total-timesteps 1536
+echo "  resume"
+both resume_case resume-CartPole-v1 CartPole-v1 cleanrl 4096 2 4
+both resume_case resume-Pendulum-v1 Pendulum-v1 paper-mujoco 8192 1 2
+both resume_case resume-Acrobot-v1-trpo Acrobot-v1 trpo 8192 1 2
+echo "  run directories written by the reference, read by each binary"
+both old_run_case old-run-CartPole-v1 CartPole-v1-cleanrl resume-CartPole-v1
+both old_run_case old-run-Pendulum-v1 Pendulum-v1-paper-mujoco resume-Pendulum-v1
+echo "  ablation"
+both ablation_case ablation
+echo "  lm"
+both lm_case lm
+t1=$(date +%s)
+
+{
+  echo "bench/same_results.sh: reference ${ref_sha:0:12} vs current $(git rev-parse --short HEAD)$([ -n "$(git status --porcelain -- crates)" ] && echo ' (+ uncommitted changes)')"
+  echo "$(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), runs took $((t1 - t0)) s"
+  echo
+  python3 bench/same_results.py "$out/ref" "$out/new"
+} | tee "$out/report.txt"
+status=${PIPESTATUS[0]}
+[ $failed -eq 0 ] || { echo "some cases failed to run (see the logs in $out)"; exit 1; }
+exit "$status"
