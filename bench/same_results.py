@@ -8,14 +8,15 @@ Each case is a sub-directory present in both trees. In it:
     by tensor (weights and optimiser moments). The metadata is compared too (the trainer state
     without its wall-clock `time_elapsed`), but reported on its own: a changed layout of the
     metadata is not a changed result.
-  * every `progress.csv`: the same header and every column equal, except wall-clock columns
-    (`time_elapsed`, `sps`, `seconds`).
+  * every `*.csv` (progress.csv, the ablation's results.csv): the same header and every column
+    equal, except wall-clock columns (`time_elapsed`, `sps`, `seconds`).
   * every `*.json` (eval.json, `eval --json` output, ...): the same keys and values, except wall-clock
-    keys and the paths that name the tree (`checkpoint`, `train_seconds`, `sps`, `collect_seconds`,
-    `update_seconds`).
-  * every other file named `*.csv`, `*.md`, `*.txt` or `*.toml` (config.toml): byte-equal.
+    keys (`train_seconds`, `sps`, `collect_seconds`, `update_seconds`, `seconds`) and `checkpoint`;
+    the tree's own path inside strings (a run directory named in an lm config) reads `<tree>`.
+  * every other file named `*.md`, `*.txt` or `*.toml` (config.toml): byte-equal.
 A case that holds a file named `SKIPPED` is reported as skipped with its reason.
 """
+import csv
 import json
 import os
 import struct
@@ -79,8 +80,8 @@ def compare_safetensors(a, b):
 
 
 def read_csv(path):
-    with open(path) as f:
-        rows = [line.rstrip("\n").split(",") for line in f if line.strip()]
+    with open(path, newline="") as f:
+        rows = [r for r in csv.reader(f) if r]
     return rows[0], rows[1:]
 
 
@@ -99,19 +100,22 @@ def compare_csv(a, b):
     return diffs[:5] + ([f"... {len(diffs) - 5} more"] if len(diffs) > 5 else [])
 
 
-def strip_json(v):
+def strip_json(v, root):
+    """`v` without wall-clock keys, with the tree's own path `root` in strings replaced by `<tree>`."""
     if isinstance(v, dict):
-        return {k: strip_json(x) for k, x in v.items() if k not in IGNORED_JSON_KEYS}
+        return {k: strip_json(x, root) for k, x in v.items() if k not in IGNORED_JSON_KEYS}
     if isinstance(v, list):
-        return [strip_json(x) for x in v]
+        return [strip_json(x, root) for x in v]
+    if isinstance(v, str):
+        return v.replace(root, "<tree>")
     return v
 
 
-def compare_json(a, b):
+def compare_json(a, b, roots):
     with open(a) as f:
-        ja = strip_json(json.load(f))
+        ja = strip_json(json.load(f), roots[0])
     with open(b) as f:
-        jb = strip_json(json.load(f))
+        jb = strip_json(json.load(f), roots[1])
     if ja == jb:
         return []
     if isinstance(ja, dict) and isinstance(jb, dict):
@@ -120,7 +124,7 @@ def compare_json(a, b):
     return ["contents differ"]
 
 
-def compare_case(ref, cur):
+def compare_case(ref, cur, roots):
     """(verdict, details) for one case directory."""
     if os.path.exists(os.path.join(cur, "SKIPPED")) or os.path.exists(os.path.join(ref, "SKIPPED")):
         for d in (cur, ref):
@@ -144,10 +148,10 @@ def compare_case(ref, cur):
                 d, m = compare_safetensors(pa, pb)
                 details += [f"{rel}: {x}" for x in d]
                 meta_notes += [f"{rel}: metadata `{k}` differs" for k in m]
-            elif name == "progress.csv":
+            elif kind == "csv":
                 details += [f"{rel}: {x}" for x in compare_csv(pa, pb)]
             elif kind == "json":
-                details += [f"{rel}: {x}" for x in compare_json(pa, pb)]
+                details += [f"{rel}: {x}" for x in compare_json(pa, pb, roots)]
             elif open(pa, "rb").read() != open(pb, "rb").read():
                 details.append(f"{rel}: contents differ")
     if files == 0:
@@ -162,7 +166,7 @@ def main():
     counts = {}
     print(f"{'case':<44} {'files':>5}  result")
     for case in cases:
-        verdict, details, files = compare_case(os.path.join(ref, case), os.path.join(cur, case))
+        verdict, details, files = compare_case(os.path.join(ref, case), os.path.join(cur, case), (ref, cur))
         counts[verdict] = counts.get(verdict, 0) + 1
         print(f"{case:<44} {files:>5}  {verdict}")
         for d in details[:8]:
