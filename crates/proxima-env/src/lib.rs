@@ -1,4 +1,8 @@
-//! Environments with Gymnasium's semantics.
+//! # proxima-env
+//!
+//! Environments with Gymnasium's semantics, and nothing else: this crate depends on no tensor
+//! library, so an environment (or the Python bridge, `proxima-gym`) builds without one. The RL
+//! library re-exports it as `proxima::env`.
 //!
 //! * [`Env`]: `reset(seed) -> (observation, info)` and
 //!   `step(action) -> StepResult { observation, reward, terminated, truncated, info }`,
@@ -11,10 +15,12 @@
 //! Native ports of Gymnasium 1.4's classic-control suite live in [`classic`].
 
 pub mod classic;
+pub mod error;
 pub mod render;
+pub mod util;
 pub mod vec_env;
 
-use crate::error::{ProximaError, Result};
+pub use error::{EnvError, Result};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
@@ -156,7 +162,7 @@ pub trait Env: Send {
     /// Advances one step.
     ///
     /// # Errors
-    /// [`ProximaError::InvalidAction`] when `action` is not in `action_space()`.
+    /// [`EnvError::InvalidAction`] when `action` is not in `action_space()`.
     fn step(&mut self, action: Action<'_>) -> Result<StepResult>;
     /// The internal physical state (f64, Gymnasium's `env.unwrapped.state`), if the env exposes it.
     fn state(&self) -> Option<Vec<f64>> {
@@ -173,10 +179,10 @@ pub trait Env: Send {
     /// Overwrites the internal physical state (for conformance tests and exact resume).
     ///
     /// # Errors
-    /// [`ProximaError::Unsupported`] for envs without a settable state; `InvalidArgument` for a
+    /// [`EnvError::Unsupported`] for envs without a settable state; `InvalidArgument` for a
     /// state of the wrong length.
     fn set_state(&mut self, _state: &[f64]) -> Result<()> {
-        Err(ProximaError::Unsupported(format!("{} has no settable state", self.id())))
+        Err(EnvError::Unsupported(format!("{} has no settable state", self.id())))
     }
     /// Steps taken in the current episode, where the env counts them (the [`TimeLimit`] does).
     fn elapsed_steps(&self) -> Option<usize> {
@@ -189,7 +195,7 @@ pub trait Env: Send {
     /// # Errors
     /// `Unsupported` for envs that cannot draw themselves (the default).
     fn render(&mut self) -> Result<render::Frame> {
-        Err(ProximaError::Unsupported(format!("{} cannot render frames", self.id())))
+        Err(EnvError::Unsupported(format!("{} cannot render frames", self.id())))
     }
     /// Frames per second a recording should play at (Gymnasium's `metadata["render_fps"]`).
     fn render_fps(&self) -> u32 {
@@ -202,7 +208,7 @@ pub(crate) fn expect_discrete(env_id: &str, action: Action<'_>, n: usize) -> Res
     match action {
         Action::Discrete(a) if a < n => Ok(a),
         other => {
-            Err(ProximaError::InvalidAction(format!("{env_id}: expected an action in Discrete({n}), got {other:?}")))
+            Err(EnvError::InvalidAction(format!("{env_id}: expected an action in Discrete({n}), got {other:?}")))
         }
     }
 }
@@ -211,7 +217,7 @@ pub(crate) fn expect_discrete(env_id: &str, action: Action<'_>, n: usize) -> Res
 pub(crate) fn expect_box<'a>(env_id: &str, action: Action<'a>, dim: usize) -> Result<&'a [f32]> {
     match action {
         Action::Continuous(a) if a.len() == dim && a.iter().all(|x| x.is_finite()) => Ok(a),
-        other => Err(ProximaError::InvalidAction(format!(
+        other => Err(EnvError::InvalidAction(format!(
             "{env_id}: expected an action of {dim} finite f32 value(s) (Box), got {other:?}"
         ))),
     }
@@ -304,7 +310,7 @@ pub const NATIVE_ENV_IDS: [&str; 5] =
 /// Pendulum-v1 200).
 ///
 /// # Errors
-/// [`ProximaError::UnknownEnv`] naming the id and listing the known ones (with the closest
+/// [`EnvError::UnknownEnv`] naming the id and listing the known ones (with the closest
 /// match suggested).
 pub fn make(env_id: &str) -> Result<Box<dyn Env>> {
     make_with(env_id, false)
@@ -323,7 +329,7 @@ pub fn make_with(env_id: &str, render: bool) -> Result<Box<dyn Env>> {
         return factory(&env_id[prefix.len()..], render);
     }
     if env_id.starts_with("gym:") {
-        return Err(ProximaError::UnknownEnv(format!(
+        return Err(EnvError::UnknownEnv(format!(
             "`{env_id}` needs the Python Gymnasium bridge, which this build lacks: build the CLI with `--features gym`"
         )));
     }
@@ -337,7 +343,7 @@ pub fn make_with(env_id: &str, render: bool) -> Result<Box<dyn Env>> {
             let hint = crate::util::closest(env_id, &NATIVE_ENV_IDS)
                 .map(|s| format!(" (did you mean `{s}`?)"))
                 .unwrap_or_default();
-            return Err(ProximaError::UnknownEnv(format!(
+            return Err(EnvError::UnknownEnv(format!(
                 "unknown environment id `{env_id}`{hint}; native environments: {}",
                 NATIVE_ENV_IDS.join(", ")
             )));

@@ -4,7 +4,7 @@
 //! (same canvas sizes, scales, shapes and colours; no anti-aliasing) with the small rasteriser
 //! in [`Canvas`]. Bridged Gymnasium envs return whatever their own `render()` draws.
 
-use crate::error::{ProximaError, Result};
+use crate::error::{EnvError, Result};
 use std::io::Write;
 use std::path::Path;
 
@@ -141,7 +141,7 @@ impl VideoWriter {
     pub fn new(path: &Path, fps: u32) -> Result<VideoWriter> {
         let ext = path.extension().and_then(|e| e.to_str()).map(|e| e.to_ascii_lowercase()).unwrap_or_default();
         if ext != "gif" && ext != "mp4" {
-            return Err(ProximaError::InvalidArgument(format!(
+            return Err(EnvError::InvalidArgument(format!(
                 "{}: unknown video format; use a .gif or .mp4 file name",
                 path.display()
             )));
@@ -164,7 +164,7 @@ impl VideoWriter {
     /// writing fails, `Unsupported` for `.mp4` without `ffmpeg`.
     pub fn push(&mut self, f: &Frame) -> Result<()> {
         if f.rgb.len() != f.width * f.height * 3 {
-            return Err(ProximaError::InvalidArgument(format!(
+            return Err(EnvError::InvalidArgument(format!(
                 "a {}x{} frame needs {} bytes, got {}",
                 f.width,
                 f.height,
@@ -172,12 +172,12 @@ impl VideoWriter {
                 f.rgb.len()
             )));
         }
-        let io = |p: &Path, e: std::io::Error| ProximaError::io(p, e);
+        let io = |p: &Path, e: std::io::Error| EnvError::io(p, e);
         if self.sink.is_none() {
             self.size = (f.width, f.height);
             self.sink = Some(if self.tmp.extension().is_some_and(|e| e == "gif") {
                 if f.width > u16::MAX as usize || f.height > u16::MAX as usize {
-                    return Err(ProximaError::InvalidArgument(format!(
+                    return Err(EnvError::InvalidArgument(format!(
                         "frames of {}x{} are too large for a GIF",
                         f.width, f.height
                     )));
@@ -211,7 +211,7 @@ impl VideoWriter {
                     .stdin(std::process::Stdio::piped())
                     .spawn()
                     .map_err(|e| {
-                        ProximaError::Unsupported(format!(
+                        EnvError::Unsupported(format!(
                             "writing MP4 needs `ffmpeg` on PATH ({e}); write a .gif instead, or install ffmpeg"
                         ))
                     })?;
@@ -219,7 +219,7 @@ impl VideoWriter {
             });
         }
         if (f.width, f.height) != self.size {
-            return Err(ProximaError::InvalidArgument(format!(
+            return Err(EnvError::InvalidArgument(format!(
                 "frames change size ({}x{} then {}x{}); cannot write one video",
                 self.size.0, self.size.1, f.width, f.height
             )));
@@ -250,21 +250,21 @@ impl VideoWriter {
     pub fn finish(mut self) -> Result<usize> {
         let path = self.path.clone();
         match self.sink.take() {
-            None => return Err(ProximaError::InvalidArgument(format!("{}: no frames to write", path.display()))),
+            None => return Err(EnvError::InvalidArgument(format!("{}: no frames to write", path.display()))),
             Some(Sink::Gif(enc, _)) => {
-                let mut out = enc.into_inner().map_err(|e| ProximaError::io(&path, e))?;
-                out.flush().map_err(|e| ProximaError::io(&path, e))?;
-                out.get_ref().sync_all().map_err(|e| ProximaError::io(&path, e))?;
+                let mut out = enc.into_inner().map_err(|e| EnvError::io(&path, e))?;
+                out.flush().map_err(|e| EnvError::io(&path, e))?;
+                out.get_ref().sync_all().map_err(|e| EnvError::io(&path, e))?;
             }
             Some(Sink::Mp4(mut child)) => {
                 drop(child.stdin.take());
-                let status = child.wait().map_err(|e| ProximaError::io(&path, e))?;
+                let status = child.wait().map_err(|e| EnvError::io(&path, e))?;
                 if !status.success() {
-                    return Err(ProximaError::io(&path, std::io::Error::other(format!("ffmpeg failed ({status})"))));
+                    return Err(EnvError::io(&path, std::io::Error::other(format!("ffmpeg failed ({status})"))));
                 }
             }
         }
-        std::fs::rename(&self.tmp, &path).map_err(|e| ProximaError::io(&path, e))?;
+        std::fs::rename(&self.tmp, &path).map_err(|e| EnvError::io(&path, e))?;
         Ok(self.frames)
     }
 }
@@ -307,8 +307,8 @@ impl Palette {
     }
 }
 
-fn gif_err(path: &Path, e: gif::EncodingError) -> ProximaError {
-    ProximaError::io(path, std::io::Error::other(e.to_string()))
+fn gif_err(path: &Path, e: gif::EncodingError) -> EnvError {
+    EnvError::io(path, std::io::Error::other(e.to_string()))
 }
 
 /// The classic-control scenes, drawn as Gymnasium 1.4's `render()` draws them.

@@ -8,8 +8,8 @@
 //! bootstrapped. Every row of a rollout is therefore a real transition (no dummy "reset" step as
 //! in Gymnasium's default next-step mode).
 
-use crate::env::{Action, Env, Space};
-use crate::error::{ProximaError, Result};
+use crate::{Action, Env, Space};
+use crate::error::{EnvError, Result};
 
 /// A finished episode: which env, its undiscounted return and its length in steps.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -55,12 +55,12 @@ impl SyncVectorEnv {
     /// `InvalidArgument` for N = 0 or envs whose spaces differ; whatever `make` returns.
     pub fn new(n: usize, mut make: impl FnMut() -> Result<Box<dyn Env>>) -> Result<Self> {
         if n == 0 {
-            return Err(ProximaError::InvalidArgument("a vector env needs n_envs ≥ 1".into()));
+            return Err(EnvError::InvalidArgument("a vector env needs n_envs ≥ 1".into()));
         }
         let envs = (0..n).map(|_| make()).collect::<Result<Vec<_>>>()?;
         let (observation_space, action_space) = (envs[0].observation_space(), envs[0].action_space());
         if envs.iter().any(|e| e.observation_space() != observation_space || e.action_space() != action_space) {
-            return Err(ProximaError::InvalidArgument("all envs of a vector env must share their spaces".into()));
+            return Err(EnvError::InvalidArgument("all envs of a vector env must share their spaces".into()));
         }
         let obs_dim = observation_space.flat_dim();
         let act_dim = action_space.flat_dim();
@@ -117,7 +117,7 @@ impl SyncVectorEnv {
     /// Restores running episode returns and lengths and the current observations (exact resume).
     pub fn restore(&mut self, obs: Vec<f32>, ep_return: Vec<f64>, ep_len: Vec<usize>) -> Result<()> {
         if obs.len() != self.obs.len() || ep_return.len() != self.envs.len() || ep_len.len() != self.envs.len() {
-            return Err(ProximaError::InvalidArgument("vector-env state of the wrong size".into()));
+            return Err(EnvError::InvalidArgument("vector-env state of the wrong size".into()));
         }
         self.obs = obs;
         self.ep_return = ep_return;
@@ -147,7 +147,7 @@ impl SyncVectorEnv {
     pub fn step(&mut self, actions: &[f32]) -> Result<()> {
         let n = self.envs.len();
         if actions.len() != n * self.act_dim {
-            return Err(ProximaError::InvalidArgument(format!(
+            return Err(EnvError::InvalidArgument(format!(
                 "vector env expected {} action values ({n} envs × {}), got {}",
                 n * self.act_dim,
                 self.act_dim,
@@ -160,7 +160,7 @@ impl SyncVectorEnv {
             let a = &actions[i * self.act_dim..(i + 1) * self.act_dim];
             let action = if discrete {
                 if !(a[0] >= 0.0 && a[0].fract() == 0.0) {
-                    return Err(ProximaError::InvalidAction(format!(
+                    return Err(EnvError::InvalidAction(format!(
                         "{}: discrete action {} is not a non-negative integer",
                         self.env_id(),
                         a[0]
@@ -172,7 +172,7 @@ impl SyncVectorEnv {
             };
             let r = self.envs[i].step(action)?;
             if !r.reward.is_finite() {
-                return Err(ProximaError::NonFinite(format!(
+                return Err(EnvError::NonFinite(format!(
                     "{} (env index {i}) returned reward {} at vector step {}",
                     self.env_id(),
                     r.reward,
@@ -207,7 +207,7 @@ impl SyncVectorEnv {
 
     fn check_obs(&self, i: usize, o: &[f32]) -> Result<()> {
         if o.len() != self.obs_dim {
-            return Err(ProximaError::InvalidArgument(format!(
+            return Err(EnvError::InvalidArgument(format!(
                 "{} (env index {i}) returned an observation of {} values; its observation_space {} has {}",
                 self.env_id(),
                 o.len(),
@@ -216,7 +216,7 @@ impl SyncVectorEnv {
             )));
         }
         if let Some(j) = o.iter().position(|x| !x.is_finite()) {
-            return Err(ProximaError::NonFinite(format!(
+            return Err(EnvError::NonFinite(format!(
                 "{} (env index {i}) returned a non-finite observation (component {j} = {}) at vector step {}",
                 self.env_id(),
                 o[j],
@@ -230,7 +230,7 @@ impl SyncVectorEnv {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::env::make;
+    use crate::make;
 
     #[test]
     fn autoreset_keeps_final_obs_and_records_episodes() {

@@ -6,7 +6,7 @@
 //! observations must agree within [`OBS_TOL`], rewards within [`REWARD_TOL`], and `terminated` /
 //! `truncated` exactly, at every step (time limits included).
 
-use proxima::env::{make, Action, Env, Space, NATIVE_ENV_IDS};
+use proxima_env::{make, Action, Env, Space, NATIVE_ENV_IDS};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::f64::consts::PI;

@@ -1,7 +1,7 @@
 //! Native `render()` (rgb_array) and the GIF writer.
 
-use proxima::env::render::{Frame, VideoWriter};
-use proxima::env::{make, make_with, Action};
+use proxima_env::render::{Frame, VideoWriter};
+use proxima_env::{make, make_with, Action};
 
 fn px(f: &Frame, x: usize, y_from_bottom: usize) -> [u8; 3] {
     let row = f.height - 1 - y_from_bottom;

@@ -15,9 +15,8 @@
 //! cross as one Python int (Discrete) or one NumPy array built from a byte buffer (Box,
 //! MultiDiscrete).
 
-use proxima::env::render::Frame;
-use proxima::env::{Action, Env, Info, Space, StepResult};
-use proxima::{ProximaError, Result};
+use proxima_env::render::Frame;
+use proxima_env::{Action, Env, EnvError, Info, Result, Space, StepResult};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
 use std::sync::OnceLock;
@@ -25,9 +24,9 @@ use std::sync::OnceLock;
 /// The prefix of bridged env ids.
 pub const PREFIX: &str = "gym:";
 
-/// Registers the bridge with [`proxima::env::make`] for ids starting with `gym:`.
+/// Registers the bridge with [`proxima_env::make`] for ids starting with `gym:`.
 pub fn register() {
-    proxima::env::register_prefix(
+    proxima_env::register_prefix(
         PREFIX,
         |spec, render| Ok(Box::new(GymEnv::make_with(spec, render)?) as Box<dyn Env>),
     );
@@ -56,15 +55,15 @@ pub struct PythonInfo {
 pub fn probe_python(exe: &str) -> Result<PythonInfo> {
     let code = "import sys, json, traceback\nerr = None\ntry:\n    import gymnasium; g = True\nexcept ModuleNotFoundError as e:\n    g = False\n    if e.name != 'gymnasium': err = traceback.format_exc()\nexcept Exception:\n    g = False; err = traceback.format_exc()\nprint(json.dumps({'path': sys.path, 'version': list(sys.version_info[:2]), 'exe': sys.executable, 'gym': g, 'err': err}))";
     let out = std::process::Command::new(exe).args(["-c", code]).output().map_err(|e| {
-        ProximaError::Env(format!(
+        EnvError::Env(format!(
             "Python not found: cannot run `{exe}` ({e}); install Python 3 or point PROXIMA_PYTHON at the interpreter of your virtualenv"
         ))
     })?;
     if !out.status.success() {
-        return Err(ProximaError::Env(format!("`{exe}` failed: {}", String::from_utf8_lossy(&out.stderr).trim())));
+        return Err(EnvError::Env(format!("`{exe}` failed: {}", String::from_utf8_lossy(&out.stderr).trim())));
     }
     let v: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .map_err(|e| ProximaError::Env(format!("`{exe}` printed no sys.path ({e})")))?;
+        .map_err(|e| EnvError::Env(format!("`{exe}` printed no sys.path ({e})")))?;
     let ver = v["version"]
         .as_array()
         .map(|a| (a[0].as_u64().unwrap_or(0) as u32, a[1].as_u64().unwrap_or(0) as u32))
@@ -92,7 +91,7 @@ fn init() -> Result<()> {
     INIT.get_or_init(|| {
         let exe = python_executable();
         let info = probe_python(&exe).map_err(|e| match e {
-            ProximaError::Env(m) => m,
+            EnvError::Env(m) => m,
             other => other.to_string(),
         })?;
         Python::attach(|py| -> std::result::Result<(), String> {
@@ -120,7 +119,7 @@ fn init() -> Result<()> {
         })
     })
     .clone()
-    .map_err(ProximaError::Env)
+    .map_err(EnvError::Env)
 }
 
 /// A Python exception as text: its traceback, formatted as Python prints it.
@@ -221,11 +220,11 @@ impl GymEnv {
         init()?;
         let id = format!("{PREFIX}{spec}");
         Python::attach(|py| {
-            let gym = py.import("gymnasium").map_err(|e| ProximaError::Env(py_err(py, e)))?;
-            let np = py.import("numpy").map_err(|e| ProximaError::Env(py_err(py, e)))?;
+            let gym = py.import("gymnasium").map_err(|e| EnvError::Env(py_err(py, e)))?;
+            let np = py.import("numpy").map_err(|e| EnvError::Env(py_err(py, e)))?;
             let kwargs = PyDict::new(py);
             if render {
-                kwargs.set_item("render_mode", "rgb_array").map_err(|e| ProximaError::Env(py_err(py, e)))?;
+                kwargs.set_item("render_mode", "rgb_array").map_err(|e| EnvError::Env(py_err(py, e)))?;
             }
             let env = gym.call_method("make", (spec,), Some(&kwargs)).map_err(|e| {
                 let call = if render {
@@ -234,19 +233,19 @@ impl GymEnv {
                     format!("gymnasium.make({spec:?})")
                 };
                 let hint = if render { " (does the env support render_mode=\"rgb_array\"?)" } else { "" };
-                ProximaError::UnknownEnv(format!("{call} failed{hint}:\n{}", py_err(py, e)))
+                EnvError::UnknownEnv(format!("{call} failed{hint}:\n{}", py_err(py, e)))
             })?;
-            let obs_space = env.getattr("observation_space").map_err(|e| ProximaError::Env(py_err(py, e)))?;
-            let act_space = env.getattr("action_space").map_err(|e| ProximaError::Env(py_err(py, e)))?;
+            let obs_space = env.getattr("observation_space").map_err(|e| EnvError::Env(py_err(py, e)))?;
+            let act_space = env.getattr("action_space").map_err(|e| EnvError::Env(py_err(py, e)))?;
             let (observation_space, obs_dtype, obs_shape) =
-                map_space(&obs_space, "observation", &id).map_err(ProximaError::Unsupported)?;
+                map_space(&obs_space, "observation", &id).map_err(EnvError::Unsupported)?;
             if matches!(observation_space, Space::Discrete { .. } | Space::MultiDiscrete { .. }) {
-                return Err(ProximaError::Unsupported(format!(
+                return Err(EnvError::Unsupported(format!(
                     "{id}: discrete observation spaces are not supported yet (wrap with a one-hot observation wrapper)"
                 )));
             }
             let (action_space, act_dtype, act_shape) =
-                map_space(&act_space, "action", &id).map_err(ProximaError::Unsupported)?;
+                map_space(&act_space, "action", &id).map_err(EnvError::Unsupported)?;
             let render_fps = env
                 .getattr("metadata")
                 .and_then(|m| m.call_method1("get", ("render_fps",)))
@@ -271,12 +270,12 @@ impl GymEnv {
     /// Converts an observation to contiguous f32 after checking its shape and dtype.
     fn observation(&self, py: Python<'_>, obs: &Bound<'_, PyAny>) -> Result<Vec<f32>> {
         let np = self.np.bind(py);
-        let arr = np.call_method1("asarray", (obs,)).map_err(|e| ProximaError::Env(py_err(py, e)))?;
+        let arr = np.call_method1("asarray", (obs,)).map_err(|e| EnvError::Env(py_err(py, e)))?;
         let shape: Vec<usize> =
-            arr.getattr("shape").and_then(|s| s.extract()).map_err(|e| ProximaError::Env(py_err(py, e)))?;
+            arr.getattr("shape").and_then(|s| s.extract()).map_err(|e| EnvError::Env(py_err(py, e)))?;
         let dtype = arr.getattr("dtype").and_then(|d| d.str()).map(|s| s.to_string()).unwrap_or_default();
         if shape != self.obs_shape || dtype != self.obs_dtype {
-            return Err(ProximaError::Env(format!(
+            return Err(EnvError::Env(format!(
                 "{} returned an observation of shape {shape:?} and dtype {dtype}; its observation_space declares shape {:?} and dtype {}",
                 self.id, self.obs_shape, self.obs_dtype
             )));
@@ -284,8 +283,8 @@ impl GymEnv {
         let bytes = arr
             .call_method1("astype", ("<f4",))
             .and_then(|a| a.call_method0("tobytes"))
-            .map_err(|e| ProximaError::Env(py_err(py, e)))?;
-        let bytes = bytes.cast::<PyBytes>().map_err(|e| ProximaError::Env(e.to_string()))?;
+            .map_err(|e| EnvError::Env(py_err(py, e)))?;
+        let bytes = bytes.cast::<PyBytes>().map_err(|e| EnvError::Env(e.to_string()))?;
         Ok(bytes.as_bytes().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
     }
 }
@@ -303,14 +302,14 @@ impl Env for GymEnv {
     fn reset(&mut self, seed: Option<u64>) -> Result<(Vec<f32>, Info)> {
         Python::attach(|py| {
             let kwargs = PyDict::new(py);
-            kwargs.set_item("seed", seed).map_err(|e| ProximaError::Env(py_err(py, e)))?;
+            kwargs.set_item("seed", seed).map_err(|e| EnvError::Env(py_err(py, e)))?;
             let out = self
                 .env
                 .bind(py)
                 .call_method("reset", (), Some(&kwargs))
-                .map_err(|e| ProximaError::Env(format!("{}.reset raised:\n{}", self.id, py_err(py, e))))?;
+                .map_err(|e| EnvError::Env(format!("{}.reset raised:\n{}", self.id, py_err(py, e))))?;
             let obs = out.get_item(0).map_err(|e| {
-                ProximaError::Env(format!("{}.reset did not return (obs, info): {}", self.id, py_err(py, e)))
+                EnvError::Env(format!("{}.reset did not return (obs, info): {}", self.id, py_err(py, e)))
             })?;
             Ok((self.observation(py, &obs)?, Info::default()))
         })
@@ -320,7 +319,7 @@ impl Env for GymEnv {
             let np = self.np.bind(py);
             let a: Bound<'_, PyAny> = match (&self.action_space, action) {
                 (Space::Discrete { n }, Action::Discrete(a)) if a < *n => {
-                    a.into_pyobject(py).map_err(|e| ProximaError::Env(e.to_string()))?.into_any()
+                    a.into_pyobject(py).map_err(|e| EnvError::Env(e.to_string()))?.into_any()
                 }
                 (Space::Box { .. } | Space::MultiDiscrete { .. }, Action::Continuous(v))
                     if v.len() == self.action_space.flat_dim() =>
@@ -329,10 +328,10 @@ impl Env for GymEnv {
                     np.call_method1("frombuffer", (buf, "<f4"))
                         .and_then(|a| a.call_method1("astype", (self.act_dtype.as_str(),)))
                         .and_then(|a| a.call_method1("reshape", (PyTuple::new(py, &self.act_shape)?,)))
-                        .map_err(|e| ProximaError::Env(py_err(py, e)))?
+                        .map_err(|e| EnvError::Env(py_err(py, e)))?
                 }
                 (space, other) => {
-                    return Err(ProximaError::InvalidAction(format!(
+                    return Err(EnvError::InvalidAction(format!(
                         "{}: {other:?} is not in {}",
                         self.id,
                         space.describe()
@@ -343,19 +342,19 @@ impl Env for GymEnv {
                 .env
                 .bind(py)
                 .call_method1("step", (a,))
-                .map_err(|e| ProximaError::Env(format!("{}.step raised:\n{}", self.id, py_err(py, e))))?;
+                .map_err(|e| EnvError::Env(format!("{}.step raised:\n{}", self.id, py_err(py, e))))?;
             let item = |i: usize| {
                 out.get_item(i).map_err(|e| {
-                    ProximaError::Env(format!("{}.step did not return 5 values: {}", self.id, py_err(py, e)))
+                    EnvError::Env(format!("{}.step did not return 5 values: {}", self.id, py_err(py, e)))
                 })
             };
             let observation = self.observation(py, &item(0)?)?;
             let reward: f64 = item(1)?
                 .call_method0("__float__")
                 .and_then(|r| r.extract())
-                .map_err(|e| ProximaError::Env(format!("{}: reward is not a number: {}", self.id, py_err(py, e))))?;
-            let terminated = item(2)?.is_truthy().map_err(|e| ProximaError::Env(py_err(py, e)))?;
-            let truncated = item(3)?.is_truthy().map_err(|e| ProximaError::Env(py_err(py, e)))?;
+                .map_err(|e| EnvError::Env(format!("{}: reward is not a number: {}", self.id, py_err(py, e))))?;
+            let terminated = item(2)?.is_truthy().map_err(|e| EnvError::Env(py_err(py, e)))?;
+            let truncated = item(3)?.is_truthy().map_err(|e| EnvError::Env(py_err(py, e)))?;
             Ok(StepResult { observation, reward, terminated, truncated, info: Info::default() })
         })
     }
@@ -366,25 +365,25 @@ impl Env for GymEnv {
                 .env
                 .bind(py)
                 .call_method0("render")
-                .map_err(|e| ProximaError::Env(format!("{}.render raised:\n{}", self.id, py_err(py, e))))?;
+                .map_err(|e| EnvError::Env(format!("{}.render raised:\n{}", self.id, py_err(py, e))))?;
             if out.is_none() {
-                return Err(ProximaError::Unsupported(format!(
+                return Err(EnvError::Unsupported(format!(
                     "{}.render() returned None: the env does not support render_mode=\"rgb_array\" (or ignored it)",
                     self.id
                 )));
             }
-            let arr = np.call_method1("ascontiguousarray", (&out,)).map_err(|e| ProximaError::Env(py_err(py, e)))?;
+            let arr = np.call_method1("ascontiguousarray", (&out,)).map_err(|e| EnvError::Env(py_err(py, e)))?;
             let shape: Vec<usize> =
-                arr.getattr("shape").and_then(|s| s.extract()).map_err(|e| ProximaError::Env(py_err(py, e)))?;
+                arr.getattr("shape").and_then(|s| s.extract()).map_err(|e| EnvError::Env(py_err(py, e)))?;
             let dtype = arr.getattr("dtype").and_then(|d| d.str()).map(|s| s.to_string()).unwrap_or_default();
             if shape.len() != 3 || shape[2] != 3 || dtype != "uint8" || shape[0] == 0 || shape[1] == 0 {
-                return Err(ProximaError::Env(format!(
+                return Err(EnvError::Env(format!(
                     "{}.render() returned an array of shape {shape:?} and dtype {dtype}; expected (height, width, 3) uint8 RGB",
                     self.id
                 )));
             }
-            let bytes = arr.call_method0("tobytes").map_err(|e| ProximaError::Env(py_err(py, e)))?;
-            let bytes = bytes.cast::<PyBytes>().map_err(|e| ProximaError::Env(e.to_string()))?;
+            let bytes = arr.call_method0("tobytes").map_err(|e| EnvError::Env(py_err(py, e)))?;
+            let bytes = bytes.cast::<PyBytes>().map_err(|e| EnvError::Env(e.to_string()))?;
             Ok(Frame { width: shape[1], height: shape[0], rgb: bytes.as_bytes().to_vec() })
         })
     }

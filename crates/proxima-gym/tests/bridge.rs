@@ -1,24 +1,14 @@
 //! The Gymnasium bridge against small Python envs written for these tests
 //! (`tests/toy_envs.py`). Needs a Python with `gymnasium` (CI makes one; see `.ci/run`), named by
-//! `PROXIMA_PYTHON` or found as `python3`.
+//! `PROXIMA_PYTHON` or found as `python3`. Training and evaluating on bridged envs is tested in
+//! `proxima-cli/tests/bridge_training.rs` (this crate does not depend on the RL library).
 
-use proxima::config::Config;
-use proxima::env::{make, Action, Space};
-use proxima::train::Trainer;
+mod common;
 
-/// Registers the bridge; false (test skipped, with a note) when no Python with gymnasium is
-/// available, unless `PROXIMA_REQUIRE_GYM=1` (CI) makes that a failure.
+use proxima_env::{make, Action, Space};
+
 fn setup() -> bool {
-    // The toy envs' module must be importable by the probed Python.
-    std::env::set_var("PYTHONPATH", concat!(env!("CARGO_MANIFEST_DIR"), "/tests"));
-    proxima_gym::register();
-    let exe = proxima_gym::python_executable();
-    let ok = proxima_gym::probe_python(&exe).map(|i| i.has_gymnasium).unwrap_or(false);
-    if !ok {
-        assert!(std::env::var("PROXIMA_REQUIRE_GYM").is_err(), "PROXIMA_REQUIRE_GYM is set but {exe} has no gymnasium");
-        eprintln!("SKIPPED: {exe} has no gymnasium (set PROXIMA_PYTHON to a Python that has it)");
-    }
-    ok
+    common::setup(concat!(env!("CARGO_MANIFEST_DIR"), "/tests"))
 }
 
 #[test]
@@ -66,37 +56,6 @@ fn box_actions_cross_as_float32_arrays() {
 }
 
 #[test]
-fn ppo_trains_on_a_bridged_env_and_resumes_through_make() {
-    if !setup() {
-        return;
-    }
-    let cfg = Config::resolve(
-        "cleanrl",
-        None,
-        &["n_envs=2".into(), "n_steps=16".into(), "batch_size=8".into(), "total_timesteps=64".into()],
-    )
-    .unwrap();
-    let mut tr = Trainer::new("gym:toy_envs:toy/BoxBox-v0", cfg).unwrap();
-    while !tr.is_done() {
-        let r = tr.step().unwrap();
-        assert!(r.stats.policy_loss.is_finite());
-    }
-    assert_eq!(tr.global_step, 64);
-    // Resume restores Proxima's side (weights, optimiser, counters, statistics) and starts
-    // fresh episodes in the bridged envs.
-    let path = std::env::temp_dir().join(format!("proxima-gym-resume-{}.safetensors", std::process::id()));
-    tr.save(&path).unwrap();
-    let ck = proxima::checkpoint::load(&path).unwrap();
-    let mut resumed = Trainer::resume(&ck, Some(128)).unwrap();
-    assert_eq!((resumed.update, resumed.global_step), (tr.update, 64));
-    while !resumed.is_done() {
-        resumed.step().unwrap();
-    }
-    assert_eq!(resumed.global_step, 128);
-    let _ = std::fs::remove_file(&path);
-}
-
-#[test]
 fn errors_are_clear() {
     if !setup() {
         return;
@@ -128,7 +87,7 @@ fn render_rgb_array_frames_and_errors() {
     if !setup() {
         return;
     }
-    let mut env = proxima::env::make_with("gym:toy_envs:toy/Renders-v0", true).unwrap();
+    let mut env = proxima_env::make_with("gym:toy_envs:toy/Renders-v0", true).unwrap();
     assert_eq!(env.render_fps(), 25);
     env.reset(Some(3)).unwrap();
     let mut obs0 = Vec::new();
@@ -140,56 +99,16 @@ fn render_rgb_array_frames_and_errors() {
         env.step(Action::Discrete(0)).unwrap();
     }
     // An env whose constructor takes no render_mode.
-    let e = proxima::env::make_with("gym:toy_envs:toy/BoxDiscrete-v0", true).err().unwrap().to_string();
+    let e = proxima_env::make_with("gym:toy_envs:toy/BoxDiscrete-v0", true).err().unwrap().to_string();
     assert!(e.contains("render_mode=\"rgb_array\") failed (does the env support") && e.contains("render_mode"), "{e}");
     // An env that accepts render_mode but whose render() returns None.
-    let mut env = proxima::env::make_with("gym:toy_envs:toy/RendersNone-v0", true).unwrap();
+    let mut env = proxima_env::make_with("gym:toy_envs:toy/RendersNone-v0", true).unwrap();
     env.reset(Some(0)).unwrap();
     let e = env.render().unwrap_err().to_string();
     assert!(e.contains("returned None") && e.contains("rgb_array"), "{e}");
     // A frame that is not (H, W, 3) uint8.
-    let mut env = proxima::env::make_with("gym:toy_envs:toy/RendersGray-v0", true).unwrap();
+    let mut env = proxima_env::make_with("gym:toy_envs:toy/RendersGray-v0", true).unwrap();
     env.reset(Some(0)).unwrap();
     let e = env.render().unwrap_err().to_string();
     assert!(e.contains("shape [4, 6]") && e.contains("(height, width, 3) uint8"), "{e}");
-}
-
-#[test]
-fn evaluate_records_a_gif_of_a_bridged_env() {
-    if !setup() {
-        return;
-    }
-    use proxima::policy::{ActionKind, Activation, ActorCritic, PolicySpec};
-    use rand::SeedableRng;
-    let env = make("gym:toy_envs:toy/Renders-v0").unwrap();
-    let spec = PolicySpec {
-        obs_dim: 3,
-        action: ActionKind::from_space(&env.action_space()).unwrap(),
-        net_arch: vec![8],
-        activation: Activation::Tanh,
-        shared_trunk: false,
-        log_std_init: 0.0,
-        ortho_init: true,
-    };
-    let policy =
-        ActorCritic::new(spec, &candle_core::Device::Cpu, &mut rand_chacha::ChaCha8Rng::seed_from_u64(0)).unwrap();
-    let dir = std::env::temp_dir().join(format!("proxima-bridge-gif-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let rec = proxima::train::Recording { path: dir.join("toy.gif"), episodes: 1, fps: None };
-    let plain = proxima::train::evaluate(&policy, "gym:toy_envs:toy/Renders-v0", 2, true, 7, None).unwrap();
-    let recorded =
-        proxima::train::evaluate_recorded(&policy, "gym:toy_envs:toy/Renders-v0", 2, true, 7, None, Some(&rec))
-            .unwrap();
-    assert_eq!(plain, recorded, "recording must not change the rollout");
-    // One frame after reset and one per step of the 10-step episode; 25 fps = 4/100 s delays.
-    let mut dec = gif::DecodeOptions::new();
-    dec.set_color_output(gif::ColorOutput::RGBA);
-    let mut d = dec.read_info(std::fs::File::open(&rec.path).unwrap()).unwrap();
-    let mut n = 0;
-    while let Some(f) = d.read_next_frame().unwrap() {
-        assert_eq!((f.width, f.height, f.delay), (6, 4, 4));
-        n += 1;
-    }
-    assert_eq!(n, 11);
-    let _ = std::fs::remove_dir_all(&dir);
 }

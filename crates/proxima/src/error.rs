@@ -49,6 +49,22 @@ pub enum ProximaError {
 /// `Result` with [`ProximaError`].
 pub type Result<T> = std::result::Result<T, ProximaError>;
 
+/// Each env error becomes its namesake, with the same message.
+impl From<proxima_env::EnvError> for ProximaError {
+    fn from(e: proxima_env::EnvError) -> Self {
+        use proxima_env::EnvError as E;
+        match e {
+            E::UnknownEnv(m) => ProximaError::UnknownEnv(m),
+            E::InvalidAction(m) => ProximaError::InvalidAction(m),
+            E::InvalidArgument(m) => ProximaError::InvalidArgument(m),
+            E::NonFinite(m) => ProximaError::NonFinite(m),
+            E::Env(m) => ProximaError::Env(m),
+            E::Unsupported(m) => ProximaError::Unsupported(m),
+            E::Io { path, err } => ProximaError::Io { path, err },
+        }
+    }
+}
+
 impl ProximaError {
     /// Wraps an I/O error with the path it concerns.
     pub fn io(path: impl AsRef<std::path::Path>, source: std::io::Error) -> Self {

@@ -10,7 +10,6 @@ pub mod ablation;
 pub mod algo;
 pub mod checkpoint;
 pub mod config;
-pub mod env;
 pub mod error;
 pub mod lm;
 pub mod log;
@@ -18,6 +17,9 @@ pub mod normalize;
 pub mod policy;
 pub mod rollout;
 pub mod train;
-pub mod util;
 
 pub use error::{ProximaError, Result};
+/// The environments (the `proxima-env` crate): `proxima::env::make("CartPole-v1")`, …
+pub use proxima_env as env;
+/// Small helpers (the `proxima-env` crate's): edit distance and "did you mean" hints.
+pub use proxima_env::util;

@@ -170,7 +170,7 @@ impl Trainer {
     pub fn with_env_fn(
         env_id: &str,
         cfg: Config,
-        mut make_env: impl FnMut() -> Result<Box<dyn crate::env::Env>>,
+        mut make_env: impl FnMut() -> crate::env::Result<Box<dyn crate::env::Env>>,
     ) -> Result<Self> {
         Self::build(env_id, cfg, &mut make_env)
     }
@@ -178,7 +178,7 @@ impl Trainer {
     fn build(
         env_id: &str,
         cfg: Config,
-        make_env: &mut dyn FnMut() -> Result<Box<dyn crate::env::Env>>,
+        make_env: &mut dyn FnMut() -> crate::env::Result<Box<dyn crate::env::Env>>,
     ) -> Result<Self> {
         cfg.validate()?;
         let mut venv = SyncVectorEnv::new(cfg.n_envs, &mut *make_env)?;

@@ -3,11 +3,10 @@
 
 use candle_core::{Device, Tensor};
 use proxima::config::Config;
-use proxima::env::{env_rng, Action, Env, EnvRng, Info, Space, StepResult, TimeLimit};
+use proxima::env::{env_rng, Action, Env, EnvError, EnvRng, Info, Result, Space, StepResult, TimeLimit};
 use proxima::policy::distributions::categorical;
 use proxima::policy::{ActionKind, Activation, ActorCritic, PolicySpec};
 use proxima::train::Trainer;
-use proxima::{ProximaError, Result};
 use rand::{Rng, SeedableRng};
 
 /// Observation: two targets scaled to [0, 1]; action: MultiDiscrete([3, 4]); reward: number of
@@ -47,7 +46,7 @@ impl Env for Targets {
         let a = match action {
             Action::Continuous(a) if self.action_space().contains(a) => a,
             other => {
-                return Err(ProximaError::InvalidAction(format!(
+                return Err(EnvError::InvalidAction(format!(
                     "Targets-v0: {other:?} is not in MultiDiscrete([3, 4])"
                 )))
             }

@@ -3,9 +3,9 @@
 //! minibatches.
 
 use proxima::config::Config;
-use proxima::env::{make, Action, Env, Info, Space, StepResult};
+use proxima::env::{make, Action, Env, Info, Result, Space, StepResult};
 use proxima::train::Trainer;
-use proxima::{ProximaError, Result};
+use proxima::ProximaError;
 
 /// CartPole that misbehaves from its `bad_from`-th step on, in one of several ways.
 struct Faulty {

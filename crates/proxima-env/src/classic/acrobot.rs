@@ -9,8 +9,8 @@
 //!
 //! Reward −1 every step, 0 on the terminating one.
 
-use crate::env::{env_rng, expect_discrete, Action, Env, EnvRng, Info, Space, StepResult};
-use crate::error::{ProximaError, Result};
+use crate::{env_rng, expect_discrete, Action, Env, EnvRng, Info, Space, StepResult};
+use crate::error::{EnvError, Result};
 use rand::Rng;
 use std::f64::consts::PI;
 
@@ -26,7 +26,7 @@ const MAX_VEL_1: f64 = 4.0 * PI; // [rad/s]
 const MAX_VEL_2: f64 = 9.0 * PI; // [rad/s]
 const AVAIL_TORQUE: [f64; 3] = [-1.0, 0.0, 1.0]; // [N m]
 
-/// Acrobot-v1 without its time limit (use [`crate::env::make`] for the registered one).
+/// Acrobot-v1 without its time limit (use [`crate::make`] for the registered one).
 ///
 /// State `[θ₁, θ₂, θ̇₁, θ̇₂]` (rad, rad, rad/s, rad/s; θ₂ relative to link 1, 0 = hanging down).
 /// Observation: `Box(6)` = `[cos θ₁, sin θ₁, cos θ₂, sin θ₂, θ̇₁, θ̇₂]`; action: `Discrete(3)`
@@ -116,8 +116,8 @@ fn bound(x: f64, m: f64, big_m: f64) -> f64 {
 }
 
 impl Env for Acrobot {
-    fn render(&mut self) -> Result<crate::env::render::Frame> {
-        Ok(crate::env::render::scenes::acrobot(&self.state))
+    fn render(&mut self) -> Result<crate::render::Frame> {
+        Ok(crate::render::scenes::acrobot(&self.state))
     }
     fn render_fps(&self) -> u32 {
         15
@@ -168,7 +168,7 @@ impl Env for Acrobot {
     }
     fn set_state(&mut self, state: &[f64]) -> Result<()> {
         self.state = state.try_into().map_err(|_| {
-            ProximaError::InvalidArgument(format!("Acrobot-v1 state has 4 values, got {}", state.len()))
+            EnvError::InvalidArgument(format!("Acrobot-v1 state has 4 values, got {}", state.len()))
         })?;
         Ok(())
     }

@@ -4,8 +4,8 @@
 //! (`θ̇²` and `cos²θ` squared first, explicit Euler with τ = 0.02 s); observations are the
 //! state cast to f32. Reward 1 every step, including the terminating one.
 
-use crate::env::{env_rng, expect_discrete, Action, Env, EnvRng, Info, Space, StepResult};
-use crate::error::{ProximaError, Result};
+use crate::{env_rng, expect_discrete, Action, Env, EnvRng, Info, Space, StepResult};
+use crate::error::{EnvError, Result};
 use rand::Rng;
 
 const GRAVITY: f64 = 9.8;
@@ -19,7 +19,7 @@ const TAU: f64 = 0.02; // seconds between state updates
 const THETA_THRESHOLD_RADIANS: f64 = 12.0 * 2.0 * std::f64::consts::PI / 360.0;
 const X_THRESHOLD: f64 = 2.4;
 
-/// CartPole-v1 without its time limit (use [`crate::env::make`] for the registered one).
+/// CartPole-v1 without its time limit (use [`crate::make`] for the registered one).
 ///
 /// Observation: `Box(4)` = `[x, ẋ, θ, θ̇]` (m, m/s, rad, rad/s); action: `Discrete(2)`
 /// (0 push left, 1 push right). Terminates when |x| > 2.4 or |θ| > 12°.
@@ -45,8 +45,8 @@ impl CartPole {
 }
 
 impl Env for CartPole {
-    fn render(&mut self) -> Result<crate::env::render::Frame> {
-        Ok(crate::env::render::scenes::cartpole(&self.state))
+    fn render(&mut self) -> Result<crate::render::Frame> {
+        Ok(crate::render::scenes::cartpole(&self.state))
     }
     fn render_fps(&self) -> u32 {
         50
@@ -101,7 +101,7 @@ impl Env for CartPole {
     }
     fn set_state(&mut self, state: &[f64]) -> Result<()> {
         self.state = state.try_into().map_err(|_| {
-            ProximaError::InvalidArgument(format!("CartPole-v1 state has 4 values, got {}", state.len()))
+            EnvError::InvalidArgument(format!("CartPole-v1 state has 4 values, got {}", state.len()))
         })?;
         Ok(())
     }

@@ -6,8 +6,8 @@
 //! and an inelastic wall at the left (`v ← 0` when `x = −1.2` and `v < 0`). Observations are the
 //! state cast to f32. Reward −1 every step, including the terminating one.
 
-use crate::env::{env_rng, expect_discrete, Action, Env, EnvRng, Info, Space, StepResult};
-use crate::error::{ProximaError, Result};
+use crate::{env_rng, expect_discrete, Action, Env, EnvRng, Info, Space, StepResult};
+use crate::error::{EnvError, Result};
 use rand::Rng;
 
 const MIN_POSITION: f64 = -1.2; // [m]
@@ -18,7 +18,7 @@ const GOAL_VELOCITY: f64 = 0.0; // [m/step]
 const FORCE: f64 = 0.001;
 const GRAVITY: f64 = 0.0025;
 
-/// MountainCar-v0 without its time limit (use [`crate::env::make`] for the registered one).
+/// MountainCar-v0 without its time limit (use [`crate::make`] for the registered one).
 ///
 /// Observation: `Box(2)` = `[position, velocity]` (position in [−1.2, 0.6], velocity in
 /// [−0.07, 0.07]); action: `Discrete(3)` (0 accelerate left, 1 none, 2 right). Terminates when
@@ -45,8 +45,8 @@ impl MountainCar {
 }
 
 impl Env for MountainCar {
-    fn render(&mut self) -> Result<crate::env::render::Frame> {
-        Ok(crate::env::render::scenes::mountain_car(self.state[0], GOAL_POSITION))
+    fn render(&mut self) -> Result<crate::render::Frame> {
+        Ok(crate::render::scenes::mountain_car(self.state[0], GOAL_POSITION))
     }
     fn render_fps(&self) -> u32 {
         30
@@ -96,7 +96,7 @@ impl Env for MountainCar {
     }
     fn set_state(&mut self, state: &[f64]) -> Result<()> {
         self.state = state.try_into().map_err(|_| {
-            ProximaError::InvalidArgument(format!("MountainCar-v0 state has 2 values, got {}", state.len()))
+            EnvError::InvalidArgument(format!("MountainCar-v0 state has 2 values, got {}", state.len()))
         })?;
         Ok(())
     }

@@ -18,8 +18,8 @@
 //! `step` makes it f32, and `set_state` picks f32 exactly when every value is an f32 (so a state
 //! saved with [`Env::state`] mid-episode resumes bit-exactly).
 
-use crate::env::{env_rng, expect_box, Action, Env, EnvRng, Info, Space, StepResult};
-use crate::error::{ProximaError, Result};
+use crate::{env_rng, expect_box, Action, Env, EnvRng, Info, Space, StepResult};
+use crate::error::{EnvError, Result};
 use rand::Rng;
 
 const MIN_ACTION: f32 = -1.0;
@@ -32,7 +32,7 @@ const GOAL_VELOCITY: f64 = 0.0; // [m/step]
 const POWER: f64 = 0.0015;
 const GRAVITY: f64 = 0.0025; // the literal `0.0025` in `step`
 
-/// MountainCarContinuous-v0 without its time limit (use [`crate::env::make`] for the registered one).
+/// MountainCarContinuous-v0 without its time limit (use [`crate::make`] for the registered one).
 ///
 /// Observation: `Box(2)` = `[position, velocity]` (position in [−1.2, 0.6], velocity in
 /// [−0.07, 0.07]); action: `Box(1)` force in [−1, 1] (values outside are clipped for the
@@ -101,8 +101,8 @@ impl MountainCarContinuous {
 }
 
 impl Env for MountainCarContinuous {
-    fn render(&mut self) -> Result<crate::env::render::Frame> {
-        Ok(crate::env::render::scenes::mountain_car(self.state[0], GOAL_POSITION))
+    fn render(&mut self) -> Result<crate::render::Frame> {
+        Ok(crate::render::scenes::mountain_car(self.state[0], GOAL_POSITION))
     }
     fn render_fps(&self) -> u32 {
         30
@@ -154,7 +154,7 @@ impl Env for MountainCarContinuous {
     }
     fn set_state(&mut self, state: &[f64]) -> Result<()> {
         self.state = state.try_into().map_err(|_| {
-            ProximaError::InvalidArgument(format!("MountainCarContinuous-v0 state has 2 values, got {}", state.len()))
+            EnvError::InvalidArgument(format!("MountainCarContinuous-v0 state has 2 values, got {}", state.len()))
         })?;
         self.f32_state = self.state.iter().all(|&v| f64::from(v as f32) == v);
         Ok(())

@@ -9,8 +9,8 @@
 //! dt = 0.05 s). Reward `−(angle_normalize(θ)² + 0.1·θ̇² + 0.001·u²)`, computed on the state
 //! *before* the step; never terminates.
 
-use crate::env::{env_rng, expect_box, Action, Env, EnvRng, Info, Space, StepResult};
-use crate::error::{ProximaError, Result};
+use crate::{env_rng, expect_box, Action, Env, EnvRng, Info, Space, StepResult};
+use crate::error::{EnvError, Result};
 use rand::Rng;
 use std::f64::consts::PI;
 
@@ -30,7 +30,7 @@ fn angle_normalize(x: f64) -> f64 {
     (x + PI).rem_euclid(2.0 * PI) - PI
 }
 
-/// Pendulum-v1 without its time limit (use [`crate::env::make`] for the registered one).
+/// Pendulum-v1 without its time limit (use [`crate::make`] for the registered one).
 ///
 /// State `[θ, θ̇]` (rad, 0 = upright; rad/s). Observation: `Box(3)` = `[cos θ, sin θ, θ̇]` in
 /// `[−1, 1] × [−1, 1] × [−8, 8]`; action: `Box(1)` torque in [−2, 2] N m (larger values are
@@ -58,8 +58,8 @@ impl Pendulum {
 }
 
 impl Env for Pendulum {
-    fn render(&mut self) -> Result<crate::env::render::Frame> {
-        Ok(crate::env::render::scenes::pendulum(&self.state))
+    fn render(&mut self) -> Result<crate::render::Frame> {
+        Ok(crate::render::scenes::pendulum(&self.state))
     }
     fn render_fps(&self) -> u32 {
         30
@@ -112,7 +112,7 @@ impl Env for Pendulum {
     }
     fn set_state(&mut self, state: &[f64]) -> Result<()> {
         self.state = state.try_into().map_err(|_| {
-            ProximaError::InvalidArgument(format!("Pendulum-v1 state has 2 values, got {}", state.len()))
+            EnvError::InvalidArgument(format!("Pendulum-v1 state has 2 values, got {}", state.len()))
         })?;
         Ok(())
     }

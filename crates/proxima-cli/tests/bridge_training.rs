@@ -1,0 +1,85 @@
+//! Training, resuming and evaluating with recording on Python Gymnasium envs through the bridge
+//! (`crates/proxima-gym/tests/toy_envs.py`). Skipped, with a note, without a Python that has
+//! gymnasium, unless `PROXIMA_REQUIRE_GYM=1` (CI).
+
+#[path = "../../proxima-gym/tests/common/mod.rs"]
+mod common;
+
+use proxima::config::Config;
+use proxima::env::make;
+use proxima::train::Trainer;
+
+fn setup() -> bool {
+    common::setup(concat!(env!("CARGO_MANIFEST_DIR"), "/../proxima-gym/tests"))
+}
+
+#[test]
+fn ppo_trains_on_a_bridged_env_and_resumes_through_make() {
+    if !setup() {
+        return;
+    }
+    let cfg = Config::resolve(
+        "cleanrl",
+        None,
+        &["n_envs=2".into(), "n_steps=16".into(), "batch_size=8".into(), "total_timesteps=64".into()],
+    )
+    .unwrap();
+    let mut tr = Trainer::new("gym:toy_envs:toy/BoxBox-v0", cfg).unwrap();
+    while !tr.is_done() {
+        let r = tr.step().unwrap();
+        assert!(r.stats.policy_loss.is_finite());
+    }
+    assert_eq!(tr.global_step, 64);
+    // Resume restores Proxima's side (weights, optimiser, counters, statistics) and starts
+    // fresh episodes in the bridged envs.
+    let path = std::env::temp_dir().join(format!("proxima-gym-resume-{}.safetensors", std::process::id()));
+    tr.save(&path).unwrap();
+    let ck = proxima::checkpoint::load(&path).unwrap();
+    let mut resumed = Trainer::resume(&ck, Some(128)).unwrap();
+    assert_eq!((resumed.update, resumed.global_step), (tr.update, 64));
+    while !resumed.is_done() {
+        resumed.step().unwrap();
+    }
+    assert_eq!(resumed.global_step, 128);
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn evaluate_records_a_gif_of_a_bridged_env() {
+    if !setup() {
+        return;
+    }
+    use proxima::policy::{ActionKind, Activation, ActorCritic, PolicySpec};
+    use rand::SeedableRng;
+    let env = make("gym:toy_envs:toy/Renders-v0").unwrap();
+    let spec = PolicySpec {
+        obs_dim: 3,
+        action: ActionKind::from_space(&env.action_space()).unwrap(),
+        net_arch: vec![8],
+        activation: Activation::Tanh,
+        shared_trunk: false,
+        log_std_init: 0.0,
+        ortho_init: true,
+    };
+    let policy =
+        ActorCritic::new(spec, &candle_core::Device::Cpu, &mut rand_chacha::ChaCha8Rng::seed_from_u64(0)).unwrap();
+    let dir = std::env::temp_dir().join(format!("proxima-bridge-gif-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rec = proxima::train::Recording { path: dir.join("toy.gif"), episodes: 1, fps: None };
+    let plain = proxima::train::evaluate(&policy, "gym:toy_envs:toy/Renders-v0", 2, true, 7, None).unwrap();
+    let recorded =
+        proxima::train::evaluate_recorded(&policy, "gym:toy_envs:toy/Renders-v0", 2, true, 7, None, Some(&rec))
+            .unwrap();
+    assert_eq!(plain, recorded, "recording must not change the rollout");
+    // One frame after reset and one per step of the 10-step episode; 25 fps = 4/100 s delays.
+    let mut dec = gif::DecodeOptions::new();
+    dec.set_color_output(gif::ColorOutput::RGBA);
+    let mut d = dec.read_info(std::fs::File::open(&rec.path).unwrap()).unwrap();
+    let mut n = 0;
+    while let Some(f) = d.read_next_frame().unwrap() {
+        assert_eq!((f.width, f.height, f.delay), (6, 4, 4));
+        n += 1;
+    }
+    assert_eq!(n, 11);
+    let _ = std::fs::remove_dir_all(&dir);
+}
