@@ -207,9 +207,7 @@ pub trait Env: Send {
 pub(crate) fn expect_discrete(env_id: &str, action: Action<'_>, n: usize) -> Result<usize> {
     match action {
         Action::Discrete(a) if a < n => Ok(a),
-        other => {
-            Err(EnvError::InvalidAction(format!("{env_id}: expected an action in Discrete({n}), got {other:?}")))
-        }
+        other => Err(EnvError::InvalidAction(format!("{env_id}: expected an action in Discrete({n}), got {other:?}"))),
     }
 }
 

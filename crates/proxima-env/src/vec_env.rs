@@ -8,8 +8,8 @@
 //! bootstrapped. Every row of a rollout is therefore a real transition (no dummy "reset" step as
 //! in Gymnasium's default next-step mode).
 
-use crate::{Action, Env, Space};
 use crate::error::{EnvError, Result};
+use crate::{Action, Env, Space};
 
 /// A finished episode: which env, its undiscounted return and its length in steps.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]

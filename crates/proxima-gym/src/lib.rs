@@ -26,10 +26,7 @@ pub const PREFIX: &str = "gym:";
 
 /// Registers the bridge with [`proxima_env::make`] for ids starting with `gym:`.
 pub fn register() {
-    proxima_env::register_prefix(
-        PREFIX,
-        |spec, render| Ok(Box::new(GymEnv::make_with(spec, render)?) as Box<dyn Env>),
-    );
+    proxima_env::register_prefix(PREFIX, |spec, render| Ok(Box::new(GymEnv::make_with(spec, render)?) as Box<dyn Env>));
 }
 
 /// Facts about the user's Python, read by running it.
@@ -62,8 +59,8 @@ pub fn probe_python(exe: &str) -> Result<PythonInfo> {
     if !out.status.success() {
         return Err(EnvError::Env(format!("`{exe}` failed: {}", String::from_utf8_lossy(&out.stderr).trim())));
     }
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .map_err(|e| EnvError::Env(format!("`{exe}` printed no sys.path ({e})")))?;
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).map_err(|e| EnvError::Env(format!("`{exe}` printed no sys.path ({e})")))?;
     let ver = v["version"]
         .as_array()
         .map(|a| (a[0].as_u64().unwrap_or(0) as u32, a[1].as_u64().unwrap_or(0) as u32))
@@ -344,9 +341,8 @@ impl Env for GymEnv {
                 .call_method1("step", (a,))
                 .map_err(|e| EnvError::Env(format!("{}.step raised:\n{}", self.id, py_err(py, e))))?;
             let item = |i: usize| {
-                out.get_item(i).map_err(|e| {
-                    EnvError::Env(format!("{}.step did not return 5 values: {}", self.id, py_err(py, e)))
-                })
+                out.get_item(i)
+                    .map_err(|e| EnvError::Env(format!("{}.step did not return 5 values: {}", self.id, py_err(py, e))))
             };
             let observation = self.observation(py, &item(0)?)?;
             let reward: f64 = item(1)?

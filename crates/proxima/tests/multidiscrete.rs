@@ -46,9 +46,7 @@ impl Env for Targets {
         let a = match action {
             Action::Continuous(a) if self.action_space().contains(a) => a,
             other => {
-                return Err(EnvError::InvalidAction(format!(
-                    "Targets-v0: {other:?} is not in MultiDiscrete([3, 4])"
-                )))
+                return Err(EnvError::InvalidAction(format!("Targets-v0: {other:?} is not in MultiDiscrete([3, 4])")))
             }
         };
         let reward = (a[0] as usize == self.t[0]) as u8 as f64 + (a[1] as usize == self.t[1]) as u8 as f64;

@@ -9,8 +9,8 @@
 //!
 //! Reward −1 every step, 0 on the terminating one.
 
-use crate::{env_rng, expect_discrete, Action, Env, EnvRng, Info, Space, StepResult};
 use crate::error::{EnvError, Result};
+use crate::{env_rng, expect_discrete, Action, Env, EnvRng, Info, Space, StepResult};
 use rand::Rng;
 use std::f64::consts::PI;
 
@@ -167,9 +167,9 @@ impl Env for Acrobot {
         Some(self.state.to_vec())
     }
     fn set_state(&mut self, state: &[f64]) -> Result<()> {
-        self.state = state.try_into().map_err(|_| {
-            EnvError::InvalidArgument(format!("Acrobot-v1 state has 4 values, got {}", state.len()))
-        })?;
+        self.state = state
+            .try_into()
+            .map_err(|_| EnvError::InvalidArgument(format!("Acrobot-v1 state has 4 values, got {}", state.len())))?;
         Ok(())
     }
 }

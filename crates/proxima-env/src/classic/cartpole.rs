@@ -4,8 +4,8 @@
 //! (`θ̇²` and `cos²θ` squared first, explicit Euler with τ = 0.02 s); observations are the
 //! state cast to f32. Reward 1 every step, including the terminating one.
 
-use crate::{env_rng, expect_discrete, Action, Env, EnvRng, Info, Space, StepResult};
 use crate::error::{EnvError, Result};
+use crate::{env_rng, expect_discrete, Action, Env, EnvRng, Info, Space, StepResult};
 use rand::Rng;
 
 const GRAVITY: f64 = 9.8;
@@ -100,9 +100,9 @@ impl Env for CartPole {
         Some(self.state.to_vec())
     }
     fn set_state(&mut self, state: &[f64]) -> Result<()> {
-        self.state = state.try_into().map_err(|_| {
-            EnvError::InvalidArgument(format!("CartPole-v1 state has 4 values, got {}", state.len()))
-        })?;
+        self.state = state
+            .try_into()
+            .map_err(|_| EnvError::InvalidArgument(format!("CartPole-v1 state has 4 values, got {}", state.len())))?;
         Ok(())
     }
 }

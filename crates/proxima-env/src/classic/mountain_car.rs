@@ -6,8 +6,8 @@
 //! and an inelastic wall at the left (`v ← 0` when `x = −1.2` and `v < 0`). Observations are the
 //! state cast to f32. Reward −1 every step, including the terminating one.
 
-use crate::{env_rng, expect_discrete, Action, Env, EnvRng, Info, Space, StepResult};
 use crate::error::{EnvError, Result};
+use crate::{env_rng, expect_discrete, Action, Env, EnvRng, Info, Space, StepResult};
 use rand::Rng;
 
 const MIN_POSITION: f64 = -1.2; // [m]

@@ -18,8 +18,8 @@
 //! `step` makes it f32, and `set_state` picks f32 exactly when every value is an f32 (so a state
 //! saved with [`Env::state`] mid-episode resumes bit-exactly).
 
-use crate::{env_rng, expect_box, Action, Env, EnvRng, Info, Space, StepResult};
 use crate::error::{EnvError, Result};
+use crate::{env_rng, expect_box, Action, Env, EnvRng, Info, Space, StepResult};
 use rand::Rng;
 
 const MIN_ACTION: f32 = -1.0;

@@ -9,8 +9,8 @@
 //! dt = 0.05 s). Reward `−(angle_normalize(θ)² + 0.1·θ̇² + 0.001·u²)`, computed on the state
 //! *before* the step; never terminates.
 
-use crate::{env_rng, expect_box, Action, Env, EnvRng, Info, Space, StepResult};
 use crate::error::{EnvError, Result};
+use crate::{env_rng, expect_box, Action, Env, EnvRng, Info, Space, StepResult};
 use rand::Rng;
 use std::f64::consts::PI;
 
@@ -111,9 +111,9 @@ impl Env for Pendulum {
         Some(self.state.to_vec())
     }
     fn set_state(&mut self, state: &[f64]) -> Result<()> {
-        self.state = state.try_into().map_err(|_| {
-            EnvError::InvalidArgument(format!("Pendulum-v1 state has 2 values, got {}", state.len()))
-        })?;
+        self.state = state
+            .try_into()
+            .map_err(|_| EnvError::InvalidArgument(format!("Pendulum-v1 state has 2 values, got {}", state.len())))?;
         Ok(())
     }
 }
