@@ -5,36 +5,10 @@
 //! with a "did you mean" suggestion; values are type-checked by serde and range-checked by
 //! [`Config::validate`].
 
+pub use crate::algo::{AdvantageNorm, Objective};
 use crate::error::{ProximaError, Result};
 use crate::policy::Activation;
 use serde::{Deserialize, Serialize};
-
-/// Where advantages are normalised.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AdvantageNorm {
-    /// Per minibatch (SB3, CleanRL, openai/baselines): the default.
-    Minibatch,
-    /// Once over the whole rollout batch.
-    Batch,
-    /// Not at all.
-    Off,
-}
-
-/// The PPO objective (Schulman et al. 2017, Sec. 3–4 and Table 1).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Objective {
-    /// L^CLIP: min(r·Â, clip(r, 1−ε, 1+ε)·Â) (Eq. 7), the default.
-    Clip,
-    /// L^KLPEN with an adaptive β (Eq. 8): after each update, β ← 2β if d > 1.5·d_targ,
-    /// β ← β/2 if d < d_targ/1.5.
-    AdaptiveKl,
-    /// L^KLPEN with a constant β.
-    FixedKl,
-    /// The plain surrogate r·Â (Eq. 6, "no clipping or penalty").
-    None,
-}
 
 /// Which optimiser steps the parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -9,6 +9,7 @@
 pub mod ablation;
 pub mod algo;
 pub mod checkpoint;
+pub mod collect;
 pub mod config;
 pub mod error;
 pub mod lm;

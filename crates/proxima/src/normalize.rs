@@ -100,7 +100,7 @@ impl Normalizer {
 
     /// Training: updates the observation statistics with `obs` (`[n, obs_dim]`, raw) and
     /// returns the normalised copy.
-    pub fn observe(&mut self, obs: &[f32]) -> Vec<f32> {
+    pub fn update_and_normalize(&mut self, obs: &[f32]) -> Vec<f32> {
         let mut out = obs.to_vec();
         if let Some(rms) = &mut self.obs_rms {
             rms.update(obs);
@@ -177,6 +177,6 @@ mod tests {
         let std = (n.ret_rms.as_ref().unwrap().var[0] + 1e-8).sqrt();
         assert!((r[0] as f64 - 1.0 / std).abs() < 1e-5 && (r[1] as f64 - 2.0 / std).abs() < 1e-5);
         // Observations pass through when not normalised.
-        assert_eq!(n.observe(&[5.0]), vec![5.0]);
+        assert_eq!(n.update_and_normalize(&[5.0]), vec![5.0]);
     }
 }

@@ -176,8 +176,6 @@ pub struct RolloutBuffer {
     pub advantages: Vec<f32>,
     /// Â_t + V(s_t), filled by [`RolloutBuffer::compute_advantages`].
     pub returns: Vec<f32>,
-    /// Steps written so far in this rollout (0..=T).
-    pub pos: usize,
 }
 
 impl RolloutBuffer {
@@ -199,7 +197,6 @@ impl RolloutBuffer {
             final_obs_values: vec![0.0; len],
             advantages: vec![0.0; len],
             returns: vec![0.0; len],
-            pos: 0,
         }
     }
 
@@ -211,11 +208,6 @@ impl RolloutBuffer {
     /// Whether the buffer holds no transitions (T or N is 0).
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-
-    /// Whether all T steps have been written.
-    pub fn is_full(&self) -> bool {
-        self.pos == self.n_steps
     }
 
     /// Runs [`gae`] on the full rollout and stores advantages and returns.

@@ -8,12 +8,26 @@
 
 use crate::algo::optim::Adam;
 use crate::algo::ppo::UpdateStats;
-use crate::config::{AdvantageNorm, Config};
+use crate::algo::AdvantageNorm;
 use crate::error::{ProximaError, Result};
 use crate::policy::ActorCritic;
 use crate::rollout::{explained_variance, normalize_advantages, RolloutBuffer};
 use candle_core::backprop::GradStore;
 use candle_core::Tensor;
+
+/// A2C's hyperparameters (SB3's names), projected from the run's config.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct A2cParams {
+    /// c₁: value-loss coefficient (the value loss has no ½ here).
+    pub vf_coef: f64,
+    /// c₂: entropy bonus coefficient.
+    pub ent_coef: f64,
+    /// Global gradient-norm clip; `None` = none.
+    pub max_grad_norm: Option<f64>,
+    /// Â is normalised over the rollout unless `Off` (one batch: per-minibatch and per-batch
+    /// normalisation coincide).
+    pub normalize_advantage: AdvantageNorm,
+}
 
 /// The A2C loss and its parts (scalars; `loss` is on the graph).
 #[derive(Clone, Debug)]
@@ -55,11 +69,11 @@ pub fn a2c_loss(
 ///
 /// # Errors
 /// `NonFinite` when the loss is not finite; tensor errors.
-pub fn gradients(policy: &ActorCritic, buf: &RolloutBuffer, cfg: &Config) -> Result<(GradStore, [f64; 3])> {
+pub fn gradients(policy: &ActorCritic, buf: &RolloutBuffer, p: &A2cParams) -> Result<(GradStore, [f64; 3])> {
     let n = buf.len();
     let dev = policy.device();
     let mut adv = buf.advantages.clone();
-    if cfg.normalize_advantage != AdvantageNorm::Off {
+    if p.normalize_advantage != AdvantageNorm::Off {
         normalize_advantages(&mut adv); // one batch: minibatch and batch normalisation coincide
     }
     let obs = Tensor::from_slice(&buf.observations, (n, buf.obs_dim), dev)?;
@@ -71,8 +85,8 @@ pub fn gradients(policy: &ActorCritic, buf: &RolloutBuffer, cfg: &Config) -> Res
         &values,
         &Tensor::from_slice(&adv, n, dev)?,
         &Tensor::from_slice(&buf.returns, n, dev)?,
-        cfg.vf_coef,
-        cfg.ent_coef,
+        p.vf_coef,
+        p.ent_coef,
     )?;
     let s = Tensor::stack(&[&out.loss, &out.policy_loss, &out.value_loss, &out.entropy], 0)?.to_vec1::<f32>()?;
     if !s[0].is_finite() {
@@ -90,10 +104,16 @@ pub fn gradients(policy: &ActorCritic, buf: &RolloutBuffer, cfg: &Config) -> Res
 /// # Errors
 /// `NonFinite` when the loss, a gradient or a new parameter is not finite (parameters are
 /// then left unchanged).
-pub fn update(policy: &ActorCritic, opt: &mut Adam, buf: &RolloutBuffer, cfg: &Config, lr: f64) -> Result<UpdateStats> {
-    let (grads, [policy_loss, value_loss, entropy]) = gradients(policy, buf, cfg)?;
+pub fn update(
+    policy: &ActorCritic,
+    opt: &mut Adam,
+    buf: &RolloutBuffer,
+    p: &A2cParams,
+    lr: f64,
+) -> Result<UpdateStats> {
+    let (grads, [policy_loss, value_loss, entropy]) = gradients(policy, buf, p)?;
     opt.lr = lr;
-    let info = opt.step(policy.named_params(), &grads, cfg.max_grad_norm)?;
+    let info = opt.step(policy.named_params(), &grads, p.max_grad_norm)?;
     Ok(UpdateStats {
         policy_loss,
         value_loss,

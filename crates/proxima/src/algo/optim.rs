@@ -46,6 +46,21 @@ pub struct Adam {
     pub t: u64,
 }
 
+/// The gradients of `params` in `grads`, copied to the host in the parameters' order, each
+/// flattened row-major (`None` where no gradient flowed): what [`Adam::step_host`] takes.
+///
+/// # Errors
+/// Tensor errors.
+pub fn host_gradients(params: &[(String, Var)], grads: &GradStore) -> Result<Vec<Option<Vec<f32>>>> {
+    params
+        .iter()
+        .map(|(_, var)| match grads.get(var.as_tensor()) {
+            Some(g) => Ok(Some(g.flatten_all()?.to_vec1::<f32>()?)),
+            None => Ok(None),
+        })
+        .collect()
+}
+
 /// What one optimiser step measured.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct StepInfo {
@@ -86,14 +101,7 @@ impl Adam {
         grads: &GradStore,
         max_grad_norm: Option<f64>,
     ) -> Result<StepInfo> {
-        let mut gs: Vec<Option<Vec<f32>>> = Vec::with_capacity(params.len());
-        for (_, var) in params {
-            gs.push(match grads.get(var.as_tensor()) {
-                Some(g) => Some(g.flatten_all()?.to_vec1::<f32>()?),
-                None => None,
-            });
-        }
-        self.step_host(params, &gs, max_grad_norm)
+        self.step_host(params, &host_gradients(params, grads)?, max_grad_norm)
     }
 
     /// [`Adam::step`] with the gradients already on the host, one entry per parameter (`None` =

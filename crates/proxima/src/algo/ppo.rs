@@ -3,13 +3,54 @@
 //! of shuffled minibatches) over one rollout.
 
 use crate::algo::optim::Adam;
-use crate::config::{AdvantageNorm, Config, Objective};
+use crate::algo::{AdvantageNorm, Objective};
 use crate::error::{ProximaError, Result};
 use crate::policy::{ActorCritic, DistParams};
 use crate::rollout::{explained_variance, normalize_advantages, RolloutBuffer};
 use candle_core::Tensor;
 use rand::seq::SliceRandom;
 use rand::Rng;
+
+/// PPO's hyperparameters (SB3's names), projected from the run's config.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PpoParams {
+    /// K: epochs over each rollout.
+    pub n_epochs: usize,
+    /// Minibatch size M (divides N·T).
+    pub batch_size: usize,
+    /// ε: the clip range of r_t(θ).
+    pub clip_range: f64,
+    /// Clip range of V around V_old; `None` = unclipped value loss.
+    pub clip_range_vf: Option<f64>,
+    /// c₁.
+    pub vf_coef: f64,
+    /// c₂.
+    pub ent_coef: f64,
+    /// Global gradient-norm clip; `None` = none.
+    pub max_grad_norm: Option<f64>,
+    /// Stop the epochs before a step whose minibatch approx KL exceeds 1.5·target_kl (SB3's rule).
+    pub target_kl: Option<f64>,
+    /// Where Â is normalised.
+    pub normalize_advantage: AdvantageNorm,
+    /// The surrogate: clipped, KL-penalised (fixed or adaptive β) or plain.
+    pub objective: Objective,
+    /// d_targ of the adaptive β.
+    pub kl_target: f64,
+}
+
+impl PpoParams {
+    /// The loss's coefficients with the current β.
+    pub fn coefs(&self, kl_coef: f64) -> PpoCoefs {
+        PpoCoefs {
+            clip_range: self.clip_range,
+            clip_range_vf: self.clip_range_vf,
+            vf_coef: self.vf_coef,
+            ent_coef: self.ent_coef,
+            objective: self.objective,
+            kl_coef,
+        }
+    }
+}
 
 /// Coefficients of the PPO objective.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -153,7 +194,7 @@ pub struct UpdateStats {
 /// Runs K epochs of minibatch updates on one full rollout (whose advantages are computed).
 ///
 /// For each epoch the N·T indices are shuffled with `rng` and cut into minibatches of
-/// `cfg.batch_size`; for each minibatch Â is normalised (per `cfg.normalize_advantage`), the
+/// `p.batch_size`; for each minibatch Â is normalised (per `p.normalize_advantage`), the
 /// loss is back-propagated, gradients are clipped to `max_grad_norm` globally, and Adam steps
 /// with `lr`. With `target_kl` set, the update stops before a step whose minibatch KL
 /// exceeds 1.5·target_kl (SB3's rule). After the epochs, d = mean KL[π_θold, π_θ] over the
@@ -167,22 +208,15 @@ pub fn update<R: Rng + ?Sized>(
     policy: &ActorCritic,
     opt: &mut Adam,
     buf: &RolloutBuffer,
-    cfg: &Config,
+    p: &PpoParams,
     lr: f64,
     kl_coef: &mut f64,
     rng: &mut R,
 ) -> Result<UpdateStats> {
     let n = buf.len();
-    let (od, ad, mb) = (buf.obs_dim, buf.act_dim, cfg.batch_size);
-    let kl_objective = matches!(cfg.objective, Objective::AdaptiveKl | Objective::FixedKl);
-    let coefs = PpoCoefs {
-        clip_range: cfg.clip_range,
-        clip_range_vf: cfg.clip_range_vf,
-        vf_coef: cfg.vf_coef,
-        ent_coef: cfg.ent_coef,
-        objective: cfg.objective,
-        kl_coef: *kl_coef,
-    };
+    let (od, ad, mb) = (buf.obs_dim, buf.act_dim, p.batch_size);
+    let kl_objective = matches!(p.objective, Objective::AdaptiveKl | Objective::FixedKl);
+    let coefs = p.coefs(*kl_coef);
     // π_θold over the whole rollout (θ has not moved yet): the KL penalty's reference and the
     // measured d after the update.
     let dev = policy.device();
@@ -192,7 +226,7 @@ pub fn update<R: Rng + ?Sized>(
     let old_head_host = if kl_objective { old.head.flatten_all()?.to_vec1::<f32>()? } else { Vec::new() };
     let mut old_head_mb = vec![0f32; if kl_objective { mb * hd } else { 0 }];
     let mut advantages = buf.advantages.clone();
-    if cfg.normalize_advantage == AdvantageNorm::Batch {
+    if p.normalize_advantage == AdvantageNorm::Batch {
         normalize_advantages(&mut advantages);
     }
     opt.lr = lr;
@@ -207,7 +241,7 @@ pub fn update<R: Rng + ?Sized>(
     let (mut obs, mut act) = (vec![0f32; mb * od], vec![0f32; mb * ad]);
     let (mut old_lp, mut adv, mut old_v, mut ret) = (vec![0f32; mb], vec![0f32; mb], vec![0f32; mb], vec![0f32; mb]);
     let mut clip_sum = 0f64;
-    'epochs: for _epoch in 0..cfg.n_epochs {
+    'epochs: for _epoch in 0..p.n_epochs {
         idx.shuffle(rng);
         for chunk in idx.chunks(mb) {
             for (j, &i) in chunk.iter().enumerate() {
@@ -221,7 +255,7 @@ pub fn update<R: Rng + ?Sized>(
                     old_head_mb[j * hd..(j + 1) * hd].copy_from_slice(&old_head_host[i * hd..(i + 1) * hd]);
                 }
             }
-            if cfg.normalize_advantage == AdvantageNorm::Minibatch {
+            if p.normalize_advantage == AdvantageNorm::Minibatch {
                 normalize_advantages(&mut adv);
             }
             let t = |v: &[f32]| Tensor::from_slice(v, v.len(), dev);
@@ -257,15 +291,15 @@ pub fn update<R: Rng + ?Sized>(
                     scalars[0], s.minibatches, scalars[1], scalars[2], scalars[3]
                 )));
             }
-            let (kl, cf) = kl_and_clip_fraction(&out.log_ratio.to_vec1::<f32>()?, cfg.clip_range);
-            if let Some(tk) = cfg.target_kl {
+            let (kl, cf) = kl_and_clip_fraction(&out.log_ratio.to_vec1::<f32>()?, p.clip_range);
+            if let Some(tk) = p.target_kl {
                 if kl > 1.5 * tk {
                     s.approx_kl = kl;
                     break 'epochs;
                 }
             }
             let grads = out.loss.backward()?;
-            let info = opt.step(policy.named_params(), &grads, cfg.max_grad_norm)?;
+            let info = opt.step(policy.named_params(), &grads, p.max_grad_norm)?;
             s.policy_loss += scalars[1] as f64;
             s.value_loss += scalars[2] as f64;
             s.entropy += scalars[3] as f64;
@@ -283,8 +317,8 @@ pub fn update<R: Rng + ?Sized>(
     s.grad_norm /= m;
     s.clip_fraction = clip_sum / m;
     s.kl_divergence = policy.kl_from(&all_obs, &old)?.mean_all()?.to_scalar::<f32>()? as f64;
-    if cfg.objective == Objective::AdaptiveKl {
-        *kl_coef = adapt_kl_coef(*kl_coef, s.kl_divergence, cfg.kl_target);
+    if p.objective == Objective::AdaptiveKl {
+        *kl_coef = adapt_kl_coef(*kl_coef, s.kl_divergence, p.kl_target);
     }
     Ok(s)
 }

@@ -22,13 +22,36 @@
 
 use crate::algo::optim::Adam;
 use crate::algo::ppo::UpdateStats;
-use crate::config::{AdvantageNorm, Config};
+use crate::algo::AdvantageNorm;
 use crate::error::{ProximaError, Result};
 use crate::policy::{ActionKind, ActorCritic};
 use crate::rollout::{explained_variance, normalize_advantages, RolloutBuffer};
 use candle_core::{Tensor, D};
 use rand::seq::SliceRandom;
 use rand::Rng;
+
+/// TRPO's hyperparameters (sb3-contrib's names), projected from the run's config.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TrpoParams {
+    /// δ: the bound on the mean KL[π_θold, π_θ] of a step (sb3-contrib's `target_kl`).
+    pub target_kl: f64,
+    /// Conjugate-gradient iterations.
+    pub cg_max_steps: usize,
+    /// λ of the damped Fisher-vector product (F + λI)·v.
+    pub cg_damping: f64,
+    /// Backtracking factor of the line search.
+    pub line_search_shrinking_factor: f64,
+    /// Most backtracking steps.
+    pub line_search_max_iter: usize,
+    /// Epochs of minibatch Adam steps on the value function per rollout.
+    pub n_critic_updates: usize,
+    /// The critic's minibatch size.
+    pub batch_size: usize,
+    /// Global gradient-norm clip of the critic's steps; `None` = none.
+    pub max_grad_norm: Option<f64>,
+    /// Â is normalised over the rollout unless `Off`.
+    pub normalize_advantage: AdvantageNorm,
+}
 
 /// The actor's parameters (see [`ActorCritic::actor_param_indices`]) as one flat f32 vector.
 ///
@@ -197,15 +220,15 @@ pub fn update<R: Rng + ?Sized>(
     policy: &ActorCritic,
     critic_opt: &mut Adam,
     buf: &RolloutBuffer,
-    cfg: &Config,
+    p: &TrpoParams,
     lr: f64,
     rng: &mut R,
 ) -> Result<UpdateStats> {
     let n = buf.len();
     let dev = policy.device();
-    let delta = cfg.target_kl.ok_or_else(|| ProximaError::Config("TRPO needs target_kl (δ)".into()))?;
+    let delta = p.target_kl;
     let mut adv = buf.advantages.clone();
-    if cfg.normalize_advantage != AdvantageNorm::Off {
+    if p.normalize_advantage != AdvantageNorm::Off {
         normalize_advantages(&mut adv); // the policy step uses the whole rollout as one batch
     }
     let obs = Tensor::from_slice(&buf.observations, (n, buf.obs_dim), dev)?;
@@ -228,10 +251,10 @@ pub fn update<R: Rng + ?Sized>(
     }
 
     // 2. x ≈ (F + λI)⁻¹ g.
-    let fvp = |v: &[f64]| fisher_vector_product(policy, &obs, v, cfg.cg_damping);
-    let x = conjugate_gradient(fvp, &g, cfg.cg_max_steps, 1e-10)?;
+    let fvp = |v: &[f64]| fisher_vector_product(policy, &obs, v, p.cg_damping);
+    let x = conjugate_gradient(fvp, &g, p.cg_max_steps, 1e-10)?;
     // 3. β = √(2δ / xᵀFx).
-    let xfx: f64 = x.iter().zip(fisher_vector_product(policy, &obs, &x, cfg.cg_damping)?).map(|(a, b)| a * b).sum();
+    let xfx: f64 = x.iter().zip(fisher_vector_product(policy, &obs, &x, p.cg_damping)?).map(|(a, b)| a * b).sum();
     let theta_old = actor_params_flat(policy)?;
     let mut s = UpdateStats {
         learning_rate: lr,
@@ -245,7 +268,7 @@ pub fn update<R: Rng + ?Sized>(
     if xfx > 0.0 && xfx.is_finite() {
         let beta = (2.0 * delta / xfx).sqrt();
         let mut fraction = 1.0;
-        for _ in 0..cfg.line_search_max_iter {
+        for _ in 0..p.line_search_max_iter {
             let cand: Vec<f32> =
                 theta_old.iter().zip(&x).map(|(&t, &xi)| (t as f64 + fraction * beta * xi) as f32).collect();
             if cand.iter().all(|v| v.is_finite()) {
@@ -260,7 +283,7 @@ pub fn update<R: Rng + ?Sized>(
                     break;
                 }
             }
-            fraction *= cfg.line_search_shrinking_factor;
+            fraction *= p.line_search_shrinking_factor;
         }
         if s.step_fraction == 0.0 {
             set_actor_params_flat(policy, &theta_old)?; // no acceptable step: keep θ_old
@@ -270,12 +293,12 @@ pub fn update<R: Rng + ?Sized>(
 
     // 5. The critic: n_critic_updates epochs of minibatch Adam on mean((V − R)²).
     critic_opt.lr = lr;
-    let mb = cfg.batch_size;
+    let mb = p.batch_size;
     let mut idx: Vec<usize> = (0..n).collect();
     let mut obs_mb = vec![0f32; mb * buf.obs_dim];
     let mut ret_mb = vec![0f32; mb];
     let od = buf.obs_dim;
-    for _ in 0..cfg.n_critic_updates {
+    for _ in 0..p.n_critic_updates {
         idx.shuffle(rng);
         for chunk in idx.chunks(mb) {
             for (j, &i) in chunk.iter().enumerate() {
@@ -289,7 +312,7 @@ pub fn update<R: Rng + ?Sized>(
             if !l.is_finite() {
                 return Err(ProximaError::NonFinite(format!("TRPO value loss is {l}")));
             }
-            critic_opt.step(policy.named_params(), &loss.backward()?, cfg.max_grad_norm)?;
+            critic_opt.step(policy.named_params(), &loss.backward()?, p.max_grad_norm)?;
             s.value_loss += l;
             s.minibatches += 1;
         }

@@ -1,0 +1,165 @@
+//! The collector: N environments, the normalisation statistics, the current observations and
+//! the episode statistics — everything between the envs and an algorithm. It runs π_θold for T
+//! steps into a [`RolloutBuffer`]; it knows nothing of losses or optimisers, so every
+//! algorithm (and every A3C worker) collects through it.
+
+use crate::env::vec_env::{EpisodeRecord, SyncVectorEnv};
+use crate::env::Env;
+use crate::error::Result;
+use crate::normalize::Normalizer;
+use crate::policy::ActorCritic;
+use crate::rollout::RolloutBuffer;
+use rand::Rng;
+use std::collections::VecDeque;
+
+/// How many finished episodes the running means cover (SB3's `ep_info_buffer`, CleanRL's logs).
+pub const EPISODE_WINDOW: usize = 100;
+
+/// The last [`EPISODE_WINDOW`] finished episodes, for `ep_return_mean` / `ep_len_mean`.
+#[derive(Clone, Debug, Default)]
+pub struct EpisodeStats {
+    recent: VecDeque<EpisodeRecord>,
+}
+
+impl EpisodeStats {
+    /// Statistics that start from `records` (the oldest first; a resumed run's).
+    pub fn from_records(records: impl IntoIterator<Item = EpisodeRecord>) -> Self {
+        let mut s = EpisodeStats::default();
+        records.into_iter().for_each(|r| s.push(r));
+        s
+    }
+
+    /// Adds a finished episode, dropping the oldest beyond the window.
+    pub fn push(&mut self, ep: EpisodeRecord) {
+        if self.recent.len() == EPISODE_WINDOW {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(ep);
+    }
+
+    /// The episodes in the window, oldest first.
+    pub fn records(&self) -> impl Iterator<Item = &EpisodeRecord> {
+        self.recent.iter()
+    }
+
+    /// Mean undiscounted return over the window (None before the first episode).
+    pub fn return_mean(&self) -> Option<f64> {
+        self.mean(|e| e.episode_return)
+    }
+
+    /// Mean length over the window (None before the first episode).
+    pub fn len_mean(&self) -> Option<f64> {
+        self.mean(|e| e.length as f64)
+    }
+
+    fn mean(&self, f: impl Fn(&EpisodeRecord) -> f64) -> Option<f64> {
+        (!self.recent.is_empty()).then(|| self.recent.iter().map(f).sum::<f64>() / self.recent.len() as f64)
+    }
+}
+
+/// N envs in lockstep with the run's normalisation and episode statistics.
+pub struct Collector {
+    /// The N envs.
+    pub venv: SyncVectorEnv,
+    /// Observation/reward normalisation statistics (inactive unless configured).
+    pub norm: Normalizer,
+    /// The current observations as the policy sees them (normalised when configured), `[N, obs_dim]`.
+    pub obs: Vec<f32>,
+    /// The last finished episodes.
+    pub stats: EpisodeStats,
+    /// Clipped actions sent to the envs, `[N, act_dim]` (reused each step).
+    env_actions: Vec<f32>,
+}
+
+impl Collector {
+    /// `n_envs` envs built by `make_env` and reset with seeds `seed..seed+N`, seen through
+    /// `norm` (whose observation statistics take in the first observations).
+    ///
+    /// # Errors
+    /// `n_envs` = 0, envs whose spaces differ, and the envs' own errors.
+    pub fn new(
+        n_envs: usize,
+        seed: u64,
+        make_env: &mut dyn FnMut() -> crate::env::Result<Box<dyn Env>>,
+        norm: impl FnOnce(&SyncVectorEnv) -> Normalizer,
+    ) -> Result<Self> {
+        let mut venv = SyncVectorEnv::new(n_envs, &mut *make_env)?;
+        venv.reset(seed)?;
+        let mut norm = norm(&venv);
+        let obs = norm.update_and_normalize(venv.obs());
+        let act_dim = venv.action_space().flat_dim();
+        Ok(Collector { venv, norm, obs, stats: EpisodeStats::default(), env_actions: vec![0f32; n_envs * act_dim] })
+    }
+
+    /// Runs π in the N envs for the buffer's T steps, filling `buf` (observations, actions,
+    /// log-probs, values, rewards — scaled when configured —, terminated, truncated and
+    /// V(final observation) of truncated steps), with actions sampled from `rng`. `step0` is the
+    /// global step before the rollout; each finished episode is returned with the global step
+    /// it ended at, and added to [`Collector::stats`].
+    ///
+    /// # Errors
+    /// The envs' errors (non-finite observations or rewards, …) and the policy's.
+    pub fn collect<R: Rng + ?Sized>(
+        &mut self,
+        policy: &ActorCritic,
+        buf: &mut RolloutBuffer,
+        rng: &mut R,
+        step0: u64,
+    ) -> Result<Vec<(u64, EpisodeRecord)>> {
+        let (n, od, ad) = (buf.n_envs, buf.obs_dim, buf.act_dim);
+        let mut finished = Vec::new();
+        for t in 0..buf.n_steps {
+            let row = t * n..(t + 1) * n;
+            buf.observations[t * n * od..(t + 1) * n * od].copy_from_slice(&self.obs);
+            let out = policy.act(&self.obs, false, rng)?;
+            buf.actions[t * n * ad..(t + 1) * n * ad].copy_from_slice(&out.actions);
+            buf.log_probs[row.clone()].copy_from_slice(&out.log_probs);
+            buf.values[row.clone()].copy_from_slice(&out.values);
+            self.env_actions.copy_from_slice(&out.actions);
+            for a in self.env_actions.chunks_mut(ad) {
+                policy.env_action(a); // clip to the Box; the unclipped sample stays stored
+            }
+            self.venv.step(&self.env_actions)?;
+            buf.rewards[row.clone()].copy_from_slice(&self.venv.rewards);
+            let (term, trunc) = (&self.venv.terminated, &self.venv.truncated);
+            self.norm.scale_rewards(&mut buf.rewards[row.clone()], |e| term[e] || trunc[e]);
+            self.obs = self.norm.update_and_normalize(self.venv.obs());
+            buf.terminated[row.clone()].copy_from_slice(&self.venv.terminated);
+            buf.truncated[row.clone()].copy_from_slice(&self.venv.truncated);
+            self.bootstrap_truncated(policy, &mut buf.final_obs_values[row])?;
+            let step = step0 + ((t + 1) * n) as u64;
+            for ep in self.venv.finished.drain(..) {
+                self.stats.push(ep);
+                finished.push((step, ep));
+            }
+        }
+        Ok(finished)
+    }
+
+    /// V(final observation) of the envs whose episode was truncated (not terminated) at the
+    /// last step, into `out` `[N]` (0 elsewhere), with one batched forward pass.
+    fn bootstrap_truncated(&self, policy: &ActorCritic, out: &mut [f32]) -> Result<()> {
+        out.fill(0.0);
+        let v = &self.venv;
+        let cut: Vec<usize> = (0..out.len()).filter(|&e| v.truncated[e] && !v.terminated[e]).collect();
+        if cut.is_empty() {
+            return Ok(());
+        }
+        let mut fo: Vec<f32> =
+            cut.iter().flat_map(|&e| v.final_obs[e].clone().expect("final obs of an ended episode")).collect();
+        self.norm.normalize_obs(&mut fo);
+        let values = policy.predict_values(&fo)?;
+        for (k, &e) in cut.iter().enumerate() {
+            out[e] = values[k];
+        }
+        Ok(())
+    }
+
+    /// V(s_T) of the current observations `[N]`: GAE's bootstrap after the last step.
+    ///
+    /// # Errors
+    /// The policy's.
+    pub fn last_values(&self, policy: &ActorCritic) -> Result<Vec<f32>> {
+        policy.predict_values(&self.obs)
+    }
+}

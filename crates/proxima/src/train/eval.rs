@@ -1,0 +1,120 @@
+//! Evaluation: episodes of a policy, with sampled or deterministic actions, optionally recorded
+//! as a video (Gymnasium's `render_mode="rgb_array"` frames).
+
+use crate::env::Action;
+use crate::error::{ProximaError, Result};
+use crate::normalize::Normalizer;
+use crate::policy::{ActionKind, ActorCritic};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+/// Evaluates `policy` on `episodes` episodes of `env_id` (episode i reset with `seed + i`),
+/// deterministic (mode) or sampled actions. Returns the undiscounted return of each episode.
+///
+/// # Errors
+/// Unknown env; a policy whose input/output does not fit the env's spaces; env errors.
+///
+/// `norm`: the training run's normalisation statistics, applied frozen to observations
+/// (rewards are reported unscaled).
+pub fn evaluate(
+    policy: &ActorCritic,
+    env_id: &str,
+    episodes: usize,
+    deterministic: bool,
+    seed: u64,
+    norm: Option<&Normalizer>,
+) -> Result<Vec<f64>> {
+    evaluate_recorded(policy, env_id, episodes, deterministic, seed, norm, None)
+}
+
+/// What [`evaluate_recorded`] records: the first `episodes` episodes, one frame after each
+/// reset and each step, to `path` (`.gif` or `.mp4`) at `fps` (default: the env's
+/// `render_fps`).
+#[derive(Clone, Debug)]
+pub struct Recording {
+    /// Output file; `.gif` or `.mp4`.
+    pub path: std::path::PathBuf,
+    /// Number of leading episodes recorded (at least 1).
+    pub episodes: usize,
+    /// Playback speed; `None` uses the env's `render_fps`.
+    pub fps: Option<u32>,
+}
+
+/// [`evaluate`], optionally recording a rollout (Gymnasium's `render_mode="rgb_array"`: the env
+/// is made with [`crate::env::make_with`] and `render()` is called after reset and every step).
+/// The actions, and so the returns, are the same with and without recording.
+///
+/// # Errors
+/// As [`evaluate`]; plus `Unsupported` when the env cannot render, and the video writer's
+/// errors (see [`crate::env::render::VideoWriter`]).
+pub fn evaluate_recorded(
+    policy: &ActorCritic,
+    env_id: &str,
+    episodes: usize,
+    deterministic: bool,
+    seed: u64,
+    norm: Option<&Normalizer>,
+    record: Option<&Recording>,
+) -> Result<Vec<f64>> {
+    let mut env = crate::env::make_with(env_id, record.is_some())?;
+    let mut video = match record {
+        Some(r) => Some(crate::env::render::VideoWriter::new(&r.path, r.fps.unwrap_or_else(|| env.render_fps()))?),
+        None => None,
+    };
+    let record_episodes = record.map_or(0, |r| r.episodes.max(1));
+    let obs_dim = env.observation_space().flat_dim();
+    let kind = ActionKind::from_space(&env.action_space())?;
+    if obs_dim != policy.spec().obs_dim
+        || kind.head_dim() != policy.spec().action.head_dim()
+        || kind.act_dim() != policy.spec().action.act_dim()
+    {
+        return Err(ProximaError::Checkpoint(format!(
+            "the policy (observations of {}, action {:?}) does not fit {env_id} (observations of {obs_dim}, action {:?})",
+            policy.spec().obs_dim,
+            policy.spec().action,
+            kind
+        )));
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut returns = Vec::with_capacity(episodes);
+    for i in 0..episodes {
+        let (mut obs, _) = env.reset(Some(seed.wrapping_add(i as u64)))?;
+        let recording = i < record_episodes;
+        if recording {
+            video.as_mut().expect("writer exists when recording").push(&env.render()?)?;
+        }
+        let mut total = 0f64;
+        loop {
+            if let Some(n) = norm {
+                n.normalize_obs(&mut obs);
+            }
+            let mut a = policy.act(&obs, deterministic, &mut rng)?.actions;
+            policy.env_action(&mut a);
+            let action = match kind {
+                ActionKind::Discrete { .. } => Action::Discrete(a[0] as usize),
+                ActionKind::MultiDiscrete { .. } | ActionKind::Continuous { .. } => Action::Continuous(&a),
+            };
+            let r = env.step(action)?;
+            total += r.reward;
+            if recording {
+                video.as_mut().expect("writer exists when recording").push(&env.render()?)?;
+            }
+            if r.terminated || r.truncated {
+                break;
+            }
+            obs = r.observation;
+        }
+        returns.push(total);
+    }
+    if let Some(v) = video {
+        v.finish()?;
+    }
+    Ok(returns)
+}
+
+/// Mean and population std of a slice.
+pub fn mean_std(x: &[f64]) -> (f64, f64) {
+    let n = x.len().max(1) as f64;
+    let m = x.iter().sum::<f64>() / n;
+    (m, (x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / n).sqrt())
+}

@@ -1,0 +1,28 @@
+//! The training run, readable top to bottom like the paper's Algorithm 1:
+//!
+//! ```text
+//! for iteration = 1, 2, …:
+//!     collect: run π_θold in N envs for T steps                  (Collector::collect)
+//!     compute Â_1 … Â_T with GAE(γ, λ)                           (RolloutBuffer::compute_advantages)
+//!     optimise L^CLIP + c₁L^VF − c₂S for K epochs, minibatch M   (algo::ppo::update)
+//!     θ_old ← θ
+//! ```
+//!
+//! That loop is [`Trainer::step`] (`trainer.rs`). The other algorithms replace only the optimise
+//! line: `a2c` one gradient step (`algo::a2c::update`), `trpo` the natural-gradient step with
+//! line search plus the critic's epochs (`algo::trpo::update`), `a3c` asynchronous workers that
+//! each run this same collect → returns → gradient cycle on their own collector
+//! (`algo::a3c::run_iteration`).
+//!
+//! [`Trainer`] holds the explicit training state and writes no file; [`snapshot`] saves and
+//! resumes it exactly; [`run`] (`run_dir.rs`) adds the run directory (config, CSV,
+//! TensorBoard, checkpoints, final model and evaluation); [`eval`] runs episodes of a policy.
+
+pub mod eval;
+mod run_dir;
+pub mod snapshot;
+mod trainer;
+
+pub use eval::{evaluate, evaluate_recorded, mean_std, Recording};
+pub use run_dir::{run, RunSummary, CSV_COLUMNS};
+pub use trainer::{policy_spec, Trainer, UpdateReport};

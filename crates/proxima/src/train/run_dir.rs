@@ -1,0 +1,184 @@
+//! The run directory, one optional observer of a [`Trainer`]: `config.toml`, `progress.csv`,
+//! TensorBoard scalars, checkpoints every `checkpoint_freq` iterations, `model.safetensors` and
+//! `eval.json` (CleanRL's `runs/<env>__<algo>__<seed>__<time>/`).
+
+use super::eval::{evaluate, mean_std};
+use super::trainer::{Trainer, UpdateReport};
+use crate::checkpoint;
+use crate::error::{ProximaError, Result};
+use crate::log::{CsvLogger, TensorBoardWriter};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Drops the rows of `progress.csv` written after `update` (a resumed run rewrites them).
+fn keep_rows_up_to(path: &Path, update: u64) -> Result<()> {
+    let Ok(text) = std::fs::read_to_string(path) else { return Ok(()) };
+    let kept: Vec<&str> = text
+        .lines()
+        .enumerate()
+        .filter(|(i, l)| {
+            *i == 0 || l.split(',').nth(1).and_then(|u| u.parse::<u64>().ok()).is_some_and(|u| u <= update)
+        })
+        .map(|(_, l)| l)
+        .collect();
+    checkpoint::write_atomic(path, format!("{}\n", kept.join("\n")).as_bytes())
+}
+
+/// Columns of `progress.csv`, one row per iteration.
+pub const CSV_COLUMNS: [&str; 19] = [
+    "global_step",
+    "update",
+    "time_elapsed",
+    "sps",
+    "learning_rate",
+    "policy_loss",
+    "value_loss",
+    "entropy",
+    "approx_kl",
+    "clip_fraction",
+    "explained_variance",
+    "grad_norm",
+    "epochs",
+    "ep_return_mean",
+    "ep_len_mean",
+    "episodes",
+    "kl_divergence",
+    "kl_coef",
+    "step_fraction",
+];
+
+/// What a finished run leaves behind.
+#[derive(Clone, Debug)]
+pub struct RunSummary {
+    /// The run directory.
+    pub run_dir: PathBuf,
+    /// Path of the final model.
+    pub model: PathBuf,
+    /// Environment steps taken.
+    pub global_step: u64,
+    /// Wall time of training in this process (seconds), start-up included.
+    pub train_seconds: f64,
+    /// Steps per second taken by this process.
+    pub sps: f64,
+    /// Final deterministic evaluation returns (`eval_episodes` of them).
+    pub eval_returns: Vec<f64>,
+    /// Seconds collecting rollouts / updating, of `train_seconds`.
+    pub collect_seconds: f64,
+    /// Seconds in GAE and updates.
+    pub update_seconds: f64,
+}
+
+/// Trains into `run_dir`: writes `config.toml`, `progress.csv`, a TensorBoard event file,
+/// `checkpoints/update_<n>.safetensors` every `checkpoint_freq` iterations, `model.safetensors`
+/// at the end, and `eval.json` with a deterministic evaluation. `trainer` is fresh
+/// ([`Trainer::new`]) or resumed ([`Trainer::resume`]); when resumed, `progress.csv` keeps the
+/// rows up to the resumed update and continues after them. `on_update` sees every
+/// iteration's report (the CLI draws its progress bar from it).
+///
+/// # Errors
+/// A run directory that cannot be created or written (nothing half-written is left: every
+/// model file is written atomically), plus everything [`Trainer::step`] can return.
+pub fn run(mut trainer: Trainer, run_dir: &Path, mut on_update: impl FnMut(&UpdateReport)) -> Result<RunSummary> {
+    let t0 = Instant::now();
+    let env_id = trainer.env_id.clone();
+    let env_id = env_id.as_str();
+    let ckpt_dir = run_dir.join("checkpoints");
+    std::fs::create_dir_all(&ckpt_dir).map_err(|e| ProximaError::io(&ckpt_dir, e))?;
+    checkpoint::write_atomic(
+        &run_dir.join("config.toml"),
+        format!("env_id = {:?}\n{}", env_id, trainer.cfg.to_toml()).as_bytes(),
+    )?;
+    let csv_path = run_dir.join("progress.csv");
+    if trainer.update > 0 {
+        keep_rows_up_to(&csv_path, trainer.update)?;
+    }
+    let mut csv = CsvLogger::create(&csv_path, &CSV_COLUMNS, trainer.update > 0)?;
+    let mut tb = TensorBoardWriter::create(run_dir)?;
+    let (mut collect_seconds, mut update_seconds) = (0.0, 0.0);
+    while !trainer.is_done() {
+        let r = trainer.step()?;
+        (collect_seconds, update_seconds) = (r.collect_seconds, r.update_seconds);
+        let s = &r.stats;
+        let nan = f64::NAN;
+        csv.write(&[
+            r.global_step as f64,
+            r.update as f64,
+            r.time_elapsed,
+            r.sps,
+            s.learning_rate,
+            s.policy_loss,
+            s.value_loss,
+            s.entropy,
+            s.approx_kl,
+            s.clip_fraction,
+            s.explained_variance,
+            s.grad_norm,
+            s.epochs as f64,
+            r.ep_return_mean.unwrap_or(nan),
+            r.ep_len_mean.unwrap_or(nan),
+            r.finished.len() as f64,
+            s.kl_divergence,
+            s.kl_coef,
+            s.step_fraction,
+        ])?;
+        for (step, ep) in &r.finished {
+            tb.add_scalar("charts/episodic_return", ep.episode_return, *step)?;
+            tb.add_scalar("charts/episodic_length", ep.length as f64, *step)?;
+        }
+        for (tag, v) in [
+            ("charts/learning_rate", s.learning_rate),
+            ("charts/SPS", r.sps),
+            ("losses/policy_loss", s.policy_loss),
+            ("losses/value_loss", s.value_loss),
+            ("losses/entropy", s.entropy),
+            ("losses/approx_kl", s.approx_kl),
+            ("losses/clipfrac", s.clip_fraction),
+            ("losses/explained_variance", s.explained_variance),
+            ("losses/grad_norm", s.grad_norm),
+            ("losses/kl_divergence", s.kl_divergence),
+            ("charts/kl_coef", s.kl_coef),
+            ("charts/step_fraction", s.step_fraction),
+        ] {
+            tb.add_scalar(tag, v, r.global_step)?;
+        }
+        tb.flush()?;
+        if trainer.cfg.checkpoint_freq > 0 && r.update % trainer.cfg.checkpoint_freq as u64 == 0 {
+            trainer.save(&ckpt_dir.join(format!("update_{:06}.safetensors", r.update)))?;
+        }
+        on_update(&r);
+    }
+    let train_seconds = t0.elapsed().as_secs_f64();
+    let sps = (trainer.global_step - trainer.clock.start_step) as f64 / train_seconds.max(1e-9);
+    let model = run_dir.join("model.safetensors");
+    trainer.save(&model)?;
+    let eval_returns = if trainer.cfg.eval_episodes > 0 {
+        evaluate(
+            &trainer.policy,
+            env_id,
+            trainer.cfg.eval_episodes,
+            true,
+            trainer.cfg.seed.wrapping_add(10_000),
+            Some(&trainer.collector.norm),
+        )?
+    } else {
+        Vec::new()
+    };
+    let (m, sd) = mean_std(&eval_returns);
+    let (m, sd) = if eval_returns.is_empty() { (None, None) } else { (Some(m), Some(sd)) };
+    let eval = serde_json::json!({
+        "env_id": env_id, "seed": trainer.cfg.seed, "global_step": trainer.global_step, "train_seconds": train_seconds,
+        "sps": sps, "collect_seconds": collect_seconds, "update_seconds": update_seconds, "episodes": eval_returns.len(), "deterministic": true,
+        "mean_return": m, "std_return": sd, "returns": eval_returns,
+    });
+    checkpoint::write_atomic(&run_dir.join("eval.json"), format!("{eval}\n").as_bytes())?;
+    Ok(RunSummary {
+        run_dir: run_dir.to_path_buf(),
+        model,
+        global_step: trainer.global_step,
+        train_seconds,
+        sps,
+        eval_returns,
+        collect_seconds,
+        update_seconds,
+    })
+}

@@ -1,0 +1,183 @@
+//! Exact resume: what a checkpoint holds beyond weights and optimiser moments (the RNG stream,
+//! every env's state, the current observations, the running episode statistics, the
+//! normalisation statistics, PPO's β), and rebuilding a [`Trainer`] from it.
+
+use super::trainer::{Algo, Trainer};
+use crate::checkpoint::{self, CheckpointMeta};
+use crate::collect::EpisodeStats;
+use crate::config::Config;
+use crate::env::vec_env::EpisodeRecord;
+use crate::env::EnvRng;
+use crate::error::{ProximaError, Result};
+use crate::normalize::Normalizer;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// One env's resumable state.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct EnvSnapshot {
+    state: Option<Vec<f64>>,
+    elapsed: Option<usize>,
+    rng: Option<EnvRng>,
+}
+
+/// Everything beyond weights and optimiser moments that an exact resume needs; stored as JSON
+/// in the checkpoint metadata under `trainer_state`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct TrainerSnapshot {
+    rng: ChaCha8Rng,
+    envs: Vec<EnvSnapshot>,
+    /// The envs' raw current observations.
+    obs: Vec<f32>,
+    ep_return: Vec<f64>,
+    ep_len: Vec<usize>,
+    recent: Vec<EpisodeRecord>,
+    /// The current observations as the policy sees them.
+    policy_obs: Vec<f32>,
+    norm: Normalizer,
+    /// Seconds of training up to this checkpoint.
+    #[serde(default)]
+    time_elapsed: f64,
+    /// β of the adaptive-KL objective at this checkpoint.
+    #[serde(default)]
+    kl_coef: Option<f64>,
+}
+
+impl Trainer {
+    /// The metadata a checkpoint of the current state carries, including the trainer state
+    /// (RNG streams, env states, running episodes) under `trainer_state`.
+    pub fn checkpoint_meta(&self) -> CheckpointMeta {
+        let c = &self.collector;
+        let (ep_return, ep_len) = c.venv.running_episodes();
+        let snap = TrainerSnapshot {
+            rng: self.rng.clone(),
+            envs: c
+                .venv
+                .envs()
+                .iter()
+                .map(|e| EnvSnapshot { state: e.state(), elapsed: e.elapsed_steps(), rng: e.rng().cloned() })
+                .collect(),
+            obs: c.venv.obs().to_vec(),
+            ep_return: ep_return.to_vec(),
+            ep_len: ep_len.to_vec(),
+            recent: c.stats.records().copied().collect(),
+            policy_obs: c.obs.clone(),
+            norm: c.norm.clone(),
+            time_elapsed: self.clock.elapsed_offset + self.clock.start.elapsed().as_secs_f64(),
+            kl_coef: Some(self.kl_coef()),
+        };
+        let mut extra = BTreeMap::new();
+        extra.insert("trainer_state".to_string(), serde_json::to_string(&snap).expect("snapshot serialises"));
+        if c.norm.is_active() {
+            extra.insert("normalization".to_string(), serde_json::to_string(&c.norm).expect("normaliser serialises"));
+        }
+        CheckpointMeta {
+            env_id: self.env_id.clone(),
+            policy: self.policy.spec().clone(),
+            config_toml: self.cfg.to_toml(),
+            global_step: self.global_step,
+            update: self.update,
+            extra,
+        }
+    }
+
+    /// Rebuilds a trainer from a checkpoint written by [`Trainer::save`]: weights, Adam moments
+    /// and step, counters (so the learning-rate schedule continues where it was), the sampling
+    /// RNG, every env's physical state, step counter and RNG, the current observations and the
+    /// running episode statistics. Continuing from it gives the same weights, bit for bit, as
+    /// the uninterrupted run (native envs, same thread count).
+    ///
+    /// `total_timesteps`: `Some(n)` extends (or shortens) the run; the annealed learning rate
+    /// then follows the new length, so the result is no longer identical to any single run.
+    ///
+    /// # Errors
+    /// `Checkpoint` when the file lacks trainer state or optimiser moments, or does not match.
+    pub fn resume(ck: &checkpoint::Checkpoint, total_timesteps: Option<u64>) -> Result<Self> {
+        let cfg = resumed_config(ck, total_timesteps)?;
+        let mut tr = Trainer::new(&ck.meta.env_id, cfg)?;
+        let bad = |m: &str| ProximaError::Checkpoint(format!("cannot resume: {m}"));
+        let snap: TrainerSnapshot = serde_json::from_str(
+            ck.meta.extra.get("trainer_state").ok_or_else(|| bad("no trainer_state in the checkpoint"))?,
+        )
+        .map_err(|e| bad(&format!("malformed trainer_state ({e})")))?;
+        if snap.envs.len() != tr.cfg.n_envs {
+            return Err(bad(&format!("the checkpoint holds {} envs, the config {}", snap.envs.len(), tr.cfg.n_envs)));
+        }
+        ck.load_into(&tr.policy)?;
+        ck.restore_optimizer(&tr.policy, &mut tr.opt)?;
+        if snap.policy_obs.len() != tr.collector.obs.len() {
+            return Err(bad("observations of the wrong size in trainer_state"));
+        }
+        tr.rng = snap.rng.clone();
+        restore_collector(&mut tr, snap)?;
+        tr.global_step = ck.meta.global_step;
+        tr.update = ck.meta.update;
+        tr.clock.start_step = tr.global_step;
+        Ok(tr)
+    }
+
+    /// Saves the network and optimiser state to `path` (atomically).
+    pub fn save(&self, path: &Path) -> Result<()> {
+        checkpoint::save(path, &self.policy, Some(&self.opt), &self.checkpoint_meta())
+    }
+}
+
+/// The config a checkpoint's run continues with. It starts from the preset the run itself
+/// started from: checkpoints written before optional keys were recorded as "none" leave them
+/// out, and they must not fall back to another preset's values.
+fn resumed_config(ck: &checkpoint::Checkpoint, total_timesteps: Option<u64>) -> Result<Config> {
+    let preset = ck
+        .meta
+        .config_toml
+        .parse::<toml::Table>()
+        .ok()
+        .and_then(|t| t.get("preset").and_then(|p| p.as_str()).map(String::from))
+        .filter(|p| crate::config::PRESETS.contains(&p.as_str()))
+        .unwrap_or_else(|| "cleanrl".to_string());
+    let mut cfg = Config::resolve(&preset, Some(&ck.meta.config_toml), &[])?;
+    if let Some(t) = total_timesteps {
+        cfg.total_timesteps = t;
+        cfg.validate()?;
+    }
+    if cfg.algo == "a3c" {
+        return Err(ProximaError::Unsupported(
+            "A3C runs cannot be resumed: the asynchronous workers' interleaving is not reproducible, so an exact resume is impossible; start a new run (its model.safetensors can still be evaluated)".into(),
+        ));
+    }
+    Ok(cfg)
+}
+
+/// Puts the envs, observations, statistics and β of `snap` back into `tr`.
+fn restore_collector(tr: &mut Trainer, snap: TrainerSnapshot) -> Result<()> {
+    let c = &mut tr.collector;
+    for (env, s) in c.venv.envs_mut().iter_mut().zip(&snap.envs) {
+        if let Some(st) = &s.state {
+            env.set_state(st)?;
+        }
+        if let Some(n) = s.elapsed {
+            env.set_elapsed_steps(n);
+        }
+        if let (Some(r), Some(dst)) = (&s.rng, env.rng_mut()) {
+            *dst = r.clone();
+        }
+    }
+    c.norm = snap.norm;
+    if snap.envs.iter().all(|e| e.state.is_some()) {
+        // Native envs: continue the very episodes that were running.
+        c.venv.restore(snap.obs, snap.ep_return, snap.ep_len)?;
+        c.obs = snap.policy_obs;
+    } else {
+        // Envs whose state lives elsewhere (the Python bridge): they start new episodes
+        // (reset with the run's seeds), seen through the restored normalisation statistics.
+        c.obs = c.venv.obs().to_vec();
+        c.norm.normalize_obs(&mut c.obs);
+    }
+    c.stats = EpisodeStats::from_records(snap.recent);
+    tr.clock.elapsed_offset = snap.time_elapsed;
+    if let (Some(b), Algo::Ppo { kl_coef, .. }) = (snap.kl_coef, &mut tr.algo) {
+        *kl_coef = b;
+    }
+    Ok(())
+}

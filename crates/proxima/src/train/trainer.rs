@@ -1,0 +1,388 @@
+//! The explicit state of a training run and its one loop, [`Trainer::step`]:
+//! collect → GAE → the algorithm's update.
+
+use crate::algo::a2c::{self, A2cParams};
+use crate::algo::a3c::{self, Worker};
+use crate::algo::optim::Adam;
+use crate::algo::ppo::{self, PpoParams, UpdateStats};
+use crate::algo::trpo::{self, TrpoParams};
+use crate::collect::Collector;
+use crate::config::{Config, OptimizerName};
+use crate::env::vec_env::{EpisodeRecord, SyncVectorEnv};
+use crate::env::{make, Env};
+use crate::error::{ProximaError, Result};
+use crate::normalize::Normalizer;
+use crate::policy::{ActionKind, ActorCritic, PolicySpec};
+use crate::rollout::RolloutBuffer;
+use candle_core::Device;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use std::time::Instant;
+
+/// What one iteration (rollout + update) reports.
+#[derive(Clone, Debug)]
+pub struct UpdateReport {
+    /// Iterations completed (1-based).
+    pub update: u64,
+    /// Iterations the run will take.
+    pub num_updates: u64,
+    /// Environment steps so far, over all envs.
+    pub global_step: u64,
+    /// Seconds since the trainer started.
+    pub time_elapsed: f64,
+    /// Environment steps per second since the start.
+    pub sps: f64,
+    /// The update's diagnostics.
+    pub stats: UpdateStats,
+    /// Mean return of the last 100 finished episodes (None before the first one).
+    pub ep_return_mean: Option<f64>,
+    /// Mean length of the last 100 finished episodes.
+    pub ep_len_mean: Option<f64>,
+    /// Episodes finished during this iteration's rollout, with the global step they ended at.
+    pub finished: Vec<(u64, EpisodeRecord)>,
+    /// Seconds spent collecting rollouts (env steps + policy inference) since the start.
+    pub collect_seconds: f64,
+    /// Seconds spent in GAE and the K-epoch update since the start.
+    pub update_seconds: f64,
+}
+
+/// The algorithm a run trains with: its parameters (projected from the config once) and its
+/// own state.
+pub(crate) enum Algo {
+    /// PPO with β of the KL-penalty objectives (adapted after each update for `adaptive_kl`).
+    Ppo { params: PpoParams, kl_coef: f64 },
+    /// A2C: one gradient step per rollout.
+    A2c(A2cParams),
+    /// TRPO: the natural-gradient step, then the critic's epochs.
+    Trpo(TrpoParams),
+    /// A3C: asynchronous workers applying A2C gradients to the global network.
+    A3c { params: A2cParams, workers: Vec<Worker>, global_updates: u64 },
+}
+
+/// Wall-clock bookkeeping of a trainer (not part of any result).
+#[derive(Clone, Debug)]
+pub(crate) struct Clock {
+    pub start: Instant,
+    /// `global_step` when this process started (0, or the resumed checkpoint's step): SPS
+    /// counts only the steps this process took.
+    pub start_step: u64,
+    /// Training time before this process (from the resumed checkpoint), seconds.
+    pub elapsed_offset: f64,
+    pub collect_seconds: f64,
+    pub update_seconds: f64,
+}
+
+/// The explicit state of a run: the envs (through the [`Collector`]), π_θ and V_θ, the
+/// optimiser, the algorithm's state, the sampling RNG and the counters.
+pub struct Trainer {
+    /// The resolved config.
+    pub cfg: Config,
+    /// The environment id.
+    pub env_id: String,
+    /// The N training envs, their normalisation statistics, current observations and episode
+    /// statistics.
+    pub collector: Collector,
+    /// π_θ and V_θ.
+    pub policy: ActorCritic,
+    /// The optimiser's state.
+    pub opt: Adam,
+    pub(crate) algo: Algo,
+    pub(crate) rng: ChaCha8Rng,
+    buf: RolloutBuffer,
+    /// Environment steps so far.
+    pub global_step: u64,
+    /// Iterations completed.
+    pub update: u64,
+    /// Iterations in the run: ⌈total_timesteps / steps per iteration⌉.
+    pub num_updates: u64,
+    pub(crate) clock: Clock,
+    last_stats: Option<UpdateStats>,
+}
+
+/// Builds the network spec for an env's spaces from the config.
+///
+/// # Errors
+/// `Unsupported` for action spaces without a distribution.
+pub fn policy_spec(cfg: &Config, venv: &SyncVectorEnv) -> Result<PolicySpec> {
+    Ok(PolicySpec {
+        obs_dim: venv.observation_space().flat_dim(),
+        action: ActionKind::from_space(venv.action_space())?,
+        net_arch: cfg.net_arch.clone(),
+        activation: cfg.activation,
+        shared_trunk: cfg.shared_trunk,
+        log_std_init: cfg.log_std_init,
+        ortho_init: cfg.ortho_init,
+    })
+}
+
+/// The config's normalisation settings for the envs of `venv`.
+fn normalizer(cfg: &Config, venv: &SyncVectorEnv) -> Normalizer {
+    Normalizer::new(
+        cfg.normalize_observation,
+        cfg.normalize_reward,
+        venv.observation_space().flat_dim(),
+        cfg.n_envs,
+        cfg.gamma,
+        cfg.clip_obs,
+        cfg.clip_reward,
+    )
+}
+
+/// The sampling and shuffling stream of a run seeded with `seed`: separate from the
+/// initialisation's, so changing the init scheme does not change which actions are sampled.
+fn sampling_rng(seed: u64) -> ChaCha8Rng {
+    ChaCha8Rng::seed_from_u64(seed ^ 0x5eed_0f_ac7_10u64)
+}
+
+/// The config's PPO parameters.
+fn ppo_params(c: &Config) -> PpoParams {
+    PpoParams {
+        n_epochs: c.n_epochs,
+        batch_size: c.batch_size,
+        clip_range: c.clip_range,
+        clip_range_vf: c.clip_range_vf,
+        vf_coef: c.vf_coef,
+        ent_coef: c.ent_coef,
+        max_grad_norm: c.max_grad_norm,
+        target_kl: c.target_kl,
+        normalize_advantage: c.normalize_advantage,
+        objective: c.objective,
+        kl_target: c.kl_target,
+    }
+}
+
+/// The config's A2C (and A3C) parameters.
+fn a2c_params(c: &Config) -> A2cParams {
+    A2cParams {
+        vf_coef: c.vf_coef,
+        ent_coef: c.ent_coef,
+        max_grad_norm: c.max_grad_norm,
+        normalize_advantage: c.normalize_advantage,
+    }
+}
+
+/// The config's TRPO parameters.
+fn trpo_params(c: &Config) -> Result<TrpoParams> {
+    Ok(TrpoParams {
+        target_kl: c.target_kl.ok_or_else(|| ProximaError::Config("TRPO needs target_kl (δ)".into()))?,
+        cg_max_steps: c.cg_max_steps,
+        cg_damping: c.cg_damping,
+        line_search_shrinking_factor: c.line_search_shrinking_factor,
+        line_search_max_iter: c.line_search_max_iter,
+        n_critic_updates: c.n_critic_updates,
+        batch_size: c.batch_size,
+        max_grad_norm: c.max_grad_norm,
+        normalize_advantage: c.normalize_advantage,
+    })
+}
+
+type MakeEnv<'a> = &'a mut dyn FnMut() -> crate::env::Result<Box<dyn Env>>;
+
+/// A3C's workers: each with its own envs (seeded apart), rollout, sampling stream and local
+/// network (whose initial values are overwritten from the global network before first use).
+fn a3c_workers(cfg: &Config, spec: &PolicySpec, make_env: MakeEnv<'_>) -> Result<Vec<Worker>> {
+    (0..cfg.n_workers)
+        .map(|w| {
+            let seed = cfg.seed.wrapping_add(1 + w as u64 * 1_000_003) % (1 << 62);
+            let collector = Collector::new(cfg.n_envs, seed, make_env, |v| normalizer(cfg, v))?;
+            let policy = ActorCritic::new(spec.clone(), &Device::Cpu, &mut ChaCha8Rng::seed_from_u64(seed))?;
+            let buf = RolloutBuffer::new(cfg.n_steps, cfg.n_envs, spec.obs_dim, spec.action.act_dim());
+            Ok(Worker { collector, policy, buf, rng: sampling_rng(seed), steps: 0, updates: 0 })
+        })
+        .collect()
+}
+
+impl Trainer {
+    /// A fresh run: N envs reset with seeds `seed..seed+N`, the network initialised from `seed`.
+    ///
+    /// # Errors
+    /// An invalid config, an unknown env id, an unsupported action space.
+    pub fn new(env_id: &str, cfg: Config) -> Result<Self> {
+        Self::with_env_fn(env_id, cfg, || make(env_id))
+    }
+
+    /// A fresh run on envs built by `make_env` (called `n_envs` times, and `n_envs` more for
+    /// each A3C worker): the way to train on an environment of your own that implements
+    /// [`crate::env::Env`]. `env_id` names it in logs, errors and checkpoints. (Evaluation and
+    /// resume through the CLI need a registered id.)
+    ///
+    /// # Errors
+    /// As [`Trainer::new`], plus whatever `make_env` returns.
+    pub fn with_env_fn(
+        env_id: &str,
+        cfg: Config,
+        mut make_env: impl FnMut() -> crate::env::Result<Box<dyn Env>>,
+    ) -> Result<Self> {
+        cfg.validate()?;
+        let collector = Collector::new(cfg.n_envs, cfg.seed, &mut make_env, |v| normalizer(&cfg, v))?;
+        let spec = policy_spec(&cfg, &collector.venv)?;
+        let policy = ActorCritic::new(spec.clone(), &Device::Cpu, &mut ChaCha8Rng::seed_from_u64(cfg.seed))?;
+        let sizes: Vec<usize> = policy.named_params().iter().map(|(_, v)| v.elem_count()).collect();
+        let opt = match cfg.optimizer {
+            OptimizerName::Adam => Adam::new(&sizes, cfg.learning_rate, cfg.adam_eps),
+            OptimizerName::Rmsprop => Adam::rmsprop(&sizes, cfg.learning_rate, cfg.rms_prop_alpha, cfg.rms_prop_eps),
+        };
+        let algo = match cfg.algo.as_str() {
+            "a2c" => Algo::A2c(a2c_params(&cfg)),
+            "trpo" => Algo::Trpo(trpo_params(&cfg)?),
+            "a3c" => Algo::A3c {
+                params: a2c_params(&cfg),
+                workers: a3c_workers(&cfg, &spec, &mut make_env)?,
+                global_updates: 0,
+            },
+            _ => Algo::Ppo { params: ppo_params(&cfg), kl_coef: cfg.kl_coef },
+        };
+        let rollout = (cfg.n_steps * cfg.n_envs) as u64;
+        let per_iteration = match algo {
+            Algo::A3c { .. } => rollout * cfg.n_workers as u64 * a3c::UPDATES_PER_ITERATION,
+            _ => rollout,
+        };
+        Ok(Trainer {
+            num_updates: cfg.total_timesteps.div_ceil(per_iteration),
+            rng: sampling_rng(cfg.seed),
+            buf: RolloutBuffer::new(cfg.n_steps, cfg.n_envs, spec.obs_dim, spec.action.act_dim()),
+            env_id: env_id.to_string(),
+            cfg,
+            collector,
+            policy,
+            opt,
+            algo,
+            global_step: 0,
+            update: 0,
+            clock: Clock {
+                start: Instant::now(),
+                start_step: 0,
+                elapsed_offset: 0.0,
+                collect_seconds: 0.0,
+                update_seconds: 0.0,
+            },
+            last_stats: None,
+        })
+    }
+
+    /// Whether all iterations are done.
+    pub fn is_done(&self) -> bool {
+        self.update >= self.num_updates
+    }
+
+    /// The learning rate for the next iteration: linearly annealed from `learning_rate` to 0
+    /// over the run when `anneal_lr` (CleanRL: frac = 1 − (iteration − 1)/num_iterations).
+    pub fn current_learning_rate(&self) -> f64 {
+        if self.cfg.anneal_lr {
+            (1.0 - self.update as f64 / self.num_updates as f64) * self.cfg.learning_rate
+        } else {
+            self.cfg.learning_rate
+        }
+    }
+
+    /// β of the KL-penalty objectives (PPO's state: adapted after each update for
+    /// `adaptive_kl`); the config's `kl_coef` for the other algorithms.
+    pub fn kl_coef(&self) -> f64 {
+        match &self.algo {
+            Algo::Ppo { kl_coef, .. } => *kl_coef,
+            _ => self.cfg.kl_coef,
+        }
+    }
+
+    /// One iteration: collect → GAE → the algorithm's update (for PPO, K epochs of minibatch
+    /// updates). A3C's workers do all three themselves, asynchronously.
+    ///
+    /// # Errors
+    /// Env errors (NaN observations, …) and `NonFinite` from the update, both naming the
+    /// iteration; the parameters keep their last good values.
+    pub fn step(&mut self) -> Result<UpdateReport> {
+        let lr = self.current_learning_rate();
+        let t0 = Instant::now();
+        let (finished, t1, stats) = if let Algo::A3c { params, workers, global_updates } = &mut self.algo {
+            let gae = (self.cfg.gamma, self.cfg.gae_lambda);
+            let out =
+                a3c::run_iteration(&self.policy, &mut self.opt, workers, params, gae, lr, a3c::UPDATES_PER_ITERATION);
+            let out = out.map(|it| {
+                *global_updates += it.updates;
+                self.global_step += it.steps;
+                it.finished.iter().for_each(|&(_, ep)| self.collector.stats.push(ep));
+                (it.finished, it.stats)
+            });
+            match out {
+                Ok((finished, stats)) => (finished, t0, Ok(stats)),
+                Err(e) => (Vec::new(), t0, Err(e)),
+            }
+        } else {
+            // collect: run π_θold in the N envs for T steps.
+            let finished = self.collector.collect(&self.policy, &mut self.buf, &mut self.rng, self.global_step)?;
+            self.global_step += self.buf.len() as u64;
+            let t1 = Instant::now();
+            self.clock.collect_seconds += (t1 - t0).as_secs_f64();
+            // Â_1 … Â_T by GAE(γ, λ).
+            let last_values = self.collector.last_values(&self.policy)?;
+            self.buf.compute_advantages(&last_values, self.cfg.gamma, self.cfg.gae_lambda)?;
+            // The update.
+            let (policy, opt, buf, rng) = (&self.policy, &mut self.opt, &self.buf, &mut self.rng);
+            let stats = match &mut self.algo {
+                Algo::Ppo { params, kl_coef } => ppo::update(policy, opt, buf, params, lr, kl_coef, rng),
+                Algo::A2c(params) => a2c::update(policy, opt, buf, params, lr),
+                Algo::Trpo(params) => trpo::update(policy, opt, buf, params, lr, rng),
+                Algo::A3c { .. } => unreachable!("A3C is handled above"),
+            };
+            (finished, t1, stats)
+        };
+        let stats = stats.map_err(|e| self.name_the_update(e))?;
+        self.last_stats = Some(stats);
+        self.update += 1;
+        self.clock.update_seconds += t1.elapsed().as_secs_f64();
+        Ok(self.report(stats, finished))
+    }
+
+    /// A `NonFinite` error of the update, with the iteration, the step and the last good
+    /// update's diagnostics.
+    fn name_the_update(&self, e: ProximaError) -> ProximaError {
+        let ProximaError::NonFinite(m) = e else { return e };
+        let last = match &self.last_stats {
+            Some(s) => format!(
+                "last good update: policy_loss {:.4}, value_loss {:.4}, entropy {:.4}, approx_kl {:.5}, clip_fraction {:.3}, grad_norm {:.3}",
+                s.policy_loss, s.value_loss, s.entropy, s.approx_kl, s.clip_fraction, s.grad_norm
+            ),
+            None => "no update had completed".to_string(),
+        };
+        ProximaError::NonFinite(format!("update {} (global step {}): {m}; {last}", self.update + 1, self.global_step))
+    }
+
+    fn report(&self, stats: UpdateStats, finished: Vec<(u64, EpisodeRecord)>) -> UpdateReport {
+        let elapsed = self.clock.start.elapsed().as_secs_f64();
+        UpdateReport {
+            update: self.update,
+            num_updates: self.num_updates,
+            global_step: self.global_step,
+            time_elapsed: self.clock.elapsed_offset + elapsed,
+            sps: (self.global_step - self.clock.start_step) as f64 / elapsed.max(1e-9),
+            stats,
+            ep_return_mean: self.collector.stats.return_mean(),
+            ep_len_mean: self.collector.stats.len_mean(),
+            finished,
+            collect_seconds: self.clock.collect_seconds,
+            update_seconds: self.clock.update_seconds,
+        }
+    }
+
+    /// The rollout buffer of the last collection.
+    pub fn buffer(&self) -> &RolloutBuffer {
+        &self.buf
+    }
+
+    /// A3C: the number of updates each worker has applied to the global parameters (empty for
+    /// the other algorithms). Their sum equals the global update count ([`Trainer::a3c_global_updates`]).
+    pub fn worker_updates(&self) -> Vec<u64> {
+        match &self.algo {
+            Algo::A3c { workers, .. } => workers.iter().map(|w| w.updates).collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// A3C: updates applied to the global parameters so far (counted under the lock).
+    pub fn a3c_global_updates(&self) -> u64 {
+        match &self.algo {
+            Algo::A3c { global_updates, .. } => *global_updates,
+            _ => 0,
+        }
+    }
+}
