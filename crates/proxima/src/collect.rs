@@ -57,6 +57,18 @@ impl EpisodeStats {
     }
 }
 
+/// Stores π_θold's distribution parameters for every transition of `buf` (when it keeps
+/// them: `head_dim > 0`), by one batched forward pass at θ_old after the last step. Not from
+/// the rollout's own per-step passes: the candle network's matrix products round a row
+/// differently in a batch of N rows than in one of N·T (measured: 74% of CartPole's logits
+/// differ in their last bits), and the update has always measured the KL against the latter.
+fn store_old_dist(policy: &ActorCritic, buf: &mut RolloutBuffer) -> Result<()> {
+    if buf.head_dim > 0 {
+        (buf.old_head, buf.old_log_std) = policy.dist_params_host(&buf.observations)?;
+    }
+    Ok(())
+}
+
 /// N envs in lockstep with the run's normalisation and episode statistics.
 pub struct Collector {
     /// The N envs.
@@ -133,6 +145,7 @@ impl Collector {
                 finished.push((step, ep));
             }
         }
+        store_old_dist(policy, buf)?;
         Ok(finished)
     }
 

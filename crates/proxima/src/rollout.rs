@@ -145,7 +145,7 @@ pub fn explained_variance(values: &[f32], returns: &[f32]) -> f64 {
 ///
 /// Shapes (row-major, `t * n_envs + e`): `observations` `[T, N, obs_dim]`, `actions`
 /// `[T, N, act_dim]` (a discrete action is stored as one f32; continuous actions are stored
-/// *unclipped*, as sampled), all others `[T, N]`.
+/// *unclipped*, as sampled), `old_head` `[T, N, head_dim]`, all others `[T, N]`.
 #[derive(Clone, Debug)]
 pub struct RolloutBuffer {
     /// T.
@@ -156,6 +156,9 @@ pub struct RolloutBuffer {
     pub obs_dim: usize,
     /// Flattened action length (1 for Discrete).
     pub act_dim: usize,
+    /// Width of π_θold's stored distribution parameters per transition (logits or means); 0
+    /// when the algorithm needs none (A2C), and then `old_head` is empty.
+    pub head_dim: usize,
     /// s_t.
     pub observations: Vec<f32>,
     /// a_t.
@@ -164,6 +167,12 @@ pub struct RolloutBuffer {
     pub log_probs: Vec<f32>,
     /// V_θold(s_t).
     pub values: Vec<f32>,
+    /// π_θold(·|s_t)'s parameters: logits (Categorical components side by side) or Gaussian
+    /// means, `[T, N, head_dim]`: the reference of the KL objectives and of the measured
+    /// KL[π_θold, π_θ], so the update needs no forward pass at θ_old.
+    pub old_head: Vec<f32>,
+    /// π_θold's state-independent Gaussian log-std `[act_dim]` (empty for discrete actions).
+    pub old_log_std: Vec<f32>,
     /// r_t.
     pub rewards: Vec<f32>,
     /// Whether step t reached a terminal state.
@@ -179,18 +188,22 @@ pub struct RolloutBuffer {
 }
 
 impl RolloutBuffer {
-    /// An empty buffer for T = `n_steps`, N = `n_envs`.
-    pub fn new(n_steps: usize, n_envs: usize, obs_dim: usize, act_dim: usize) -> Self {
+    /// An empty buffer for T = `n_steps`, N = `n_envs`, storing `head_dim` distribution
+    /// parameters of π_θold per transition (0: none).
+    pub fn new(n_steps: usize, n_envs: usize, obs_dim: usize, act_dim: usize, head_dim: usize) -> Self {
         let len = n_steps * n_envs;
         RolloutBuffer {
             n_steps,
             n_envs,
             obs_dim,
             act_dim,
+            head_dim,
             observations: vec![0.0; len * obs_dim],
             actions: vec![0.0; len * act_dim],
             log_probs: vec![0.0; len],
             values: vec![0.0; len],
+            old_head: vec![0.0; len * head_dim],
+            old_log_std: Vec::new(),
             rewards: vec![0.0; len],
             terminated: vec![false; len],
             truncated: vec![false; len],
@@ -230,6 +243,95 @@ impl RolloutBuffer {
         self.advantages = adv;
         self.returns = ret;
         Ok(())
+    }
+}
+
+/// The transitions of one minibatch, gathered into contiguous arrays (shapes as in
+/// [`RolloutBuffer`], with B = `len` rows).
+#[derive(Clone, Debug, Default)]
+pub struct Minibatch {
+    /// B.
+    pub len: usize,
+    /// s_t, `[B, obs_dim]`.
+    pub observations: Vec<f32>,
+    /// a_t as stored, `[B, act_dim]`.
+    pub actions: Vec<f32>,
+    /// log π_θold(a_t|s_t), `[B]`.
+    pub old_log_probs: Vec<f32>,
+    /// Â_t, `[B]` (normalised over the rollout when asked; per-minibatch normalisation is the
+    /// algorithm's to apply).
+    pub advantages: Vec<f32>,
+    /// V_θold(s_t), `[B]`.
+    pub old_values: Vec<f32>,
+    /// R_t = Â_t + V_θold(s_t), `[B]`.
+    pub returns: Vec<f32>,
+    /// π_θold's distribution parameters, `[B, head_dim]` (empty unless asked for).
+    pub old_head: Vec<f32>,
+}
+
+/// The rollout cut into shuffled minibatches of `size`, epoch after epoch: each
+/// [`Minibatches::shuffle`] permutes the previous epoch's order of the N·T indices (as
+/// `SliceRandom::shuffle` on one persistent index vector), and [`Minibatches::next_batch`]
+/// gathers the next `size` of them.
+pub struct Minibatches<'a> {
+    buf: &'a RolloutBuffer,
+    advantages: Vec<f32>,
+    idx: Vec<usize>,
+    size: usize,
+    next: usize,
+    with_old_head: bool,
+    batch: Minibatch,
+}
+
+impl<'a> Minibatches<'a> {
+    /// Minibatches of `size` over `buf` (whose advantages are computed); the advantages are
+    /// normalised once over the whole rollout first when `normalize_over_batch`; the stored
+    /// π_θold parameters are gathered only when `with_old_head`.
+    pub fn new(buf: &'a RolloutBuffer, size: usize, normalize_over_batch: bool, with_old_head: bool) -> Self {
+        let mut advantages = buf.advantages.clone();
+        if normalize_over_batch {
+            normalize_advantages(&mut advantages);
+        }
+        Minibatches {
+            buf,
+            advantages,
+            idx: (0..buf.len()).collect(),
+            size: size.max(1),
+            next: buf.len(),
+            with_old_head: with_old_head && buf.head_dim > 0,
+            batch: Minibatch::default(),
+        }
+    }
+
+    /// Starts an epoch: shuffles the order of the transitions with `rng`.
+    pub fn shuffle<R: rand::Rng + ?Sized>(&mut self, rng: &mut R) {
+        use rand::seq::SliceRandom;
+        self.idx.shuffle(rng);
+        self.next = 0;
+    }
+
+    /// The epoch's next minibatch (the last may be smaller), or `None` at the epoch's end.
+    pub fn next_batch(&mut self) -> Option<&mut Minibatch> {
+        let chunk = self.idx.get(self.next..(self.next + self.size).min(self.idx.len()))?;
+        if chunk.is_empty() {
+            return None;
+        }
+        self.next += chunk.len();
+        let (b, buf) = (&mut self.batch, self.buf);
+        let (od, ad, hd) = (buf.obs_dim, buf.act_dim, if self.with_old_head { buf.head_dim } else { 0 });
+        b.len = chunk.len();
+        let gather = |out: &mut Vec<f32>, src: &[f32], w: usize| {
+            out.clear();
+            chunk.iter().for_each(|&i| out.extend_from_slice(&src[i * w..(i + 1) * w]));
+        };
+        gather(&mut b.observations, &buf.observations, od);
+        gather(&mut b.actions, &buf.actions, ad);
+        gather(&mut b.old_log_probs, &buf.log_probs, 1);
+        gather(&mut b.advantages, &self.advantages, 1);
+        gather(&mut b.old_values, &buf.values, 1);
+        gather(&mut b.returns, &buf.returns, 1);
+        gather(&mut b.old_head, &buf.old_head, hd);
+        Some(b)
     }
 }
 

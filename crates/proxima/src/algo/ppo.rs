@@ -5,10 +5,9 @@
 use crate::algo::optim::Adam;
 use crate::algo::{AdvantageNorm, Objective};
 use crate::error::{ProximaError, Result};
-use crate::policy::{ActorCritic, DistParams};
-use crate::rollout::{explained_variance, normalize_advantages, RolloutBuffer};
+use crate::policy::ActorCritic;
+use crate::rollout::{explained_variance, normalize_advantages, Minibatch, Minibatches, RolloutBuffer};
 use candle_core::Tensor;
-use rand::seq::SliceRandom;
 use rand::Rng;
 
 /// PPO's hyperparameters (SB3's names), projected from the run's config.
@@ -198,8 +197,9 @@ pub struct UpdateStats {
 /// loss is back-propagated, gradients are clipped to `max_grad_norm` globally, and Adam steps
 /// with `lr`. With `target_kl` set, the update stops before a step whose minibatch KL
 /// exceeds 1.5·target_kl (SB3's rule). After the epochs, d = mean KL[π_θold, π_θ] over the
-/// rollout is measured; with `objective = adaptive_kl` β (`kl_coef`) is then adapted as in the
-/// paper's Sec. 4: β ← 2β if d > 1.5·d_targ, β ← β/2 if d < d_targ/1.5.
+/// rollout is measured (π_θold as the buffer stored it); with `objective = adaptive_kl` β
+/// (`kl_coef`) is then adapted as in the paper's Sec. 4: β ← 2β if d > 1.5·d_targ, β ← β/2
+/// if d < d_targ/1.5.
 ///
 /// # Errors
 /// `NonFinite` naming the minibatch when the loss or a gradient is not finite (parameters are
@@ -213,96 +213,33 @@ pub fn update<R: Rng + ?Sized>(
     kl_coef: &mut f64,
     rng: &mut R,
 ) -> Result<UpdateStats> {
-    let n = buf.len();
-    let (od, ad, mb) = (buf.obs_dim, buf.act_dim, p.batch_size);
     let kl_objective = matches!(p.objective, Objective::AdaptiveKl | Objective::FixedKl);
     let coefs = p.coefs(*kl_coef);
-    // π_θold over the whole rollout (θ has not moved yet): the KL penalty's reference and the
-    // measured d after the update.
-    let dev = policy.device();
-    let all_obs = Tensor::from_slice(&buf.observations, (n, od), dev)?;
-    let old = policy.dist_params(&all_obs)?;
-    let hd = old.head.dim(1)?;
-    let old_head_host = if kl_objective { old.head.flatten_all()?.to_vec1::<f32>()? } else { Vec::new() };
-    let mut old_head_mb = vec![0f32; if kl_objective { mb * hd } else { 0 }];
-    let mut advantages = buf.advantages.clone();
-    if p.normalize_advantage == AdvantageNorm::Batch {
-        normalize_advantages(&mut advantages);
-    }
+    let mut batches = Minibatches::new(buf, p.batch_size, p.normalize_advantage == AdvantageNorm::Batch, kl_objective);
     opt.lr = lr;
-    let mut idx: Vec<usize> = (0..n).collect();
     let mut s = UpdateStats {
         learning_rate: lr,
         explained_variance: explained_variance(&buf.values, &buf.returns),
         kl_coef: if kl_objective { *kl_coef } else { 0.0 },
         ..Default::default()
     };
-    // Minibatch scratch, reused across minibatches.
-    let (mut obs, mut act) = (vec![0f32; mb * od], vec![0f32; mb * ad]);
-    let (mut old_lp, mut adv, mut old_v, mut ret) = (vec![0f32; mb], vec![0f32; mb], vec![0f32; mb], vec![0f32; mb]);
     let mut clip_sum = 0f64;
     'epochs: for _epoch in 0..p.n_epochs {
-        idx.shuffle(rng);
-        for chunk in idx.chunks(mb) {
-            for (j, &i) in chunk.iter().enumerate() {
-                obs[j * od..(j + 1) * od].copy_from_slice(&buf.observations[i * od..(i + 1) * od]);
-                act[j * ad..(j + 1) * ad].copy_from_slice(&buf.actions[i * ad..(i + 1) * ad]);
-                old_lp[j] = buf.log_probs[i];
-                adv[j] = advantages[i];
-                old_v[j] = buf.values[i];
-                ret[j] = buf.returns[i];
-                if kl_objective {
-                    old_head_mb[j * hd..(j + 1) * hd].copy_from_slice(&old_head_host[i * hd..(i + 1) * hd]);
-                }
-            }
+        batches.shuffle(rng);
+        while let Some(mb) = batches.next_batch() {
             if p.normalize_advantage == AdvantageNorm::Minibatch {
-                normalize_advantages(&mut adv);
+                normalize_advantages(&mut mb.advantages);
             }
-            let t = |v: &[f32]| Tensor::from_slice(v, v.len(), dev);
-            let obs_t = Tensor::from_slice(&obs, (mb, od), dev)?;
-            let act_t = Tensor::from_slice(&act, (mb, ad), dev)?;
-            let (log_prob, entropy, values, head) = policy.evaluate_actions_with_head(&obs_t, &act_t)?;
-            let (old_lp_t, adv_t, old_v_t, ret_t) = (t(&old_lp)?, t(&adv)?, t(&old_v)?, t(&ret)?);
-            let kl = if kl_objective {
-                let old_mb =
-                    DistParams { head: Tensor::from_slice(&old_head_mb, (mb, hd), dev)?, log_std: old.log_std.clone() };
-                Some(policy.kl_of_head(&old_mb, &head)?)
-            } else {
-                None
-            };
-            let out = ppo_loss(
-                &PpoBatch {
-                    log_prob: &log_prob,
-                    entropy: &entropy,
-                    values: &values,
-                    old_log_prob: &old_lp_t,
-                    advantages: &adv_t,
-                    old_values: &old_v_t,
-                    returns: &ret_t,
-                    kl: kl.as_ref(),
-                },
-                &coefs,
-            )?;
-            let scalars =
-                Tensor::stack(&[&out.loss, &out.policy_loss, &out.value_loss, &out.entropy], 0)?.to_vec1::<f32>()?;
-            if !scalars[0].is_finite() {
-                return Err(ProximaError::NonFinite(format!(
-                    "loss is {} at minibatch {} (policy_loss {}, value_loss {}, entropy {})",
-                    scalars[0], s.minibatches, scalars[1], scalars[2], scalars[3]
-                )));
-            }
+            let out = minibatch_loss(policy, buf, mb, &coefs, s.minibatches)?;
             let (kl, cf) = kl_and_clip_fraction(&out.log_ratio.to_vec1::<f32>()?, p.clip_range);
-            if let Some(tk) = p.target_kl {
-                if kl > 1.5 * tk {
-                    s.approx_kl = kl;
-                    break 'epochs;
-                }
+            if p.target_kl.is_some_and(|tk| kl > 1.5 * tk) {
+                s.approx_kl = kl;
+                break 'epochs;
             }
-            let grads = out.loss.backward()?;
-            let info = opt.step(policy.named_params(), &grads, p.max_grad_norm)?;
-            s.policy_loss += scalars[1] as f64;
-            s.value_loss += scalars[2] as f64;
-            s.entropy += scalars[3] as f64;
+            let info = opt.step(policy.named_params(), &out.loss.backward()?, p.max_grad_norm)?;
+            s.policy_loss += out.parts[0];
+            s.value_loss += out.parts[1];
+            s.entropy += out.parts[2];
             s.grad_norm += info.grad_norm;
             clip_sum += cf;
             s.approx_kl = kl;
@@ -311,16 +248,76 @@ pub fn update<R: Rng + ?Sized>(
         s.epochs += 1;
     }
     let m = s.minibatches.max(1) as f64;
-    s.policy_loss /= m;
-    s.value_loss /= m;
-    s.entropy /= m;
-    s.grad_norm /= m;
+    (s.policy_loss, s.value_loss, s.entropy, s.grad_norm) =
+        (s.policy_loss / m, s.value_loss / m, s.entropy / m, s.grad_norm / m);
     s.clip_fraction = clip_sum / m;
-    s.kl_divergence = policy.kl_from(&all_obs, &old)?.mean_all()?.to_scalar::<f32>()? as f64;
+    s.kl_divergence = rollout_kl(policy, buf)?;
     if p.objective == Objective::AdaptiveKl {
         *kl_coef = adapt_kl_coef(*kl_coef, s.kl_divergence, p.kl_target);
     }
     Ok(s)
+}
+
+/// A minibatch's loss, on the graph, with its policy, value and entropy parts on the host.
+struct MinibatchLoss {
+    loss: Tensor,
+    parts: [f64; 3],
+    log_ratio: Tensor,
+}
+
+/// The PPO loss of minibatch `mb` (number `index` of the update, for errors) at the current θ.
+///
+/// # Errors
+/// `NonFinite` when the loss is not finite; tensor errors.
+fn minibatch_loss(
+    policy: &ActorCritic,
+    buf: &RolloutBuffer,
+    mb: &Minibatch,
+    coefs: &PpoCoefs,
+    index: usize,
+) -> Result<MinibatchLoss> {
+    let (dev, b) = (policy.device(), mb.len);
+    let t = |v: &[f32]| Tensor::from_slice(v, v.len(), dev);
+    let obs = Tensor::from_slice(&mb.observations, (b, buf.obs_dim), dev)?;
+    let act = Tensor::from_slice(&mb.actions, (b, buf.act_dim), dev)?;
+    let (log_prob, entropy, values, head) = policy.evaluate_actions_with_head(&obs, &act)?;
+    let kl = if mb.old_head.is_empty() {
+        None
+    } else {
+        Some(policy.kl_of_head(&policy.dist_params_from_host(&mb.old_head, &buf.old_log_std)?, &head)?)
+    };
+    let (old_log_prob, advantages) = (t(&mb.old_log_probs)?, t(&mb.advantages)?);
+    let (old_values, returns) = (t(&mb.old_values)?, t(&mb.returns)?);
+    let batch = PpoBatch {
+        log_prob: &log_prob,
+        entropy: &entropy,
+        values: &values,
+        old_log_prob: &old_log_prob,
+        advantages: &advantages,
+        old_values: &old_values,
+        returns: &returns,
+        kl: kl.as_ref(),
+    };
+    let out = ppo_loss(&batch, coefs)?;
+    let v = Tensor::stack(&[&out.loss, &out.policy_loss, &out.value_loss, &out.entropy], 0)?.to_vec1::<f32>()?;
+    if !v[0].is_finite() {
+        return Err(ProximaError::NonFinite(format!(
+            "loss is {} at minibatch {index} (policy_loss {}, value_loss {}, entropy {})",
+            v[0], v[1], v[2], v[3]
+        )));
+    }
+    Ok(MinibatchLoss { loss: out.loss, parts: [v[1] as f64, v[2] as f64, v[3] as f64], log_ratio: out.log_ratio })
+}
+
+/// d = mean over the rollout of KL[π_θold(·|s), π_θ(·|s)] at the current θ (π_θold as stored
+/// in `buf`): one forward pass over the N·T observations.
+///
+/// # Errors
+/// Tensor errors.
+fn rollout_kl(policy: &ActorCritic, buf: &RolloutBuffer) -> Result<f64> {
+    let all_obs = policy.obs_tensor(&buf.observations)?;
+    let old = policy.dist_params_from_host(&buf.old_head, &buf.old_log_std)?;
+    Ok(policy.kl_from(&all_obs, &old)?.mean_all()?.to_scalar::<f32>()? as f64)
 }
 
 /// The adaptive-KL rule of Schulman et al. 2017, Sec. 4 (constants 1.5 and 2 are the paper's):

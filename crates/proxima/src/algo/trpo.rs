@@ -25,9 +25,8 @@ use crate::algo::ppo::UpdateStats;
 use crate::algo::AdvantageNorm;
 use crate::error::{ProximaError, Result};
 use crate::policy::{ActionKind, ActorCritic};
-use crate::rollout::{explained_variance, normalize_advantages, RolloutBuffer};
+use crate::rollout::{explained_variance, normalize_advantages, Minibatches, RolloutBuffer};
 use candle_core::{Tensor, D};
-use rand::seq::SliceRandom;
 use rand::Rng;
 
 /// TRPO's hyperparameters (sb3-contrib's names), projected from the run's config.
@@ -236,7 +235,7 @@ pub fn update<R: Rng + ?Sized>(
     let adv_t = Tensor::from_slice(&adv, n, dev)?;
 
     // 1. L(θ_old) and g = ∇L.
-    let old = policy.dist_params(&obs)?;
+    let old = policy.dist_params_from_host(&buf.old_head, &buf.old_log_std)?;
     let (lp, entropy, _) = policy.evaluate_actions(&obs, &act)?;
     let old_lp = lp.detach();
     let surrogate_of = |lp: &Tensor| -> Result<Tensor> { Ok(((lp - &old_lp)?.exp()? * &adv_t)?.mean_all()?) };
@@ -293,21 +292,12 @@ pub fn update<R: Rng + ?Sized>(
 
     // 5. The critic: n_critic_updates epochs of minibatch Adam on mean((V − R)²).
     critic_opt.lr = lr;
-    let mb = p.batch_size;
-    let mut idx: Vec<usize> = (0..n).collect();
-    let mut obs_mb = vec![0f32; mb * buf.obs_dim];
-    let mut ret_mb = vec![0f32; mb];
-    let od = buf.obs_dim;
+    let mut batches = Minibatches::new(buf, p.batch_size, false, false);
     for _ in 0..p.n_critic_updates {
-        idx.shuffle(rng);
-        for chunk in idx.chunks(mb) {
-            for (j, &i) in chunk.iter().enumerate() {
-                obs_mb[j * od..(j + 1) * od].copy_from_slice(&buf.observations[i * od..(i + 1) * od]);
-                ret_mb[j] = buf.returns[i];
-            }
-            let k = chunk.len();
-            let v = policy.value(&Tensor::from_slice(&obs_mb[..k * od], (k, od), dev)?)?;
-            let loss = (v - Tensor::from_slice(&ret_mb[..k], k, dev)?)?.sqr()?.mean_all()?;
+        batches.shuffle(rng);
+        while let Some(mb) = batches.next_batch() {
+            let v = policy.value(&Tensor::from_slice(&mb.observations, (mb.len, buf.obs_dim), dev)?)?;
+            let loss = (v - Tensor::from_slice(&mb.returns, mb.len, dev)?)?.sqr()?.mean_all()?;
             let l = loss.to_scalar::<f32>()? as f64;
             if !l.is_finite() {
                 return Err(ProximaError::NonFinite(format!("TRPO value loss is {l}")));

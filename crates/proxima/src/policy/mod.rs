@@ -446,6 +446,36 @@ impl ActorCritic {
         Ok(DistParams { head: head.detach(), log_std })
     }
 
+    /// π_θ(·|s)'s parameters for host observations `[B, obs_dim]`, on the host: the head
+    /// `[B, head_dim]` (logits or means) and the Gaussian log-std `[dim]` (empty for discrete
+    /// actions). What the rollout buffer stores as π_θold.
+    ///
+    /// # Errors
+    /// Tensor errors.
+    pub fn dist_params_host(&self, obs: &[f32]) -> Result<(Vec<f32>, Vec<f32>)> {
+        let (head, _) = self.forward(&self.obs_tensor(obs)?)?;
+        let log_std = match &self.log_std {
+            Some(v) => v.as_tensor().to_vec1::<f32>()?,
+            None => Vec::new(),
+        };
+        Ok((head.flatten_all()?.to_vec1::<f32>()?, log_std))
+    }
+
+    /// [`DistParams`] (detached) from host arrays as [`ActorCritic::dist_params_host`] returns
+    /// them, `head` holding B rows.
+    ///
+    /// # Errors
+    /// Tensor errors on a `head` that is not B rows of `head_dim`.
+    pub fn dist_params_from_host(&self, head: &[f32], log_std: &[f32]) -> Result<DistParams> {
+        let hd = self.spec.action.head_dim();
+        let head = Tensor::from_slice(head, (head.len() / hd, hd), &self.device)?;
+        let log_std = match &self.log_std {
+            Some(_) => Some(Tensor::from_slice(log_std, log_std.len(), &self.device)?),
+            None => None,
+        };
+        Ok(DistParams { head, log_std })
+    }
+
     /// KL(π_old(·|s) ‖ π_θ(·|s)) per state, `[B]`, analytic and differentiable in θ (the
     /// penalty of L^KLPEN, and TRPO's constraint). Categorical components are summed.
     ///

@@ -186,7 +186,7 @@ fn a3c_workers(cfg: &Config, spec: &PolicySpec, make_env: MakeEnv<'_>) -> Result
             let seed = cfg.seed.wrapping_add(1 + w as u64 * 1_000_003) % (1 << 62);
             let collector = Collector::new(cfg.n_envs, seed, make_env, |v| normalizer(cfg, v))?;
             let policy = ActorCritic::new(spec.clone(), &Device::Cpu, &mut ChaCha8Rng::seed_from_u64(seed))?;
-            let buf = RolloutBuffer::new(cfg.n_steps, cfg.n_envs, spec.obs_dim, spec.action.act_dim());
+            let buf = RolloutBuffer::new(cfg.n_steps, cfg.n_envs, spec.obs_dim, spec.action.act_dim(), 0);
             Ok(Worker { collector, policy, buf, rng: sampling_rng(seed), steps: 0, updates: 0 })
         })
         .collect()
@@ -232,6 +232,11 @@ impl Trainer {
             },
             _ => Algo::Ppo { params: ppo_params(&cfg), kl_coef: cfg.kl_coef },
         };
+        // PPO and TRPO measure KL[π_θold, π_θ]: the buffer keeps π_θold's parameters for them.
+        let head_dim = match algo {
+            Algo::Ppo { .. } | Algo::Trpo(_) => spec.action.head_dim(),
+            Algo::A2c(_) | Algo::A3c { .. } => 0,
+        };
         let rollout = (cfg.n_steps * cfg.n_envs) as u64;
         let per_iteration = match algo {
             Algo::A3c { .. } => rollout * cfg.n_workers as u64 * a3c::UPDATES_PER_ITERATION,
@@ -240,7 +245,7 @@ impl Trainer {
         Ok(Trainer {
             num_updates: cfg.total_timesteps.div_ceil(per_iteration),
             rng: sampling_rng(cfg.seed),
-            buf: RolloutBuffer::new(cfg.n_steps, cfg.n_envs, spec.obs_dim, spec.action.act_dim()),
+            buf: RolloutBuffer::new(cfg.n_steps, cfg.n_envs, spec.obs_dim, spec.action.act_dim(), head_dim),
             env_id: env_id.to_string(),
             cfg,
             collector,
