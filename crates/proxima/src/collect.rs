@@ -7,7 +7,7 @@ use crate::env::vec_env::{EpisodeRecord, SyncVectorEnv};
 use crate::env::Env;
 use crate::error::Result;
 use crate::normalize::Normalizer;
-use crate::policy::ActorCritic;
+use crate::policy::Policy;
 use crate::rollout::RolloutBuffer;
 use rand::Rng;
 use std::collections::VecDeque;
@@ -62,7 +62,7 @@ impl EpisodeStats {
 /// the rollout's own per-step passes: the candle network's matrix products round a row
 /// differently in a batch of N rows than in one of N·T (measured: 74% of CartPole's logits
 /// differ in their last bits), and the update has always measured the KL against the latter.
-fn store_old_dist(policy: &ActorCritic, buf: &mut RolloutBuffer) -> Result<()> {
+fn store_old_dist(policy: &dyn Policy, buf: &mut RolloutBuffer) -> Result<()> {
     if buf.head_dim > 0 {
         (buf.old_head, buf.old_log_std) = policy.dist_params_host(&buf.observations)?;
     }
@@ -111,9 +111,9 @@ impl Collector {
     ///
     /// # Errors
     /// The envs' errors (non-finite observations or rewards, …) and the policy's.
-    pub fn collect<R: Rng + ?Sized>(
+    pub fn collect<R: Rng>(
         &mut self,
-        policy: &ActorCritic,
+        policy: &dyn Policy,
         buf: &mut RolloutBuffer,
         rng: &mut R,
         step0: u64,
@@ -151,7 +151,7 @@ impl Collector {
 
     /// V(final observation) of the envs whose episode was truncated (not terminated) at the
     /// last step, into `out` `[N]` (0 elsewhere), with one batched forward pass.
-    fn bootstrap_truncated(&self, policy: &ActorCritic, out: &mut [f32]) -> Result<()> {
+    fn bootstrap_truncated(&self, policy: &dyn Policy, out: &mut [f32]) -> Result<()> {
         out.fill(0.0);
         let v = &self.venv;
         let cut: Vec<usize> = (0..out.len()).filter(|&e| v.truncated[e] && !v.terminated[e]).collect();
@@ -172,7 +172,7 @@ impl Collector {
     ///
     /// # Errors
     /// The policy's.
-    pub fn last_values(&self, policy: &ActorCritic) -> Result<Vec<f32>> {
+    pub fn last_values(&self, policy: &dyn Policy) -> Result<Vec<f32>> {
         policy.predict_values(&self.obs)
     }
 }

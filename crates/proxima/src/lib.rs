@@ -14,6 +14,7 @@ pub mod config;
 pub mod error;
 pub mod lm;
 pub mod log;
+pub mod loss;
 pub mod normalize;
 pub mod policy;
 pub mod rollout;

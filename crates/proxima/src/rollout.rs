@@ -223,6 +223,25 @@ impl RolloutBuffer {
         self.len() == 0
     }
 
+    /// The whole rollout as one minibatch, in order (A2C's single batch), the advantages
+    /// normalised over it when `normalize_advantages` (without π_θold's parameters).
+    pub fn as_minibatch(&self, normalize_advantages: bool) -> Minibatch {
+        let mut advantages = self.advantages.clone();
+        if normalize_advantages {
+            self::normalize_advantages(&mut advantages);
+        }
+        Minibatch {
+            len: self.len(),
+            observations: self.observations.clone(),
+            actions: self.actions.clone(),
+            old_log_probs: self.log_probs.clone(),
+            advantages,
+            old_values: self.values.clone(),
+            returns: self.returns.clone(),
+            old_head: Vec::new(),
+        }
+    }
+
     /// Runs [`gae`] on the full rollout and stores advantages and returns.
     ///
     /// `last_values`: V(s_T) for each env, `[n_envs]`.

@@ -5,8 +5,8 @@
 //! The folder is `$PROXIMA_GOLDEN_DIR` if set, else `shared/golden` beside the checkout.
 
 use candle_core::{DType, Device, Tensor, Var};
-use proxima::algo::ppo::{kl_and_clip_fraction, ppo_loss, PpoBatch, PpoCoefs};
 use proxima::config::Objective;
+use proxima::loss::{kl_and_clip_fraction, ppo_loss, PpoBatch, PpoCoefs};
 use proxima::policy::distributions::{categorical_kl, categorical_log_prob_entropy, gaussian_log_prob_entropy};
 use proxima::rollout::{gae, normalize_advantages_f64, GaeInput};
 use serde_json::Value;

@@ -22,12 +22,12 @@
 //! [`UPDATES_PER_ITERATION`] updates asynchronously, then joins them to log and checkpoint.
 
 use crate::algo::a2c::{self, A2cParams};
-use crate::algo::optim::{host_gradients, Adam};
-use crate::algo::ppo::UpdateStats;
+use crate::algo::optim::Adam;
+use crate::algo::{apply_host_gradients, UpdateStats};
 use crate::collect::Collector;
 use crate::env::vec_env::EpisodeRecord;
 use crate::error::{ProximaError, Result};
-use crate::policy::ActorCritic;
+use crate::policy::Policy;
 use crate::rollout::RolloutBuffer;
 use rand_chacha::ChaCha8Rng;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -41,7 +41,7 @@ pub struct Worker {
     /// The worker's envs, normaliser and episode statistics.
     pub collector: Collector,
     /// θ', the local copy of the network (overwritten from θ before every rollout).
-    pub policy: ActorCritic,
+    pub policy: Box<dyn Policy>,
     /// The worker's rollout.
     pub buf: RolloutBuffer,
     /// Action sampling.
@@ -65,18 +65,11 @@ pub struct Iteration {
     pub stats: UpdateStats,
 }
 
-/// The global state the lock guards.
+/// The global state the lock guards: θ, the shared optimiser and the update count.
 struct Global<'a> {
+    policy: &'a mut dyn Policy,
     opt: &'a mut Adam,
     updates: u64,
-}
-
-/// Copies every parameter of `from` into `to` (same spec).
-fn copy_params(from: &ActorCritic, to: &ActorCritic) -> Result<()> {
-    for ((_, src), (_, dst)) in from.named_params().iter().zip(to.named_params()) {
-        dst.set(&src.as_tensor().copy()?)?;
-    }
-    Ok(())
 }
 
 fn poisoned<T>(_: T) -> ProximaError {
@@ -86,29 +79,26 @@ fn poisoned<T>(_: T) -> ProximaError {
 impl Worker {
     /// Steps 1–4 of the module doc once: returns the loss parts and the gradient norm, and
     /// appends the episodes the rollout finished to `finished`.
-    #[allow(clippy::too_many_arguments)]
     fn update(
         &mut self,
-        global: &ActorCritic,
         lock: &Mutex<Global<'_>>,
         p: &A2cParams,
         gamma: f64,
         gae_lambda: f64,
         finished: &mut Vec<(u64, EpisodeRecord)>,
     ) -> Result<[f64; 4]> {
-        {
-            let _g = lock.lock().map_err(poisoned)?;
-            copy_params(global, &self.policy)?; // θ' ← θ
-        }
-        finished.extend(self.collector.collect(&self.policy, &mut self.buf, &mut self.rng, self.steps)?);
+        let theta = lock.lock().map_err(poisoned)?.policy.params()?;
+        self.policy.set_params(&theta)?; // θ' ← θ
+        let policy = self.policy.as_mut();
+        finished.extend(self.collector.collect(policy, &mut self.buf, &mut self.rng, self.steps)?);
         self.steps += self.buf.len() as u64;
-        let last_values = self.collector.last_values(&self.policy)?;
+        let last_values = self.collector.last_values(policy)?;
         self.buf.compute_advantages(&last_values, gamma, gae_lambda)?;
-        let (grads, [pl, vl, ent]) = a2c::gradients(&self.policy, &self.buf, p)?;
-        let host = host_gradients(self.policy.named_params(), &grads)?;
+        let (grads, [pl, vl, ent]) = a2c::gradients(policy, &self.buf, p)?;
         let info = {
             let mut g = lock.lock().map_err(poisoned)?;
-            let info = g.opt.step_host(global.named_params(), &host, p.max_grad_norm)?;
+            let g = &mut *g;
+            let info = apply_host_gradients(g.policy, g.opt, &grads, p.max_grad_norm)?;
             g.updates += 1;
             info
         };
@@ -117,13 +107,13 @@ impl Worker {
     }
 }
 
-/// Runs every worker for `updates_each` asynchronous updates against `global` (parameters) and
-/// `opt` (the shared optimiser, whose `lr` is set to `lr`).
+/// Runs every worker for `updates_each` asynchronous updates against `global` (θ) and `opt`
+/// (the shared optimiser, whose `lr` is set to `lr`).
 ///
 /// # Errors
 /// The first worker error (env errors, `NonFinite`); other workers stop at their next update.
 pub fn run_iteration(
-    global: &ActorCritic,
+    global: &mut dyn Policy,
     opt: &mut Adam,
     workers: &mut [Worker],
     p: &A2cParams,
@@ -133,7 +123,7 @@ pub fn run_iteration(
 ) -> Result<Iteration> {
     opt.lr = lr;
     let steps_before: u64 = workers.iter().map(|w| w.steps).sum();
-    let lock = Mutex::new(Global { opt, updates: 0 });
+    let lock = Mutex::new(Global { policy: global, opt, updates: 0 });
     let failed = AtomicBool::new(false);
     type Outcome = (Result<[f64; 4]>, Vec<(u64, EpisodeRecord)>);
     let results: Vec<Outcome> = std::thread::scope(|scope| {
@@ -147,7 +137,7 @@ pub fn run_iteration(
                         if failed.load(Ordering::Relaxed) {
                             break;
                         }
-                        match w.update(global, lock, p, gamma, gae_lambda, &mut finished) {
+                        match w.update(lock, p, gamma, gae_lambda, &mut finished) {
                             Ok(parts) => sums.iter_mut().zip(parts).for_each(|(s, x)| *s += x),
                             Err(e) => {
                                 failed.store(true, Ordering::Relaxed);

@@ -116,68 +116,54 @@ impl Adam {
         gs: &[Option<Vec<f32>>],
         max_grad_norm: Option<f64>,
     ) -> Result<StepInfo> {
-        if params.len() != self.m.len() || gs.len() != params.len() {
+        let names: Vec<String> = params.iter().map(|(n, _)| n.clone()).collect();
+        let mut values = params
+            .iter()
+            .map(|(_, v)| Ok(v.as_tensor().flatten_all()?.to_vec1::<f32>()?))
+            .collect::<Result<Vec<_>>>()?;
+        let info = self.step_values(&names, &mut values, gs, max_grad_norm)?;
+        for ((_, var), p) in params.iter().zip(values) {
+            var.set(&Tensor::from_vec(p, var.shape(), var.device())?)?;
+        }
+        Ok(info)
+    }
+
+    /// One step on host parameter arrays `values` (named `names`, for errors) with host
+    /// gradients `gs` (one entry per parameter; `None` = gradient 0): global-norm clipping to
+    /// `max_grad_norm` (‖g‖ summed per parameter in f64, in order), then the update rule.
+    /// `values` is changed only if every new value is finite.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a count or size mismatch; `NonFinite` (naming the parameter) for a
+    /// non-finite gradient or a step that would make a parameter non-finite.
+    pub fn step_values(
+        &mut self,
+        names: &[String],
+        values: &mut [Vec<f32>],
+        gs: &[Option<Vec<f32>>],
+        max_grad_norm: Option<f64>,
+    ) -> Result<StepInfo> {
+        if values.len() != self.m.len() || gs.len() != values.len() || names.len() != values.len() {
             return Err(ProximaError::InvalidArgument(format!(
                 "the optimiser holds {} moments, got {} parameters and {} gradients",
                 self.m.len(),
-                params.len(),
+                values.len(),
                 gs.len()
             )));
         }
-        let mut sq = 0f64;
-        for ((name, var), g) in params.iter().zip(gs) {
-            if let Some(g) = g {
-                if g.len() != var.elem_count() {
-                    return Err(ProximaError::InvalidArgument(format!(
-                        "gradient of `{name}` has {} values, the parameter {}",
-                        g.len(),
-                        var.elem_count()
-                    )));
-                }
-                let s: f64 = g.iter().map(|&x| (x as f64) * (x as f64)).sum();
-                if !s.is_finite() {
-                    return Err(ProximaError::NonFinite(format!("gradient of `{name}` is not finite")));
-                }
-                sq += s;
-            }
-        }
-        let grad_norm = sq.sqrt();
+        let grad_norm = global_grad_norm(names, values, gs)?;
         let scale = match max_grad_norm {
             Some(c) => (c / (grad_norm + 1e-6)).min(1.0),
             None => 1.0,
         } as f32;
         self.t += 1;
-        let bc1 = 1.0 - self.beta1.powi(self.t as i32);
-        let bc2_sqrt = (1.0 - self.beta2.powi(self.t as i32)).sqrt();
-        let step_size = (self.lr / bc1) as f32;
-        let (b1, b2, eps) = (self.beta1 as f32, self.beta2 as f32, self.eps as f32);
-        let inv_bc2_sqrt = (1.0 / bc2_sqrt) as f32;
         // Compute every new parameter and moment first; commit only if all are finite, so a
         // diverging step leaves the parameters and moments as they were.
-        let mut new_p = Vec::with_capacity(params.len());
+        let mut new_p = Vec::with_capacity(values.len());
         let (mut new_m, mut new_v) = (self.m.clone(), self.v.clone());
-        for (i, (name, var)) in params.iter().enumerate() {
-            let (m, v) = (&mut new_m[i], &mut new_v[i]);
-            let mut p = var.as_tensor().flatten_all()?.to_vec1::<f32>()?;
-            let g = gs[i].as_deref();
-            match self.kind {
-                OptimKind::Adam => {
-                    for j in 0..p.len() {
-                        let gj = g.map_or(0.0, |g| g[j] * scale);
-                        m[j] = b1 * m[j] + (1.0 - b1) * gj;
-                        v[j] = b2 * v[j] + (1.0 - b2) * gj * gj;
-                        p[j] -= step_size * m[j] / (v[j].sqrt() * inv_bc2_sqrt + eps);
-                    }
-                }
-                OptimKind::RmsProp { alpha } => {
-                    let (a, lr) = (alpha as f32, self.lr as f32);
-                    for j in 0..p.len() {
-                        let gj = g.map_or(0.0, |g| g[j] * scale);
-                        v[j] = a * v[j] + (1.0 - a) * gj * gj;
-                        p[j] -= lr * gj / (v[j].sqrt() + eps);
-                    }
-                }
-            }
+        for (i, name) in names.iter().enumerate() {
+            let mut p = values[i].clone();
+            self.apply_rule(&mut p, &mut new_m[i], &mut new_v[i], gs[i].as_deref(), scale);
             if p.iter().any(|x| !x.is_finite()) {
                 self.t -= 1;
                 return Err(ProximaError::NonFinite(format!(
@@ -187,13 +173,67 @@ impl Adam {
             }
             new_p.push(p);
         }
-        for ((_, var), p) in params.iter().zip(new_p) {
-            var.set(&Tensor::from_vec(p, var.shape(), var.device())?)?;
+        for (dst, p) in values.iter_mut().zip(new_p) {
+            *dst = p;
         }
         self.m = new_m;
         self.v = new_v;
         Ok(StepInfo { grad_norm })
     }
+
+    /// The update rule on one parameter `p` with its moments `m`, `v` and gradient `g` (times
+    /// `scale`, the clipping factor), at step `self.t`.
+    fn apply_rule(&self, p: &mut [f32], m: &mut [f32], v: &mut [f32], g: Option<&[f32]>, scale: f32) {
+        match self.kind {
+            OptimKind::Adam => {
+                let bc1 = 1.0 - self.beta1.powi(self.t as i32);
+                let bc2_sqrt = (1.0 - self.beta2.powi(self.t as i32)).sqrt();
+                let step_size = (self.lr / bc1) as f32;
+                let (b1, b2, eps) = (self.beta1 as f32, self.beta2 as f32, self.eps as f32);
+                let inv_bc2_sqrt = (1.0 / bc2_sqrt) as f32;
+                for j in 0..p.len() {
+                    let gj = g.map_or(0.0, |g| g[j] * scale);
+                    m[j] = b1 * m[j] + (1.0 - b1) * gj;
+                    v[j] = b2 * v[j] + (1.0 - b2) * gj * gj;
+                    p[j] -= step_size * m[j] / (v[j].sqrt() * inv_bc2_sqrt + eps);
+                }
+            }
+            OptimKind::RmsProp { alpha } => {
+                let (a, lr, eps) = (alpha as f32, self.lr as f32, self.eps as f32);
+                for j in 0..p.len() {
+                    let gj = g.map_or(0.0, |g| g[j] * scale);
+                    v[j] = a * v[j] + (1.0 - a) * gj * gj;
+                    p[j] -= lr * gj / (v[j].sqrt() + eps);
+                }
+            }
+        }
+    }
+}
+
+/// ‖g‖₂ over all parameters: each parameter's sum of squares in f64, added in order.
+///
+/// # Errors
+/// `InvalidArgument` for a gradient whose size is not its parameter's; `NonFinite` naming the
+/// parameter whose gradient is not finite.
+fn global_grad_norm(names: &[String], values: &[Vec<f32>], gs: &[Option<Vec<f32>>]) -> Result<f64> {
+    let mut sq = 0f64;
+    for ((name, p), g) in names.iter().zip(values).zip(gs) {
+        if let Some(g) = g {
+            if g.len() != p.len() {
+                return Err(ProximaError::InvalidArgument(format!(
+                    "gradient of `{name}` has {} values, the parameter {}",
+                    g.len(),
+                    p.len()
+                )));
+            }
+            let s: f64 = g.iter().map(|&x| (x as f64) * (x as f64)).sum();
+            if !s.is_finite() {
+                return Err(ProximaError::NonFinite(format!("gradient of `{name}` is not finite")));
+            }
+            sq += s;
+        }
+    }
+    Ok(sq.sqrt())
 }
 
 #[cfg(test)]

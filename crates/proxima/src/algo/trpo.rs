@@ -21,12 +21,12 @@
 //! needed. Tested against an explicitly built Fisher matrix (`tests/trpo.rs`).
 
 use crate::algo::optim::Adam;
-use crate::algo::ppo::UpdateStats;
 use crate::algo::AdvantageNorm;
+use crate::algo::UpdateStats;
 use crate::error::{ProximaError, Result};
-use crate::policy::{ActionKind, ActorCritic};
+use crate::policy::ActorCritic;
 use crate::rollout::{explained_variance, normalize_advantages, Minibatches, RolloutBuffer};
-use candle_core::{Tensor, D};
+use candle_core::Tensor;
 use rand::Rng;
 
 /// TRPO's hyperparameters (sb3-contrib's names), projected from the run's config.
@@ -132,26 +132,8 @@ pub fn fisher_vector_product(policy: &ActorCritic, obs: &Tensor, v: &[f64], damp
     let (head, jv) = policy.actor_jvp(obs, &tangents)?;
     let b = head.dim(0)? as f64;
     // M·(J·v): the distribution's Fisher w.r.t. its head.
-    let mjv = match &policy.spec().action {
-        ActionKind::Continuous { .. } => {
-            let log_std = policy.log_std().expect("continuous policy has a log-std").as_tensor().detach();
-            jv.broadcast_mul(&(log_std * -2.0)?.exp()?)?
-        }
-        kind => {
-            let comps = kind.categorical_components().expect("categorical");
-            let mut parts = Vec::new();
-            let mut o = 0;
-            for n in comps {
-                let p = candle_nn::ops::softmax(&head.narrow(1, o, n)?, D::Minus1)?;
-                let u = jv.narrow(1, o, n)?;
-                let pu = (&p * &u)?;
-                let s = pu.sum_keepdim(D::Minus1)?;
-                parts.push((pu - p.broadcast_mul(&s)?)?);
-                o += n;
-            }
-            Tensor::cat(&parts, 1)?
-        }
-    };
+    let log_std = policy.log_std().map(|v| v.as_tensor().detach());
+    let mjv = policy.spec().action.fisher_product(&head, log_std.as_ref(), &jv)?;
     // Jᵀ·(M·J·v) / B by one backward pass through the head.
     let (head_graph, _) = policy.forward(obs)?;
     let surrogate = ((head_graph * mjv.detach())?.sum_all()? / b)?;

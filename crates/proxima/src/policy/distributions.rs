@@ -1,13 +1,18 @@
-//! Action distributions: Categorical (discrete) and diagonal Gaussian with a state-independent
-//! log-std (continuous).
+//! Action distributions: Categorical (discrete), MultiCategorical (independent Categoricals, for
+//! `MultiDiscrete`) and diagonal Gaussian with a state-independent log-std (continuous).
 //!
-//! Two halves, by where they run:
+//! [`ActionKind`] is the one distribution type: its methods ([`ActionKind::log_prob_entropy`],
+//! [`ActionKind::kl`], [`ActionKind::fisher_product`], [`ActionKind::sample_row`]) are the
+//! only places that tell the three apart. Below them, two halves of primitives, by where they
+//! run:
 //! * **on tensors, differentiable** (`*_log_prob_entropy`): used inside the loss, with autograd
 //!   through candle;
 //! * **on the host** (`sample`, `mode`, `log_prob` on f32 slices): used during the rollout, where
 //!   the network output has already been copied to the host and no gradient is needed. Sampling
 //!   on the host with the run's own RNG keeps runs reproducible bit for bit.
 
+use super::ActionKind;
+use crate::error::{ProximaError, Result};
 use candle_core::{DType, Tensor, D};
 use rand::Rng;
 use rand_distr::{Distribution, StandardNormal};
@@ -50,7 +55,6 @@ pub fn gaussian_log_prob_entropy(
     Ok((log_prob, entropy.to_dtype(mean.dtype())?))
 }
 
-/// Host-side Categorical over one row of logits.
 /// KL(p_old ‖ p_new) of Categoricals given by logits `[B, n]` → `[B]`:
 /// Σ_a p_old(a)·(log p_old(a) − log p_new(a)). Differentiable in `new_logits`.
 pub fn categorical_kl(old_logits: &Tensor, new_logits: &Tensor) -> candle_core::Result<Tensor> {
@@ -75,6 +79,7 @@ pub fn gaussian_kl(
     per_dim.sum(D::Minus1)
 }
 
+/// Host-side Categorical over one row of logits.
 pub mod categorical {
     use super::*;
 
@@ -153,6 +158,159 @@ pub mod gaussian {
 /// Converts a `[B]` f32 tensor of stored discrete actions to u32 indices.
 pub fn actions_to_indices(actions: &Tensor) -> candle_core::Result<Tensor> {
     actions.to_dtype(DType::U32)
+}
+
+fn gaussian_log_std(log_std: Option<&Tensor>) -> Result<&Tensor> {
+    log_std.ok_or_else(|| ProximaError::InvalidArgument("a Gaussian policy needs its log-std".into()))
+}
+
+/// Sums per-component tensors (`Σ_i x_i`, left to right).
+fn sum_components(parts: impl IntoIterator<Item = Result<Tensor>>) -> Result<Tensor> {
+    let mut total: Option<Tensor> = None;
+    for p in parts {
+        let p = p?;
+        total = Some(match total {
+            Some(t) => (t + p)?,
+            None => p,
+        });
+    }
+    total.ok_or_else(|| ProximaError::InvalidArgument("a distribution with no component".into()))
+}
+
+impl ActionKind {
+    /// log π(a|s) and the entropy H(π(·|s)) per row, differentiable: `head` `[B, head_dim]`
+    /// (logits side by side, or means), `log_std` `[dim]` (Gaussian only), `actions`
+    /// `[B, act_dim]` as stored. Returns `(log_prob [B], entropy [B])`; independent components
+    /// add their log-probabilities and entropies.
+    ///
+    /// # Errors
+    /// A Gaussian without `log_std`; tensor errors on mismatched shapes.
+    pub fn log_prob_entropy(
+        &self,
+        head: &Tensor,
+        log_std: Option<&Tensor>,
+        actions: &Tensor,
+    ) -> Result<(Tensor, Tensor)> {
+        match self.categorical_components() {
+            Some(comps) if comps.len() == 1 => {
+                let idx = actions_to_indices(&actions.flatten_all()?)?;
+                Ok(categorical_log_prob_entropy(head, &idx)?)
+            }
+            Some(comps) => {
+                let idx = actions_to_indices(actions)?;
+                let mut off = 0;
+                let mut parts = Vec::with_capacity(comps.len());
+                for (i, &n) in comps.iter().enumerate() {
+                    let logits = head.narrow(1, off, n)?.contiguous()?;
+                    parts.push(categorical_log_prob_entropy(&logits, &idx.narrow(1, i, 1)?.squeeze(1)?.contiguous()?)?);
+                    off += n;
+                }
+                let lp = sum_components(parts.iter().map(|(l, _)| Ok(l.clone())))?;
+                let ent = sum_components(parts.into_iter().map(|(_, e)| Ok(e)))?;
+                Ok((lp, ent))
+            }
+            None => Ok(gaussian_log_prob_entropy(head, gaussian_log_std(log_std)?, actions)?),
+        }
+    }
+
+    /// KL(π_old(·|s) ‖ π(·|s)) per row, `[B]`, analytic and differentiable in the new
+    /// parameters (`head`, `log_std`); categorical components are summed.
+    ///
+    /// # Errors
+    /// A Gaussian without both log-stds; tensor errors on mismatched shapes.
+    pub fn kl(
+        &self,
+        old_head: &Tensor,
+        old_log_std: Option<&Tensor>,
+        head: &Tensor,
+        log_std: Option<&Tensor>,
+    ) -> Result<Tensor> {
+        match self.categorical_components() {
+            Some(comps) => {
+                let mut off = 0;
+                sum_components(comps.iter().map(|&n| {
+                    let kl = categorical_kl(&old_head.narrow(1, off, n)?, &head.narrow(1, off, n)?)?;
+                    off += n;
+                    Ok(kl)
+                }))
+            }
+            None => {
+                let old_ls = old_log_std
+                    .ok_or_else(|| ProximaError::InvalidArgument("old Gaussian parameters lack a log-std".into()))?;
+                Ok(gaussian_kl(old_head, old_ls, head, gaussian_log_std(log_std)?)?)
+            }
+        }
+    }
+
+    /// M·u, where M is the Fisher information of the distribution w.r.t. its head at `head`
+    /// (`[B, head_dim]`; `log_std` for a Gaussian) and `u` is `[B, head_dim]`: per Categorical
+    /// component (diag(p) − ppᵀ)·u, for Gaussian means u/σ². TRPO's Gauss–Newton
+    /// Fisher-vector product is Jᵀ·M·(J·v).
+    ///
+    /// # Errors
+    /// A Gaussian without `log_std`; tensor errors on mismatched shapes.
+    pub fn fisher_product(&self, head: &Tensor, log_std: Option<&Tensor>, u: &Tensor) -> Result<Tensor> {
+        match self.categorical_components() {
+            None => Ok(u.broadcast_mul(&(gaussian_log_std(log_std)? * -2.0)?.exp()?)?),
+            Some(comps) => {
+                let mut parts = Vec::new();
+                let mut o = 0;
+                for n in comps {
+                    let p = candle_nn::ops::softmax(&head.narrow(1, o, n)?, D::Minus1)?;
+                    let pu = (&p * &u.narrow(1, o, n)?)?;
+                    let s = pu.sum_keepdim(D::Minus1)?;
+                    parts.push((pu - p.broadcast_mul(&s)?)?);
+                    o += n;
+                }
+                Ok(Tensor::cat(&parts, 1)?)
+            }
+        }
+    }
+
+    /// Draws an action from one row of the head (`[head_dim]`; `log_std` `[dim]` for a
+    /// Gaussian), or takes the mode when `deterministic`, appending it as stored (`act_dim`
+    /// floats: indices, or the unclipped sample) to `out`. Returns its log-probability.
+    /// `scratch` holds at least `head_dim` floats.
+    pub fn sample_row<R: Rng + ?Sized>(
+        &self,
+        row: &[f32],
+        log_std: &[f32],
+        deterministic: bool,
+        rng: &mut R,
+        scratch: &mut [f32],
+        out: &mut Vec<f32>,
+    ) -> f32 {
+        match self.categorical_components() {
+            Some(comps) => {
+                let (mut total, mut off) = (0f32, 0);
+                for &c in &comps {
+                    let logits = &row[off..off + c];
+                    let (a, l) = if deterministic {
+                        let a = categorical::mode(logits);
+                        categorical::log_softmax(logits, &mut scratch[..c]);
+                        (a, scratch[a])
+                    } else {
+                        categorical::sample(logits, rng)
+                    };
+                    out.push(a as f32);
+                    total += l;
+                    off += c;
+                }
+                total
+            }
+            None => {
+                let a = &mut scratch[..row.len()];
+                let l = if deterministic {
+                    a.copy_from_slice(row);
+                    gaussian::log_prob(row, log_std, a)
+                } else {
+                    gaussian::sample(row, log_std, rng, a)
+                };
+                out.extend_from_slice(a);
+                l
+            }
+        }
+    }
 }
 
 #[cfg(test)]

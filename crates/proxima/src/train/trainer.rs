@@ -4,8 +4,9 @@
 use crate::algo::a2c::{self, A2cParams};
 use crate::algo::a3c::{self, Worker};
 use crate::algo::optim::Adam;
-use crate::algo::ppo::{self, PpoParams, UpdateStats};
+use crate::algo::ppo::{self, PpoParams};
 use crate::algo::trpo::{self, TrpoParams};
+use crate::algo::UpdateStats;
 use crate::collect::Collector;
 use crate::config::{Config, OptimizerName};
 use crate::env::vec_env::{EpisodeRecord, SyncVectorEnv};
@@ -187,7 +188,7 @@ fn a3c_workers(cfg: &Config, spec: &PolicySpec, make_env: MakeEnv<'_>) -> Result
             let collector = Collector::new(cfg.n_envs, seed, make_env, |v| normalizer(cfg, v))?;
             let policy = ActorCritic::new(spec.clone(), &Device::Cpu, &mut ChaCha8Rng::seed_from_u64(seed))?;
             let buf = RolloutBuffer::new(cfg.n_steps, cfg.n_envs, spec.obs_dim, spec.action.act_dim(), 0);
-            Ok(Worker { collector, policy, buf, rng: sampling_rng(seed), steps: 0, updates: 0 })
+            Ok(Worker { collector, policy: Box::new(policy), buf, rng: sampling_rng(seed), steps: 0, updates: 0 })
         })
         .collect()
 }
@@ -300,8 +301,15 @@ impl Trainer {
         let t0 = Instant::now();
         let (finished, t1, stats) = if let Algo::A3c { params, workers, global_updates } = &mut self.algo {
             let gae = (self.cfg.gamma, self.cfg.gae_lambda);
-            let out =
-                a3c::run_iteration(&self.policy, &mut self.opt, workers, params, gae, lr, a3c::UPDATES_PER_ITERATION);
+            let out = a3c::run_iteration(
+                &mut self.policy,
+                &mut self.opt,
+                workers,
+                params,
+                gae,
+                lr,
+                a3c::UPDATES_PER_ITERATION,
+            );
             let out = out.map(|it| {
                 *global_updates += it.updates;
                 self.global_step += it.steps;
@@ -322,7 +330,7 @@ impl Trainer {
             let last_values = self.collector.last_values(&self.policy)?;
             self.buf.compute_advantages(&last_values, self.cfg.gamma, self.cfg.gae_lambda)?;
             // The update.
-            let (policy, opt, buf, rng) = (&self.policy, &mut self.opt, &self.buf, &mut self.rng);
+            let (policy, opt, buf, rng) = (&mut self.policy, &mut self.opt, &self.buf, &mut self.rng);
             let stats = match &mut self.algo {
                 Algo::Ppo { params, kl_coef } => ppo::update(policy, opt, buf, params, lr, kl_coef, rng),
                 Algo::A2c(params) => a2c::update(policy, opt, buf, params, lr),
