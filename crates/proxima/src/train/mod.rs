@@ -14,9 +14,11 @@
 //! each run this same collect → returns → gradient cycle on their own collector
 //! (`algo::a3c::run_iteration`).
 //!
-//! [`Trainer`] holds the explicit training state and writes no file; [`snapshot`] saves and
-//! resumes it exactly; [`run`] (`run_dir.rs`) adds the run directory (config, CSV,
-//! TensorBoard, checkpoints, final model and evaluation); [`eval`] runs episodes of a policy.
+//! [`Trainer`] holds the explicit training state and writes no file: `step()` runs one
+//! iteration, `learn(total_timesteps, callback)` runs them all and tells a [`Callback`] after
+//! each. [`snapshot`] saves and resumes a trainer exactly; [`RunDir`] (`run_dir.rs`) is the
+//! run directory as a callback (config, CSV, TensorBoard, checkpoints, final model and
+//! evaluation), and [`run`] trains into one; [`eval`] runs episodes of a policy.
 
 pub mod eval;
 mod run_dir;
@@ -24,5 +26,5 @@ pub mod snapshot;
 mod trainer;
 
 pub use eval::{evaluate, evaluate_recorded, mean_std, Recording};
-pub use run_dir::{run, RunSummary, CSV_COLUMNS};
-pub use trainer::{policy_spec, Trainer, UpdateReport};
+pub use run_dir::{run, RunDir, RunSummary, CSV_COLUMNS};
+pub use trainer::{policy_spec, Callback, NoCallback, Trainer, UpdateReport};

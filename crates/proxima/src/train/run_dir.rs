@@ -1,9 +1,10 @@
-//! The run directory, one optional observer of a [`Trainer`]: `config.toml`, `progress.csv`,
-//! TensorBoard scalars, checkpoints every `checkpoint_freq` iterations, `model.safetensors` and
-//! `eval.json` (CleanRL's `runs/<env>__<algo>__<seed>__<time>/`).
+//! The run directory, one optional observer of a [`Trainer`] ([`RunDir`], a [`Callback`]):
+//! `config.toml`, `progress.csv`, TensorBoard scalars, checkpoints every `checkpoint_freq`
+//! iterations, `model.safetensors` and `eval.json` (CleanRL's
+//! `runs/<env>__<algo>__<seed>__<time>/`). Training itself writes no file.
 
 use super::eval::{evaluate, mean_std};
-use super::trainer::{Trainer, UpdateReport};
+use super::trainer::{Callback, Trainer, UpdateReport};
 use crate::checkpoint;
 use crate::error::{ProximaError, Result};
 use crate::log::{CsvLogger, TensorBoardWriter};
@@ -68,39 +69,41 @@ pub struct RunSummary {
     pub update_seconds: f64,
 }
 
-/// Trains into `run_dir`: writes `config.toml`, `progress.csv`, a TensorBoard event file,
-/// `checkpoints/update_<n>.safetensors` every `checkpoint_freq` iterations, `model.safetensors`
-/// at the end, and `eval.json` with a deterministic evaluation. `trainer` is fresh
-/// ([`Trainer::new`]) or resumed ([`Trainer::resume`]); when resumed, `progress.csv` keeps the
-/// rows up to the resumed update and continues after them. `on_update` sees every
-/// iteration's report (the CLI draws its progress bar from it).
-///
-/// # Errors
-/// A run directory that cannot be created or written (nothing half-written is left: every
-/// model file is written atomically), plus everything [`Trainer::step`] can return.
-pub fn run(mut trainer: Trainer, run_dir: &Path, mut on_update: impl FnMut(&UpdateReport)) -> Result<RunSummary> {
-    let t0 = Instant::now();
-    let env_id = trainer.env_id.clone();
-    let env_id = env_id.as_str();
-    let ckpt_dir = run_dir.join("checkpoints");
-    std::fs::create_dir_all(&ckpt_dir).map_err(|e| ProximaError::io(&ckpt_dir, e))?;
-    checkpoint::write_atomic(
-        &run_dir.join("config.toml"),
-        format!("env_id = {:?}\n{}", env_id, trainer.cfg.to_toml()).as_bytes(),
-    )?;
-    let csv_path = run_dir.join("progress.csv");
-    if trainer.update > 0 {
-        keep_rows_up_to(&csv_path, trainer.update)?;
+/// The run directory as an observer of training: created before the first iteration,
+/// written after every one ([`Callback::on_update`]), finished with the model and the
+/// evaluation ([`RunDir::finish`]).
+pub struct RunDir {
+    dir: PathBuf,
+    csv: CsvLogger,
+    tb: TensorBoardWriter,
+    /// Seconds collecting / updating, as of the last iteration.
+    seconds: (f64, f64),
+}
+
+impl RunDir {
+    /// Writes `config.toml` and opens `progress.csv` (keeping the rows up to a resumed
+    /// trainer's update) and a new TensorBoard event file in `dir`.
+    ///
+    /// # Errors
+    /// `Io` naming the path that cannot be created or written.
+    pub fn create(dir: &Path, trainer: &Trainer) -> Result<RunDir> {
+        let ckpt_dir = dir.join("checkpoints");
+        std::fs::create_dir_all(&ckpt_dir).map_err(|e| ProximaError::io(&ckpt_dir, e))?;
+        let config = format!("env_id = {:?}\n{}", trainer.env_id, trainer.cfg.to_toml());
+        checkpoint::write_atomic(&dir.join("config.toml"), config.as_bytes())?;
+        let csv_path = dir.join("progress.csv");
+        if trainer.update > 0 {
+            keep_rows_up_to(&csv_path, trainer.update)?;
+        }
+        let csv = CsvLogger::create(&csv_path, &CSV_COLUMNS, trainer.update > 0)?;
+        let tb = TensorBoardWriter::create(dir)?;
+        Ok(RunDir { dir: dir.to_path_buf(), csv, tb, seconds: (0.0, 0.0) })
     }
-    let mut csv = CsvLogger::create(&csv_path, &CSV_COLUMNS, trainer.update > 0)?;
-    let mut tb = TensorBoardWriter::create(run_dir)?;
-    let (mut collect_seconds, mut update_seconds) = (0.0, 0.0);
-    while !trainer.is_done() {
-        let r = trainer.step()?;
-        (collect_seconds, update_seconds) = (r.collect_seconds, r.update_seconds);
-        let s = &r.stats;
-        let nan = f64::NAN;
-        csv.write(&[
+
+    /// One row of `progress.csv` (in [`CSV_COLUMNS`]' order) for an iteration's report.
+    fn csv_row(r: &UpdateReport) -> [f64; 19] {
+        let (s, nan) = (&r.stats, f64::NAN);
+        [
             r.global_step as f64,
             r.update as f64,
             r.time_elapsed,
@@ -120,10 +123,15 @@ pub fn run(mut trainer: Trainer, run_dir: &Path, mut on_update: impl FnMut(&Upda
             s.kl_divergence,
             s.kl_coef,
             s.step_fraction,
-        ])?;
+        ]
+    }
+
+    /// An iteration's TensorBoard scalars (CleanRL's tags).
+    fn write_tensorboard(&mut self, r: &UpdateReport) -> Result<()> {
+        let s = &r.stats;
         for (step, ep) in &r.finished {
-            tb.add_scalar("charts/episodic_return", ep.episode_return, *step)?;
-            tb.add_scalar("charts/episodic_length", ep.length as f64, *step)?;
+            self.tb.add_scalar("charts/episodic_return", ep.episode_return, *step)?;
+            self.tb.add_scalar("charts/episodic_length", ep.length as f64, *step)?;
         }
         for (tag, v) in [
             ("charts/learning_rate", s.learning_rate),
@@ -139,46 +147,83 @@ pub fn run(mut trainer: Trainer, run_dir: &Path, mut on_update: impl FnMut(&Upda
             ("charts/kl_coef", s.kl_coef),
             ("charts/step_fraction", s.step_fraction),
         ] {
-            tb.add_scalar(tag, v, r.global_step)?;
+            self.tb.add_scalar(tag, v, r.global_step)?;
         }
-        tb.flush()?;
-        if trainer.cfg.checkpoint_freq > 0 && r.update % trainer.cfg.checkpoint_freq as u64 == 0 {
-            trainer.save(&ckpt_dir.join(format!("update_{:06}.safetensors", r.update)))?;
-        }
-        on_update(&r);
+        self.tb.flush()
     }
-    let train_seconds = t0.elapsed().as_secs_f64();
-    let sps = (trainer.global_step - trainer.clock.start_step) as f64 / train_seconds.max(1e-9);
-    let model = run_dir.join("model.safetensors");
-    trainer.save(&model)?;
-    let eval_returns = if trainer.cfg.eval_episodes > 0 {
-        evaluate(
-            &trainer.policy,
-            env_id,
-            trainer.cfg.eval_episodes,
-            true,
-            trainer.cfg.seed.wrapping_add(10_000),
-            Some(&trainer.collector.norm),
-        )?
-    } else {
-        Vec::new()
-    };
-    let (m, sd) = mean_std(&eval_returns);
-    let (m, sd) = if eval_returns.is_empty() { (None, None) } else { (Some(m), Some(sd)) };
-    let eval = serde_json::json!({
-        "env_id": env_id, "seed": trainer.cfg.seed, "global_step": trainer.global_step, "train_seconds": train_seconds,
-        "sps": sps, "collect_seconds": collect_seconds, "update_seconds": update_seconds, "episodes": eval_returns.len(), "deterministic": true,
-        "mean_return": m, "std_return": sd, "returns": eval_returns,
-    });
-    checkpoint::write_atomic(&run_dir.join("eval.json"), format!("{eval}\n").as_bytes())?;
-    Ok(RunSummary {
-        run_dir: run_dir.to_path_buf(),
-        model,
-        global_step: trainer.global_step,
-        train_seconds,
-        sps,
-        eval_returns,
-        collect_seconds,
-        update_seconds,
-    })
+
+    /// After training: `model.safetensors`, the deterministic evaluation (`eval_episodes`
+    /// episodes, seeds `seed + 10000 + i`) and `eval.json`. `t0` is when training started.
+    ///
+    /// # Errors
+    /// `Io`; evaluation errors.
+    pub fn finish(self, trainer: &Trainer, t0: Instant) -> Result<RunSummary> {
+        let train_seconds = t0.elapsed().as_secs_f64();
+        let sps = (trainer.global_step - trainer.clock.start_step) as f64 / train_seconds.max(1e-9);
+        let model = self.dir.join("model.safetensors");
+        trainer.save(&model)?;
+        let cfg = &trainer.cfg;
+        let eval_returns = if cfg.eval_episodes > 0 {
+            let norm = Some(&trainer.collector.norm);
+            evaluate(&trainer.policy, &trainer.env_id, cfg.eval_episodes, true, cfg.seed.wrapping_add(10_000), norm)?
+        } else {
+            Vec::new()
+        };
+        let (m, sd) = mean_std(&eval_returns);
+        let (m, sd) = if eval_returns.is_empty() { (None, None) } else { (Some(m), Some(sd)) };
+        let (collect_seconds, update_seconds) = self.seconds;
+        let eval = serde_json::json!({
+            "env_id": trainer.env_id, "seed": cfg.seed, "global_step": trainer.global_step, "train_seconds": train_seconds,
+            "sps": sps, "collect_seconds": collect_seconds, "update_seconds": update_seconds, "episodes": eval_returns.len(), "deterministic": true,
+            "mean_return": m, "std_return": sd, "returns": eval_returns,
+        });
+        checkpoint::write_atomic(&self.dir.join("eval.json"), format!("{eval}\n").as_bytes())?;
+        Ok(RunSummary {
+            run_dir: self.dir,
+            model,
+            global_step: trainer.global_step,
+            train_seconds,
+            sps,
+            eval_returns,
+            collect_seconds,
+            update_seconds,
+        })
+    }
+}
+
+impl Callback for RunDir {
+    /// Writes the iteration's row of `progress.csv`, its TensorBoard scalars and, every
+    /// `checkpoint_freq` iterations, `checkpoints/update_<n>.safetensors`.
+    fn on_update(&mut self, trainer: &Trainer, r: &UpdateReport) -> Result<bool> {
+        self.seconds = (r.collect_seconds, r.update_seconds);
+        self.csv.write(&Self::csv_row(r))?;
+        self.write_tensorboard(r)?;
+        let freq = trainer.cfg.checkpoint_freq as u64;
+        if freq > 0 && r.update % freq == 0 {
+            trainer.save(&self.dir.join("checkpoints").join(format!("update_{:06}.safetensors", r.update)))?;
+        }
+        Ok(true)
+    }
+}
+
+/// Trains into `run_dir` ([`RunDir`]): writes `config.toml`, `progress.csv`, a TensorBoard
+/// event file, `checkpoints/update_<n>.safetensors` every `checkpoint_freq` iterations,
+/// `model.safetensors` at the end, and `eval.json` with a deterministic evaluation. `trainer`
+/// is fresh ([`Trainer::new`]) or resumed ([`Trainer::resume`]); when resumed, `progress.csv`
+/// keeps the rows up to the resumed update and continues after them. `on_update` sees every
+/// iteration's report (the CLI draws its progress bar from it).
+///
+/// # Errors
+/// A run directory that cannot be created or written (nothing half-written is left: every
+/// model file is written atomically), plus everything [`Trainer::step`] can return.
+pub fn run(mut trainer: Trainer, run_dir: &Path, mut on_update: impl FnMut(&UpdateReport)) -> Result<RunSummary> {
+    let t0 = Instant::now();
+    let mut dir = RunDir::create(run_dir, &trainer)?;
+    let total = trainer.cfg.total_timesteps;
+    trainer.learn(total, &mut |tr: &Trainer, r: &UpdateReport| {
+        dir.on_update(tr, r)?;
+        on_update(r);
+        Ok(true)
+    })?;
+    dir.finish(&trainer, t0)
 }

@@ -47,6 +47,43 @@ pub struct UpdateReport {
     pub update_seconds: f64,
 }
 
+/// An observer of training ([`Trainer::learn`]), as Stable-Baselines3's `BaseCallback`:
+/// [`Callback::on_update`] runs after every iteration (rollout + update) — SB3's
+/// `_on_rollout_end`/`_on_step` rolled into one, since Proxima's unit of progress is the
+/// iteration — and returning `false` stops training. The run directory ([`super::RunDir`]),
+/// the CLI's progress bar and the Python package's callbacks are observers.
+pub trait Callback {
+    /// Called once before the first iteration of [`Trainer::learn`].
+    ///
+    /// # Errors
+    /// The observer's own (they stop training).
+    fn on_training_start(&mut self, _trainer: &Trainer) -> Result<()> {
+        Ok(())
+    }
+
+    /// Called after every iteration with its report; `Ok(false)` stops training after it.
+    ///
+    /// # Errors
+    /// The observer's own (they stop training).
+    fn on_update(&mut self, trainer: &Trainer, report: &UpdateReport) -> Result<bool>;
+}
+
+/// A closure is a callback: `|trainer, report| Ok(true)`.
+impl<F: FnMut(&Trainer, &UpdateReport) -> Result<bool>> Callback for F {
+    fn on_update(&mut self, trainer: &Trainer, report: &UpdateReport) -> Result<bool> {
+        self(trainer, report)
+    }
+}
+
+/// No observer.
+pub struct NoCallback;
+
+impl Callback for NoCallback {
+    fn on_update(&mut self, _trainer: &Trainer, _report: &UpdateReport) -> Result<bool> {
+        Ok(true)
+    }
+}
+
 /// The algorithm a run trains with: its parameters (projected from the config once) and its
 /// own state.
 pub(crate) enum Algo {
@@ -177,6 +214,15 @@ fn trpo_params(c: &Config) -> Result<TrpoParams> {
     })
 }
 
+/// Env steps one iteration takes: N·T, or for A3C every worker's 16 rollouts.
+fn steps_per_iteration(cfg: &Config, algo: &Algo) -> u64 {
+    let rollout = (cfg.n_steps * cfg.n_envs) as u64;
+    match algo {
+        Algo::A3c { .. } => rollout * cfg.n_workers as u64 * a3c::UPDATES_PER_ITERATION,
+        _ => rollout,
+    }
+}
+
 type MakeEnv<'a> = &'a mut dyn FnMut() -> crate::env::Result<Box<dyn Env>>;
 
 /// A3C's workers: each with its own envs (seeded apart), rollout, sampling stream and local
@@ -238,13 +284,8 @@ impl Trainer {
             Algo::Ppo { .. } | Algo::Trpo(_) => spec.action.head_dim(),
             Algo::A2c(_) | Algo::A3c { .. } => 0,
         };
-        let rollout = (cfg.n_steps * cfg.n_envs) as u64;
-        let per_iteration = match algo {
-            Algo::A3c { .. } => rollout * cfg.n_workers as u64 * a3c::UPDATES_PER_ITERATION,
-            _ => rollout,
-        };
         Ok(Trainer {
-            num_updates: cfg.total_timesteps.div_ceil(per_iteration),
+            num_updates: cfg.total_timesteps.div_ceil(steps_per_iteration(&cfg, &algo)),
             rng: sampling_rng(cfg.seed),
             buf: RolloutBuffer::new(cfg.n_steps, cfg.n_envs, spec.obs_dim, spec.action.act_dim(), head_dim),
             env_id: env_id.to_string(),
@@ -264,6 +305,32 @@ impl Trainer {
             },
             last_stats: None,
         })
+    }
+
+    /// Trains until the run has taken `total_timesteps` env steps (the run's total, as
+    /// `--total-timesteps`: it replaces the config's, and the annealed learning rate follows
+    /// it), calling `callback` after every iteration; stops early when the callback returns
+    /// `false`. Writes no file (attach [`super::RunDir`] for a run directory).
+    ///
+    /// # Errors
+    /// An invalid `total_timesteps` (`Config`); everything [`Trainer::step`] and the callback
+    /// return.
+    pub fn learn(&mut self, total_timesteps: u64, callback: &mut dyn Callback) -> Result<()> {
+        if total_timesteps != self.cfg.total_timesteps {
+            let mut cfg = self.cfg.clone();
+            cfg.total_timesteps = total_timesteps;
+            cfg.validate()?;
+            self.num_updates = total_timesteps.div_ceil(steps_per_iteration(&cfg, &self.algo));
+            self.cfg = cfg;
+        }
+        callback.on_training_start(self)?;
+        while !self.is_done() {
+            let report = self.step()?;
+            if !callback.on_update(self, &report)? {
+                break;
+            }
+        }
+        Ok(())
     }
 
     /// Whether all iterations are done.
