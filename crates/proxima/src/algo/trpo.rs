@@ -17,14 +17,14 @@
 //! head (logits or Gaussian means) w.r.t. the actor's parameters and M the Fisher of the
 //! distribution w.r.t. its head: diag(p) − ppᵀ per Categorical component, 1/σ² for Gaussian
 //! means; for the state-independent log-std, F = 2I. J·v is computed in forward mode
-//! ([`ActorCritic::actor_jvp`]) and Jᵀ·(M·J·v) by one backward pass, so no double backprop is
-//! needed. Tested against an explicitly built Fisher matrix (`tests/trpo.rs`).
+//! ([`actor_jvp`], through the forward pass's own fast tanh) and Jᵀ·(M·J·v) by one backward
+//! pass, so no double backprop is needed. Tested against an explicitly built Fisher matrix and
+//! against finite differences of the KL's gradient (`crates/proxima/tests/algorithms.rs`).
 
 use crate::algo::optim::Adam;
-use crate::algo::AdvantageNorm;
-use crate::algo::UpdateStats;
+use crate::algo::{AdvantageNorm, UpdateStats};
 use crate::error::{ProximaError, Result};
-use crate::policy::ActorCritic;
+use crate::policy::{ops, Activation, ActorCritic};
 use crate::rollout::{explained_variance, normalize_advantages, Minibatches, RolloutBuffer};
 use candle_core::Tensor;
 use rand::Rng;
@@ -98,6 +98,55 @@ fn actor_grad_flat(policy: &ActorCritic, loss: &Tensor) -> Result<Vec<f64>> {
     Ok(out)
 }
 
+/// Forward-mode derivative of the policy head: given tangents for the trunk/actor *layer*
+/// parameters (every index of [`ActorCritic::actor_param_indices`] except the log-std, same
+/// order and shapes), returns `(head, J·v)`, both `[B, head_dim]` and detached. z = hWᵀ + b
+/// gives dz = dh·Wᵀ + h·dWᵀ + db; the activation is the forward pass's own — [`ops::tanh`]
+/// with da = (1 − a²)·dz, the derivative its backward pass uses too, so J·v here and Jᵀ·u by
+/// back-propagation linearise the same function and F = JᵀMJ stays symmetric.
+///
+/// # Errors
+/// `InvalidArgument` for the wrong number of tangents; tensor errors on shape mismatches.
+pub fn actor_jvp(policy: &ActorCritic, obs: &Tensor, tangents: &[Tensor]) -> Result<(Tensor, Tensor)> {
+    let layers = policy.actor_layers();
+    if tangents.len() != 2 * layers.len() {
+        return Err(ProximaError::InvalidArgument(format!(
+            "actor_jvp: {} tangents for {} layer parameters",
+            tangents.len(),
+            2 * layers.len()
+        )));
+    }
+    let mut h = obs.detach();
+    let mut dh: Option<Tensor> = None;
+    for (k, (w, b, activate)) in layers.into_iter().enumerate() {
+        let (w, b) = (w.as_tensor().detach(), b.as_tensor().detach());
+        let (dw, db) = (&tangents[2 * k], &tangents[2 * k + 1]);
+        let z = h.matmul(&w.t()?)?.broadcast_add(&b)?;
+        let mut dz = h.matmul(&dw.t()?)?.broadcast_add(db)?;
+        if let Some(dh) = &dh {
+            dz = (dz + dh.matmul(&w.t()?)?)?;
+        }
+        if activate {
+            match policy.spec().activation {
+                Activation::Tanh => {
+                    let a = ops::tanh(&z)?;
+                    dz = (dz * (1.0 - a.sqr()?)?)?;
+                    h = a;
+                }
+                Activation::Relu => {
+                    let mask = z.gt(0.0)?.to_dtype(z.dtype())?;
+                    dz = (dz * mask)?;
+                    h = z.relu()?;
+                }
+            }
+        } else {
+            h = z;
+        }
+        dh = Some(dz);
+    }
+    Ok((h, dh.expect("at least one layer")))
+}
+
 /// (F + damping·I)·v, where F is the Fisher information of π_θ(·|s) w.r.t. the actor's
 /// parameters averaged over the states `obs` `[B, obs_dim]` — equivalently the Hessian of
 /// Ê_s[KL[π_θ(·|s), π_θ'(·|s)]] at θ' = θ. `v` is flat in [`actor_params_flat`]'s order.
@@ -129,7 +178,7 @@ pub fn fisher_vector_product(policy: &ActorCritic, obs: &Tensor, v: &[f64], damp
         }
         off += n;
     }
-    let (head, jv) = policy.actor_jvp(obs, &tangents)?;
+    let (head, jv) = actor_jvp(policy, obs, &tangents)?;
     let b = head.dim(0)? as f64;
     // M·(J·v): the distribution's Fisher w.r.t. its head.
     let log_std = policy.log_std().map(|v| v.as_tensor().detach());

@@ -274,60 +274,16 @@ impl ActorCritic {
             .collect()
     }
 
-    /// Forward-mode derivative of the policy head: given tangents for the trunk/actor *layer*
-    /// parameters (every index of [`ActorCritic::actor_param_indices`] except the log-std, same
-    /// order and shapes), returns `(head, J·v)`, both `[B, head_dim]` and detached. Used for
-    /// TRPO's Fisher-vector products in the Gauss–Newton form F·v = Jᵀ·M·(J·v), which needs no
-    /// double backprop: z = hWᵀ + b gives dz = dh·Wᵀ + h·dWᵀ + db, tanh gives da = (1 − a²)·dz.
-    ///
-    /// # Errors
-    /// `InvalidArgument` for the wrong number of tangents; tensor errors on shape mismatches.
-    pub fn actor_jvp(&self, obs: &Tensor, tangents: &[Tensor]) -> Result<(Tensor, Tensor)> {
-        let layers: Vec<(&Dense, bool)> = match &self.trunk {
-            Some(t) => t
-                .layers
-                .iter()
-                .map(|l| (l, true))
-                .chain(self.actor.layers.iter().enumerate().map(|(i, l)| (l, i + 1 < self.actor.layers.len())))
-                .collect(),
-            None => self.actor.layers.iter().enumerate().map(|(i, l)| (l, i + 1 < self.actor.layers.len())).collect(),
-        };
-        if tangents.len() != 2 * layers.len() {
-            return Err(ProximaError::InvalidArgument(format!(
-                "actor_jvp: {} tangents for {} layer parameters",
-                tangents.len(),
-                2 * layers.len()
-            )));
+    /// The layers π(·|s) goes through, in order: `(weight [out, in], bias [out], activated)`
+    /// for the trunk's (if shared) and the actor's; the activation is the spec's, and
+    /// [`ops::tanh`] for tanh.
+    pub fn actor_layers(&self) -> Vec<(&Var, &Var, bool)> {
+        let actor = &self.actor.layers;
+        let actor = actor.iter().enumerate().map(|(i, l)| (&l.w, &l.b, i + 1 < actor.len()));
+        match &self.trunk {
+            Some(t) => t.layers.iter().map(|l| (&l.w, &l.b, true)).chain(actor).collect(),
+            None => actor.collect(),
         }
-        let mut h = obs.detach();
-        let mut dh: Option<Tensor> = None;
-        for (k, (l, activate)) in layers.iter().enumerate() {
-            let (w, b) = (l.w.as_tensor().detach(), l.b.as_tensor().detach());
-            let (dw, db) = (&tangents[2 * k], &tangents[2 * k + 1]);
-            let z = h.matmul(&w.t()?)?.broadcast_add(&b)?;
-            let mut dz = h.matmul(&dw.t()?)?.broadcast_add(db)?;
-            if let Some(dh) = &dh {
-                dz = (dz + dh.matmul(&w.t()?)?)?;
-            }
-            if *activate {
-                match self.spec.activation {
-                    Activation::Tanh => {
-                        let a = z.tanh()?;
-                        dz = (dz * (1.0 - a.sqr()?)?)?;
-                        h = a;
-                    }
-                    Activation::Relu => {
-                        let mask = z.gt(0.0)?.to_dtype(z.dtype())?;
-                        dz = (dz * mask)?;
-                        h = z.relu()?;
-                    }
-                }
-            } else {
-                h = z;
-            }
-            dh = Some(dz);
-        }
-        Ok((h, dh.expect("at least one layer")))
     }
 
     /// Copies `[N, obs_dim]` host observations into a tensor on the policy's device.
