@@ -408,9 +408,9 @@ fn dispatch(cli: Cli) -> Result<()> {
                     spec.variants[r.variant].label, r.env, r.seed, r.score, r.seconds
                 );
             })?;
-            proxima::checkpoint::write_atomic(&out.join("results.csv"), res.to_csv().as_bytes())?;
+            proxima::io::write_atomic(&out.join("results.csv"), res.to_csv().as_bytes())?;
             let md = res.to_markdown();
-            proxima::checkpoint::write_atomic(&out.join("results.md"), md.as_bytes())?;
+            proxima::io::write_atomic(&out.join("results.md"), md.as_bytes())?;
             for (e, env) in spec.envs.iter().enumerate() {
                 plot::learning_curves(&res, e, &out.join(format!("curves_{}.png", proxima::ablation::slug(env))))?;
             }

@@ -1,23 +1,25 @@
-//! Checkpoints: safetensors files holding the network's parameters (by name), the Adam moments
-//! (`optim.m.<name>`, `optim.v.<name>`), and metadata (format, env id, network spec, resolved
-//! config, counters) in the safetensors header.
+//! Checkpoints: safetensors files holding the network's parameters (by name), the named
+//! optimiser states (`<optimizer>.<buffer>.<parameter>` tensors, e.g. `optim.m.actor.0.weight`,
+//! and `<optimizer>.t` in the metadata), and metadata (format, env id, network spec, resolved
+//! config, counters) in the safetensors header. The file format knows no optimiser type: an
+//! optimiser is a step count and named per-parameter buffers ([`OptimizerState`]).
 //!
-//! Writes are atomic: the bytes go to a temporary file in the same directory, which is synced
-//! and renamed over the target, so a crash at any moment leaves either the old file or the new
-//! one, never a torn one. Loading parses only safetensors (no code execution) and checks every
-//! tensor's name, dtype and shape against the network before touching it.
+//! Writes are atomic and reads validated ([`crate::io`]); loading checks every tensor's name,
+//! dtype and shape against the network before touching it.
 
-use crate::algo::optim::Adam;
 use crate::error::{ProximaError, Result};
-use crate::policy::{ActorCritic, PolicySpec};
-use candle_core::{Device, Tensor};
-use safetensors::tensor::TensorView;
-use safetensors::{Dtype, SafeTensors};
+use crate::io::{read_f32_safetensors, write_f32_safetensors, F32Tensors, NamedTensor};
+use crate::policy::{ActorCritic, Policy, PolicySpec};
+use candle_core::Device;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 /// The `format` metadata value of files this version writes.
 pub const FORMAT: &str = "proxima-checkpoint/1";
+
+/// The name of the trainer's one optimiser in checkpoints (its tensors are `optim.m.*`,
+/// `optim.v.*`, its step count `optim.t`).
+pub const OPTIMIZER: &str = "optim";
 
 /// What a checkpoint says about itself.
 #[derive(Clone, Debug, PartialEq)]
@@ -36,48 +38,38 @@ pub struct CheckpointMeta {
     pub extra: BTreeMap<String, String>,
 }
 
-/// Writes `bytes` to `path` atomically: temp file in the same directory, fsync, rename, fsync
-/// of the directory.
-///
-/// # Errors
-/// `Io` naming the path (the target is untouched on error and the temp file removed).
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    use std::io::Write;
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        if let Ok(d) = std::fs::File::open(dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
-    })();
-    result.map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        ProximaError::io(path, e)
-    })
+/// One optimiser's state as a checkpoint stores it: its step count and named buffers (Adam's
+/// `m` and `v`), each one array per network parameter, in the network's parameter order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OptimizerState {
+    /// Steps taken (t).
+    pub t: u64,
+    /// `(buffer name, one array per parameter)`.
+    pub buffers: Vec<(String, Vec<Vec<f32>>)>,
 }
 
-pub(crate) fn f32_bytes(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
-/// Saves `policy` (and `opt`'s moments, when given) with `meta` to `path`, atomically.
+/// Saves `policy` (and the named optimiser states) with `meta` to `path`, atomically.
 ///
 /// # Errors
-/// `Io`; `Checkpoint` if serialisation fails.
-pub fn save(path: &Path, policy: &ActorCritic, opt: Option<&Adam>, meta: &CheckpointMeta) -> Result<()> {
-    let mut data: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::new();
-    for (i, (name, var)) in policy.named_params().iter().enumerate() {
-        let shape = var.dims().to_vec();
-        data.push((name.clone(), shape.clone(), f32_bytes(&var.as_tensor().flatten_all()?.to_vec1::<f32>()?)));
-        if let Some(o) = opt {
-            data.push((format!("optim.m.{name}"), shape.clone(), f32_bytes(&o.m[i])));
-            data.push((format!("optim.v.{name}"), shape, f32_bytes(&o.v[i])));
+/// `Io`; `Checkpoint` if serialisation fails or an optimiser's buffers do not fit the network.
+pub fn save(
+    path: &Path,
+    policy: &dyn Policy,
+    optimizers: &[(&str, &OptimizerState)],
+    meta: &CheckpointMeta,
+) -> Result<()> {
+    let shapes = policy.spec().param_shapes();
+    let values = policy.params()?;
+    let mut data: Vec<NamedTensor<'_>> = Vec::new();
+    for (i, ((name, shape), v)) in shapes.iter().zip(&values).enumerate() {
+        data.push((name.clone(), shape.clone(), v));
+        for (opt, state) in optimizers {
+            for (buffer, arrays) in &state.buffers {
+                let a = arrays.get(i).ok_or_else(|| {
+                    ProximaError::Checkpoint(format!("optimiser `{opt}` has no `{buffer}` for parameter `{name}`"))
+                })?;
+                data.push((format!("{opt}.{buffer}.{name}"), shape.clone(), a));
+            }
         }
     }
     let mut md: HashMap<String, String> = meta.extra.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
@@ -87,33 +79,10 @@ pub fn save(path: &Path, policy: &ActorCritic, opt: Option<&Adam>, meta: &Checkp
     md.insert("config".into(), meta.config_toml.clone());
     md.insert("global_step".into(), meta.global_step.to_string());
     md.insert("update".into(), meta.update.to_string());
-    if let Some(o) = opt {
-        md.insert("optim.t".into(), o.t.to_string());
+    for (opt, state) in optimizers {
+        md.insert(format!("{opt}.t"), state.t.to_string());
     }
     write_f32_safetensors(path, &data, md)
-}
-
-/// Writes `(name, shape, little-endian f32 bytes)` tensors and `metadata` as one safetensors
-/// file, atomically ([`write_atomic`]).
-///
-/// # Errors
-/// `Checkpoint` if serialisation fails (a shape that does not match its bytes); `Io`.
-pub(crate) fn write_f32_safetensors(
-    path: &Path,
-    data: &[(String, Vec<usize>, Vec<u8>)],
-    metadata: HashMap<String, String>,
-) -> Result<()> {
-    let views = data
-        .iter()
-        .map(|(n, s, b)| {
-            Ok((
-                n.clone(),
-                TensorView::new(Dtype::F32, s.clone(), b).map_err(|e| ProximaError::Checkpoint(e.to_string()))?,
-            ))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let bytes = safetensors::serialize(views, Some(metadata)).map_err(|e| ProximaError::Checkpoint(e.to_string()))?;
-    write_atomic(path, &bytes)
 }
 
 /// A loaded checkpoint: metadata and f32 tensors by name.
@@ -121,11 +90,13 @@ pub(crate) fn write_f32_safetensors(
 pub struct Checkpoint {
     /// Parsed metadata.
     pub meta: CheckpointMeta,
-    /// Adam's step count, if moments were saved.
+    /// The step count of the trainer's optimiser ([`OPTIMIZER`]), if its state was saved.
     pub optim_t: Option<u64>,
-    tensors: HashMap<String, (Vec<usize>, Vec<f32>)>,
-    path: String,
+    file: F32Tensors,
 }
+
+/// Metadata keys that are not `extra`.
+const META_KEYS: [&str; 6] = ["format", "env_id", "policy_spec", "config", "global_step", "update"];
 
 /// Loads and validates a checkpoint file.
 ///
@@ -133,12 +104,15 @@ pub struct Checkpoint {
 /// `Io` if unreadable; `Checkpoint` if it is not a safetensors file, not a Proxima checkpoint,
 /// has malformed metadata, or holds a tensor that is not f32.
 pub fn load(path: &Path) -> Result<Checkpoint> {
-    let shown = path.display().to_string();
-    let bad = |m: String| ProximaError::Checkpoint(format!("{shown}: {m}"));
-    let bytes = std::fs::read(path).map_err(|e| ProximaError::io(path, e))?;
-    let st = SafeTensors::deserialize(&bytes).map_err(|e| bad(format!("not a valid safetensors file ({e})")))?;
-    let (_, header) = SafeTensors::read_metadata(&bytes).map_err(|e| bad(format!("unreadable header ({e})")))?;
-    let md = header.metadata().clone().unwrap_or_default();
+    let ((meta, optim_t), file) = read_f32_safetensors(path, parse_meta)?;
+    Ok(Checkpoint { meta, optim_t, file })
+}
+
+/// A checkpoint's metadata, and the step count of its trainer's optimiser.
+fn parse_meta(
+    md: &HashMap<String, String>,
+    bad: &dyn Fn(String) -> ProximaError,
+) -> Result<(CheckpointMeta, Option<u64>)> {
     let get =
         |k: &str| md.get(k).cloned().ok_or_else(|| bad(format!("metadata lacks `{k}` (not a Proxima checkpoint?)")));
     let format = get("format")?;
@@ -148,6 +122,7 @@ pub fn load(path: &Path) -> Result<Checkpoint> {
     let policy: PolicySpec =
         serde_json::from_str(&get("policy_spec")?).map_err(|e| bad(format!("malformed policy_spec ({e})")))?;
     let num = |k: &str| -> Result<u64> { get(k)?.parse().map_err(|_| bad(format!("`{k}` is not a number"))) };
+    let is_optimizer_key = |k: &str| k.strip_suffix(".t").is_some_and(|o| !o.contains('.'));
     let meta = CheckpointMeta {
         env_id: get("env_id")?,
         policy,
@@ -156,26 +131,22 @@ pub fn load(path: &Path) -> Result<Checkpoint> {
         update: num("update")?,
         extra: md
             .iter()
-            .filter(|(k, _)| {
-                !["format", "env_id", "policy_spec", "config", "global_step", "update", "optim.t"].contains(&k.as_str())
-            })
+            .filter(|(k, _)| !META_KEYS.contains(&k.as_str()) && !is_optimizer_key(k))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
     };
-    let optim_t = if md.contains_key("optim.t") { Some(num("optim.t")?) } else { None };
-    let mut tensors = HashMap::new();
-    for (name, view) in st.tensors() {
-        if view.dtype() != Dtype::F32 {
-            return Err(bad(format!("tensor `{name}` has dtype {:?}, expected F32", view.dtype())));
-        }
-        let v: Vec<f32> =
-            view.data().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))).collect();
-        tensors.insert(name, (view.shape().to_vec(), v));
-    }
-    Ok(Checkpoint { meta, optim_t, tensors, path: shown })
+    let t_key = format!("{OPTIMIZER}.t");
+    let optim_t = if md.contains_key(&t_key) { Some(num(&t_key)?) } else { None };
+    Ok((meta, optim_t))
 }
 
 impl Checkpoint {
+    /// Whether tensor `name` belongs to a saved optimiser state (`<optimizer>.…` with
+    /// `<optimizer>.t` in the metadata).
+    fn is_optimizer_tensor(&self, name: &str) -> bool {
+        name.split_once('.').is_some_and(|(opt, _)| self.file.metadata.contains_key(&format!("{opt}.t")))
+    }
+
     /// Builds the network the checkpoint describes and loads its parameters.
     ///
     /// # Errors
@@ -184,26 +155,18 @@ impl Checkpoint {
         // Check the claimed architecture against the tensors actually in the file first, so a
         // corrupt or hostile spec cannot make us allocate a network larger than the file.
         for (name, shape) in self.meta.policy.param_shapes() {
-            match self.tensors.get(&name) {
-                Some((s, _)) if *s == shape => {}
+            match self.file.get(&name) {
+                Some((s, _)) if *s == shape[..] => {}
                 Some((s, _)) => {
-                    return Err(ProximaError::Checkpoint(format!(
-                        "{}: `{name}` has shape {s:?}, its policy_spec says {shape:?}",
-                        self.path
-                    )))
+                    return Err(self.file.error(format!("`{name}` has shape {s:?}, its policy_spec says {shape:?}")))
                 }
-                None => {
-                    return Err(ProximaError::Checkpoint(format!(
-                        "{}: policy_spec needs `{name}`, which the file lacks",
-                        self.path
-                    )))
-                }
+                None => return Err(self.file.error(format!("policy_spec needs `{name}`, which the file lacks"))),
             }
         }
         let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(0); // overwritten by the file
-        let policy = ActorCritic::new(self.meta.policy.clone(), device, &mut rng)
-            .map_err(|e| ProximaError::Checkpoint(format!("{}: {e}", self.path)))?;
-        self.load_into(&policy)?;
+        let mut policy =
+            ActorCritic::new(self.meta.policy.clone(), device, &mut rng).map_err(|e| self.file.error(e))?;
+        self.load_into(&mut policy)?;
         Ok(policy)
     }
 
@@ -212,62 +175,58 @@ impl Checkpoint {
     ///
     /// # Errors
     /// `Checkpoint` naming the first missing, extra or mis-shaped tensor; nothing is changed then.
-    pub fn load_into(&self, policy: &ActorCritic) -> Result<()> {
-        let bad = |m: String| Err(ProximaError::Checkpoint(format!("{}: does not match the network: {m}", self.path)));
-        let names: Vec<&str> = policy.named_params().iter().map(|(n, _)| n.as_str()).collect();
-        for (name, var) in policy.named_params() {
-            match self.tensors.get(name) {
+    pub fn load_into(&self, policy: &mut dyn Policy) -> Result<()> {
+        let bad = |m: String| Err(self.file.error(format!("does not match the network: {m}")));
+        let shapes = policy.spec().param_shapes();
+        for (name, shape) in &shapes {
+            match self.file.get(name) {
                 None => return bad(format!("parameter `{name}` is missing")),
-                Some((shape, _)) if shape.as_slice() != var.dims() => {
-                    return bad(format!("`{name}` has shape {shape:?} in the file, {:?} in the network", var.dims()))
+                Some((s, _)) if s != shape.as_slice() => {
+                    return bad(format!("`{name}` has shape {s:?} in the file, {shape:?} in the network"))
                 }
                 _ => {}
             }
         }
-        if let Some(extra) = self.tensors.keys().find(|k| !k.starts_with("optim.") && !names.contains(&k.as_str())) {
+        let is_param = |k: &str| shapes.iter().any(|(n, _)| n == k);
+        if let Some(extra) = self.file.names().find(|k| !self.is_optimizer_tensor(k) && !is_param(k)) {
             return bad(format!("the file holds `{extra}`, which the network lacks"));
         }
-        for name in &names {
-            if self.tensors[*name].1.iter().any(|x| !x.is_finite()) {
-                return Err(ProximaError::Checkpoint(format!(
-                    "{}: parameter `{name}` holds non-finite values",
-                    self.path
-                )));
+        let mut values = Vec::with_capacity(shapes.len());
+        for (name, _) in &shapes {
+            let (_, v) = self.file.get(name).expect("checked above");
+            if v.iter().any(|x| !x.is_finite()) {
+                return Err(self.file.error(format!("parameter `{name}` holds non-finite values")));
             }
+            values.push(v.to_vec());
         }
-        for (name, var) in policy.named_params() {
-            let (shape, v) = &self.tensors[name];
-            var.set(&Tensor::from_slice(v, shape.as_slice(), var.device())?)?;
-        }
-        Ok(())
+        policy.set_params(&values)
     }
 
-    /// Restores Adam's moments and step count (exact resume).
+    /// The state of optimiser `name` with `buffers` (e.g. Adam's `["m", "v"]`) for the
+    /// parameters of `spec` (exact resume).
     ///
     /// # Errors
-    /// `Checkpoint` when the file holds no optimiser state or it does not match.
-    pub fn restore_optimizer(&self, policy: &ActorCritic, opt: &mut Adam) -> Result<()> {
-        let t =
-            self.optim_t.ok_or_else(|| ProximaError::Checkpoint(format!("{}: holds no optimiser state", self.path)))?;
-        let mut m = Vec::new();
-        let mut v = Vec::new();
-        for (name, var) in policy.named_params() {
-            for (key, out) in [(format!("optim.m.{name}"), &mut m), (format!("optim.v.{name}"), &mut v)] {
-                match self.tensors.get(&key) {
-                    Some((_, data)) if data.len() == var.elem_count() => out.push(data.clone()),
-                    _ => {
-                        return Err(ProximaError::Checkpoint(format!(
-                            "{}: optimiser state `{key}` missing or mis-sized",
-                            self.path
-                        )))
-                    }
+    /// `Checkpoint` when the file holds no such optimiser state or a buffer is missing or
+    /// mis-sized.
+    pub fn optimizer_state(&self, name: &str, buffers: &[&str], spec: &PolicySpec) -> Result<OptimizerState> {
+        let t = match self.file.metadata.get(&format!("{name}.t")) {
+            Some(t) => t.parse().map_err(|_| self.file.error(format!("`{name}.t` is not a number")))?,
+            None => return Err(self.file.error("holds no optimiser state")),
+        };
+        let shapes = spec.param_shapes();
+        let mut out = Vec::new();
+        for b in buffers {
+            let mut arrays = Vec::with_capacity(shapes.len());
+            for (param, shape) in &shapes {
+                let key = format!("{name}.{b}.{param}");
+                match self.file.get(&key) {
+                    Some((_, data)) if data.len() == shape.iter().product::<usize>() => arrays.push(data.to_vec()),
+                    _ => return Err(self.file.error(format!("optimiser state `{key}` missing or mis-sized"))),
                 }
             }
+            out.push((b.to_string(), arrays));
         }
-        opt.m = m;
-        opt.v = v;
-        opt.t = t;
-        Ok(())
+        Ok(OptimizerState { t, buffers: out })
     }
 }
 
@@ -299,6 +258,13 @@ mod tests {
         }
     }
 
+    fn adam_state(net: &ActorCritic) -> OptimizerState {
+        let zeros: Vec<Vec<f32>> = net.named_params().iter().map(|(_, v)| vec![0.0; v.elem_count()]).collect();
+        let mut m = zeros.clone();
+        m[0][0] = 0.25;
+        OptimizerState { t: 3, buffers: vec![("m".into(), m), ("v".into(), zeros)] }
+    }
+
     #[test]
     fn round_trip_and_mismatch_errors() {
         let dir = std::env::temp_dir().join(format!("proxima-ckpt-{}", std::process::id()));
@@ -306,11 +272,8 @@ mod tests {
         let path = dir.join("a.safetensors");
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
         let net = ActorCritic::new(spec(16), &Device::Cpu, &mut rng).unwrap();
-        let sizes: Vec<usize> = net.named_params().iter().map(|(_, v)| v.elem_count()).collect();
-        let mut opt = Adam::new(&sizes, 1e-3, 1e-5);
-        opt.t = 3;
-        opt.m[0][0] = 0.25;
-        save(&path, &net, Some(&opt), &meta(16)).unwrap();
+        let opt = adam_state(&net);
+        save(&path, &net, &[(OPTIMIZER, &opt)], &meta(16)).unwrap();
         let ck = load(&path).unwrap();
         assert_eq!(ck.meta, meta(16));
         let net2 = ck.build_policy(&Device::Cpu).unwrap();
@@ -320,13 +283,18 @@ mod tests {
                 b.as_tensor().flatten_all().unwrap().to_vec1::<f32>().unwrap()
             );
         }
-        let mut opt2 = Adam::new(&sizes, 1e-3, 1e-5);
-        ck.restore_optimizer(&net2, &mut opt2).unwrap();
-        assert_eq!((opt2.t, opt2.m[0][0]), (3, 0.25));
+        let opt2 = ck.optimizer_state(OPTIMIZER, &["m", "v"], net2.spec()).unwrap();
+        assert_eq!(opt2, opt);
+        assert_eq!(ck.optim_t, Some(3));
+        assert!(ck
+            .optimizer_state("critic_optim", &["m"], net2.spec())
+            .unwrap_err()
+            .to_string()
+            .contains("no optimiser"));
 
         // A network of another width is refused, by name and shape.
-        let other = ActorCritic::new(spec(32), &Device::Cpu, &mut rng).unwrap();
-        let e = ck.load_into(&other).unwrap_err().to_string();
+        let mut other = ActorCritic::new(spec(32), &Device::Cpu, &mut rng).unwrap();
+        let e = ck.load_into(&mut other).unwrap_err().to_string();
         assert!(e.contains("actor.0.weight") && e.contains("shape"), "{e}");
 
         // Garbage and truncated files are errors, not panics.

@@ -12,6 +12,7 @@ pub mod checkpoint;
 pub mod collect;
 pub mod config;
 pub mod error;
+pub mod io;
 pub mod lm;
 pub mod log;
 pub mod loss;

@@ -6,8 +6,8 @@
 //! be passed where a policy is expected.
 
 use crate::algo::optim::Adam;
-use crate::checkpoint::{f32_bytes, write_atomic, write_f32_safetensors};
 use crate::error::{ProximaError, Result};
+use crate::io::{read_f32_safetensors, write_atomic, write_f32_safetensors, NamedTensor};
 use crate::lm::grpo::Aggregation;
 use crate::lm::model::{LmSpec, TinyLm};
 use crate::lm::ppo::{ppo_lm_step, PpoLmConfig, PpoModels};
@@ -18,7 +18,6 @@ use crate::lm::train::{accuracy, grpo_step, sft_step, GrpoConfig};
 use crate::log::{CsvLogger, TensorBoardWriter};
 use candle_core::{Device, Tensor};
 use rand::SeedableRng;
-use safetensors::{Dtype, SafeTensors};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -36,11 +35,12 @@ pub fn default_spec() -> LmSpec {
 /// # Errors
 /// `Io`; `Checkpoint` if serialisation fails.
 pub fn save_model(path: &Path, model: &TinyLm, kind: &str) -> Result<()> {
-    let mut data = Vec::new();
+    let mut values = Vec::new();
     for (name, var) in model.named_params() {
         let v = var.as_tensor().flatten_all()?.to_dtype(candle_core::DType::F32)?.to_vec1::<f32>()?;
-        data.push((name, var.dims().to_vec(), f32_bytes(&v)));
+        values.push((name, var.dims().to_vec(), v));
     }
+    let data: Vec<NamedTensor<'_>> = values.iter().map(|(n, s, v)| (n.clone(), s.clone(), v.as_slice())).collect();
     let md: HashMap<String, String> = [
         ("format".to_string(), LM_FORMAT.to_string()),
         ("kind".to_string(), kind.to_string()),
@@ -66,48 +66,37 @@ pub fn model_file(path: &Path) -> PathBuf {
 /// `Io` if missing/unreadable; `Checkpoint` for a non-Proxima-LM file, a wrong kind (e.g. a
 /// reward model where a policy is expected), or a tensor of the wrong name/shape/dtype.
 pub fn load_model(path: &Path, kinds: &[&str]) -> Result<(TinyLm, String)> {
-    let file = model_file(path);
-    let shown = file.display().to_string();
-    let bad = |m: String| ProximaError::Checkpoint(format!("{shown}: {m}"));
-    let bytes = std::fs::read(&file).map_err(|e| ProximaError::io(&file, e))?;
-    let st = SafeTensors::deserialize(&bytes).map_err(|e| bad(format!("not a valid safetensors file ({e})")))?;
-    let (_, header) = SafeTensors::read_metadata(&bytes).map_err(|e| bad(format!("unreadable header ({e})")))?;
-    let md = header.metadata().clone().unwrap_or_default();
-    if md.get("format").map(String::as_str) != Some(LM_FORMAT) {
-        return Err(bad(format!("not a Proxima language-model file (format is not `{LM_FORMAT}`)")));
-    }
-    let kind = md.get("kind").cloned().unwrap_or_default();
-    if !kinds.contains(&kind.as_str()) {
-        return Err(bad(format!("holds a model of kind `{kind}`; expected {}", kinds.join(" or "))));
-    }
-    let spec: LmSpec = md
-        .get("spec")
-        .and_then(|s| serde_json::from_str(s).ok())
-        .ok_or_else(|| bad("malformed or missing `spec`".into()))?;
-    if spec != default_spec() {
-        return Err(bad(format!("holds a network of shape {spec:?}; the addition task's is {:?}", default_spec())));
-    }
-    let model = TinyLm::new(spec, 0, &Device::Cpu).map_err(|e| bad(e.to_string()))?;
+    let ((kind, spec), f) = read_f32_safetensors(&model_file(path), |md, bad| {
+        if md.get("format").map(String::as_str) != Some(LM_FORMAT) {
+            return Err(bad(format!("not a Proxima language-model file (format is not `{LM_FORMAT}`)")));
+        }
+        let kind = md.get("kind").cloned().unwrap_or_default();
+        if !kinds.contains(&kind.as_str()) {
+            return Err(bad(format!("holds a model of kind `{kind}`; expected {}", kinds.join(" or "))));
+        }
+        let spec: LmSpec = md
+            .get("spec")
+            .and_then(|s| serde_json::from_str(s).ok())
+            .ok_or_else(|| bad("malformed or missing `spec`".into()))?;
+        if spec != default_spec() {
+            return Err(bad(format!("holds a network of shape {spec:?}; the addition task's is {:?}", default_spec())));
+        }
+        Ok((kind, spec))
+    })?;
+    let model = TinyLm::new(spec, 0, &Device::Cpu).map_err(|e| f.error(e))?;
     let params = model.named_params();
-    if st.len() != params.len() {
-        return Err(bad(format!("{} tensors, the network has {}", st.len(), params.len())));
+    if f.len() != params.len() {
+        return Err(f.error(format!("{} tensors, the network has {}", f.len(), params.len())));
     }
     for (name, var) in params {
-        let view = st.tensor(&name).map_err(|_| bad(format!("missing tensor `{name}`")))?;
-        if view.dtype() != Dtype::F32 || view.shape() != var.dims() {
-            return Err(bad(format!(
-                "tensor `{name}` is {:?} {:?}, expected F32 {:?}",
-                view.dtype(),
-                view.shape(),
-                var.dims()
-            )));
+        let (shape, v) = f.get(&name).ok_or_else(|| f.error(format!("missing tensor `{name}`")))?;
+        if shape != var.dims() {
+            return Err(f.error(format!("tensor `{name}` is F32 {shape:?}, expected F32 {:?}", var.dims())));
         }
-        let v: Vec<f32> =
-            view.data().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))).collect();
         if v.iter().any(|x| !x.is_finite()) {
-            return Err(bad(format!("tensor `{name}` holds NaN/inf")));
+            return Err(f.error(format!("tensor `{name}` holds NaN/inf")));
         }
-        var.set(&Tensor::from_vec(v, var.shape(), &Device::Cpu)?)?;
+        var.set(&Tensor::from_slice(v, var.shape(), &Device::Cpu)?)?;
     }
     Ok((model, kind))
 }

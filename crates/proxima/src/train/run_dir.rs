@@ -5,8 +5,8 @@
 
 use super::eval::{evaluate, mean_std};
 use super::trainer::{Callback, Trainer, UpdateReport};
-use crate::checkpoint;
 use crate::error::{ProximaError, Result};
+use crate::io;
 use crate::log::{CsvLogger, TensorBoardWriter};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -22,7 +22,7 @@ fn keep_rows_up_to(path: &Path, update: u64) -> Result<()> {
         })
         .map(|(_, l)| l)
         .collect();
-    checkpoint::write_atomic(path, format!("{}\n", kept.join("\n")).as_bytes())
+    io::write_atomic(path, format!("{}\n", kept.join("\n")).as_bytes())
 }
 
 /// Columns of `progress.csv`, one row per iteration.
@@ -90,7 +90,7 @@ impl RunDir {
         let ckpt_dir = dir.join("checkpoints");
         std::fs::create_dir_all(&ckpt_dir).map_err(|e| ProximaError::io(&ckpt_dir, e))?;
         let config = format!("env_id = {:?}\n{}", trainer.env_id, trainer.cfg.to_toml());
-        checkpoint::write_atomic(&dir.join("config.toml"), config.as_bytes())?;
+        io::write_atomic(&dir.join("config.toml"), config.as_bytes())?;
         let csv_path = dir.join("progress.csv");
         if trainer.update > 0 {
             keep_rows_up_to(&csv_path, trainer.update)?;
@@ -177,7 +177,7 @@ impl RunDir {
             "sps": sps, "collect_seconds": collect_seconds, "update_seconds": update_seconds, "episodes": eval_returns.len(), "deterministic": true,
             "mean_return": m, "std_return": sd, "returns": eval_returns,
         });
-        checkpoint::write_atomic(&self.dir.join("eval.json"), format!("{eval}\n").as_bytes())?;
+        io::write_atomic(&self.dir.join("eval.json"), format!("{eval}\n").as_bytes())?;
         Ok(RunSummary {
             run_dir: self.dir,
             model,

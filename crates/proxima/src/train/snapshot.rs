@@ -3,7 +3,8 @@
 //! normalisation statistics, PPO's β), and rebuilding a [`Trainer`] from it.
 
 use super::trainer::{Algo, Trainer};
-use crate::checkpoint::{self, CheckpointMeta};
+use crate::algo::optim::Adam;
+use crate::checkpoint::{self, CheckpointMeta, OptimizerState, OPTIMIZER};
 use crate::collect::EpisodeStats;
 use crate::config::Config;
 use crate::env::vec_env::EpisodeRecord;
@@ -105,8 +106,9 @@ impl Trainer {
         if snap.envs.len() != tr.cfg.n_envs {
             return Err(bad(&format!("the checkpoint holds {} envs, the config {}", snap.envs.len(), tr.cfg.n_envs)));
         }
-        ck.load_into(&tr.policy)?;
-        ck.restore_optimizer(&tr.policy, &mut tr.opt)?;
+        ck.load_into(&mut tr.policy)?;
+        let state = ck.optimizer_state(OPTIMIZER, &ADAM_BUFFERS, tr.policy.spec())?;
+        restore_adam(&mut tr.opt, state);
         if snap.policy_obs.len() != tr.collector.obs.len() {
             return Err(bad("observations of the wrong size in trainer_state"));
         }
@@ -120,8 +122,24 @@ impl Trainer {
 
     /// Saves the network and optimiser state to `path` (atomically).
     pub fn save(&self, path: &Path) -> Result<()> {
-        checkpoint::save(path, &self.policy, Some(&self.opt), &self.checkpoint_meta())
+        let opt = OptimizerState {
+            t: self.opt.t,
+            buffers: vec![("m".into(), self.opt.m.clone()), ("v".into(), self.opt.v.clone())],
+        };
+        checkpoint::save(path, &self.policy, &[(OPTIMIZER, &opt)], &self.checkpoint_meta())
     }
+}
+
+/// The buffers of [`Adam`]'s state in a checkpoint: its first and second moments (RMSprop uses
+/// `v` only; `m` stays 0).
+const ADAM_BUFFERS: [&str; 2] = ["m", "v"];
+
+/// Puts a checkpoint's optimiser state (read with [`ADAM_BUFFERS`]) back into `opt`.
+fn restore_adam(opt: &mut Adam, state: OptimizerState) {
+    let mut buffers = state.buffers.into_iter().map(|(_, b)| b);
+    opt.m = buffers.next().unwrap_or_default();
+    opt.v = buffers.next().unwrap_or_default();
+    opt.t = state.t;
 }
 
 /// The config a checkpoint's run continues with. It starts from the preset the run itself
