@@ -3,8 +3,8 @@
 use anyhow::Result;
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use proxima::lm::ppo::PpoLmConfig;
-use proxima::lm::run::{self, GrpoArgs, PpoArgs, Progress, RmArgs, SftArgs, Summary};
+use proxima_lm::ppo::PpoLmConfig;
+use proxima_lm::run::{self, GrpoArgs, PpoArgs, Progress, RmArgs, SftArgs, Summary};
 use std::path::PathBuf;
 
 /// Options every training subcommand shares.
@@ -257,9 +257,9 @@ pub fn dispatch(cmd: LmCommand, claim: impl Fn(Option<PathBuf>, &str) -> Result<
                 sft,
                 init,
                 labeller: if labeller == "graded" {
-                    proxima::lm::reward::Labeller::Graded
+                    proxima_lm::reward::Labeller::Graded
                 } else {
-                    proxima::lm::reward::Labeller::Binary
+                    proxima_lm::reward::Labeller::Binary
                 },
                 steps,
                 batch_size,

@@ -9,6 +9,7 @@
 //! Every error prints one `error: …` line naming what is wrong and exits with status 1
 //! (usage errors: status 2, from clap).
 
+mod experiments;
 mod lm;
 mod plot;
 
@@ -371,8 +372,10 @@ fn dispatch(cli: Cli) -> Result<()> {
         }
         Command::Ablation { envs, variants, seeds, total_timesteps, preset, sets, jobs, out } => {
             set_threads(1);
-            let variants =
-                variants.iter().map(|v| proxima::ablation::Variant::parse(v)).collect::<proxima::Result<Vec<_>>>()?;
+            let variants = variants
+                .iter()
+                .map(|v| experiments::ablation::Variant::parse(v))
+                .collect::<proxima::Result<Vec<_>>>()?;
             if total_timesteps == 0 {
                 bail!("--total-timesteps must be at least 1");
             }
@@ -385,7 +388,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             {
                 bail!("{} exists and is not empty; choose a new --out directory", out.display());
             }
-            let spec = proxima::ablation::AblationSpec {
+            let spec = experiments::ablation::AblationSpec {
                 envs,
                 variants,
                 seeds,
@@ -397,12 +400,12 @@ fn dispatch(cli: Cli) -> Result<()> {
             };
             // Bad configs, repeated or identical settings and unknown env ids fail before anything
             // is created or run.
-            proxima::ablation::check(&spec)?;
+            experiments::ablation::check(&spec)?;
             std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
             let n_runs = spec.envs.len() * spec.variants.len() * spec.seeds.len();
             eprintln!("ablation: {n_runs} runs of {total_timesteps} steps, {jobs} at a time, into {}", out.display());
             let t0 = std::time::Instant::now();
-            let res = proxima::ablation::run(&spec, |done, total, r| {
+            let res = experiments::ablation::run(&spec, |done, total, r| {
                 eprintln!(
                     "[{done}/{total}] {} on {} seed {}: score {:.1} ({:.0} s)",
                     spec.variants[r.variant].label, r.env, r.seed, r.score, r.seconds
@@ -412,7 +415,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             let md = res.to_markdown();
             proxima::io::write_atomic(&out.join("results.md"), md.as_bytes())?;
             for (e, env) in spec.envs.iter().enumerate() {
-                plot::learning_curves(&res, e, &out.join(format!("curves_{}.png", proxima::ablation::slug(env))))?;
+                plot::learning_curves(&res, e, &out.join(format!("curves_{}.png", experiments::ablation::slug(env))))?;
             }
             println!("{md}");
             println!("{} runs in {:.0} s; results in {}", n_runs, t0.elapsed().as_secs_f64(), out.display());

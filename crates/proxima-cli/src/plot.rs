@@ -1,8 +1,8 @@
 //! Learning-curve plots (PNG) for `proxima ablation`, with plotters.
 
+use crate::experiments::ablation::AblationResults;
 use anyhow::{Context, Result};
 use plotters::prelude::*;
-use proxima::ablation::AblationResults;
 use std::path::Path;
 
 /// The font every label is drawn with (DejaVu Sans, embedded: see `assets/DejaVuSans-LICENSE.txt`),

@@ -6,14 +6,12 @@
 //! The data flows one way: [`env`] → [`rollout`] (buffer and GAE) → [`algo::ppo`] (minibatch
 //! updates of L^CLIP + c₁·L^VF − c₂·S) → [`train`] (the run: collect → GAE → K epochs).
 
-pub mod ablation;
 pub mod algo;
 pub mod checkpoint;
 pub mod collect;
 pub mod config;
 pub mod error;
 pub mod io;
-pub mod lm;
 pub mod log;
 pub mod loss;
 pub mod normalize;

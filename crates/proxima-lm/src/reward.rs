@@ -10,13 +10,13 @@
 //! candidates for each prompt are samples of the SFT policy, the correct answer and a corrupted
 //! copy of it (one digit changed, a digit dropped or added).
 
-use crate::algo::optim::Adam;
-use crate::error::{ProximaError, Result};
-use crate::lm::model::TinyLm;
-use crate::lm::rlhf::bradley_terry_loss;
-use crate::lm::task::{Problem, MAX_ANSWER_LEN, PAD, PROMPT_LEN};
-use crate::lm::train::{generate, host_grads, SEQ_LEN};
+use crate::model::TinyLm;
+use crate::rlhf::bradley_terry_loss;
+use crate::task::{Problem, MAX_ANSWER_LEN, PAD, PROMPT_LEN};
+use crate::train::{generate, host_grads, SEQ_LEN};
 use candle_core::{Device, Tensor};
+use proxima::algo::optim::Adam;
+use proxima::{ProximaError, Result};
 use rand::seq::SliceRandom;
 use rand::Rng;
 use std::cmp::Ordering;
@@ -227,7 +227,7 @@ pub fn pairwise_accuracy_by_kind(rm: &TinyLm, pairs: &[PreferencePair]) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lm::task::EOS;
+    use crate::task::EOS;
     use rand::SeedableRng;
 
     #[test]
@@ -250,7 +250,7 @@ mod tests {
 
     #[test]
     fn scores_are_read_at_the_last_real_token() {
-        let rm = TinyLm::new(crate::lm::model::LmSpec { vocab: 13, ..Default::default() }, 4, &Device::Cpu).unwrap();
+        let rm = TinyLm::new(crate::model::LmSpec { vocab: 13, ..Default::default() }, 4, &Device::Cpu).unwrap();
         let p = Problem { a: 12, b: 30 };
         // The same prefix with different padding after the response: same score (PAD = EOS).
         let (t, l) = sequences(&[(p, &[2, 4, EOS][..]), (p, &[2, 4, EOS, 7][..])]).unwrap();

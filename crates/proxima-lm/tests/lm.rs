@@ -2,13 +2,13 @@
 //! a tiny f64 transformer, and gradient accumulation over micro-batches against the whole batch.
 
 use candle_core::{DType, Device, Tensor};
-use proxima::lm::grpo::{grpo_loss, Aggregation, GrpoBatch};
-use proxima::lm::model::{LmSpec, TinyLm};
-use proxima::lm::ppo::{ppo_lm_gradients, response_values, PpoLmBatch, PpoLmConfig, PpoModels};
-use proxima::lm::reward::{scores, sequences};
-use proxima::lm::rlhf::{bradley_terry_loss, ppo_token_losses, PpoTokenBatch};
-use proxima::lm::task::{split, Problem, MAX_ANSWER_LEN, VOCAB};
-use proxima::lm::train::{grpo_gradients, response_log_probs, sft_loss, GrpoConfig, GrpoTensors};
+use proxima_lm::grpo::{grpo_loss, Aggregation, GrpoBatch};
+use proxima_lm::model::{LmSpec, TinyLm};
+use proxima_lm::ppo::{ppo_lm_gradients, response_values, PpoLmBatch, PpoLmConfig, PpoModels};
+use proxima_lm::reward::{scores, sequences};
+use proxima_lm::rlhf::{bradley_terry_loss, ppo_token_losses, PpoTokenBatch};
+use proxima_lm::task::{split, Problem, MAX_ANSWER_LEN, VOCAB};
+use proxima_lm::train::{grpo_gradients, response_log_probs, sft_loss, GrpoConfig, GrpoTensors};
 use rand::{Rng, SeedableRng};
 
 const DEV: Device = Device::Cpu;
@@ -230,7 +230,7 @@ fn ppo_micro_batches_accumulate_to_the_whole_minibatch_gradient() {
 /// spec (a crafted spec with a huge d_model must not become an allocation abort).
 #[test]
 fn weights_of_another_shape_are_refused() {
-    use proxima::lm::run::{load_model, save_model};
+    use proxima_lm::run::{load_model, save_model};
     let dir = std::env::temp_dir().join(format!("proxima-lm-shape-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let f = dir.join("tiny.safetensors");
@@ -239,7 +239,7 @@ fn weights_of_another_shape_are_refused() {
     save_model(&f, &small, "sft").unwrap();
     let err = load_model(&f, &["sft"]).err().expect("a different shape must be refused").to_string();
     assert!(err.contains("holds a network of shape"), "{err}");
-    let right = TinyLm::new(proxima::lm::run::default_spec(), 1, &DEV).unwrap();
+    let right = TinyLm::new(proxima_lm::run::default_spec(), 1, &DEV).unwrap();
     save_model(&f, &right, "sft").unwrap();
     let (m, kind) = load_model(&f, &["sft"]).unwrap();
     assert_eq!(kind, "sft");

@@ -12,8 +12,8 @@
 //!   divergence"). Separate ε_low / ε_high give DAPO's clip-higher.
 //! * Aggregation over the real tokens (mask = 1), see [`Aggregation`].
 
-use crate::error::{ProximaError, Result};
 use candle_core::{Tensor, D};
+use proxima::{ProximaError, Result};
 
 /// ε added to the group std.
 pub const ADV_EPS: f64 = 1e-4;

@@ -10,8 +10,8 @@
 //! advantages whitened over the real tokens; then the clipped surrogate L^CLIP (Schulman et al.
 //! 2017, Eq. 7) and the clipped value loss, as token-level masked means.
 
-use crate::error::{ProximaError, Result};
 use candle_core::Tensor;
+use proxima::{ProximaError, Result};
 
 fn check_rows(name: &str, len: usize, rows: usize, width: usize) -> Result<()> {
     if width == 0 || len != rows * width {

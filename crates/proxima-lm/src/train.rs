@@ -3,13 +3,13 @@
 //! Sequence layout: `[prompt (6 tokens) | response (≤ 4 tokens)]`, right-padded with [`PAD`] to
 //! 10. Which positions count is decided from positions and lengths only (never from token ids).
 
-use crate::algo::optim::Adam;
-use crate::error::{ProximaError, Result};
-use crate::lm::grpo::{group_advantages, grpo_loss, token_log_probs, Aggregation, GrpoBatch};
-use crate::lm::model::TinyLm;
-use crate::lm::rlhf::micro_batch_weight;
-use crate::lm::task::{Problem, EOS, MAX_ANSWER_LEN, PAD, PROMPT_LEN};
+use crate::grpo::{group_advantages, grpo_loss, token_log_probs, Aggregation, GrpoBatch};
+use crate::model::TinyLm;
+use crate::rlhf::micro_batch_weight;
+use crate::task::{Problem, EOS, MAX_ANSWER_LEN, PAD, PROMPT_LEN};
 use candle_core::{Device, Tensor, D};
+use proxima::algo::optim::Adam;
+use proxima::{ProximaError, Result};
 use rand::seq::IndexedRandom;
 use rand::Rng;
 
@@ -392,8 +392,8 @@ pub fn grpo_gradients(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lm::model::LmSpec;
-    use crate::lm::task::{split, VOCAB};
+    use crate::model::LmSpec;
+    use crate::task::{split, VOCAB};
     use rand::SeedableRng;
 
     fn tiny() -> TinyLm {

@@ -14,10 +14,10 @@
 //! objectives on the base preset), and `a2c`, `a3c`, `trpo` (those algorithms with their own
 //! presets). All runs share `total_timesteps`.
 
-use crate::config::Config;
-use crate::env::make;
-use crate::error::{ProximaError, Result};
-use crate::train::{self, Trainer};
+use proxima::config::Config;
+use proxima::env::make;
+use proxima::train::{self, Trainer};
+use proxima::{ProximaError, Result};
 use rand::SeedableRng;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};

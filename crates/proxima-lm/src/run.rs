@@ -5,18 +5,18 @@
 //! `proxima-lm/1`, `kind` sft|rm|grpo|ppo|critic, the network spec), so a reward model cannot
 //! be passed where a policy is expected.
 
-use crate::algo::optim::Adam;
-use crate::error::{ProximaError, Result};
-use crate::io::{read_f32_safetensors, write_atomic, write_f32_safetensors, NamedTensor};
-use crate::lm::grpo::Aggregation;
-use crate::lm::model::{LmSpec, TinyLm};
-use crate::lm::ppo::{ppo_lm_step, PpoLmConfig, PpoModels};
-use crate::lm::reward::{make_pairs, pairwise_accuracy, pairwise_accuracy_by_kind, rm_step, Labeller};
-use crate::lm::rlhf::KlController;
-use crate::lm::task::{split, Problem, VOCAB};
-use crate::lm::train::{accuracy, grpo_step, sft_step, GrpoConfig};
-use crate::log::{CsvLogger, TensorBoardWriter};
+use crate::grpo::Aggregation;
+use crate::model::{LmSpec, TinyLm};
+use crate::ppo::{ppo_lm_step, PpoLmConfig, PpoModels};
+use crate::reward::{make_pairs, pairwise_accuracy, pairwise_accuracy_by_kind, rm_step, Labeller};
+use crate::rlhf::KlController;
+use crate::task::{split, Problem, VOCAB};
+use crate::train::{accuracy, grpo_step, sft_step, GrpoConfig};
 use candle_core::{Device, Tensor};
+use proxima::algo::optim::Adam;
+use proxima::io::{read_f32_safetensors, write_atomic, write_f32_safetensors, NamedTensor};
+use proxima::log::{CsvLogger, TensorBoardWriter};
+use proxima::{ProximaError, Result};
 use rand::SeedableRng;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -167,7 +167,7 @@ fn check(cond: bool, what: &str) -> Result<()> {
 
 /// Mean greedy exact-match accuracy under temperature-1 sampling (one sample per prompt).
 fn sampled_accuracy<R: rand::Rng + ?Sized>(model: &TinyLm, problems: &[Problem], rng: &mut R) -> Result<f64> {
-    let s = crate::lm::train::generate(model, problems, false, rng)?;
+    let s = crate::train::generate(model, problems, false, rng)?;
     Ok(problems.iter().enumerate().map(|(i, p)| p.reward(&s.response(i))).sum::<f64>() / problems.len().max(1) as f64)
 }
 
@@ -479,7 +479,7 @@ pub fn parse_aggregation(s: &str) -> Result<Aggregation> {
     match s {
         "seq-mean-token-mean" => Ok(Aggregation::SeqMeanTokenMean),
         "token-mean" => Ok(Aggregation::TokenMean),
-        "constant-length" => Ok(Aggregation::ConstantLength(crate::lm::task::MAX_ANSWER_LEN)),
+        "constant-length" => Ok(Aggregation::ConstantLength(crate::task::MAX_ANSWER_LEN)),
         _ => Err(ProximaError::Config(format!(
             "unknown aggregation `{s}`; one of seq-mean-token-mean, token-mean, constant-length"
         ))),
@@ -687,7 +687,7 @@ pub fn run_ppo(args: &PpoArgs, dir: &Path, mut progress: impl FnMut(&Progress)) 
     // Returns (mean score, fraction correct) of one sampled response per held-out prompt.
     let held_score = |rng: &mut rand_chacha::ChaCha8Rng| -> Result<(f64, f64)> {
         let cfg = PpoLmConfig { prompts: held.len(), ..p.clone() };
-        let (_, s) = crate::lm::ppo::collect_on(&models, &held, &cfg, &fixed, rng)?;
+        let (_, s) = crate::ppo::collect_on(&models, &held, &cfg, &fixed, rng)?;
         Ok((s.score_mean, s.accuracy))
     };
     let start = accuracy(&policy, &held)?;
@@ -781,14 +781,14 @@ pub struct Answer {
 /// # Errors
 /// `Checkpoint` for a file that is not a policy; `InvalidArgument` for a malformed prompt.
 pub fn eval(path: &Path, prompts: &[String]) -> Result<(f64, Vec<Answer>)> {
-    use crate::lm::task::{detokenize, parse_prompt};
+    use crate::task::{detokenize, parse_prompt};
     let problems = prompts.iter().map(|p| parse_prompt(p)).collect::<Result<Vec<_>>>()?;
     let (model, _) = load_model(path, &["sft", "grpo", "ppo"])?;
     let (_, held) = split();
     let acc = accuracy(&model, &held)?;
     let mut answers = Vec::new();
     if !problems.is_empty() {
-        let s = crate::lm::train::generate(&model, &problems, true, &mut rand::rng())?;
+        let s = crate::train::generate(&model, &problems, true, &mut rand::rng())?;
         for (i, p) in problems.iter().enumerate() {
             let r = s.response(i);
             // The answer is written least-significant digit first; show it the usual way too.

@@ -6,9 +6,9 @@
 //! can never hide a real token from the positions before it; which positions count in a loss
 //! is decided by the caller from sequence lengths.
 
-use crate::error::{ProximaError, Result};
 use candle_core::{DType, Device, Tensor, Var, D};
 use candle_nn::{Embedding, Linear, Module, VarBuilder, VarMap};
+use proxima::{ProximaError, Result};
 
 /// LayerNorm written with differentiable tensor ops. candle-nn's `LayerNorm` (on contiguous
 /// input) and `ops::softmax_last_dim` are fused kernels **without a backward pass**: used in a

@@ -11,16 +11,16 @@
 //!    micro-batches whose gradients are accumulated;
 //! 5. β adapted towards `kl_target` when one is set.
 
-use crate::algo::optim::Adam;
-use crate::error::{ProximaError, Result};
-use crate::lm::model::TinyLm;
-use crate::lm::reward::scores;
-use crate::lm::rlhf::{
+use crate::model::TinyLm;
+use crate::reward::scores;
+use crate::rlhf::{
     kl_penalized_rewards, masked_whiten, micro_batch_weight, ppo_token_losses, token_gae, KlController, PpoTokenBatch,
 };
-use crate::lm::task::{Problem, MAX_ANSWER_LEN, PROMPT_LEN};
-use crate::lm::train::{add_grads, generate, host_grads, micro_batches, response_log_probs, SEQ_LEN};
+use crate::task::{Problem, MAX_ANSWER_LEN, PROMPT_LEN};
+use crate::train::{add_grads, generate, host_grads, micro_batches, response_log_probs, SEQ_LEN};
 use candle_core::{Device, Tensor};
+use proxima::algo::optim::Adam;
+use proxima::{ProximaError, Result};
 use rand::seq::{IndexedRandom, SliceRandom};
 use rand::Rng;
 

@@ -6,7 +6,7 @@
 //! `47+85=` → `231` EOS (132 reversed). The 10,000 prompts are split once, by a fixed hash, into
 //! a held-out set of [`HELD_OUT`] prompts and a training set; the two never overlap.
 
-use crate::error::{ProximaError, Result};
+use proxima::{ProximaError, Result};
 
 /// Token ids: digits 0–9 are themselves.
 pub const PLUS: u32 = 10;
