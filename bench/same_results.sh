@@ -17,8 +17,10 @@
 # Needs cargo and python3 (with its shared library, for the bridge). The bridged case uses
 # $PROXIMA_PYTHON, else .venv-ci/bin/python, else a venv made here with `pip install gymnasium`;
 # without gymnasium that case is reported as SKIPPED. About 10 minutes on 2 cores when both
-# binaries are built (each build ~1-2 minutes after the first, which compiles candle). Builds go to
-# $CARGO_TARGET_DIR (default target/), so a clone can share the dependencies already built.
+# binaries are built (each build ~1-2 minutes after the first of each, which compiles candle). The
+# current tree builds into $CARGO_TARGET_DIR (default target/), the references into their own
+# target/same-results/ref-target (never share one target directory between two checkouts of this
+# workspace: cargo would take one's build for the other's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -30,20 +32,27 @@ out=${OUT:-$root/bench-results/same_results}
 mkdir -p "$work"
 
 # --- the two binaries ---------------------------------------------------------------------------
-build() { # $1 = source tree, $2 = where the binary goes
-  (cd "$1" && CARGO_TARGET_DIR="$target" cargo build --release --locked -q -p proxima-cli --features gym)
-  cp "$target/release/proxima" "$2"
+build() { # $1 = source tree, $2 = its target directory, $3 = where the binary goes
+  # Cargo fingerprints a workspace member by its path relative to the workspace root, so a target
+  # directory that last built another checkout of this workspace would be taken as up to date:
+  # clean the workspace's own packages first (the dependencies stay built).
+  (
+    cd "$1"
+    for pkg in $(ls crates); do CARGO_TARGET_DIR="$2" cargo clean -q --release -p "$pkg" 2>/dev/null || true; done
+    CARGO_TARGET_DIR="$2" cargo build --release --locked -q -p proxima-cli --features gym
+  )
+  cp "$2/release/proxima" "$3"
 }
 ref_bin=$work/proxima-${ref_sha:0:12}
 if [ ! -x "$ref_bin" ]; then
   src=$work/src-${ref_sha:0:12}
   [ -d "$src" ] || git worktree add --detach "$src" "$ref_sha" >/dev/null
   echo "building the reference ${ref_sha:0:12} ..."
-  build "$src" "$ref_bin"
+  build "$src" "$work/ref-target" "$ref_bin"
 fi
 cur_bin=$work/proxima-current
 echo "building the current tree ($(git rev-parse --short HEAD)$([ -n "$(git status --porcelain -- crates Cargo.toml Cargo.lock)" ] && echo ', with uncommitted changes')) ..."
-build "$root" "$cur_bin"
+build "$root" "$target" "$cur_bin"
 
 # --- a Python with gymnasium for the bridged case -----------------------------------------------
 py=${PROXIMA_PYTHON:-}

@@ -9,6 +9,10 @@
 //! * [`ppo`]: the RLHF-PPO step (policy, per-token critic, reference, reward model);
 //! * [`run`]: run directories, checkpoints and logs behind `proxima lm sft|rm|grpo|ppo|eval`.
 
+/// The global gradient-norm clip of every language-model update (SFT, reward model, GRPO,
+/// RLHF-PPO's policy and critic): TRL's and OpenRLHF's default `max_grad_norm = 1.0`.
+pub const MAX_GRAD_NORM: f64 = 1.0;
+
 pub mod grpo;
 pub mod model;
 pub mod ppo;

@@ -17,8 +17,9 @@ use crate::rlhf::{
     kl_penalized_rewards, masked_whiten, micro_batch_weight, ppo_token_losses, token_gae, KlController, PpoTokenBatch,
 };
 use crate::task::{Problem, MAX_ANSWER_LEN, PROMPT_LEN};
-use crate::train::{add_grads, generate, host_grads, micro_batches, response_log_probs, SEQ_LEN};
+use crate::train::{add_grads, generate, micro_batches, response_log_probs, SEQ_LEN};
 use candle_core::{Device, Tensor};
+use proxima::algo::optim::host_gradients;
 use proxima::algo::optim::Adam;
 use proxima::{ProximaError, Result};
 use rand::seq::{IndexedRandom, SliceRandom};
@@ -58,7 +59,7 @@ impl Default for PpoLmConfig {
             clip_range_vf: Some(0.2),
             gamma: 1.0,
             gae_lambda: 0.95,
-            max_grad_norm: 1.0,
+            max_grad_norm: crate::MAX_GRAD_NORM,
         }
     }
 }
@@ -173,8 +174,8 @@ pub fn ppo_lm_gradients(
         )?;
         let loss = ((&l.policy + &l.value)? * w)?;
         let g = loss.backward()?;
-        add_grads(&mut gp, host_grads(&pp, &g)?);
-        add_grads(&mut gc, host_grads(&cp, &g)?);
+        add_grads(&mut gp, host_gradients(&pp, &g)?);
+        add_grads(&mut gc, host_gradients(&cp, &g)?);
         for (o, t) in out.iter_mut().zip([&l.policy, &l.value, &l.clip_fraction, &l.approx_kl]) {
             *o += w * scalar(t)?;
         }

@@ -13,8 +13,9 @@
 use crate::model::TinyLm;
 use crate::rlhf::bradley_terry_loss;
 use crate::task::{Problem, MAX_ANSWER_LEN, PAD, PROMPT_LEN};
-use crate::train::{generate, host_grads, SEQ_LEN};
+use crate::train::{generate, SEQ_LEN};
 use candle_core::{Device, Tensor};
+use proxima::algo::optim::host_gradients;
 use proxima::algo::optim::Adam;
 use proxima::{ProximaError, Result};
 use rand::seq::SliceRandom;
@@ -189,7 +190,7 @@ pub fn rm_step<R: Rng + ?Sized>(
     let loss = bradley_terry_loss(&c, &r)?;
     let l = loss.to_scalar::<f32>()? as f64;
     let params = rm.named_params();
-    opt.step_host(&params, &host_grads(&params, &loss.backward()?)?, Some(1.0))?;
+    opt.step_host(&params, &host_gradients(&params, &loss.backward()?)?, Some(crate::MAX_GRAD_NORM))?;
     Ok(l)
 }
 

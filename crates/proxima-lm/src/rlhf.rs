@@ -11,6 +11,7 @@
 //! 2017, Eq. 7) and the clipped value loss, as token-level masked means.
 
 use candle_core::Tensor;
+use proxima::loss::{ppo_loss, Objective, PpoBatch, PpoCoefs};
 use proxima::{ProximaError, Result};
 
 fn check_rows(name: &str, len: usize, rows: usize, width: usize) -> Result<()> {
@@ -157,32 +158,34 @@ pub struct PpoTokenLosses {
 }
 
 /// The clipped policy and value losses of PPO over tokens, as token-level masked means (the
-/// mean over every real token of the batch).
+/// mean over every real token of the batch): the classic PPO loss ([`proxima::loss::ppo_loss`],
+/// L^CLIP and the optionally clipped value loss) with the response mask, and no entropy bonus.
 ///
 /// # Errors
 /// Tensor errors on shape mismatches.
 pub fn ppo_token_losses(b: &PpoTokenBatch<'_>, clip_range: f64, clip_range_vf: Option<f64>) -> Result<PpoTokenLosses> {
+    let batch = PpoBatch {
+        log_prob: b.logp,
+        entropy: None,
+        values: b.values,
+        old_log_prob: b.old_logp,
+        advantages: b.advantages,
+        old_values: b.old_values,
+        returns: b.returns,
+        kl: None,
+        mask: Some(b.mask),
+    };
+    let coefs =
+        PpoCoefs { clip_range, clip_range_vf, vf_coef: 1.0, ent_coef: 0.0, objective: Objective::Clip, kl_coef: 0.0 };
+    let out = ppo_loss(&batch, &coefs)?;
     let n = b.mask.sum_all()?.maximum(1.0)?;
     let mean = |x: &Tensor| -> Result<Tensor> { Ok((x * b.mask)?.sum_all()?.broadcast_div(&n)?) };
-    let log_ratio = (b.logp - b.old_logp)?;
-    let ratio = log_ratio.exp()?;
-    let pg1 = (b.advantages.neg()? * &ratio)?;
-    let pg2 = (b.advantages.neg()? * ratio.clamp(1.0 - clip_range, 1.0 + clip_range)?)?;
-    let policy = mean(&pg1.maximum(&pg2)?)?;
-    let v_err = (b.values - b.returns)?.sqr()?;
-    let value = match clip_range_vf {
-        Some(c) => {
-            let clipped = (b.old_values + (b.values - b.old_values)?.clamp(-c, c)?)?;
-            let c_err = (clipped - b.returns)?.sqr()?;
-            (mean(&v_err.maximum(&c_err)?)? * 0.5)?
-        }
-        None => (mean(&v_err)? * 0.5)?,
-    };
+    let ratio = out.log_ratio.exp()?;
     let outside = (ratio.gt(1.0 + clip_range)?.to_dtype(b.mask.dtype())?
         + ratio.lt(1.0 - clip_range)?.to_dtype(b.mask.dtype())?)?;
     let clip_fraction = mean(&outside)?;
-    let approx_kl = mean(&((&ratio - 1.0)? - &log_ratio)?)?;
-    Ok(PpoTokenLosses { policy, value, clip_fraction, approx_kl })
+    let approx_kl = mean(&((&ratio - 1.0)? - &out.log_ratio)?)?;
+    Ok(PpoTokenLosses { policy: out.policy_loss, value: out.value_loss, clip_fraction, approx_kl })
 }
 
 /// The KL coefficient β: fixed, or adapted towards a target KL with Ziegler et al.'s

@@ -13,7 +13,7 @@ use crate::rlhf::KlController;
 use crate::task::{split, Problem, VOCAB};
 use crate::train::{accuracy, grpo_step, sft_step, GrpoConfig};
 use candle_core::{Device, Tensor};
-use proxima::algo::optim::Adam;
+use proxima::algo::optim::{Adam, LrSchedule};
 use proxima::io::{read_f32_safetensors, write_atomic, write_f32_safetensors, NamedTensor};
 use proxima::log::{CsvLogger, TensorBoardWriter};
 use proxima::{ProximaError, Result};
@@ -357,7 +357,7 @@ pub fn run_rm(args: &RmArgs, dir: &Path, mut progress: impl FnMut(&Progress)) ->
     for step in 1..=args.steps {
         // Linear decay of the step size to 0 over the run (the noisy end of a constant rate
         // moved the held-out pairwise accuracy by ±3 points between evaluations).
-        opt.lr = args.learning_rate * (1.0 - (step - 1) as f64 / args.steps as f64);
+        opt.lr = LrSchedule::Linear { initial: args.learning_rate, total: args.steps as u64 }.at(step as u64 - 1);
         let loss = rm_step(&rm, &mut opt, &train_pairs, args.batch_size, &mut rng)?;
         if step % args.eval_every == 0 || step == args.steps {
             let by_kind = pairwise_accuracy_by_kind(&rm, &held_pairs)?;
@@ -511,7 +511,7 @@ pub fn run_grpo(args: &GrpoArgs, dir: &Path, mut progress: impl FnMut(&Progress)
         drop_flat_groups: args.drop_flat_groups,
         shuffle_rewards: args.shuffle_rewards,
         micro_batch: args.micro_batch,
-        max_grad_norm: 1.0,
+        max_grad_norm: crate::MAX_GRAD_NORM,
     };
     let (policy, _) = load_model(&args.sft, &["sft"])?;
     let (reference, _) = load_model(&args.sft, &["sft"])?;

@@ -8,7 +8,7 @@ use crate::model::TinyLm;
 use crate::rlhf::micro_batch_weight;
 use crate::task::{Problem, EOS, MAX_ANSWER_LEN, PAD, PROMPT_LEN};
 use candle_core::{Device, Tensor, D};
-use proxima::algo::optim::Adam;
+use proxima::algo::optim::{host_gradients, Adam};
 use proxima::{ProximaError, Result};
 use rand::seq::IndexedRandom;
 use rand::Rng;
@@ -162,7 +162,7 @@ pub fn sft_step<R: Rng + ?Sized>(
     let m = Tensor::from_vec(mask, (batch, MAX_ANSWER_LEN), &dev)?;
     let loss = sft_loss(model, &t, &m)?;
     let l = loss.to_scalar::<f32>()? as f64;
-    opt.step(&model.named_params(), &loss.backward()?, Some(1.0))?;
+    opt.step(&model.named_params(), &loss.backward()?, Some(crate::MAX_GRAD_NORM))?;
     Ok(l)
 }
 
@@ -209,7 +209,7 @@ impl Default for GrpoConfig {
             drop_flat_groups: false,
             shuffle_rewards: false,
             micro_batch: None,
-            max_grad_norm: 1.0,
+            max_grad_norm: crate::MAX_GRAD_NORM,
         }
     }
 }
@@ -308,25 +308,6 @@ pub fn micro_batches(n: usize, micro: Option<usize>) -> Vec<std::ops::Range<usiz
     (0..n).step_by(m).map(|s| s..(s + m).min(n)).collect()
 }
 
-/// Host copies of the gradients of `params` (f32; `None` = no gradient).
-///
-/// # Errors
-/// Tensor errors.
-pub fn host_grads(
-    params: &[(String, candle_core::Var)],
-    grads: &candle_core::backprop::GradStore,
-) -> Result<Vec<Option<Vec<f32>>>> {
-    params
-        .iter()
-        .map(|(_, v)| {
-            Ok(match grads.get(v.as_tensor()) {
-                Some(g) => Some(g.flatten_all()?.to_dtype(candle_core::DType::F32)?.to_vec1::<f32>()?),
-                None => None,
-            })
-        })
-        .collect()
-}
-
 /// `acc += g`, parameter by parameter.
 pub fn add_grads(acc: &mut Vec<Option<Vec<f32>>>, g: Vec<Option<Vec<f32>>>) {
     if acc.is_empty() {
@@ -384,7 +365,7 @@ pub fn grpo_gradients(
         let l = (l * w)?;
         loss += l.to_dtype(candle_core::DType::F64)?.to_scalar::<f64>()?;
         kl += k.to_dtype(candle_core::DType::F64)?.to_scalar::<f64>()? * micro_batch_weight(tokens_here, total_tokens);
-        add_grads(&mut grads, host_grads(&params, &l.backward()?)?);
+        add_grads(&mut grads, host_gradients(&params, &l.backward()?)?);
     }
     Ok((grads, loss, kl))
 }

@@ -40,13 +40,14 @@ pub struct PpoCoefs {
     pub kl_coef: f64,
 }
 
-/// The loss's inputs for a minibatch of B samples. Every tensor is `[B]`, same dtype.
+/// The loss's inputs for a minibatch of B samples. Every tensor is `[B]` (or, for tokens,
+/// `[B, T]` with a `mask`), same dtype.
 #[derive(Clone, Copy, Debug)]
 pub struct PpoBatch<'a> {
     /// log π_θ(a_t|s_t) under the current parameters (differentiable).
     pub log_prob: &'a Tensor,
-    /// Entropy of π_θ(·|s_t) (differentiable).
-    pub entropy: &'a Tensor,
+    /// Entropy of π_θ(·|s_t) (differentiable); `None` = no entropy bonus (S = 0).
+    pub entropy: Option<&'a Tensor>,
     /// V_θ(s_t) (differentiable).
     pub values: &'a Tensor,
     /// log π_θold(a_t|s_t), fixed at collection.
@@ -60,6 +61,10 @@ pub struct PpoBatch<'a> {
     /// KL[π_θold(·|s_t), π_θ(·|s_t)] per sample, analytic and differentiable; needed by the
     /// KL objectives, ignored by the others.
     pub kl: Option<&'a Tensor>,
+    /// 1 where an entry is real, 0 where it is padding (a language model's response tokens):
+    /// every mean is then the masked mean Σ x·mask / max(Σ mask, 1) over the real entries
+    /// (token-level, as TRL and OpenRLHF); `None` = the plain mean over all entries.
+    pub mask: Option<&'a Tensor>,
 }
 
 /// The loss and its parts (scalars, still on the graph where differentiable).
@@ -72,21 +77,31 @@ pub struct PpoLoss {
     pub policy_loss: Tensor,
     /// ½·mean((V−R)²), or ½·mean(max((V−R)², (V_old + clip(V−V_old, ±ε_v) − R)²)) when clipped.
     pub value_loss: Tensor,
-    /// mean entropy S.
+    /// mean entropy S (0 without an entropy input).
     pub entropy: Tensor,
     /// log r_t(θ) = log π_θ − log π_θold, `[B]`, detached (for the diagnostics).
     pub log_ratio: Tensor,
 }
 
+/// The mean of `x`'s entries, or its masked mean Σ x·mask / max(Σ mask, 1) (a scalar tensor).
+fn mean(x: &Tensor, mask: Option<&Tensor>) -> Result<Tensor> {
+    Ok(match mask {
+        None => x.mean_all()?,
+        Some(m) => (x * m)?.sum_all()?.broadcast_div(&m.sum_all()?.maximum(1.0)?)?,
+    })
+}
+
 /// The PPO objective, Eq. 6–9 of Schulman et al. 2017, written as a loss to minimise exactly as
 /// CleanRL's `ppo.py` does (value loss with the ½ factor and optional clipping as in
 /// openai/baselines). `c.objective` picks the surrogate: L^CLIP (Eq. 7), L^KLPEN (Eq. 8, with
-/// the analytic KL in `b.kl`) or the unclipped r·Â (Eq. 6).
+/// the analytic KL in `b.kl`) or the unclipped r·Â (Eq. 6). With `b.mask` every mean is over
+/// the real entries only: the same loss over a language model's tokens (RLHF-PPO).
 ///
 /// # Errors
 /// Tensor errors on mismatched shapes or dtypes; `InvalidArgument` for a KL objective without
 /// `b.kl`.
 pub fn ppo_loss(b: &PpoBatch<'_>, c: &PpoCoefs) -> Result<PpoLoss> {
+    let mean = |x: &Tensor| mean(x, b.mask);
     let log_ratio = (b.log_prob - b.old_log_prob)?;
     let ratio = log_ratio.exp()?; // r_t(θ)
     let surr1 = (b.advantages * &ratio)?; // r_t(θ)·Â_t
@@ -94,26 +109,34 @@ pub fn ppo_loss(b: &PpoBatch<'_>, c: &PpoCoefs) -> Result<PpoLoss> {
         Objective::Clip => {
             let eps = c.clip_range;
             let surr2 = (b.advantages * ratio.clamp(1.0 - eps, 1.0 + eps)?)?;
-            surr1.minimum(&surr2)?.mean_all()?.neg()?
+            mean(&surr1.minimum(&surr2)?)?.neg()?
         }
-        Objective::None => surr1.mean_all()?.neg()?,
+        Objective::None => mean(&surr1)?.neg()?,
         Objective::AdaptiveKl | Objective::FixedKl => {
             let kl =
                 b.kl.ok_or_else(|| ProximaError::InvalidArgument("the KL objectives need the per-sample KL".into()))?;
-            ((kl.mean_all()? * c.kl_coef)? - surr1.mean_all()?)?
+            ((mean(kl)? * c.kl_coef)? - mean(&surr1)?)?
         }
     };
     let v_err = (b.values - b.returns)?.sqr()?;
     let value_loss = match c.clip_range_vf {
-        None => (v_err.mean_all()? * 0.5)?,
+        None => (mean(&v_err)? * 0.5)?,
         Some(eps_v) => {
             let v_clipped = (b.old_values + (b.values - b.old_values)?.clamp(-eps_v, eps_v)?)?;
             let v_err_clipped = (v_clipped - b.returns)?.sqr()?;
-            (v_err.maximum(&v_err_clipped)?.mean_all()? * 0.5)?
+            (mean(&v_err.maximum(&v_err_clipped)?)? * 0.5)?
         }
     };
-    let entropy = b.entropy.mean_all()?;
-    let loss = ((&policy_loss + (&value_loss * c.vf_coef)?)? - (&entropy * c.ent_coef)?)?;
+    let (loss, entropy) = match b.entropy {
+        Some(e) => {
+            let entropy = mean(e)?;
+            (((&policy_loss + (&value_loss * c.vf_coef)?)? - (&entropy * c.ent_coef)?)?, entropy)
+        }
+        None => (
+            (&policy_loss + (&value_loss * c.vf_coef)?)?,
+            Tensor::zeros((), policy_loss.dtype(), policy_loss.device())?,
+        ),
+    };
     Ok(PpoLoss { loss, policy_loss, value_loss, entropy, log_ratio: log_ratio.detach() })
 }
 
@@ -179,13 +202,14 @@ mod tests {
         let out = ppo_loss(
             &PpoBatch {
                 log_prob: lp.as_tensor(),
-                entropy: &z,
+                entropy: Some(&z),
                 values: &z,
                 old_log_prob: &lp.as_tensor().detach(),
                 advantages: &adv,
                 old_values: &z,
                 returns: &z,
                 kl: None,
+                mask: None,
             },
             &PpoCoefs {
                 clip_range: 0.2,
@@ -216,13 +240,14 @@ mod tests {
         let out = ppo_loss(
             &PpoBatch {
                 log_prob: lp.as_tensor(),
-                entropy: &zero,
+                entropy: Some(&zero),
                 values: &zero,
                 old_log_prob: &zero,
                 advantages: &adv,
                 old_values: &zero,
                 returns: &zero,
                 kl: None,
+                mask: None,
             },
             &PpoCoefs {
                 clip_range: 0.2,

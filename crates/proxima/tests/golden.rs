@@ -68,13 +68,14 @@ fn ppo_clip_loss_and_gradients_match_pytorch() {
         let out = ppo_loss(
             &PpoBatch {
                 log_prob: &lp,
-                entropy: &ent,
+                entropy: Some(&ent),
                 values: values.as_tensor(),
                 old_log_prob: &t(f64s(&c["old_log_probs"])),
                 advantages: &t(adv),
                 old_values: &t(f64s(&c["old_values"])),
                 returns: &t(f64s(&c["returns"])),
                 kl: None,
+                mask: None,
             },
             &coefs,
         )
@@ -122,13 +123,14 @@ fn gaussian_policy_loss_and_gradients_match_pytorch() {
         let out = ppo_loss(
             &PpoBatch {
                 log_prob: &lp,
-                entropy: &ent,
+                entropy: Some(&ent),
                 values: &zeros,
                 old_log_prob: &Tensor::new(f64s(&c["old_log_probs"]), &dev).unwrap(),
                 advantages: &Tensor::new(adv, &dev).unwrap(),
                 old_values: &zeros,
                 returns: &zeros,
                 kl: None,
+                mask: None,
             },
             &PpoCoefs {
                 clip_range: c["clip_coef"].as_f64().unwrap(),
@@ -182,13 +184,14 @@ fn loss_gradient_matches_finite_differences(objective: Objective) {
         ppo_loss(
             &PpoBatch {
                 log_prob: &lp,
-                entropy: &ent,
+                entropy: Some(&ent),
                 values,
                 old_log_prob: &old_lp,
                 advantages: &adv,
                 old_values: &old_v,
                 returns: &ret,
                 kl: Some(&kl),
+                mask: None,
             },
             &coefs,
         )

@@ -47,7 +47,8 @@ pub struct Adam {
 }
 
 /// The gradients of `params` in `grads`, copied to the host in the parameters' order, each
-/// flattened row-major (`None` where no gradient flowed): what [`Adam::step_host`] takes.
+/// flattened row-major and as f32 (`None` where no gradient flowed): what [`Adam::step_host`]
+/// takes.
 ///
 /// # Errors
 /// Tensor errors.
@@ -55,10 +56,35 @@ pub fn host_gradients(params: &[(String, Var)], grads: &GradStore) -> Result<Vec
     params
         .iter()
         .map(|(_, var)| match grads.get(var.as_tensor()) {
-            Some(g) => Ok(Some(g.flatten_all()?.to_vec1::<f32>()?)),
+            Some(g) => Ok(Some(g.flatten_all()?.to_dtype(candle_core::DType::F32)?.to_vec1::<f32>()?)),
             None => Ok(None),
         })
         .collect()
+}
+
+/// The learning rate over a run: constant, or annealed linearly to 0 (CleanRL's `anneal_lr`:
+/// lr_k = (1 − k/K)·lr₀ before step k of K, k = 0 … K−1).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum LrSchedule {
+    /// lr₀ throughout.
+    Constant(f64),
+    /// (1 − k/total)·lr₀.
+    Linear {
+        /// lr₀.
+        initial: f64,
+        /// K, the number of steps (or iterations) of the run.
+        total: u64,
+    },
+}
+
+impl LrSchedule {
+    /// The learning rate before step `done` (0-based: `done` steps are finished).
+    pub fn at(&self, done: u64) -> f64 {
+        match *self {
+            LrSchedule::Constant(lr) => lr,
+            LrSchedule::Linear { initial, total } => (1.0 - done as f64 / total as f64) * initial,
+        }
+    }
 }
 
 /// What one optimiser step measured.

@@ -379,13 +379,14 @@ impl Policy for ActorCritic {
         let (old_values, returns) = (self.host_tensor(&mb.old_values)?, self.host_tensor(&mb.returns)?);
         let batch = PpoBatch {
             log_prob: &log_prob,
-            entropy: &entropy,
+            entropy: Some(&entropy),
             values: &values,
             old_log_prob: &old_log_prob,
             advantages: &advantages,
             old_values: &old_values,
             returns: &returns,
             kl: kl.as_ref(),
+            mask: None,
         };
         let out = ppo_loss(&batch, coefs)?;
         // The loss is checked finite by the caller before log r is read.

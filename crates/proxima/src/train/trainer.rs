@@ -3,7 +3,7 @@
 
 use crate::algo::a2c::{self, A2cParams};
 use crate::algo::a3c::{self, Worker};
-use crate::algo::optim::Adam;
+use crate::algo::optim::{Adam, LrSchedule};
 use crate::algo::ppo::{self, PpoParams};
 use crate::algo::trpo::{self, TrpoParams};
 use crate::algo::UpdateStats;
@@ -341,11 +341,13 @@ impl Trainer {
     /// The learning rate for the next iteration: linearly annealed from `learning_rate` to 0
     /// over the run when `anneal_lr` (CleanRL: frac = 1 − (iteration − 1)/num_iterations).
     pub fn current_learning_rate(&self) -> f64 {
-        if self.cfg.anneal_lr {
-            (1.0 - self.update as f64 / self.num_updates as f64) * self.cfg.learning_rate
+        let lr = self.cfg.learning_rate;
+        let schedule = if self.cfg.anneal_lr {
+            LrSchedule::Linear { initial: lr, total: self.num_updates }
         } else {
-            self.cfg.learning_rate
-        }
+            LrSchedule::Constant(lr)
+        };
+        schedule.at(self.update)
     }
 
     /// β of the KL-penalty objectives (PPO's state: adapted after each update for
