@@ -7,13 +7,16 @@
 //! * [`rlhf`]: RLHF-PPO's numerics over tokens (KL-penalised rewards, GAE, clipped losses, the
 //!   adaptive KL controller);
 //! * [`ppo`]: the RLHF-PPO step (policy, per-token critic, reference, reward model);
-//! * [`run`]: run directories, checkpoints and logs behind `proxima lm sft|rm|grpo|ppo|eval`.
+//! * [`run`]: the drivers behind `proxima lm sft|rm|grpo|ppo|eval`, with their settings in
+//!   [`args`], the weights files in [`weights`] and the logs in [`logs`].
 
 /// The global gradient-norm clip of every language-model update (SFT, reward model, GRPO,
 /// RLHF-PPO's policy and critic): TRL's and OpenRLHF's default `max_grad_norm = 1.0`.
 pub const MAX_GRAD_NORM: f64 = 1.0;
 
+pub mod args;
 pub mod grpo;
+pub mod logs;
 pub mod model;
 pub mod ppo;
 pub mod reward;
@@ -21,3 +24,4 @@ pub mod rlhf;
 pub mod run;
 pub mod task;
 pub mod train;
+pub mod weights;

@@ -26,25 +26,35 @@ use rand::seq::{IndexedRandom, SliceRandom};
 use rand::Rng;
 
 /// RLHF-PPO settings (SB3 / TRL names).
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize, clap::Args)]
 pub struct PpoLmConfig {
     /// Prompts (= responses) sampled per step.
+    #[arg(long, default_value_t = PpoLmConfig::default().prompts)]
     pub prompts: usize,
     /// K: passes over the sampled responses.
+    #[arg(long, default_value_t = PpoLmConfig::default().n_epochs)]
     pub n_epochs: usize,
     /// Sequences per minibatch.
+    #[arg(long, default_value_t = PpoLmConfig::default().batch_size)]
     pub batch_size: usize,
-    /// Sequences per forward/backward pass (gradient accumulation); `None` = the minibatch.
+    /// Sequences per forward/backward pass (gradient accumulation; default: the whole minibatch).
+    #[arg(long)]
     pub micro_batch: Option<usize>,
     /// ε of the ratio clip.
+    #[arg(long, allow_negative_numbers = true, default_value_t = PpoLmConfig::default().clip_range)]
     pub clip_range: f64,
-    /// Clip of the value change; `None` = unclipped value loss.
+    /// Clip of the value change; `None` = unclipped value loss (on the command line:
+    /// `--clip-range-vf`, a number or `none`, default 0.2).
+    #[arg(skip = PpoLmConfig::default().clip_range_vf)]
     pub clip_range_vf: Option<f64>,
     /// γ over tokens.
+    #[arg(long, allow_negative_numbers = true, default_value_t = PpoLmConfig::default().gamma)]
     pub gamma: f64,
     /// λ of GAE over tokens.
+    #[arg(long, allow_negative_numbers = true, default_value_t = PpoLmConfig::default().gae_lambda)]
     pub gae_lambda: f64,
     /// Global gradient-norm clip (policy and critic separately).
+    #[arg(skip = crate::MAX_GRAD_NORM)]
     pub max_grad_norm: f64,
 }
 

@@ -34,7 +34,7 @@ pub struct PreferencePair {
 }
 
 /// Which comparisons the scripted labeller makes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum Labeller {
     /// Correct beats incorrect; two incorrect (or two correct) responses are not compared.

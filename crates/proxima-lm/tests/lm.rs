@@ -230,7 +230,7 @@ fn ppo_micro_batches_accumulate_to_the_whole_minibatch_gradient() {
 /// spec (a crafted spec with a huge d_model must not become an allocation abort).
 #[test]
 fn weights_of_another_shape_are_refused() {
-    use proxima_lm::run::{load_model, save_model};
+    use proxima_lm::weights::{load_model, save_model};
     let dir = std::env::temp_dir().join(format!("proxima-lm-shape-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let f = dir.join("tiny.safetensors");
@@ -239,7 +239,7 @@ fn weights_of_another_shape_are_refused() {
     save_model(&f, &small, "sft").unwrap();
     let err = load_model(&f, &["sft"]).err().expect("a different shape must be refused").to_string();
     assert!(err.contains("holds a network of shape"), "{err}");
-    let right = TinyLm::new(proxima_lm::run::default_spec(), 1, &DEV).unwrap();
+    let right = TinyLm::new(proxima_lm::weights::default_spec(), 1, &DEV).unwrap();
     save_model(&f, &right, "sft").unwrap();
     let (m, kind) = load_model(&f, &["sft"]).unwrap();
     assert_eq!(kind, "sft");
