@@ -1,9 +1,13 @@
-//! `proxima`: train and evaluate PPO agents from the command line.
+//! `proxima`: train and evaluate agents from the command line.
 //!
 //! ```text
-//! proxima train CartPole-v1 [--preset cleanrl] [--config FILE.toml] [--set key=value ...]
-//!               [--seed N] [--total-timesteps N] [--run-dir DIR]
-//! proxima eval RUN_DIR_OR_CHECKPOINT [--episodes N] [--deterministic] [--json]
+//! proxima train ENV_ID [--preset NAME] [--config FILE.toml] [--set key=value ...] [--algo A]
+//!               [--seed N] [--total-timesteps N] [--run-dir DIR]     # or: train --resume RUN_DIR
+//! proxima eval RUN_DIR_OR_CHECKPOINT [--episodes N] [--deterministic] [--json] [--render FILE]
+//! proxima ablation [--envs …] [--variants …] [--seeds …] --out DIR   # the paper's comparison
+//! proxima lm sft|rm|grpo|ppo|eval …                                  # language models (proxima-lm)
+//! proxima envs                                                       # native envs and presets
+//! proxima bench-env ENV_ID [--steps N]                               # an env's own steps/s
 //! ```
 //!
 //! Every error prints one `error: …` line naming what is wrong and exits with status 1
@@ -14,7 +18,7 @@ mod lm;
 mod plot;
 
 use anyhow::{bail, Context, Result};
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use proxima::config::{Config, PRESETS};
 use proxima::env::NATIVE_ENV_IDS;
@@ -32,107 +36,13 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Train an agent (PPO by default; A2C, A3C, TRPO with --algo) on an environment.
-    Train {
-        /// Environment id, e.g. CartPole-v1 (see `proxima envs`), or gym:ID for a Python Gymnasium
-        /// env (build with --features gym); not needed with --resume.
-        #[arg(required_unless_present = "resume")]
-        env_id: Option<String>,
-        /// Continue the run in RUN_DIR from its latest checkpoint (exactly: same weights as an
-        /// uninterrupted run). Only --total-timesteps and --quiet may accompany it.
-        #[arg(long, value_name = "RUN_DIR", conflicts_with_all = ["preset", "config", "sets", "seed", "run_dir", "algo", "workers"])]
-        resume: Option<PathBuf>,
-        /// Algorithm: ppo, a2c, a3c or trpo. Without --preset it also picks that algorithm's
-        /// preset (ppo: cleanrl; a2c: a2c = SB3's A2C; a3c: a3c; trpo: trpo = sb3-contrib's TRPO).
-        #[arg(long)]
-        algo: Option<String>,
-        /// A3C: number of asynchronous worker threads (n_workers).
-        #[arg(long)]
-        workers: Option<usize>,
-        /// Hyperparameter preset: cleanrl (default), sb3, paper-mujoco, paper-atari, a2c, a3c, trpo.
-        #[arg(long)]
-        preset: Option<String>,
-        /// A TOML file of hyperparameters overriding the preset (SB3 names, e.g. `n_steps = 256`).
-        #[arg(long)]
-        config: Option<PathBuf>,
-        /// Override one hyperparameter, `key=value` (repeatable; `key=none` clears an optional one).
-        #[arg(long = "set", value_name = "KEY=VALUE")]
-        sets: Vec<String>,
-        /// Random seed (network init, sampling, env resets).
-        #[arg(long)]
-        seed: Option<u64>,
-        /// Environment steps to train for.
-        #[arg(long)]
-        total_timesteps: Option<u64>,
-        /// Run directory (default: runs/<env>__<algo>__<seed>__<unix time>).
-        #[arg(long)]
-        run_dir: Option<PathBuf>,
-        /// No progress bar; print one summary line at the end.
-        #[arg(long, short)]
-        quiet: bool,
-    },
+    Train(TrainArgs),
     /// Evaluate a trained policy: mean and std of the episodic return.
-    Eval {
-        /// A run directory (uses its model.safetensors, else its latest checkpoint) or a checkpoint file.
-        path: PathBuf,
-        /// Number of episodes.
-        #[arg(long, default_value_t = 10)]
-        episodes: usize,
-        /// Take the mode of the action distribution instead of sampling.
-        #[arg(long)]
-        deterministic: bool,
-        /// Print one JSON object (mean_return, std_return, episodes, returns, …).
-        #[arg(long)]
-        json: bool,
-        /// Evaluate on another environment id than the one the checkpoint was trained on.
-        #[arg(long)]
-        env: Option<String>,
-        /// Seed of the first evaluation episode (episode i uses seed + i).
-        #[arg(long, default_value_t = 0)]
-        seed: u64,
-        /// Record the first episode(s) to this file (.gif, or .mp4 with ffmpeg on PATH), from the
-        /// env's render_mode="rgb_array" frames.
-        #[arg(long, value_name = "FILE")]
-        render: Option<PathBuf>,
-        /// How many leading episodes --render records.
-        #[arg(long, default_value_t = 1, requires = "render")]
-        render_episodes: usize,
-        /// Playback frames per second of the recording (default: the env's render_fps).
-        #[arg(long, requires = "render")]
-        fps: Option<u32>,
-    },
+    Eval(EvalArgs),
     /// The PPO paper's comparison of objectives (and baselines), reproduced: runs every
     /// variant × env × seed in parallel, then writes results.csv, results.md (normalised
     /// scores: random policy 0, best setting 1) and one learning-curve PNG per env.
-    Ablation {
-        /// Comma-separated env ids.
-        #[arg(
-            long,
-            value_delimiter = ',',
-            default_value = "CartPole-v1,Acrobot-v1,MountainCar-v0,MountainCarContinuous-v0,Pendulum-v1"
-        )]
-        envs: Vec<String>,
-        /// Comma-separated settings: clip[=ε], adaptive_kl[=d_targ], fixed_kl[=β], none, a2c, a3c, trpo.
-        #[arg(long, value_delimiter = ',', default_value = "none,clip=0.2,adaptive_kl=0.01,fixed_kl=1")]
-        variants: Vec<String>,
-        /// Comma-separated seeds.
-        #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
-        seeds: Vec<u64>,
-        /// Steps per run.
-        #[arg(long, default_value_t = 200_000)]
-        total_timesteps: u64,
-        /// Preset the PPO objectives start from (the paper's continuous-control settings by default).
-        #[arg(long, default_value = "paper-mujoco")]
-        preset: String,
-        /// Override one hyperparameter of every run, `key=value` (repeatable).
-        #[arg(long = "set", value_name = "KEY=VALUE")]
-        sets: Vec<String>,
-        /// Runs in parallel (default: the number of cores).
-        #[arg(long)]
-        jobs: Option<usize>,
-        /// Output directory (must be new or empty).
-        #[arg(long, default_value = "ablation")]
-        out: PathBuf,
-    },
+    Ablation(AblationArgs),
     /// PPO for language models on two-digit addition: sft, rm (reward model), grpo, ppo
     /// (RLHF-PPO), eval.
     Lm {
@@ -143,16 +53,122 @@ enum Command {
     Envs,
     /// Step an environment with uniformly random actions and report steps per second (the env's
     /// own cost, no policy): for comparing native, bridged and plain-Python stepping.
-    BenchEnv {
-        /// Environment id (native, or gym:ID with --features gym).
-        env_id: String,
-        /// Steps to take.
-        #[arg(long, default_value_t = 100_000)]
-        steps: u64,
-        /// Seed of the resets and the random actions.
-        #[arg(long, default_value_t = 0)]
-        seed: u64,
-    },
+    BenchEnv(BenchEnvArgs),
+}
+
+#[derive(Args)]
+struct TrainArgs {
+    /// Environment id, e.g. CartPole-v1 (see `proxima envs`), or gym:ID for a Python Gymnasium
+    /// env (build with --features gym); not needed with --resume.
+    #[arg(required_unless_present = "resume")]
+    env_id: Option<String>,
+    /// Continue the run in RUN_DIR from its latest checkpoint (exactly: same weights as an
+    /// uninterrupted run). Only --total-timesteps and --quiet may accompany it.
+    #[arg(long, value_name = "RUN_DIR", conflicts_with_all = ["preset", "config", "sets", "seed", "run_dir", "algo", "workers"])]
+    resume: Option<PathBuf>,
+    /// Algorithm: ppo, a2c, a3c or trpo. Without --preset it also picks that algorithm's
+    /// preset (ppo: cleanrl; a2c: a2c = SB3's A2C; a3c: a3c; trpo: trpo = sb3-contrib's TRPO).
+    #[arg(long)]
+    algo: Option<String>,
+    /// A3C: number of asynchronous worker threads (n_workers).
+    #[arg(long)]
+    workers: Option<usize>,
+    /// Hyperparameter preset: cleanrl (default), sb3, paper-mujoco, paper-atari, a2c, a3c, trpo.
+    #[arg(long)]
+    preset: Option<String>,
+    /// A TOML file of hyperparameters overriding the preset (SB3 names, e.g. `n_steps = 256`).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Override one hyperparameter, `key=value` (repeatable; `key=none` clears an optional one).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    sets: Vec<String>,
+    /// Random seed (network init, sampling, env resets).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Environment steps to train for.
+    #[arg(long)]
+    total_timesteps: Option<u64>,
+    /// Run directory (default: runs/<env>__<algo>__<seed>__<unix time>).
+    #[arg(long)]
+    run_dir: Option<PathBuf>,
+    /// No progress bar; print one summary line at the end.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+#[derive(Args)]
+struct EvalArgs {
+    /// A run directory (uses its model.safetensors, else its latest checkpoint) or a checkpoint file.
+    path: PathBuf,
+    /// Number of episodes.
+    #[arg(long, default_value_t = 10)]
+    episodes: usize,
+    /// Take the mode of the action distribution instead of sampling.
+    #[arg(long)]
+    deterministic: bool,
+    /// Print one JSON object (mean_return, std_return, episodes, returns, …).
+    #[arg(long)]
+    json: bool,
+    /// Evaluate on another environment id than the one the checkpoint was trained on.
+    #[arg(long)]
+    env: Option<String>,
+    /// Seed of the first evaluation episode (episode i uses seed + i).
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Record the first episode(s) to this file (.gif, or .mp4 with ffmpeg on PATH), from the
+    /// env's render_mode="rgb_array" frames.
+    #[arg(long, value_name = "FILE")]
+    render: Option<PathBuf>,
+    /// How many leading episodes --render records.
+    #[arg(long, default_value_t = 1, requires = "render")]
+    render_episodes: usize,
+    /// Playback frames per second of the recording (default: the env's render_fps).
+    #[arg(long, requires = "render")]
+    fps: Option<u32>,
+}
+
+#[derive(Args)]
+struct AblationArgs {
+    /// Comma-separated env ids.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "CartPole-v1,Acrobot-v1,MountainCar-v0,MountainCarContinuous-v0,Pendulum-v1"
+    )]
+    envs: Vec<String>,
+    /// Comma-separated settings: clip[=ε], adaptive_kl[=d_targ], fixed_kl[=β], none, a2c, a3c, trpo.
+    #[arg(long, value_delimiter = ',', default_value = "none,clip=0.2,adaptive_kl=0.01,fixed_kl=1")]
+    variants: Vec<String>,
+    /// Comma-separated seeds.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
+    seeds: Vec<u64>,
+    /// Steps per run.
+    #[arg(long, default_value_t = 200_000)]
+    total_timesteps: u64,
+    /// Preset the PPO objectives start from (the paper's continuous-control settings by default).
+    #[arg(long, default_value = "paper-mujoco")]
+    preset: String,
+    /// Override one hyperparameter of every run, `key=value` (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    sets: Vec<String>,
+    /// Runs in parallel (default: the number of cores).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Output directory (must be new or empty).
+    #[arg(long, default_value = "ablation")]
+    out: PathBuf,
+}
+
+#[derive(Args)]
+struct BenchEnvArgs {
+    /// Environment id (native, or gym:ID with --features gym).
+    env_id: String,
+    /// Steps to take.
+    #[arg(long, default_value_t = 100_000)]
+    steps: u64,
+    /// Seed of the resets and the random actions.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
 }
 
 fn main() -> ExitCode {
@@ -177,273 +193,10 @@ fn set_threads(n: usize) {
 
 fn dispatch(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Train {
-            env_id,
-            resume,
-            algo,
-            workers,
-            preset,
-            config,
-            sets,
-            seed,
-            total_timesteps,
-            run_dir,
-            quiet,
-        } => {
-            let (trainer, run_dir) = if let Some(dir) = resume {
-                let file = latest_checkpoint(&dir)?;
-                let ck = proxima::checkpoint::load(&file)?;
-                if let Some(e) = &env_id {
-                    if *e != ck.meta.env_id {
-                        bail!("{} was trained on {}, not {e}", dir.display(), ck.meta.env_id);
-                    }
-                }
-                let trainer = train::Trainer::resume(&ck, total_timesteps)?;
-                if trainer.is_done() {
-                    if let Some(t) = total_timesteps {
-                        bail!(
-                            "{} has already taken {} steps; --total-timesteps {t} does not extend it",
-                            dir.display(),
-                            trainer.global_step
-                        );
-                    }
-                    let model = dir.join("model.safetensors");
-                    if !model.is_file() {
-                        trainer.save(&model)?;
-                        println!(
-                            "{} was complete at update {}; wrote {} from its last checkpoint",
-                            dir.display(),
-                            trainer.update,
-                            model.display()
-                        );
-                        return Ok(());
-                    }
-                    bail!(
-                        "{} is complete ({} of {} updates); pass a larger --total-timesteps to continue it",
-                        dir.display(),
-                        trainer.update,
-                        trainer.num_updates
-                    );
-                }
-                set_threads(trainer.cfg.num_threads);
-                eprintln!(
-                    "resuming {} from {} (update {}, step {})",
-                    ck.meta.env_id,
-                    file.display(),
-                    ck.meta.update,
-                    ck.meta.global_step
-                );
-                (trainer, dir)
-            } else {
-                let env_id = env_id.expect("clap requires ENV_ID without --resume");
-                let file = match &config {
-                    Some(p) => Some(
-                        std::fs::read_to_string(p)
-                            .with_context(|| format!("cannot read config file {}", p.display()))?,
-                    ),
-                    None => None,
-                };
-                let default_preset = match algo.as_deref() {
-                    None | Some("ppo") => "cleanrl",
-                    Some(a) if proxima::config::ALGOS.contains(&a) => a,
-                    Some(a) => bail!("unknown --algo `{a}`; algorithms: {}", proxima::config::ALGOS.join(", ")),
-                };
-                let mut sets = sets;
-                if let Some(a) = &algo {
-                    sets.insert(0, format!("algo={a}"));
-                }
-                if let Some(w) = workers {
-                    sets.push(format!("n_workers={w}"));
-                }
-                let mut cfg = Config::resolve(preset.as_deref().unwrap_or(default_preset), file.as_deref(), &sets)?;
-                if let Some(s) = seed {
-                    cfg.seed = s;
-                }
-                if let Some(t) = total_timesteps {
-                    cfg.total_timesteps = t;
-                }
-                cfg.validate()?;
-                set_threads(cfg.num_threads);
-                let (seed, label) = (cfg.seed, cfg.algo.clone());
-                // Build everything that can fail on bad input before touching the file system.
-                let trainer = train::Trainer::new(&env_id, cfg)?;
-                // `gym:ALE/Pong-v5` → `gym-ALE-Pong-v5`: no `/` or `:` in directory names.
-                let safe_id: String = env_id
-                    .chars()
-                    .map(|c| if c.is_ascii_alphanumeric() || "-._".contains(c) { c } else { '-' })
-                    .collect();
-                (trainer, claim_run_dir(run_dir, &format!("{safe_id}__{label}__{seed}"))?)
-            };
-            let env_id = trainer.env_id.clone();
-            let total = trainer.cfg.total_timesteps;
-            let bar = if quiet {
-                ProgressBar::hidden()
-            } else {
-                ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr())
-            };
-            bar.set_style(
-                ProgressStyle::with_template(
-                    "{spinner} [{elapsed_precise}] {wide_bar} {human_pos}/{human_len} steps | {msg}",
-                )
-                .expect("valid template"),
-            );
-            let summary = train::run(trainer, &run_dir, |r| {
-                bar.set_position(r.global_step);
-                let ret = r.ep_return_mean.map_or("-".to_string(), |m| format!("{m:.1}"));
-                bar.set_message(format!(
-                    "{:.0} SPS | return {ret} | kl {:.4} | clip {:.3}",
-                    r.sps, r.stats.approx_kl, r.stats.clip_fraction
-                ));
-            })?;
-            bar.finish_and_clear();
-            let (m, sd) = mean_std(&summary.eval_returns);
-            let eval = if summary.eval_returns.is_empty() {
-                "no evaluation (eval_episodes = 0)".to_string()
-            } else {
-                format!("deterministic eval over {} episodes: {m:.2} ± {sd:.2}", summary.eval_returns.len())
-            };
-            println!(
-                "trained {env_id} for {} steps in {:.1} s ({:.0} SPS; rollout {:.1} s, update {:.1} s); {eval}",
-                summary.global_step,
-                summary.train_seconds,
-                summary.sps,
-                summary.collect_seconds,
-                summary.update_seconds,
-            );
-            println!("run directory: {}", summary.run_dir.display());
-            Ok(())
-        }
-        Command::Eval { path, episodes, deterministic, json, env, seed, render, render_episodes, fps } => {
-            set_threads(1);
-            if episodes == 0 {
-                bail!("--episodes must be at least 1");
-            }
-            let file = resolve_checkpoint(&path)?;
-            let ck = proxima::checkpoint::load(&file)?;
-            let policy = ck.build_policy(&candle_core::Device::Cpu)?;
-            let env_id = env.unwrap_or_else(|| ck.meta.env_id.clone());
-            // Normalisation statistics saved with the model are applied, frozen.
-            let norm: Option<proxima::normalize::Normalizer> = match ck.meta.extra.get("normalization") {
-                Some(j) => Some(
-                    serde_json::from_str(j)
-                        .with_context(|| format!("{}: malformed normalization statistics", file.display()))?,
-                ),
-                None => None,
-            };
-            if render_episodes == 0 {
-                bail!("--render-episodes must be at least 1");
-            }
-            if fps == Some(0) {
-                bail!("--fps must be at least 1");
-            }
-            let recording = render.as_ref().map(|p| train::Recording {
-                path: p.clone(),
-                episodes: render_episodes.min(episodes),
-                fps,
-            });
-            let returns = train::evaluate_recorded(
-                &policy,
-                &env_id,
-                episodes,
-                deterministic,
-                seed,
-                norm.as_ref(),
-                recording.as_ref(),
-            )?;
-            let (m, sd) = mean_std(&returns);
-            if json {
-                let out = serde_json::json!({
-                    "checkpoint": file.display().to_string(), "env_id": env_id, "episodes": episodes,
-                    "deterministic": deterministic, "seed": seed, "mean_return": m, "std_return": sd, "returns": returns,
-                    "global_step": ck.meta.global_step, "recording": recording.as_ref().map(|r| r.path.display().to_string()),
-                });
-                println!("{out}");
-            } else {
-                println!(
-                    "{env_id}: mean return {m:.2} ± {sd:.2} over {episodes} episodes ({}) from {}",
-                    if deterministic { "deterministic" } else { "sampled" },
-                    file.display()
-                );
-            }
-            if let Some(r) = &recording {
-                eprintln!("recorded {} episode(s) to {}", r.episodes, r.path.display());
-            }
-            Ok(())
-        }
-        Command::Ablation { envs, variants, seeds, total_timesteps, preset, sets, jobs, out } => {
-            set_threads(1);
-            let variants = variants
-                .iter()
-                .map(|v| experiments::ablation::Variant::parse(v))
-                .collect::<proxima::Result<Vec<_>>>()?;
-            if total_timesteps == 0 {
-                bail!("--total-timesteps must be at least 1");
-            }
-            let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-            if jobs == 0 {
-                bail!("--jobs must be at least 1");
-            }
-            if out.exists()
-                && std::fs::read_dir(&out).with_context(|| format!("cannot read {}", out.display()))?.next().is_some()
-            {
-                bail!("{} exists and is not empty; choose a new --out directory", out.display());
-            }
-            let spec = experiments::ablation::AblationSpec {
-                envs,
-                variants,
-                seeds,
-                base_preset: preset,
-                sets,
-                total_timesteps,
-                jobs,
-                out: out.clone(),
-            };
-            // Bad configs, repeated or identical settings and unknown env ids fail before anything
-            // is created or run.
-            experiments::ablation::check(&spec)?;
-            std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
-            let n_runs = spec.envs.len() * spec.variants.len() * spec.seeds.len();
-            eprintln!("ablation: {n_runs} runs of {total_timesteps} steps, {jobs} at a time, into {}", out.display());
-            let t0 = std::time::Instant::now();
-            let res = experiments::ablation::run(&spec, |done, total, r| {
-                eprintln!(
-                    "[{done}/{total}] {} on {} seed {}: score {:.1} ({:.0} s)",
-                    spec.variants[r.variant].label, r.env, r.seed, r.score, r.seconds
-                );
-            })?;
-            proxima::io::write_atomic(&out.join("results.csv"), res.to_csv().as_bytes())?;
-            let md = res.to_markdown();
-            proxima::io::write_atomic(&out.join("results.md"), md.as_bytes())?;
-            for (e, env) in spec.envs.iter().enumerate() {
-                plot::learning_curves(&res, e, &out.join(format!("curves_{}.png", experiments::ablation::slug(env))))?;
-            }
-            println!("{md}");
-            println!("{} runs in {:.0} s; results in {}", n_runs, t0.elapsed().as_secs_f64(), out.display());
-            Ok(())
-        }
-        Command::BenchEnv { env_id, steps, seed } => {
-            use rand::SeedableRng;
-            let mut env = proxima::env::make(&env_id)?;
-            let space = env.action_space();
-            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-            let t0 = std::time::Instant::now();
-            env.reset(Some(seed))?;
-            let (mut episodes, mut a) = (0u64, vec![0f32; space.flat_dim()]);
-            for _ in 0..steps {
-                let action = space.sample(&mut rng, &mut a);
-                let r = env.step(action)?;
-                if r.terminated || r.truncated {
-                    env.reset(None)?;
-                    episodes += 1;
-                }
-            }
-            let dt = t0.elapsed().as_secs_f64();
-            println!(
-                "{env_id}: {steps} random steps ({episodes} episodes) in {dt:.2} s: {:.0} steps/s",
-                steps as f64 / dt
-            );
-            Ok(())
-        }
+        Command::Train(a) => train(a),
+        Command::Eval(a) => eval(a),
+        Command::Ablation(a) => ablation(a),
+        Command::BenchEnv(a) => bench_env(a),
         Command::Lm { command } => lm::dispatch(command, claim_run_dir),
         Command::Envs => {
             println!("native environments: {}", NATIVE_ENV_IDS.join(", "));
@@ -451,6 +204,263 @@ fn dispatch(cli: Cli) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// `proxima train`: a new run, or `--resume` of one, then training with a progress bar.
+fn train(a: TrainArgs) -> Result<()> {
+    let (trainer, run_dir) = match &a.resume {
+        Some(dir) => match resumed_trainer(dir, a.env_id.as_deref(), a.total_timesteps)? {
+            Some(trainer) => (trainer, dir.clone()),
+            None => return Ok(()),
+        },
+        None => new_trainer(&a)?,
+    };
+    let env_id = trainer.env_id.clone();
+    let total = trainer.cfg.total_timesteps;
+    let bar = if a.quiet {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr())
+    };
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {human_pos}/{human_len} steps | {msg}")
+            .expect("valid template"),
+    );
+    let summary = train::run(trainer, &run_dir, |r| {
+        bar.set_position(r.global_step);
+        let ret = r.ep_return_mean.map_or("-".to_string(), |m| format!("{m:.1}"));
+        bar.set_message(format!(
+            "{:.0} SPS | return {ret} | kl {:.4} | clip {:.3}",
+            r.sps, r.stats.approx_kl, r.stats.clip_fraction
+        ));
+    })?;
+    bar.finish_and_clear();
+    let (m, sd) = mean_std(&summary.eval_returns);
+    let eval = if summary.eval_returns.is_empty() {
+        "no evaluation (eval_episodes = 0)".to_string()
+    } else {
+        format!("deterministic eval over {} episodes: {m:.2} ± {sd:.2}", summary.eval_returns.len())
+    };
+    println!(
+        "trained {env_id} for {} steps in {:.1} s ({:.0} SPS; rollout {:.1} s, update {:.1} s); {eval}",
+        summary.global_step, summary.train_seconds, summary.sps, summary.collect_seconds, summary.update_seconds,
+    );
+    println!("run directory: {}", summary.run_dir.display());
+    Ok(())
+}
+
+/// The trainer `--resume DIR` continues, or `None` when there is nothing to train: a complete
+/// run whose lost `model.safetensors` was just rewritten from its last checkpoint.
+fn resumed_trainer(dir: &Path, env_id: Option<&str>, total_timesteps: Option<u64>) -> Result<Option<train::Trainer>> {
+    let file = latest_checkpoint(dir)?;
+    let ck = proxima::checkpoint::load(&file)?;
+    if let Some(e) = env_id {
+        if e != ck.meta.env_id {
+            bail!("{} was trained on {}, not {e}", dir.display(), ck.meta.env_id);
+        }
+    }
+    let trainer = train::Trainer::resume(&ck, total_timesteps)?;
+    if trainer.is_done() {
+        if let Some(t) = total_timesteps {
+            bail!(
+                "{} has already taken {} steps; --total-timesteps {t} does not extend it",
+                dir.display(),
+                trainer.global_step
+            );
+        }
+        let model = dir.join("model.safetensors");
+        if !model.is_file() {
+            trainer.save(&model)?;
+            println!(
+                "{} was complete at update {}; wrote {} from its last checkpoint",
+                dir.display(),
+                trainer.update,
+                model.display()
+            );
+            return Ok(None);
+        }
+        bail!(
+            "{} is complete ({} of {} updates); pass a larger --total-timesteps to continue it",
+            dir.display(),
+            trainer.update,
+            trainer.num_updates
+        );
+    }
+    set_threads(trainer.cfg.num_threads);
+    eprintln!(
+        "resuming {} from {} (update {}, step {})",
+        ck.meta.env_id,
+        file.display(),
+        ck.meta.update,
+        ck.meta.global_step
+    );
+    Ok(Some(trainer))
+}
+
+/// A fresh trainer from the command line's env id, preset, config file and overrides, and its
+/// run directory (claimed only once everything that can fail on bad input has been built).
+fn new_trainer(a: &TrainArgs) -> Result<(train::Trainer, PathBuf)> {
+    let env_id = a.env_id.as_deref().expect("clap requires ENV_ID without --resume");
+    let file = match &a.config {
+        Some(p) => {
+            Some(std::fs::read_to_string(p).with_context(|| format!("cannot read config file {}", p.display()))?)
+        }
+        None => None,
+    };
+    let default_preset = match a.algo.as_deref() {
+        None | Some("ppo") => "cleanrl",
+        Some(x) if proxima::config::ALGOS.contains(&x) => x,
+        Some(x) => bail!("unknown --algo `{x}`; algorithms: {}", proxima::config::ALGOS.join(", ")),
+    };
+    let mut sets = a.sets.clone();
+    if let Some(x) = &a.algo {
+        sets.insert(0, format!("algo={x}"));
+    }
+    if let Some(w) = a.workers {
+        sets.push(format!("n_workers={w}"));
+    }
+    let mut cfg = Config::resolve(a.preset.as_deref().unwrap_or(default_preset), file.as_deref(), &sets)?;
+    if let Some(s) = a.seed {
+        cfg.seed = s;
+    }
+    if let Some(t) = a.total_timesteps {
+        cfg.total_timesteps = t;
+    }
+    cfg.validate()?;
+    set_threads(cfg.num_threads);
+    let (seed, label) = (cfg.seed, cfg.algo.clone());
+    // Build everything that can fail on bad input before touching the file system.
+    let trainer = train::Trainer::new(env_id, cfg)?;
+    // `gym:ALE/Pong-v5` → `gym-ALE-Pong-v5`: no `/` or `:` in directory names.
+    let safe_id: String =
+        env_id.chars().map(|c| if c.is_ascii_alphanumeric() || "-._".contains(c) { c } else { '-' }).collect();
+    let dir = claim_run_dir(a.run_dir.clone(), &format!("{safe_id}__{label}__{seed}"))?;
+    Ok((trainer, dir))
+}
+
+/// `proxima eval`: episodes of a checkpoint's policy, optionally recorded.
+fn eval(a: EvalArgs) -> Result<()> {
+    let EvalArgs { path, episodes, deterministic, json, env, seed, render, render_episodes, fps } = a;
+    set_threads(1);
+    if episodes == 0 {
+        bail!("--episodes must be at least 1");
+    }
+    let file = resolve_checkpoint(&path)?;
+    let ck = proxima::checkpoint::load(&file)?;
+    let policy = ck.build_policy(&candle_core::Device::Cpu)?;
+    let env_id = env.unwrap_or_else(|| ck.meta.env_id.clone());
+    // Normalisation statistics saved with the model are applied, frozen.
+    let norm: Option<proxima::normalize::Normalizer> = match ck.meta.extra.get("normalization") {
+        Some(j) => Some(
+            serde_json::from_str(j)
+                .with_context(|| format!("{}: malformed normalization statistics", file.display()))?,
+        ),
+        None => None,
+    };
+    if render_episodes == 0 {
+        bail!("--render-episodes must be at least 1");
+    }
+    if fps == Some(0) {
+        bail!("--fps must be at least 1");
+    }
+    let recording =
+        render.as_ref().map(|p| train::Recording { path: p.clone(), episodes: render_episodes.min(episodes), fps });
+    let returns =
+        train::evaluate_recorded(&policy, &env_id, episodes, deterministic, seed, norm.as_ref(), recording.as_ref())?;
+    let (m, sd) = mean_std(&returns);
+    if json {
+        let out = serde_json::json!({
+            "checkpoint": file.display().to_string(), "env_id": env_id, "episodes": episodes,
+            "deterministic": deterministic, "seed": seed, "mean_return": m, "std_return": sd, "returns": returns,
+            "global_step": ck.meta.global_step, "recording": recording.as_ref().map(|r| r.path.display().to_string()),
+        });
+        println!("{out}");
+    } else {
+        println!(
+            "{env_id}: mean return {m:.2} ± {sd:.2} over {episodes} episodes ({}) from {}",
+            if deterministic { "deterministic" } else { "sampled" },
+            file.display()
+        );
+    }
+    if let Some(r) = &recording {
+        eprintln!("recorded {} episode(s) to {}", r.episodes, r.path.display());
+    }
+    Ok(())
+}
+
+/// `proxima ablation`: the paper's comparison of objectives over envs × seeds.
+fn ablation(a: AblationArgs) -> Result<()> {
+    let AblationArgs { envs, variants, seeds, total_timesteps, preset, sets, jobs, out } = a;
+    set_threads(1);
+    let variants =
+        variants.iter().map(|v| experiments::ablation::Variant::parse(v)).collect::<proxima::Result<Vec<_>>>()?;
+    if total_timesteps == 0 {
+        bail!("--total-timesteps must be at least 1");
+    }
+    let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    if jobs == 0 {
+        bail!("--jobs must be at least 1");
+    }
+    if out.exists()
+        && std::fs::read_dir(&out).with_context(|| format!("cannot read {}", out.display()))?.next().is_some()
+    {
+        bail!("{} exists and is not empty; choose a new --out directory", out.display());
+    }
+    let spec = experiments::ablation::AblationSpec {
+        envs,
+        variants,
+        seeds,
+        base_preset: preset,
+        sets,
+        total_timesteps,
+        jobs,
+        out: out.clone(),
+    };
+    // Bad configs, repeated or identical settings and unknown env ids fail before anything
+    // is created or run.
+    experiments::ablation::check(&spec)?;
+    std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
+    let n_runs = spec.envs.len() * spec.variants.len() * spec.seeds.len();
+    eprintln!("ablation: {n_runs} runs of {total_timesteps} steps, {jobs} at a time, into {}", out.display());
+    let t0 = std::time::Instant::now();
+    let res = experiments::ablation::run(&spec, |done, total, r| {
+        eprintln!(
+            "[{done}/{total}] {} on {} seed {}: score {:.1} ({:.0} s)",
+            spec.variants[r.variant].label, r.env, r.seed, r.score, r.seconds
+        );
+    })?;
+    proxima::io::write_atomic(&out.join("results.csv"), res.to_csv().as_bytes())?;
+    let md = res.to_markdown();
+    proxima::io::write_atomic(&out.join("results.md"), md.as_bytes())?;
+    for (e, env) in spec.envs.iter().enumerate() {
+        plot::learning_curves(&res, e, &out.join(format!("curves_{}.png", experiments::ablation::slug(env))))?;
+    }
+    println!("{md}");
+    println!("{} runs in {:.0} s; results in {}", n_runs, t0.elapsed().as_secs_f64(), out.display());
+    Ok(())
+}
+
+/// `proxima bench-env`: an env's own steps per second under uniformly random actions.
+fn bench_env(a: BenchEnvArgs) -> Result<()> {
+    use rand::SeedableRng;
+    let BenchEnvArgs { env_id, steps, seed } = a;
+    let mut env = proxima::env::make(&env_id)?;
+    let space = env.action_space();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let t0 = std::time::Instant::now();
+    env.reset(Some(seed))?;
+    let (mut episodes, mut a) = (0u64, vec![0f32; space.flat_dim()]);
+    for _ in 0..steps {
+        let action = space.sample(&mut rng, &mut a);
+        let r = env.step(action)?;
+        if r.terminated || r.truncated {
+            env.reset(None)?;
+            episodes += 1;
+        }
+    }
+    let dt = t0.elapsed().as_secs_f64();
+    println!("{env_id}: {steps} random steps ({episodes} episodes) in {dt:.2} s: {:.0} steps/s", steps as f64 / dt);
+    Ok(())
 }
 
 /// The run directory to write into. An explicit `--run-dir` must be absent or empty (so two

@@ -82,10 +82,6 @@ impl SyncVectorEnv {
         })
     }
 
-    /// N.
-    pub fn num_envs(&self) -> usize {
-        self.envs.len()
-    }
     /// The envs' id.
     pub fn env_id(&self) -> &str {
         self.envs[0].id()

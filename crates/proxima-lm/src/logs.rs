@@ -11,8 +11,6 @@ use std::path::Path;
 pub struct Progress {
     /// Steps done.
     pub step: usize,
-    /// Steps in all.
-    pub total: usize,
     /// A one-line summary of the latest numbers.
     pub message: String,
 }

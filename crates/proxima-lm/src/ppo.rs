@@ -20,7 +20,7 @@ use crate::task::{Problem, MAX_ANSWER_LEN, PROMPT_LEN};
 use crate::train::{add_grads, generate, micro_batches, response_log_probs, SEQ_LEN};
 use candle_core::{Device, Tensor};
 use proxima::algo::optim::host_gradients;
-use proxima::algo::optim::Adam;
+use proxima::algo::optim::Optimizer;
 use proxima::{ProximaError, Result};
 use rand::seq::{IndexedRandom, SliceRandom};
 use rand::Rng;
@@ -266,8 +266,8 @@ pub fn collect_on<R: Rng + ?Sized>(
 /// an optimiser.
 pub fn ppo_lm_step<R: Rng + ?Sized>(
     m: &PpoModels<'_>,
-    opt_policy: &mut Adam,
-    opt_critic: &mut Adam,
+    opt_policy: &mut Optimizer,
+    opt_critic: &mut Optimizer,
     train: &[Problem],
     cfg: &PpoLmConfig,
     kl: &mut KlController,

@@ -16,7 +16,7 @@ use crate::task::{Problem, MAX_ANSWER_LEN, PAD, PROMPT_LEN};
 use crate::train::{generate, SEQ_LEN};
 use candle_core::{Device, Tensor};
 use proxima::algo::optim::host_gradients;
-use proxima::algo::optim::Adam;
+use proxima::algo::optim::Optimizer;
 use proxima::{ProximaError, Result};
 use rand::seq::SliceRandom;
 use rand::Rng;
@@ -177,7 +177,7 @@ fn pair_scores(rm: &TinyLm, pairs: &[PreferencePair]) -> Result<(Tensor, Tensor)
 /// `InvalidArgument` for no pairs; tensor errors; `NonFinite` from the optimiser.
 pub fn rm_step<R: Rng + ?Sized>(
     rm: &TinyLm,
-    opt: &mut Adam,
+    opt: &mut Optimizer,
     pairs: &[PreferencePair],
     batch: usize,
     rng: &mut R,

@@ -10,21 +10,21 @@ pub use crate::weights::Weights;
 
 use crate::logs::{write_config, Logs};
 use crate::model::TinyLm;
-use crate::ppo::{ppo_lm_step, PpoLmConfig, PpoModels};
+use crate::ppo::{ppo_lm_step, PpoLmConfig, PpoLmStats, PpoModels};
 use crate::reward::{make_pairs, pairwise_accuracy, pairwise_accuracy_by_kind, rm_step};
 use crate::rlhf::KlController;
 use crate::task::{split, Problem};
 use crate::train::{accuracy, grpo_step, sft_step, GrpoConfig};
 use crate::weights::{default_spec, load_model, save_model};
 use candle_core::Device;
-use proxima::algo::optim::{Adam, LrSchedule};
+use proxima::algo::optim::{LrSchedule, Optimizer};
 use proxima::Result;
 use rand::SeedableRng;
 use std::path::Path;
 
-fn adam_for(model: &TinyLm, lr: f64) -> Adam {
+fn adam_for(model: &TinyLm, lr: f64) -> Optimizer {
     let sizes: Vec<usize> = model.named_params().iter().map(|(_, v)| v.elem_count()).collect();
-    Adam::new(&sizes, lr, 1e-8)
+    Optimizer::adam(&sizes, lr, 1e-8)
 }
 
 /// Mean greedy exact-match accuracy under temperature-1 sampling (one sample per prompt).
@@ -55,7 +55,7 @@ pub fn run_sft(args: &SftArgs, dir: &Path, mut progress: impl FnMut(&Progress)) 
             let sampled = sampled_accuracy(&model, &held, &mut rng)?;
             logs.write(&[step as f64, loss, acc, sampled, t0.elapsed().as_secs_f64()])?;
         }
-        progress(&Progress { step, total: args.steps, message: format!("loss {loss:.3} | held-out acc {acc:.3}") });
+        progress(&Progress { step, message: format!("loss {loss:.3} | held-out acc {acc:.3}") });
     }
     save_model(&dir.join("model.safetensors"), &model, "sft")?;
     let mut eval_rng = rand_chacha::ChaCha8Rng::seed_from_u64(args.seed ^ 0x5eed);
@@ -121,11 +121,7 @@ pub fn run_rm(
             logs.write(&[step as f64, loss, train_acc, held_acc, by_kind[1], by_kind[2], t0.elapsed().as_secs_f64()])?;
             split_acc = [by_kind[1], by_kind[2]];
         }
-        progress(&Progress {
-            step,
-            total: args.steps,
-            message: format!("loss {loss:.3} | held-out pair acc {held_acc:.3}"),
-        });
+        progress(&Progress { step, message: format!("loss {loss:.3} | held-out pair acc {held_acc:.3}") });
     }
     save_model(&dir.join("model.safetensors"), &rm, "rm")?;
     Ok(Summary {
@@ -189,7 +185,6 @@ pub fn run_grpo(
         }
         progress(&Progress {
             step,
-            total: args.steps,
             message: format!("reward {:.3} | kl {:.4} | held-out acc {acc:.3}", s.reward_mean, s.kl),
         });
     }
@@ -200,6 +195,46 @@ pub fn run_grpo(
         seconds: t0.elapsed().as_secs_f64(),
         extra: vec![],
     })
+}
+
+/// The columns of RLHF-PPO's `progress.csv`, one row per evaluation (row 0: before training).
+const PPO_COLUMNS: [&str; 14] = [
+    "step",
+    "score_mean",
+    "sampled_accuracy",
+    "kl_per_token",
+    "kl_per_response",
+    "kl_coef",
+    "policy_loss",
+    "value_loss",
+    "clip_fraction",
+    "approx_kl",
+    "held_out_accuracy",
+    "held_out_score",
+    "held_out_sampled_accuracy",
+    "seconds",
+];
+
+/// A row of [`PPO_COLUMNS`] after step `step` with stats `s`, the held-out `[greedy accuracy,
+/// score, sampled accuracy]` and the seconds since the start.
+fn ppo_row(step: usize, s: &PpoLmStats, held_out: [f64; 3], seconds: f64) -> [f64; 14] {
+    let [acc, score, sampled] = held_out;
+    [
+        step as f64,
+        s.score_mean,
+        s.accuracy,
+        s.kl_per_token,
+        s.kl_per_response,
+        s.kl_coef,
+        s.policy_loss,
+        s.value_loss,
+        s.clip_fraction,
+        s.approx_kl,
+        acc,
+        score,
+        sampled,
+        seconds,
+    ]
 }
 
 /// Runs RLHF-PPO into `dir` (`model.safetensors` = policy, `critic.safetensors`).
@@ -231,25 +266,7 @@ pub fn run_ppo(
     let mut opt_v = adam_for(&critic, args.critic_learning_rate);
     let mut kl = KlController { coef: args.kl_coef, target: args.kl_target, horizon: args.kl_horizon };
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(args.seed);
-    let mut logs = Logs::create(
-        dir,
-        &[
-            "step",
-            "score_mean",
-            "sampled_accuracy",
-            "kl_per_token",
-            "kl_per_response",
-            "kl_coef",
-            "policy_loss",
-            "value_loss",
-            "clip_fraction",
-            "approx_kl",
-            "held_out_accuracy",
-            "held_out_score",
-            "held_out_sampled_accuracy",
-            "seconds",
-        ],
-    )?;
+    let mut logs = Logs::create(dir, &PPO_COLUMNS)?;
     let models =
         PpoModels { policy: &policy, critic: &critic, reference: &reference, reward_model: reward_model.as_ref() };
     // The reward model's mean score of sampled (temperature 1) responses to the held-out prompts.
@@ -263,22 +280,8 @@ pub fn run_ppo(
     let start = accuracy(&policy, &held)?;
     let mut eval_rng = rand_chacha::ChaCha8Rng::seed_from_u64(args.seed ^ 0x5eed);
     let (start_score, start_sampled) = held_score(&mut eval_rng)?;
-    logs.write(&[
-        0.0,
-        f64::NAN,
-        f64::NAN,
-        0.0,
-        0.0,
-        kl.coef,
-        f64::NAN,
-        f64::NAN,
-        f64::NAN,
-        f64::NAN,
-        start,
-        start_score,
-        start_sampled,
-        0.0,
-    ])?;
+    let nan = f64::NAN;
+    logs.write(&[0.0, nan, nan, 0.0, 0.0, kl.coef, nan, nan, nan, nan, start, start_score, start_sampled, 0.0])?;
     let (mut acc, mut score, mut sampled) = (start, start_score, start_sampled);
     for step in 1..=args.steps {
         let s = ppo_lm_step(
@@ -294,26 +297,10 @@ pub fn run_ppo(
         if step % args.eval_every == 0 || step == args.steps {
             acc = accuracy(&policy, &held)?;
             (score, sampled) = held_score(&mut eval_rng)?;
-            logs.write(&[
-                step as f64,
-                s.score_mean,
-                s.accuracy,
-                s.kl_per_token,
-                s.kl_per_response,
-                s.kl_coef,
-                s.policy_loss,
-                s.value_loss,
-                s.clip_fraction,
-                s.approx_kl,
-                acc,
-                score,
-                sampled,
-                t0.elapsed().as_secs_f64(),
-            ])?;
+            logs.write(&ppo_row(step, &s, [acc, score, sampled], t0.elapsed().as_secs_f64()))?;
         }
         progress(&Progress {
             step,
-            total: args.steps,
             message: format!("score {:.3} | kl/token {:.4} | held-out acc {acc:.3}", s.score_mean, s.kl_per_token),
         });
     }

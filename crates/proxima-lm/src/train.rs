@@ -8,7 +8,7 @@ use crate::model::TinyLm;
 use crate::rlhf::micro_batch_weight;
 use crate::task::{Problem, EOS, MAX_ANSWER_LEN, PAD, PROMPT_LEN};
 use candle_core::{Device, Tensor, D};
-use proxima::algo::optim::{host_gradients, Adam};
+use proxima::algo::optim::{host_gradients, Optimizer};
 use proxima::{ProximaError, Result};
 use rand::seq::IndexedRandom;
 use rand::Rng;
@@ -25,8 +25,6 @@ pub struct Samples {
     pub mask: Vec<f32>,
     /// `[B, MAX_ANSWER_LEN]` log π_old of each sampled token (0 where masked out).
     pub log_probs: Vec<f32>,
-    /// Number of sequences B.
-    pub batch: usize,
 }
 
 impl Samples {
@@ -90,7 +88,7 @@ pub fn generate<R: Rng + ?Sized>(model: &TinyLm, prompts: &[Problem], greedy: bo
             break;
         }
     }
-    Ok(Samples { tokens, mask, log_probs, batch: b })
+    Ok(Samples { tokens, mask, log_probs })
 }
 
 /// Greedy exact-match accuracy over `problems` (batched).
@@ -138,7 +136,7 @@ pub fn sft_loss(model: &TinyLm, tokens: &Tensor, mask: &Tensor) -> Result<Tensor
 /// Tensor errors; `NonFinite` from the optimiser.
 pub fn sft_step<R: Rng + ?Sized>(
     model: &TinyLm,
-    opt: &mut Adam,
+    opt: &mut Optimizer,
     problems: &[Problem],
     batch: usize,
     label_noise: f64,
@@ -235,7 +233,7 @@ pub struct GrpoStats {
 pub fn grpo_step<R: Rng + ?Sized>(
     model: &TinyLm,
     reference: &TinyLm,
-    opt: &mut Adam,
+    opt: &mut Optimizer,
     train: &[Problem],
     cfg: &GrpoConfig,
     rng: &mut R,
@@ -412,7 +410,7 @@ mod tests {
         reference.copy_from(&m).unwrap();
         let (train, _) = split();
         let sizes: Vec<usize> = m.named_params().iter().map(|(_, v)| v.elem_count()).collect();
-        let mut opt = Adam::new(&sizes, 1e-3, 1e-8);
+        let mut opt = Optimizer::adam(&sizes, 1e-3, 1e-8);
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
         let l = sft_step(&m, &mut opt, &train, 8, 0.0, &mut rng).unwrap();
         assert!(l.is_finite() && l > 0.0);

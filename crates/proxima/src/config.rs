@@ -5,20 +5,11 @@
 //! with a "did you mean" suggestion; values are type-checked by serde and range-checked by
 //! [`Config::validate`].
 
+pub use crate::algo::optim::OptimizerName;
 pub use crate::algo::{AdvantageNorm, Objective};
 use crate::error::{ProximaError, Result};
 use crate::policy::Activation;
 use serde::{Deserialize, Serialize};
-
-/// Which optimiser steps the parameters.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OptimizerName {
-    /// Adam with `adam_eps`.
-    Adam,
-    /// RMSprop with `rms_prop_alpha` and `rms_prop_eps` (SB3's A2C default).
-    Rmsprop,
-}
 
 /// The algorithms `algo` may name.
 pub const ALGOS: [&str; 4] = ["ppo", "a2c", "a3c", "trpo"];
@@ -225,6 +216,9 @@ impl Config {
     ///
     /// # Errors
     /// `Config` naming the unknown preset and the known ones.
+    //
+    // Longer than a screen on purpose: it is the one table of every preset's values, read
+    // (and checked against its source) top to bottom; split, it would be harder to compare.
     pub fn preset(name: &str) -> Result<Config> {
         let cleanrl = Config {
             algo: "ppo".into(),
@@ -426,6 +420,14 @@ impl Config {
     /// # Errors
     /// `Config` naming the first offending key, its value, and what is allowed.
     pub fn validate(&self) -> Result<()> {
+        self.validate_algo()?;
+        self.validate_sizes()?;
+        self.validate_coefficients()?;
+        self.validate_counters()
+    }
+
+    /// The algorithm and its own settings.
+    fn validate_algo(&self) -> Result<()> {
         let bad = |m: String| Err(ProximaError::Config(m));
         if !ALGOS.contains(&self.algo.as_str()) {
             let hint =
@@ -453,6 +455,13 @@ impl Config {
                 return bad(format!("{k} = 0: must be at least 1"));
             }
         }
+        Ok(())
+    }
+
+    /// Counts, widths and the rollout's shape, with the bounds that keep a typo from turning
+    /// into an out-of-memory abort.
+    fn validate_sizes(&self) -> Result<()> {
+        let bad = |m: String| Err(ProximaError::Config(m));
         for (k, v) in [
             ("n_envs", self.n_envs),
             ("n_steps", self.n_steps),
@@ -467,7 +476,6 @@ impl Config {
         if self.net_arch.is_empty() || self.net_arch.contains(&0) {
             return bad(format!("net_arch = {:?}: needs at least one hidden layer, all widths ≥ 1", self.net_arch));
         }
-        // Bounds that keep a typo from turning into an out-of-memory abort.
         if self.n_envs > MAX_ENVS {
             return bad(format!("n_envs = {}: at most {MAX_ENVS}", self.n_envs));
         }
@@ -489,6 +497,12 @@ impl Config {
                 self.batch_size, self.n_steps, self.n_envs
             ));
         }
+        Ok(())
+    }
+
+    /// Learning rates, clip ranges, coefficients and the other real-valued settings.
+    fn validate_coefficients(&self) -> Result<()> {
+        let bad = |m: String| Err(ProximaError::Config(m));
         let finite_pos = |k: &str, v: f64| {
             if v.is_finite() && v > 0.0 {
                 Ok(())
@@ -535,6 +549,12 @@ impl Config {
         if !self.log_std_init.is_finite() {
             return bad(format!("log_std_init = {}: must be finite", self.log_std_init));
         }
+        Ok(())
+    }
+
+    /// The seed and the step budget.
+    fn validate_counters(&self) -> Result<()> {
+        let bad = |m: String| Err(ProximaError::Config(m));
         if self.seed > i64::MAX as u64 || self.total_timesteps > i64::MAX as u64 {
             return bad(format!(
                 "seed = {} / total_timesteps = {}: must be below 2^63 (TOML integers are signed 64-bit)",

@@ -6,7 +6,7 @@
 //! are PPO's. The loss is SB3's: −mean(log π(a|s)·Â) + c₁·mean((V − R)²) − c₂·mean(H) — note
 //! the value loss has no ½ factor here, unlike PPO's.
 
-use crate::algo::optim::Adam;
+use crate::algo::optim::Optimizer;
 use crate::algo::{apply_host_gradients, AdvantageNorm, UpdateStats};
 use crate::error::{ProximaError, Result};
 use crate::policy::Policy;
@@ -56,7 +56,7 @@ pub fn gradients(
 /// then left unchanged).
 pub fn update(
     policy: &mut dyn Policy,
-    opt: &mut Adam,
+    opt: &mut Optimizer,
     buf: &RolloutBuffer,
     p: &A2cParams,
     lr: f64,

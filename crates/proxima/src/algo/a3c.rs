@@ -22,7 +22,7 @@
 //! [`UPDATES_PER_ITERATION`] updates asynchronously, then joins them to log and checkpoint.
 
 use crate::algo::a2c::{self, A2cParams};
-use crate::algo::optim::Adam;
+use crate::algo::optim::Optimizer;
 use crate::algo::{apply_host_gradients, UpdateStats};
 use crate::collect::Collector;
 use crate::env::vec_env::EpisodeRecord;
@@ -68,7 +68,7 @@ pub struct Iteration {
 /// The global state the lock guards: θ, the shared optimiser and the update count.
 struct Global<'a> {
     policy: &'a mut dyn Policy,
-    opt: &'a mut Adam,
+    opt: &'a mut Optimizer,
     updates: u64,
 }
 
@@ -114,7 +114,7 @@ impl Worker {
 /// The first worker error (env errors, `NonFinite`); other workers stop at their next update.
 pub fn run_iteration(
     global: &mut dyn Policy,
-    opt: &mut Adam,
+    opt: &mut Optimizer,
     workers: &mut [Worker],
     p: &A2cParams,
     (gamma, gae_lambda): (f64, f64),

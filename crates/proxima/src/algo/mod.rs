@@ -9,7 +9,7 @@ pub mod optim;
 pub mod ppo;
 pub mod trpo;
 
-use crate::algo::optim::{Adam, StepInfo};
+use crate::algo::optim::{Optimizer, StepInfo};
 use crate::error::Result;
 use crate::policy::Policy;
 use serde::{Deserialize, Serialize};
@@ -65,7 +65,7 @@ pub struct UpdateStats {
 /// # Errors
 /// `NonFinite` for a non-finite gradient or new parameter (nothing is changed then); the
 /// policy's own errors.
-pub fn apply_gradients(policy: &mut dyn Policy, opt: &mut Adam, max_grad_norm: Option<f64>) -> Result<StepInfo> {
+pub fn apply_gradients(policy: &mut dyn Policy, opt: &mut Optimizer, max_grad_norm: Option<f64>) -> Result<StepInfo> {
     let grads = policy.backward()?;
     apply_host_gradients(policy, opt, &grads, max_grad_norm)
 }
@@ -77,7 +77,7 @@ pub fn apply_gradients(policy: &mut dyn Policy, opt: &mut Adam, max_grad_norm: O
 /// As [`apply_gradients`].
 pub fn apply_host_gradients(
     policy: &mut dyn Policy,
-    opt: &mut Adam,
+    opt: &mut Optimizer,
     grads: &[Option<Vec<f32>>],
     max_grad_norm: Option<f64>,
 ) -> Result<StepInfo> {

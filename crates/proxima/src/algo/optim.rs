@@ -1,4 +1,4 @@
-//! Adam and RMSprop with global gradient-norm clipping, on the host.
+//! The optimiser, Adam or RMSprop, with global gradient-norm clipping, on the host.
 //!
 //! candle-nn's `AdamW` keeps its moments private (so they cannot be checkpointed for an exact
 //! resume) and issues ~10 tensor ops per parameter tensor, which dominates an update at PPO's
@@ -9,27 +9,30 @@
 use crate::error::{ProximaError, Result};
 use candle_core::backprop::GradStore;
 use candle_core::{Tensor, Var};
+use serde::{Deserialize, Serialize};
 
-/// Which update rule an [`Adam`] optimiser applies.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum OptimKind {
-    /// Adam, PyTorch's `torch.optim.Adam`.
+/// Which update rule an [`Optimizer`] applies (the config's `optimizer` key).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OptimizerName {
+    /// Adam, PyTorch's `torch.optim.Adam` (with `adam_eps`).
     Adam,
     /// RMSprop, PyTorch's `torch.optim.RMSprop` (no momentum, not centred), as SB3's A2C uses:
-    /// v ← αv + (1−α)g², p ← p − lr·g / (√v + eps). Only `v` is used.
-    RmsProp {
-        /// α, the smoothing constant (0.99).
-        alpha: f64,
-    },
+    /// v ← αv + (1−α)g², p ← p − lr·g / (√v + eps) (with `rms_prop_alpha`, `rms_prop_eps`).
+    /// Only `v` is used.
+    Rmsprop,
 }
 
 /// The optimiser state shared by every algorithm: Adam (Kingma & Ba 2015) with PyTorch's rule
 /// m ← β₁m + (1−β₁)g, v ← β₂v + (1−β₂)g², p ← p − (lr/(1−β₁ᵗ))·m / (√v/√(1−β₂ᵗ) + eps),
-/// or RMSprop (see [`OptimKind`]). The moments are public so checkpoints can store them.
+/// or RMSprop (see [`OptimizerName::Rmsprop`]). The moments are public so checkpoints can
+/// store them.
 #[derive(Clone, Debug)]
-pub struct Adam {
+pub struct Optimizer {
     /// The update rule.
-    pub kind: OptimKind,
+    pub name: OptimizerName,
+    /// RMSprop's smoothing constant α (unused by Adam).
+    pub alpha: f64,
     /// Step size (set each update by the learning-rate schedule).
     pub lr: f64,
     /// β₁ (0.9).
@@ -47,7 +50,7 @@ pub struct Adam {
 }
 
 /// The gradients of `params` in `grads`, copied to the host in the parameters' order, each
-/// flattened row-major and as f32 (`None` where no gradient flowed): what [`Adam::step_host`]
+/// flattened row-major and as f32 (`None` where no gradient flowed): what [`Optimizer::step_host`]
 /// takes.
 ///
 /// # Errors
@@ -94,11 +97,12 @@ pub struct StepInfo {
     pub grad_norm: f64,
 }
 
-impl Adam {
+impl Optimizer {
     /// Adam for parameters with `sizes[i]` scalars each.
-    pub fn new(sizes: &[usize], lr: f64, eps: f64) -> Self {
-        Adam {
-            kind: OptimKind::Adam,
+    pub fn adam(sizes: &[usize], lr: f64, eps: f64) -> Self {
+        Optimizer {
+            name: OptimizerName::Adam,
+            alpha: 0.0,
             lr,
             beta1: 0.9,
             beta2: 0.999,
@@ -109,10 +113,10 @@ impl Adam {
         }
     }
 
-    /// RMSprop (PyTorch's rule, see [`OptimKind::RmsProp`]) for parameters with `sizes[i]`
+    /// RMSprop (PyTorch's rule, see [`OptimizerName::Rmsprop`]) for parameters with `sizes[i]`
     /// scalars each.
     pub fn rmsprop(sizes: &[usize], lr: f64, alpha: f64, eps: f64) -> Self {
-        Adam { kind: OptimKind::RmsProp { alpha }, ..Adam::new(sizes, lr, eps) }
+        Optimizer { name: OptimizerName::Rmsprop, alpha, ..Optimizer::adam(sizes, lr, eps) }
     }
 
     /// One step on `params` with the gradients in `grads` (a parameter without a gradient is
@@ -130,12 +134,12 @@ impl Adam {
         self.step_host(params, &host_gradients(params, grads)?, max_grad_norm)
     }
 
-    /// [`Adam::step`] with the gradients already on the host, one entry per parameter (`None` =
+    /// [`Optimizer::step`] with the gradients already on the host, one entry per parameter (`None` =
     /// no gradient): how an A3C worker applies the gradients of its local network copy to the
     /// global parameters.
     ///
     /// # Errors
-    /// `InvalidArgument` for a count or size mismatch; `NonFinite` as [`Adam::step`].
+    /// `InvalidArgument` for a count or size mismatch; `NonFinite` as [`Optimizer::step`].
     pub fn step_host(
         &mut self,
         params: &[(String, Var)],
@@ -210,8 +214,8 @@ impl Adam {
     /// The update rule on one parameter `p` with its moments `m`, `v` and gradient `g` (times
     /// `scale`, the clipping factor), at step `self.t`.
     fn apply_rule(&self, p: &mut [f32], m: &mut [f32], v: &mut [f32], g: Option<&[f32]>, scale: f32) {
-        match self.kind {
-            OptimKind::Adam => {
+        match self.name {
+            OptimizerName::Adam => {
                 let bc1 = 1.0 - self.beta1.powi(self.t as i32);
                 let bc2_sqrt = (1.0 - self.beta2.powi(self.t as i32)).sqrt();
                 let step_size = (self.lr / bc1) as f32;
@@ -224,8 +228,8 @@ impl Adam {
                     p[j] -= step_size * m[j] / (v[j].sqrt() * inv_bc2_sqrt + eps);
                 }
             }
-            OptimKind::RmsProp { alpha } => {
-                let (a, lr, eps) = (alpha as f32, self.lr as f32, self.eps as f32);
+            OptimizerName::Rmsprop => {
+                let (a, lr, eps) = (self.alpha as f32, self.lr as f32, self.eps as f32);
                 for j in 0..p.len() {
                     let gj = g.map_or(0.0, |g| g[j] * scale);
                     v[j] = a * v[j] + (1.0 - a) * gj * gj;
@@ -274,7 +278,7 @@ mod tests {
         let dev = Device::Cpu;
         let a = Var::from_tensor(&Tensor::new(&[1.0f32, -1.0], &dev).unwrap()).unwrap();
         let params = vec![("a".to_string(), a.clone())];
-        let mut opt = Adam::rmsprop(&[2], 0.1, 0.99, 1e-5);
+        let mut opt = Optimizer::rmsprop(&[2], 0.1, 0.99, 1e-5);
         let mut want = [1.0f64, -1.0];
         let mut v = [0.0f64; 2];
         for _ in 0..2 {
@@ -306,7 +310,7 @@ mod tests {
             .add(&(b.as_tensor() * 0.0).unwrap().sum_all().unwrap())
             .unwrap();
         let grads = loss.backward().unwrap();
-        let mut opt = Adam::new(&[2, 1], 0.1, 1e-8);
+        let mut opt = Optimizer::adam(&[2, 1], 0.1, 1e-8);
         let info = opt.step(&params, &grads, Some(0.5)).unwrap();
         assert!((info.grad_norm - 5.0).abs() < 1e-6);
         // First Adam step moves each coordinate by ≈ lr·sign(g) whatever the scale.
@@ -323,7 +327,7 @@ mod tests {
         let params = vec![("a".to_string(), a.clone())];
         let loss = (a.as_tensor() * f64::NAN).unwrap().sum_all().unwrap();
         let grads = loss.backward().unwrap();
-        let mut opt = Adam::new(&[1], 0.1, 1e-5);
+        let mut opt = Optimizer::adam(&[1], 0.1, 1e-5);
         let err = opt.step(&params, &grads, Some(0.5)).unwrap_err();
         assert!(err.to_string().contains("`a`"));
         assert_eq!(a.as_tensor().to_vec1::<f32>().unwrap(), vec![1.0]);

@@ -2,7 +2,7 @@
 //! KL-penalised L^KLPEN (fixed or adaptive β) or the plain surrogate — and the update (K epochs
 //! of shuffled minibatches) over one rollout.
 
-use crate::algo::optim::Adam;
+use crate::algo::optim::Optimizer;
 use crate::algo::{apply_gradients, AdvantageNorm, UpdateStats};
 use crate::error::{ProximaError, Result};
 use crate::loss::{kl_and_clip_fraction, Objective, PpoCoefs};
@@ -67,7 +67,7 @@ impl PpoParams {
 /// left as they were before that step).
 pub fn update<R: Rng + ?Sized>(
     policy: &mut dyn Policy,
-    opt: &mut Adam,
+    opt: &mut Optimizer,
     buf: &RolloutBuffer,
     p: &PpoParams,
     lr: f64,

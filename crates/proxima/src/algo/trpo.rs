@@ -21,10 +21,10 @@
 //! pass, so no double backprop is needed. Tested against an explicitly built Fisher matrix and
 //! against finite differences of the KL's gradient (`crates/proxima/tests/algorithms.rs`).
 
-use crate::algo::optim::Adam;
+use crate::algo::optim::Optimizer;
 use crate::algo::{AdvantageNorm, UpdateStats};
 use crate::error::{ProximaError, Result};
-use crate::policy::{ops, Activation, ActorCritic};
+use crate::policy::{ops, Activation, ActorCritic, DistParams};
 use crate::rollout::{explained_variance, normalize_advantages, Minibatches, RolloutBuffer};
 use candle_core::Tensor;
 use rand::Rng;
@@ -248,7 +248,7 @@ pub fn conjugate_gradient(
 /// errors.
 pub fn update<R: Rng + ?Sized>(
     policy: &ActorCritic,
-    critic_opt: &mut Adam,
+    critic_opt: &mut Optimizer,
     buf: &RolloutBuffer,
     p: &TrpoParams,
     lr: f64,
@@ -296,17 +296,49 @@ pub fn update<R: Rng + ?Sized>(
     };
     // 4. Backtracking line search.
     if xfx > 0.0 && xfx.is_finite() {
-        let beta = (2.0 * delta / xfx).sqrt();
+        let search = LineSearch { obs: &obs, act: &act, old: &old, theta_old: &theta_old, x: &x, l_old, delta };
+        search.run(policy, (2.0 * delta / xfx).sqrt(), p, &surrogate_of, &mut s)?;
+    }
+    s.approx_kl = s.kl_divergence;
+
+    // 5. The critic.
+    fit_critic(policy, critic_opt, buf, p, lr, rng, &mut s)?;
+    Ok(s)
+}
+
+/// Step 4 of the module doc: what the backtracking line search needs.
+struct LineSearch<'a> {
+    obs: &'a Tensor,
+    act: &'a Tensor,
+    old: &'a DistParams,
+    theta_old: &'a [f32],
+    x: &'a [f64],
+    l_old: f64,
+    delta: f64,
+}
+
+impl LineSearch<'_> {
+    /// Tries θ_old + β·x·shrinkᵏ for k = 0 … max_iter−1 and keeps the first step whose mean
+    /// KL is ≤ δ and whose surrogate improves on L(θ_old) (recording its fraction, KL and
+    /// surrogate in `s`); with none, θ stays θ_old.
+    fn run(
+        &self,
+        policy: &ActorCritic,
+        beta: f64,
+        p: &TrpoParams,
+        surrogate_of: &dyn Fn(&Tensor) -> Result<Tensor>,
+        s: &mut UpdateStats,
+    ) -> Result<()> {
         let mut fraction = 1.0;
         for _ in 0..p.line_search_max_iter {
             let cand: Vec<f32> =
-                theta_old.iter().zip(&x).map(|(&t, &xi)| (t as f64 + fraction * beta * xi) as f32).collect();
+                self.theta_old.iter().zip(self.x).map(|(&t, &xi)| (t as f64 + fraction * beta * xi) as f32).collect();
             if cand.iter().all(|v| v.is_finite()) {
                 set_actor_params_flat(policy, &cand)?;
-                let (lp_new, _, _, head) = policy.evaluate_actions_with_head(&obs, &act)?;
+                let (lp_new, _, _, head) = policy.evaluate_actions_with_head(self.obs, self.act)?;
                 let l_new = surrogate_of(&lp_new)?.to_scalar::<f32>()? as f64;
-                let kl = policy.kl_of_head(&old, &head)?.mean_all()?.to_scalar::<f32>()? as f64;
-                if kl <= delta && l_new > l_old && l_new.is_finite() {
+                let kl = policy.kl_of_head(self.old, &head)?.mean_all()?.to_scalar::<f32>()? as f64;
+                if kl <= self.delta && l_new > self.l_old && l_new.is_finite() {
                     s.step_fraction = fraction;
                     s.kl_divergence = kl;
                     s.policy_loss = -l_new;
@@ -316,12 +348,27 @@ pub fn update<R: Rng + ?Sized>(
             fraction *= p.line_search_shrinking_factor;
         }
         if s.step_fraction == 0.0 {
-            set_actor_params_flat(policy, &theta_old)?; // no acceptable step: keep θ_old
+            set_actor_params_flat(policy, self.theta_old)?; // no acceptable step: keep θ_old
         }
+        Ok(())
     }
-    s.approx_kl = s.kl_divergence;
+}
 
-    // 5. The critic: n_critic_updates epochs of minibatch Adam on mean((V − R)²).
+/// Step 5 of the module doc: `n_critic_updates` epochs of minibatch Adam (`critic_opt`, step
+/// size `lr`) on mean((V − R)²), accumulating the value loss and the counts into `s`.
+///
+/// # Errors
+/// `NonFinite` when the value loss is not finite; tensor errors.
+fn fit_critic<R: Rng + ?Sized>(
+    policy: &ActorCritic,
+    critic_opt: &mut Optimizer,
+    buf: &RolloutBuffer,
+    p: &TrpoParams,
+    lr: f64,
+    rng: &mut R,
+    s: &mut UpdateStats,
+) -> Result<()> {
+    let dev = policy.device();
     critic_opt.lr = lr;
     let mut batches = Minibatches::new(buf, p.batch_size, false, false);
     for _ in 0..p.n_critic_updates {
@@ -340,5 +387,5 @@ pub fn update<R: Rng + ?Sized>(
         s.epochs += 1;
     }
     s.value_loss /= s.minibatches.max(1) as f64;
-    Ok(s)
+    Ok(())
 }

@@ -3,7 +3,7 @@
 //! normalisation statistics, PPO's β), and rebuilding a [`Trainer`] from it.
 
 use super::trainer::{Algo, Trainer};
-use crate::algo::optim::Adam;
+use crate::algo::optim::Optimizer;
 use crate::checkpoint::{self, CheckpointMeta, OptimizerState, OPTIMIZER};
 use crate::collect::EpisodeStats;
 use crate::config::Config;
@@ -130,12 +130,12 @@ impl Trainer {
     }
 }
 
-/// The buffers of [`Adam`]'s state in a checkpoint: its first and second moments (RMSprop uses
+/// The buffers of [`Optimizer`]'s state in a checkpoint: its first and second moments (RMSprop uses
 /// `v` only; `m` stays 0).
 const ADAM_BUFFERS: [&str; 2] = ["m", "v"];
 
 /// Puts a checkpoint's optimiser state (read with [`ADAM_BUFFERS`]) back into `opt`.
-fn restore_adam(opt: &mut Adam, state: OptimizerState) {
+fn restore_adam(opt: &mut Optimizer, state: OptimizerState) {
     let mut buffers = state.buffers.into_iter().map(|(_, b)| b);
     opt.m = buffers.next().unwrap_or_default();
     opt.v = buffers.next().unwrap_or_default();

@@ -3,7 +3,7 @@
 
 use crate::algo::a2c::{self, A2cParams};
 use crate::algo::a3c::{self, Worker};
-use crate::algo::optim::{Adam, LrSchedule};
+use crate::algo::optim::{LrSchedule, Optimizer};
 use crate::algo::ppo::{self, PpoParams};
 use crate::algo::trpo::{self, TrpoParams};
 use crate::algo::UpdateStats;
@@ -123,7 +123,7 @@ pub struct Trainer {
     /// π_θ and V_θ.
     pub policy: ActorCritic,
     /// The optimiser's state.
-    pub opt: Adam,
+    pub opt: Optimizer,
     pub(crate) algo: Algo,
     pub(crate) rng: ChaCha8Rng,
     buf: RolloutBuffer,
@@ -266,8 +266,10 @@ impl Trainer {
         let policy = ActorCritic::new(spec.clone(), &Device::Cpu, &mut ChaCha8Rng::seed_from_u64(cfg.seed))?;
         let sizes: Vec<usize> = policy.named_params().iter().map(|(_, v)| v.elem_count()).collect();
         let opt = match cfg.optimizer {
-            OptimizerName::Adam => Adam::new(&sizes, cfg.learning_rate, cfg.adam_eps),
-            OptimizerName::Rmsprop => Adam::rmsprop(&sizes, cfg.learning_rate, cfg.rms_prop_alpha, cfg.rms_prop_eps),
+            OptimizerName::Adam => Optimizer::adam(&sizes, cfg.learning_rate, cfg.adam_eps),
+            OptimizerName::Rmsprop => {
+                Optimizer::rmsprop(&sizes, cfg.learning_rate, cfg.rms_prop_alpha, cfg.rms_prop_eps)
+            }
         };
         let algo = match cfg.algo.as_str() {
             "a2c" => Algo::A2c(a2c_params(&cfg)),
