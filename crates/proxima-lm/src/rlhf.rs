@@ -12,6 +12,7 @@
 
 use candle_core::Tensor;
 use proxima::loss::{ppo_loss, Objective, PpoBatch, PpoCoefs};
+use proxima::rollout::gae_step;
 use proxima::{ProximaError, Result};
 
 fn check_rows(name: &str, len: usize, rows: usize, width: usize) -> Result<()> {
@@ -72,9 +73,10 @@ pub fn kl_penalized_rewards(
     Ok(r)
 }
 
-/// GAE over tokens (Schulman et al. 2016, Eq. 11–12): δ_t = r_t + γ·V_{t+1} − V_t with
-/// V_{t+1} = 0 after the last real token (the response ended: terminal), Â_t = δ_t +
-/// γλ·Â_{t+1}. Returns `(advantages, returns = Â + V)`, both `[B, T]`, 0 on padding.
+/// GAE over tokens (Schulman et al. 2016, Eq. 11–12, the recursion step being
+/// [`proxima::rollout::gae_step`]): δ_t = r_t + γ·V_{t+1} − V_t with V_{t+1} = 0 after the last
+/// real token (the response ended: terminal), Â_t = δ_t + γλ·Â_{t+1}. Returns
+/// `(advantages, returns = Â + V)`, both `[B, T]`, 0 on padding.
 ///
 /// # Errors
 /// `InvalidArgument` on length mismatches.
@@ -101,8 +103,7 @@ pub fn token_gae(
                 next_value = 0.0;
                 continue;
             }
-            let delta = rewards[j] + gamma * next_value - f64::from(values[j]);
-            next_adv = delta + gamma * lambda * next_adv;
+            next_adv = gae_step(rewards[j], f64::from(values[j]), next_value, next_adv, true, gamma, lambda);
             next_value = f64::from(values[j]);
             adv[j] = next_adv;
         }

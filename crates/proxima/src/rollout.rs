@@ -26,6 +26,24 @@ pub struct GaeInput<'a> {
     pub n_envs: usize,
 }
 
+/// One step of the GAE recursion, walked backwards in time (Schulman et al. 2016, Eq. 11–12):
+/// δ_t = r_t + γ·V_next − V(s_t), then Â_t = δ_t + γλ·Â_{t+1} when the trajectory continues past
+/// t (else Â_t = δ_t). Every GAE in Proxima is this step over its own layout: [`gae`] over
+/// `[T, N]` rollouts, and the language models' GAE over the tokens of `[B, T]` responses.
+#[inline]
+pub fn gae_step(
+    reward: f64,
+    value: f64,
+    next_value: f64,
+    next_advantage: f64,
+    continues: bool,
+    gamma: f64,
+    gae_lambda: f64,
+) -> f64 {
+    let delta = reward + gamma * next_value - value;
+    delta + if continues { gamma * gae_lambda * next_advantage } else { 0.0 }
+}
+
 /// Generalised Advantage Estimation, Eq. 11–12 of Schulman et al. 2016 ("High-Dimensional
 /// Continuous Control Using Generalized Advantage Estimation"):
 ///
@@ -79,8 +97,15 @@ pub fn gae(input: &GaeInput<'_>, gamma: f64, gae_lambda: f64) -> Result<(Vec<f32
             } else {
                 (input.values[i + n] as f64, true)
             };
-            let delta = input.rewards[i] as f64 + gamma * next_value - input.values[i] as f64;
-            last_gae = delta + if continues { gamma * gae_lambda * last_gae } else { 0.0 };
+            last_gae = gae_step(
+                input.rewards[i] as f64,
+                input.values[i] as f64,
+                next_value,
+                last_gae,
+                continues,
+                gamma,
+                gae_lambda,
+            );
             adv[i] = last_gae as f32;
             ret[i] = (last_gae + input.values[i] as f64) as f32;
         }
