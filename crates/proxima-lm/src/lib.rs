@@ -10,10 +10,6 @@
 //! * [`run`]: the drivers behind `proxima lm sft|rm|grpo|ppo|eval`, with their settings in
 //!   [`args`], the weights files in [`weights`] and the logs in [`logs`].
 
-/// The global gradient-norm clip of every language-model update (SFT, reward model, GRPO,
-/// RLHF-PPO's policy and critic): TRL's and OpenRLHF's default `max_grad_norm = 1.0`.
-pub const MAX_GRAD_NORM: f64 = 1.0;
-
 pub mod args;
 pub mod grpo;
 pub mod logs;
@@ -25,3 +21,5 @@ pub mod run;
 pub mod task;
 pub mod train;
 pub mod weights;
+
+pub use train::MAX_GRAD_NORM;

@@ -19,8 +19,8 @@ use crate::rlhf::{
 use crate::task::{Problem, MAX_ANSWER_LEN, PROMPT_LEN};
 use crate::train::{add_grads, generate, micro_batches, response_log_probs, SEQ_LEN};
 use candle_core::{Device, Tensor};
-use proxima::algo::optim::host_gradients;
 use proxima::algo::optim::Optimizer;
+use proxima::policy::candle::host_gradients;
 use proxima::{ProximaError, Result};
 use rand::seq::{IndexedRandom, SliceRandom};
 use rand::Rng;
@@ -54,7 +54,7 @@ pub struct PpoLmConfig {
     #[arg(long, allow_negative_numbers = true, default_value_t = PpoLmConfig::default().gae_lambda)]
     pub gae_lambda: f64,
     /// Global gradient-norm clip (policy and critic separately).
-    #[arg(skip = crate::MAX_GRAD_NORM)]
+    #[arg(skip = crate::train::MAX_GRAD_NORM)]
     pub max_grad_norm: f64,
 }
 
@@ -69,7 +69,7 @@ impl Default for PpoLmConfig {
             clip_range_vf: Some(0.2),
             gamma: 1.0,
             gae_lambda: 0.95,
-            max_grad_norm: crate::MAX_GRAD_NORM,
+            max_grad_norm: crate::train::MAX_GRAD_NORM,
         }
     }
 }

@@ -161,7 +161,7 @@ pub fn run_grpo(
         drop_flat_groups: args.drop_flat_groups,
         shuffle_rewards: args.shuffle_rewards,
         micro_batch: args.micro_batch,
-        max_grad_norm: crate::MAX_GRAD_NORM,
+        max_grad_norm: crate::train::MAX_GRAD_NORM,
     };
     let policy = weights.model(&args.sft, &["sft"])?;
     let reference = weights.model(&args.sft, &["sft"])?;

@@ -8,10 +8,15 @@ use crate::model::TinyLm;
 use crate::rlhf::micro_batch_weight;
 use crate::task::{Problem, EOS, MAX_ANSWER_LEN, PAD, PROMPT_LEN};
 use candle_core::{Device, Tensor, D};
-use proxima::algo::optim::{host_gradients, Optimizer};
+use proxima::algo::optim::Optimizer;
+use proxima::policy::candle::host_gradients;
 use proxima::{ProximaError, Result};
 use rand::seq::IndexedRandom;
 use rand::Rng;
+
+/// The global gradient-norm clip of every language-model update (SFT, reward model, GRPO,
+/// RLHF-PPO's policy and critic): TRL's and OpenRLHF's default `max_grad_norm = 1.0`.
+pub const MAX_GRAD_NORM: f64 = 1.0;
 
 /// Full sequence length: prompt + the longest response.
 pub const SEQ_LEN: usize = PROMPT_LEN + MAX_ANSWER_LEN;
@@ -160,7 +165,7 @@ pub fn sft_step<R: Rng + ?Sized>(
     let m = Tensor::from_vec(mask, (batch, MAX_ANSWER_LEN), &dev)?;
     let loss = sft_loss(model, &t, &m)?;
     let l = loss.to_scalar::<f32>()? as f64;
-    opt.step(&model.named_params(), &loss.backward()?, Some(crate::MAX_GRAD_NORM))?;
+    opt.step(&model.named_params(), &loss.backward()?, Some(MAX_GRAD_NORM))?;
     Ok(l)
 }
 
@@ -207,7 +212,7 @@ impl Default for GrpoConfig {
             drop_flat_groups: false,
             shuffle_rewards: false,
             micro_batch: None,
-            max_grad_norm: crate::MAX_GRAD_NORM,
+            max_grad_norm: MAX_GRAD_NORM,
         }
     }
 }

@@ -7,7 +7,7 @@
 //! the value loss has no ½ factor here, unlike PPO's.
 
 use crate::algo::optim::Optimizer;
-use crate::algo::{apply_host_gradients, AdvantageNorm, UpdateStats};
+use crate::algo::update::{apply_host_gradients, AdvantageNorm, UpdateStats};
 use crate::error::{ProximaError, Result};
 use crate::policy::Policy;
 use crate::rollout::{explained_variance, RolloutBuffer};

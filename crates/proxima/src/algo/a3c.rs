@@ -23,7 +23,7 @@
 
 use crate::algo::a2c::{self, A2cParams};
 use crate::algo::optim::Optimizer;
-use crate::algo::{apply_host_gradients, UpdateStats};
+use crate::algo::update::{apply_host_gradients, UpdateStats};
 use crate::collect::Collector;
 use crate::env::vec_env::EpisodeRecord;
 use crate::error::{ProximaError, Result};

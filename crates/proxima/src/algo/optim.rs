@@ -7,6 +7,7 @@
 //! each parameter back once.
 
 use crate::error::{ProximaError, Result};
+use crate::policy::candle::host_gradients;
 use candle_core::backprop::GradStore;
 use candle_core::{Tensor, Var};
 use serde::{Deserialize, Serialize};
@@ -47,22 +48,6 @@ pub struct Optimizer {
     pub v: Vec<Vec<f32>>,
     /// Steps taken (t).
     pub t: u64,
-}
-
-/// The gradients of `params` in `grads`, copied to the host in the parameters' order, each
-/// flattened row-major and as f32 (`None` where no gradient flowed): what [`Optimizer::step_host`]
-/// takes.
-///
-/// # Errors
-/// Tensor errors.
-pub fn host_gradients(params: &[(String, Var)], grads: &GradStore) -> Result<Vec<Option<Vec<f32>>>> {
-    params
-        .iter()
-        .map(|(_, var)| match grads.get(var.as_tensor()) {
-            Some(g) => Ok(Some(g.flatten_all()?.to_dtype(candle_core::DType::F32)?.to_vec1::<f32>()?)),
-            None => Ok(None),
-        })
-        .collect()
 }
 
 /// The learning rate over a run: constant, or annealed linearly to 0 (CleanRL's `anneal_lr`:

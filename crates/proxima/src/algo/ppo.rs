@@ -3,7 +3,7 @@
 //! of shuffled minibatches) over one rollout.
 
 use crate::algo::optim::Optimizer;
-use crate::algo::{apply_gradients, AdvantageNorm, UpdateStats};
+use crate::algo::update::{apply_gradients, AdvantageNorm, UpdateStats};
 use crate::error::{ProximaError, Result};
 use crate::loss::{kl_and_clip_fraction, Objective, PpoCoefs};
 use crate::policy::Policy;

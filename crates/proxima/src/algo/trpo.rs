@@ -22,7 +22,7 @@
 //! against finite differences of the KL's gradient (`crates/proxima/tests/algorithms.rs`).
 
 use crate::algo::optim::Optimizer;
-use crate::algo::{AdvantageNorm, UpdateStats};
+use crate::algo::update::{AdvantageNorm, UpdateStats};
 use crate::error::{ProximaError, Result};
 use crate::policy::{ops, Activation, ActorCritic, DistParams};
 use crate::rollout::{explained_variance, normalize_advantages, Minibatches, RolloutBuffer};

@@ -7,8 +7,9 @@
 //! policy head, 1.0 on the value head, biases 0. The hidden tanh is [`ops::tanh`], a fast
 //! rational approximation.
 
-use super::{ops, orthogonal, ActOutput, ActionKind, Activation, LossReport, Policy, PolicySpec};
-use crate::algo::optim::host_gradients;
+use super::interface::{ActOutput, LossReport, Policy};
+use super::ops;
+use super::spec::{orthogonal, ActionKind, Activation, PolicySpec};
 use crate::error::{ProximaError, Result};
 use crate::loss::{a2c_loss, ppo_loss, PpoBatch, PpoCoefs};
 use crate::rollout::Minibatch;
@@ -23,10 +24,7 @@ struct Dense {
 }
 
 impl Dense {
-    /// `x·Wᵀ + 1·bᵀ`. The bias is added through a rank-1 product with a column of ones
-    /// rather than `broadcast_add`: the result is the same, but the bias gradient then comes
-    /// from a GEMM (1ᵀ·∂y) instead of candle's strided reduction over the batch, which
-    /// `perf` showed taking 15% of an update.
+    /// `x·Wᵀ + b`, the bias broadcast over the batch.
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         x.matmul(&self.w.as_tensor().t()?)?.broadcast_add(self.b.as_tensor())
     }
@@ -328,6 +326,25 @@ impl ActorCritic {
     pub fn env_action(&self, action: &mut [f32]) {
         Policy::env_action(self, action)
     }
+}
+
+/// The gradients of `params` in `grads`, copied to the host in the parameters' order, each
+/// flattened row-major and as f32 (`None` where no gradient flowed): what `Optimizer::step_host`
+/// takes.
+///
+/// # Errors
+/// Tensor errors.
+pub fn host_gradients(
+    params: &[(String, Var)],
+    grads: &candle_core::backprop::GradStore,
+) -> Result<Vec<Option<Vec<f32>>>> {
+    params
+        .iter()
+        .map(|(_, var)| match grads.get(var.as_tensor()) {
+            Some(g) => Ok(Some(g.flatten_all()?.to_dtype(candle_core::DType::F32)?.to_vec1::<f32>()?)),
+            None => Ok(None),
+        })
+        .collect()
 }
 
 impl ActorCritic {

@@ -11,7 +11,7 @@
 //!   the network output has already been copied to the host and no gradient is needed. Sampling
 //!   on the host with the run's own RNG keeps runs reproducible bit for bit.
 
-use super::ActionKind;
+use super::spec::ActionKind;
 use crate::error::{ProximaError, Result};
 use candle_core::{DType, Tensor, D};
 use rand::Rng;

@@ -1,0 +1,79 @@
+//! What every algorithm's update shares: where advantages are normalised, the diagnostics an
+//! update reports, and applying a gradient to the policy with the optimiser.
+
+use super::optim::{Optimizer, StepInfo};
+use crate::error::Result;
+use crate::policy::Policy;
+use serde::{Deserialize, Serialize};
+
+/// Where advantages are normalised.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AdvantageNorm {
+    /// Per minibatch (SB3, CleanRL, openai/baselines): the default.
+    Minibatch,
+    /// Once over the whole rollout batch.
+    Batch,
+    /// Not at all.
+    Off,
+}
+
+/// Diagnostics of one update (one rollout), averaged over its minibatches.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct UpdateStats {
+    /// Mean L^CLIP (negated surrogate).
+    pub policy_loss: f64,
+    /// Mean value loss.
+    pub value_loss: f64,
+    /// Mean policy entropy.
+    pub entropy: f64,
+    /// approx KL of the last epoch's minibatches (CleanRL reports the last minibatch's).
+    pub approx_kl: f64,
+    /// Mean clip fraction over all minibatches.
+    pub clip_fraction: f64,
+    /// 1 − Var(R − V_old)/Var(R) over the rollout.
+    pub explained_variance: f64,
+    /// Learning rate used in this update.
+    pub learning_rate: f64,
+    /// Mean global gradient norm before clipping.
+    pub grad_norm: f64,
+    /// Epochs run (< n_epochs when target_kl stopped early).
+    pub epochs: usize,
+    /// Optimiser steps taken.
+    pub minibatches: usize,
+    /// d = mean KL[π_θold(·|s), π_θ(·|s)] over the whole rollout after the update (analytic).
+    pub kl_divergence: f64,
+    /// β used in this update (KL objectives; 0 otherwise).
+    pub kl_coef: f64,
+    /// TRPO: the fraction of the natural-gradient step the line search accepted (0 = rejected).
+    pub step_fraction: f64,
+}
+
+/// One optimiser step on `policy`'s parameters with the gradient of the loss it evaluated last
+/// ([`Policy::backward`]), clipped to `max_grad_norm` globally.
+///
+/// # Errors
+/// `NonFinite` for a non-finite gradient or new parameter (nothing is changed then); the
+/// policy's own errors.
+pub fn apply_gradients(policy: &mut dyn Policy, opt: &mut Optimizer, max_grad_norm: Option<f64>) -> Result<StepInfo> {
+    let grads = policy.backward()?;
+    apply_host_gradients(policy, opt, &grads, max_grad_norm)
+}
+
+/// [`apply_gradients`] with gradients already on the host (one entry per parameter, as
+/// [`Policy::backward`] returns them): how an A3C worker's gradient reaches the global network.
+///
+/// # Errors
+/// As [`apply_gradients`].
+pub fn apply_host_gradients(
+    policy: &mut dyn Policy,
+    opt: &mut Optimizer,
+    grads: &[Option<Vec<f32>>],
+    max_grad_norm: Option<f64>,
+) -> Result<StepInfo> {
+    let names = policy.param_names();
+    let mut values = policy.params()?;
+    let info = opt.step_values(&names, &mut values, grads, max_grad_norm)?;
+    policy.set_params(&values)?;
+    Ok(info)
+}

@@ -1,0 +1,115 @@
+//! The policy seam: the [`Policy`] trait between the algorithms and a network implementation,
+//! and what its methods return.
+
+use super::spec::{ActionKind, PolicySpec};
+use crate::error::Result;
+use crate::loss::PpoCoefs;
+use crate::rollout::Minibatch;
+use rand::RngCore;
+
+/// What a loss evaluation ([`Policy::ppo_loss`], [`Policy::a2c_loss`]) reports; what the
+/// gradient needs stays inside the implementation until [`Policy::backward`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LossReport {
+    /// The loss and its parts as computed (f32): `[loss, policy_loss, value_loss, entropy]`.
+    pub values: [f32; 4],
+    /// log r_t(θ) = log π_θ(a_t|s_t) − log π_θold(a_t|s_t) per row, `[B]` (PPO; empty for A2C).
+    pub log_ratio: Vec<f32>,
+}
+
+/// The seam between the algorithms and a network implementation: an actor-critic π_θ, V_θ whose
+/// parameters are the spec's ([`PolicySpec::param_shapes`], in that order, each row-major),
+/// evaluated on host arrays. Every gradient is one host vector per parameter in that order, so
+/// the optimiser, checkpoints and (later) all-reduces work on any implementation.
+pub trait Policy: Send {
+    /// The network's spec.
+    fn spec(&self) -> &PolicySpec;
+
+    /// Acts on N observations `[N, obs_dim]`: samples from π(·|s) with `rng`, or takes the mode
+    /// when `deterministic`; actions as stored (continuous: unclipped; see
+    /// [`Policy::env_action`]), log-probabilities and V(s).
+    ///
+    /// # Errors
+    /// Observations that are not rows of `obs_dim`; the implementation's own errors.
+    fn act(&self, obs: &[f32], deterministic: bool, rng: &mut dyn RngCore) -> Result<ActOutput>;
+
+    /// V(s) for N observations `[N, obs_dim]` → `[N]`.
+    ///
+    /// # Errors
+    /// As [`Policy::act`].
+    fn predict_values(&self, obs: &[f32]) -> Result<Vec<f32>>;
+
+    /// π(·|s)'s parameters for N observations: the head `[N, head_dim]` (logits side by side,
+    /// or Gaussian means) and the Gaussian log-std `[dim]` (empty for discrete actions).
+    ///
+    /// # Errors
+    /// As [`Policy::act`].
+    fn dist_params_host(&self, obs: &[f32]) -> Result<(Vec<f32>, Vec<f32>)>;
+
+    /// The PPO loss ([`crate::loss::ppo_loss`]) of minibatch `mb` at the current θ, with π_θold
+    /// as `mb.old_head` and `old_log_std` (read by the KL objectives only). Keeps what
+    /// [`Policy::backward`] needs.
+    ///
+    /// # Errors
+    /// A KL objective without `mb.old_head`; the implementation's own errors.
+    fn ppo_loss(&mut self, mb: &Minibatch, old_log_std: &[f32], coefs: &PpoCoefs) -> Result<LossReport>;
+
+    /// The A2C loss ([`crate::loss::a2c_loss`]) of `batch` at the current θ. Keeps what
+    /// [`Policy::backward`] needs.
+    ///
+    /// # Errors
+    /// The implementation's own errors.
+    fn a2c_loss(&mut self, batch: &Minibatch, vf_coef: f64, ent_coef: f64) -> Result<LossReport>;
+
+    /// ∇θ of the last loss, one host vector per parameter in the spec's order (`None` where no
+    /// gradient flows).
+    ///
+    /// # Errors
+    /// `InvalidArgument` when no loss was evaluated since the last call.
+    fn backward(&mut self) -> Result<Vec<Option<Vec<f32>>>>;
+
+    /// d = mean over N observations of KL[π_θold(·|s), π_θ(·|s)] at the current θ, π_θold given
+    /// as a head `[N, head_dim]` and log-std (as [`Policy::dist_params_host`] returns them).
+    ///
+    /// # Errors
+    /// As [`Policy::act`].
+    fn rollout_kl(&self, obs: &[f32], old_head: &[f32], old_log_std: &[f32]) -> Result<f64>;
+
+    /// The parameters' names, in the spec's order.
+    fn param_names(&self) -> Vec<String> {
+        self.spec().param_shapes().into_iter().map(|(n, _)| n).collect()
+    }
+
+    /// Every parameter's values, row-major, in the spec's order.
+    ///
+    /// # Errors
+    /// The implementation's own errors.
+    fn params(&self) -> Result<Vec<Vec<f32>>>;
+
+    /// Sets every parameter (same order and sizes as [`Policy::params`]).
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a count or size mismatch; nothing is changed then.
+    fn set_params(&mut self, values: &[Vec<f32>]) -> Result<()>;
+
+    /// Clips a stored continuous action to the Box bounds for the env (in place); a no-op for
+    /// discrete actions. The unclipped action stays in the buffer (CleanRL #240).
+    fn env_action(&self, action: &mut [f32]) {
+        if let ActionKind::Continuous { low, high, .. } = &self.spec().action {
+            for ((a, l), h) in action.iter_mut().zip(low).zip(high) {
+                *a = a.clamp(*l, *h);
+            }
+        }
+    }
+}
+
+/// What [`Policy::act`] returns for a batch of N observations.
+#[derive(Clone, Debug, Default)]
+pub struct ActOutput {
+    /// Sampled (or deterministic) actions as stored, `[N, act_dim]` (continuous: unclipped).
+    pub actions: Vec<f32>,
+    /// log π(a|s), `[N]`.
+    pub log_probs: Vec<f32>,
+    /// V(s), `[N]`.
+    pub values: Vec<f32>,
+}

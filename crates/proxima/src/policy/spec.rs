@@ -1,0 +1,221 @@
+//! What a policy network is, whatever implements it: the action distribution it outputs
+//! ([`ActionKind`]), its hidden activation, and its [`PolicySpec`] — the dense layers in
+//! parameter order with CleanRL's names (`actor.0.weight`, …, `actor_logstd`), their shapes and
+//! their orthogonal initialisation. Checkpoints store the spec; every backend builds from it.
+
+use crate::env::Space;
+use crate::error::{ProximaError, Result};
+use nalgebra::DMatrix;
+use rand::Rng;
+use rand_distr::StandardNormal;
+use serde::{Deserialize, Serialize};
+
+/// What the policy outputs, derived from the env's action space.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ActionKind {
+    /// `Discrete(n)`: a Categorical over `n` logits.
+    Discrete {
+        /// Number of actions.
+        n: usize,
+    },
+    /// `MultiDiscrete(nvec)`: independent Categoricals, one per component, with `nvec[i]` logits
+    /// each; log-probabilities and entropies are summed over components.
+    MultiDiscrete {
+        /// Number of choices of each component.
+        nvec: Vec<usize>,
+    },
+    /// `Box(dim)`: a diagonal Gaussian with a state-independent log-std; `low`/`high` are the
+    /// bounds the sampled action is clipped to when sent to the env.
+    Continuous {
+        /// Action dimensions.
+        dim: usize,
+        /// Lower bounds, `[dim]`.
+        low: Vec<f32>,
+        /// Upper bounds, `[dim]`.
+        high: Vec<f32>,
+    },
+}
+
+impl ActionKind {
+    /// Maps an env's action space to a distribution.
+    ///
+    /// # Errors
+    /// `Unsupported` for spaces without a distribution (a `MultiDiscrete` with a zero entry).
+    pub fn from_space(space: &Space) -> Result<Self> {
+        match space {
+            Space::Discrete { n } => Ok(ActionKind::Discrete { n: *n }),
+            Space::Box { low, high, .. } => {
+                Ok(ActionKind::Continuous { dim: low.len(), low: low.clone(), high: high.clone() })
+            }
+            Space::MultiDiscrete { nvec } if !nvec.is_empty() && !nvec.contains(&0) => {
+                Ok(ActionKind::MultiDiscrete { nvec: nvec.clone() })
+            }
+            other => {
+                Err(ProximaError::Unsupported(format!("no policy distribution for action space {}", other.describe())))
+            }
+        }
+    }
+    /// The Categorical components: `[n]` for Discrete, `nvec` for MultiDiscrete, None for Box.
+    pub fn categorical_components(&self) -> Option<Vec<usize>> {
+        match self {
+            ActionKind::Discrete { n } => Some(vec![*n]),
+            ActionKind::MultiDiscrete { nvec } => Some(nvec.clone()),
+            ActionKind::Continuous { .. } => None,
+        }
+    }
+    /// Width of the policy head: `n` logits or `dim` means.
+    pub fn head_dim(&self) -> usize {
+        match self {
+            ActionKind::Discrete { n } => *n,
+            ActionKind::MultiDiscrete { nvec } => nvec.iter().sum(),
+            ActionKind::Continuous { dim, .. } => *dim,
+        }
+    }
+    /// Floats per stored action: 1 for Discrete, `dim` for Box.
+    pub fn act_dim(&self) -> usize {
+        match self {
+            ActionKind::Discrete { .. } => 1,
+            ActionKind::MultiDiscrete { nvec } => nvec.len(),
+            ActionKind::Continuous { dim, .. } => *dim,
+        }
+    }
+}
+
+/// Hidden-layer activation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Activation {
+    /// tanh (CleanRL/SB3 default for MLPs).
+    Tanh,
+    /// ReLU.
+    Relu,
+}
+
+/// Everything needed to rebuild a network; stored in checkpoints' metadata.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PolicySpec {
+    /// Flattened observation length.
+    pub obs_dim: usize,
+    /// The action distribution.
+    pub action: ActionKind,
+    /// Hidden layer widths, e.g. `[64, 64]`.
+    pub net_arch: Vec<usize>,
+    /// Hidden activation.
+    pub activation: Activation,
+    /// Share the hidden layers between policy and value heads.
+    pub shared_trunk: bool,
+    /// Initial value of the Gaussian log-std (continuous actions).
+    pub log_std_init: f32,
+    /// Orthogonal initialisation (else PyTorch's default uniform ±1/√fan_in).
+    pub ortho_init: bool,
+}
+
+/// Orthogonal matrix `[rows, cols]` scaled by `gain`, as `torch.nn.init.orthogonal_`:
+/// QR of a standard-normal matrix (transposed when rows < cols), with Q's columns' signs fixed
+/// by diag(R) so the distribution is uniform (Haar).
+pub fn orthogonal<R: Rng + ?Sized>(rows: usize, cols: usize, gain: f64, rng: &mut R) -> Vec<f32> {
+    let transpose = rows < cols;
+    let (r, c) = if transpose { (cols, rows) } else { (rows, cols) };
+    let m = DMatrix::<f64>::from_fn(r, c, |_, _| rng.sample(StandardNormal));
+    let qr = m.qr();
+    let mut q = qr.q(); // [r, c]
+    let rmat = qr.r();
+    for j in 0..c {
+        if rmat[(j, j)] < 0.0 {
+            q.column_mut(j).neg_mut();
+        }
+    }
+    let mut out = Vec::with_capacity(rows * cols);
+    for i in 0..rows {
+        for j in 0..cols {
+            let v = if transpose { q[(j, i)] } else { q[(i, j)] };
+            out.push((v * gain) as f32);
+        }
+    }
+    out
+}
+
+/// Which part of the network a layer belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Part {
+    Trunk,
+    Actor,
+    Critic,
+}
+
+/// One dense layer of a network's plan: its name prefix, fans, init gain and part.
+pub(crate) struct LayerPlan {
+    pub(crate) name: String,
+    pub(crate) fan_in: usize,
+    pub(crate) fan_out: usize,
+    pub(crate) gain: f64,
+    pub(crate) part: Part,
+}
+
+impl PolicySpec {
+    /// The dense layers, in parameter order, named like CleanRL's `nn.Sequential` modules.
+    pub(crate) fn plan(&self) -> Vec<LayerPlan> {
+        let sqrt2 = std::f64::consts::SQRT_2;
+        let hidden = |prefix: &str, part: Part, out: &mut Vec<LayerPlan>| {
+            let mut fan_in = self.obs_dim;
+            for (i, &h) in self.net_arch.iter().enumerate() {
+                out.push(LayerPlan { name: format!("{prefix}.{}", 2 * i), fan_in, fan_out: h, gain: sqrt2, part });
+                fan_in = h;
+            }
+            fan_in
+        };
+        let head = self.action.head_dim();
+        let mut plan = Vec::new();
+        if self.shared_trunk {
+            let w = hidden("trunk", Part::Trunk, &mut plan);
+            plan.push(LayerPlan { name: "actor.0".into(), fan_in: w, fan_out: head, gain: 0.01, part: Part::Actor });
+            plan.push(LayerPlan { name: "critic.0".into(), fan_in: w, fan_out: 1, gain: 1.0, part: Part::Critic });
+        } else {
+            let d = 2 * self.net_arch.len();
+            let w = hidden("actor", Part::Actor, &mut plan);
+            plan.push(LayerPlan {
+                name: format!("actor.{d}"),
+                fan_in: w,
+                fan_out: head,
+                gain: 0.01,
+                part: Part::Actor,
+            });
+            let w = hidden("critic", Part::Critic, &mut plan);
+            plan.push(LayerPlan { name: format!("critic.{d}"), fan_in: w, fan_out: 1, gain: 1.0, part: Part::Critic });
+        }
+        plan
+    }
+
+    /// Every parameter's name and shape, in order, without allocating the network (so a
+    /// checkpoint's claimed spec can be checked against its tensors before anything is built).
+    pub fn param_shapes(&self) -> Vec<(String, Vec<usize>)> {
+        let mut out = Vec::new();
+        for l in self.plan() {
+            out.push((format!("{}.weight", l.name), vec![l.fan_out, l.fan_in]));
+            out.push((format!("{}.bias", l.name), vec![l.fan_out]));
+        }
+        if let ActionKind::Continuous { dim, .. } = &self.action {
+            out.push(("actor_logstd".into(), vec![*dim]));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    #[test]
+    fn orthogonal_rows_or_columns_are_orthonormal() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+        for (r, c) in [(64, 4), (4, 64), (64, 64), (2, 64)] {
+            let w = orthogonal(r, c, 2.0, &mut rng);
+            let m = DMatrix::from_row_slice(r, c, &w.iter().map(|&x| x as f64 / 2.0).collect::<Vec<_>>());
+            let g = if r >= c { m.transpose() * &m } else { &m * m.transpose() };
+            let k = r.min(c);
+            assert!((g - DMatrix::<f64>::identity(k, k)).abs().max() < 1e-5, "{r}x{c}");
+        }
+    }
+}
