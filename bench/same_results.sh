@@ -7,6 +7,12 @@
 #
 #   bench/same_results.sh [REF]        # OUT=bench-results/same_results by default
 #
+# Prints (and writes to $OUT/report.txt) one row per case — its name, the number of files compared
+# and `identical`, `DIFFERENT` (with the first differences: tensor and max |diff|, CSV row and
+# column, JSON key) or `SKIPPED` (with the reason) — then `N identical, M different, K skipped, of
+# T cases`. Exits 0 when no case differs, 1 otherwise or when a case failed to run (its logs are
+# $OUT/ref.<case>.log and $OUT/new.<case>.log).
+#
 # Cases: each native env × each preset (A3C with one worker: with two, the workers' interleaving
 # is not reproducible); PPO's four objectives on a discrete and a continuous env; a shared trunk
 # with ReLU; target_kl early stopping; batch advantage normalisation; observation and reward
@@ -16,14 +22,15 @@
 #
 # Needs cargo and python3 (with its shared library, for the bridge). The bridged case uses
 # $PROXIMA_PYTHON, else .venv-ci/bin/python, else a venv made here with `pip install gymnasium`;
-# without gymnasium that case is reported as SKIPPED. About 10 minutes on 2 cores when both
-# binaries are built (each build ~1-2 minutes after the first of each, which compiles candle). The
+# without gymnasium that case is reported as SKIPPED. The runs take 1-2 minutes on 2 cores; each
+# build ~1-2 minutes, except the first of a target directory, which compiles candle (~6). The
 # current tree builds into $CARGO_TARGET_DIR (default target/), the references into their own
 # target/same-results/ref-target (never share one target directory between two checkouts of this
 # workspace: cargo would take one's build for the other's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
+case "${1:-}" in -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 target=${CARGO_TARGET_DIR:-$root/target}
 ref=${1:-cfb65bd}
 ref_sha=$(git rev-parse --verify "$ref^{commit}")
@@ -200,6 +207,7 @@ echo "  lm"
 both lm_case lm
 t1=$(date +%s)
 
+set +e
 {
   echo "bench/same_results.sh: reference ${ref_sha:0:12} vs current $(git rev-parse --short HEAD)$([ -n "$(git status --porcelain -- crates)" ] && echo ' (+ uncommitted changes)')"
   echo "$(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), runs took $((t1 - t0)) s"

@@ -350,13 +350,7 @@ fn eval(a: EvalArgs) -> Result<()> {
     let policy = ck.build_policy(&candle_core::Device::Cpu)?;
     let env_id = env.unwrap_or_else(|| ck.meta.env_id.clone());
     // Normalisation statistics saved with the model are applied, frozen.
-    let norm: Option<proxima::normalize::Normalizer> = match ck.meta.extra.get("normalization") {
-        Some(j) => Some(
-            serde_json::from_str(j)
-                .with_context(|| format!("{}: malformed normalization statistics", file.display()))?,
-        ),
-        None => None,
-    };
+    let norm = train::saved_normalizer(&ck)?;
     if render_episodes == 0 {
         bail!("--render-episodes must be at least 1");
     }
@@ -503,14 +497,13 @@ fn latest_checkpoint(dir: &Path) -> Result<PathBuf> {
     if !dir.is_dir() {
         bail!("{}: no such run directory", dir.display());
     }
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir.join("checkpoints"))
-        .map(|d| {
-            d.filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
-                .collect()
-        })
-        .unwrap_or_default();
-    files.push(dir.join("model.safetensors"));
+    // model.safetensors first: on a tie with the last checkpoint, the final model is the one taken.
+    let mut files = vec![dir.join("model.safetensors")];
+    if let Ok(d) = std::fs::read_dir(dir.join("checkpoints")) {
+        files.extend(
+            d.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "safetensors")),
+        );
+    }
     let mut best: Option<(u64, PathBuf)> = None;
     let mut last_err = None;
     for f in files.into_iter().filter(|f| f.is_file()) {

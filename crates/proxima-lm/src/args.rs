@@ -171,7 +171,8 @@ pub struct GrpoArgs {
     /// μ, optimiser passes per batch.
     #[arg(long, default_value_t = GrpoArgs::default().inner_iters)]
     pub inner_iters: usize,
-    /// false = Dr. GRPO mean-centring (no std scaling).
+    /// Divide the group-centred rewards by the group's std (GRPO); off (--no-scale-advantages):
+    /// Dr. GRPO's mean-centring only.
     #[arg(long = "no-scale-advantages", action = clap::ArgAction::SetFalse)]
     pub scale_advantages: bool,
     /// `seq-mean-token-mean` (GRPO), `token-mean` (DAPO) or `constant-length` (Dr. GRPO,
@@ -269,11 +270,11 @@ pub struct PpoArgs {
     /// The SFT run: the starting policy and π_ref.
     #[arg(long)]
     pub sft: PathBuf,
-    /// The reward-model run: the reward and the critic's initialisation (absent: the
-    /// verifiable exact-match reward, the critic initialised from the SFT weights).
+    /// The reward-model run: the reward and the critic's initialisation (required unless
+    /// --verifiable-reward).
     #[arg(long, required_unless_present = "verifiable_reward")]
     pub rm: Option<PathBuf>,
-    /// PPO steps (each samples `prompts` responses).
+    /// PPO steps (each samples --prompts responses).
     #[arg(long, default_value_t = PpoArgs::default().steps)]
     pub steps: usize,
     /// Adam step size of the policy.
@@ -306,13 +307,15 @@ pub struct PpoArgs {
     #[arg(long, default_value_t = PpoArgs::default().eval_every)]
     pub eval_every: usize,
     /// Control: optimise the task's exact-match reward instead of a reward model (the critic
-    /// then starts from the SFT weights); the same as leaving `rm` out.
+    /// then starts from the SFT weights).
     #[arg(long, conflicts_with = "rm")]
     #[serde(skip)]
     pub verifiable_reward: bool,
     /// Clip of the value change around V_old: a number, or `none` for an unclipped value loss
-    /// [default: 0.2]. (The command line's; `with_cli_flags` puts it into `ppo.clip_range_vf`.)
-    #[arg(long = "clip-range-vf", value_name = "CLIP_RANGE_VF|none")]
+    /// [default: 0.2]
+    //
+    // The command line's form of `ppo.clip_range_vf`, which `with_cli_flags` sets from it.
+    #[arg(long = "clip-range-vf", value_name = "CLIP_RANGE_VF|none", allow_negative_numbers = true)]
     #[serde(skip)]
     pub clip_range_vf_arg: Option<String>,
 }

@@ -39,7 +39,7 @@ pub struct PreferencePair {
 pub enum Labeller {
     /// Correct beats incorrect; two incorrect (or two correct) responses are not compared.
     Binary,
-    /// As `Binary`, and between two incorrect responses the one with more tokens right in place
+    /// As binary, and between two incorrect responses the one with more tokens right in place
     /// wins (partial credit).
     Graded,
 }

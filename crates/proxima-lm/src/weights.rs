@@ -76,7 +76,16 @@ pub fn load_model(path: &Path, kinds: &[&str]) -> Result<(TinyLm, String)> {
     let model = TinyLm::new(spec, 0, &Device::Cpu).map_err(|e| f.error(e))?;
     let params = model.named_params();
     if f.len() != params.len() {
-        return Err(f.error(format!("{} tensors, the network has {}", f.len(), params.len())));
+        let missing = params.iter().map(|(n, _)| n.as_str()).find(|n| f.get(n).is_none());
+        let mut names: Vec<&str> = f.names().collect();
+        names.sort_unstable();
+        let extra = names.into_iter().find(|n| !params.iter().any(|(p, _)| p == n));
+        let which = match (missing, extra) {
+            (Some(m), _) => format!("; missing tensor `{m}`"),
+            (None, Some(x)) => format!("; `{x}` is not one of the network's"),
+            _ => String::new(),
+        };
+        return Err(f.error(format!("{} tensors, the network has {}{which}", f.len(), params.len())));
     }
     for (name, var) in params {
         let (shape, v) = f.get(&name).ok_or_else(|| f.error(format!("missing tensor `{name}`")))?;

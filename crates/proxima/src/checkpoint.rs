@@ -141,10 +141,16 @@ fn parse_meta(
 }
 
 impl Checkpoint {
-    /// Whether tensor `name` belongs to a saved optimiser state (`<optimizer>.…` with
-    /// `<optimizer>.t` in the metadata).
+    /// The file's path, as errors show it.
+    pub fn path(&self) -> &str {
+        &self.file.path
+    }
+
+    /// Whether tensor `name` belongs to a saved optimiser state: the trainer's (`optim.…`), or
+    /// another optimiser's (`<optimizer>.…` with `<optimizer>.t` in the metadata).
     fn is_optimizer_tensor(&self, name: &str) -> bool {
-        name.split_once('.').is_some_and(|(opt, _)| self.file.metadata.contains_key(&format!("{opt}.t")))
+        name.starts_with(&format!("{OPTIMIZER}."))
+            || name.split_once('.').is_some_and(|(opt, _)| self.file.metadata.contains_key(&format!("{opt}.t")))
     }
 
     /// Builds the network the checkpoint describes and loads its parameters.
@@ -188,7 +194,9 @@ impl Checkpoint {
             }
         }
         let is_param = |k: &str| shapes.iter().any(|(n, _)| n == k);
-        if let Some(extra) = self.file.names().find(|k| !self.is_optimizer_tensor(k) && !is_param(k)) {
+        let mut names: Vec<&str> = self.file.names().collect();
+        names.sort_unstable(); // name the same tensor every time
+        if let Some(extra) = names.into_iter().find(|k| !self.is_optimizer_tensor(k) && !is_param(k)) {
             return bad(format!("the file holds `{extra}`, which the network lacks"));
         }
         let mut values = Vec::with_capacity(shapes.len());

@@ -555,11 +555,10 @@ impl Config {
     /// The seed and the step budget.
     fn validate_counters(&self) -> Result<()> {
         let bad = |m: String| Err(ProximaError::Config(m));
-        if self.seed > i64::MAX as u64 || self.total_timesteps > i64::MAX as u64 {
-            return bad(format!(
-                "seed = {} / total_timesteps = {}: must be below 2^63 (TOML integers are signed 64-bit)",
-                self.seed, self.total_timesteps
-            ));
+        for (k, v) in [("seed", self.seed), ("total_timesteps", self.total_timesteps)] {
+            if v > i64::MAX as u64 {
+                return bad(format!("{k} = {v}: must be below 2^63 (TOML integers are signed 64-bit)"));
+            }
         }
         if self.total_timesteps == 0 {
             return bad("total_timesteps = 0: must be at least 1".into());

@@ -1,6 +1,6 @@
 //! Files: atomic writes, and the one safetensors reader/writer (f32 tensors by name plus string
 //! metadata), with its validation. Training checkpoints ([`crate::checkpoint`]) and the
-//! language models' weights ([`crate::lm::run`]) are both written and read here.
+//! language models' weights (`proxima-lm`'s `weights` module) are both written and read here.
 //!
 //! Writes are atomic: the bytes go to a temporary file in the same directory, which is synced
 //! and renamed over the target, so a crash at any moment leaves either the old file or the new

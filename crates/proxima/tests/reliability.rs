@@ -184,3 +184,22 @@ fn every_native_env_trains_reproducibly() {
         assert_ne!(bits(&a), bits(&c), "{id}: another seed must give another run");
     }
 }
+
+/// A checkpoint of a run that normalised observations must carry the statistics evaluation
+/// applies; without them evaluation is refused rather than silently giving other returns.
+#[test]
+fn evaluation_refuses_a_normalised_checkpoint_without_its_statistics() {
+    let sets = ["n_envs=1".to_string(), "n_steps=64".into(), "batch_size=32".into(), "total_timesteps=64".into()];
+    let cfg = Config::resolve("paper-mujoco", None, &sets).unwrap();
+    let mut tr = Trainer::new("Pendulum-v1", cfg).unwrap();
+    tr.step().unwrap();
+    let path = std::env::temp_dir().join(format!("proxima-norm-ck-{}.safetensors", std::process::id()));
+    tr.save(&path).unwrap();
+    let mut ck = proxima::checkpoint::load(&path).unwrap();
+    let norm = proxima::train::saved_normalizer(&ck).unwrap().expect("statistics saved");
+    assert_eq!(norm, tr.collector.norm, "the statistics read back exactly");
+    ck.meta.extra.remove("normalization");
+    let e = proxima::train::saved_normalizer(&ck).unwrap_err().to_string();
+    assert!(e.contains("normalize_observation = true") && e.contains("no normalization statistics"), "{e}");
+    std::fs::remove_file(&path).unwrap();
+}

@@ -112,6 +112,30 @@ pub fn evaluate_recorded(
     Ok(returns)
 }
 
+/// The normalisation statistics a checkpoint was trained with, to apply frozen at evaluation
+/// (`None` for a run without normalisation).
+///
+/// # Errors
+/// `Checkpoint` when the statistics are malformed, or absent from a checkpoint whose config
+/// normalised observations (evaluating without them would silently give other returns).
+pub fn saved_normalizer(ck: &crate::checkpoint::Checkpoint) -> Result<Option<Normalizer>> {
+    match ck.meta.extra.get("normalization") {
+        Some(j) => serde_json::from_str(j)
+            .map(Some)
+            .map_err(|e| ProximaError::Checkpoint(format!("{}: malformed normalization statistics ({e})", ck.path()))),
+        None => {
+            let cfg = ck.meta.config_toml.parse::<toml::Table>().ok();
+            if cfg.and_then(|t| t.get("normalize_observation").and_then(|v| v.as_bool())) == Some(true) {
+                return Err(ProximaError::Checkpoint(format!(
+                    "{}: trained with normalize_observation = true, but holds no normalization statistics",
+                    ck.path()
+                )));
+            }
+            Ok(None)
+        }
+    }
+}
+
 /// Mean and population std of a slice.
 pub fn mean_std(x: &[f64]) -> (f64, f64) {
     let n = x.len().max(1) as f64;

@@ -25,6 +25,6 @@ mod run_dir;
 pub mod snapshot;
 mod trainer;
 
-pub use eval::{evaluate, evaluate_recorded, mean_std, Recording};
+pub use eval::{evaluate, evaluate_recorded, mean_std, saved_normalizer, Recording};
 pub use run_dir::{run, RunDir, RunSummary, CSV_COLUMNS};
 pub use trainer::{policy_spec, Callback, NoCallback, Trainer, UpdateReport};
