@@ -25,6 +25,25 @@ fn learn_runs_every_iteration_and_tells_the_callback() {
 }
 
 #[test]
+fn on_training_start_runs_once_before_the_first_iteration() {
+    struct Counts(usize, Vec<u64>);
+    impl Callback for Counts {
+        fn on_training_start(&mut self, trainer: &Trainer) -> proxima::Result<()> {
+            assert_eq!(trainer.update, 0, "before the first iteration");
+            self.0 += 1;
+            Ok(())
+        }
+        fn on_update(&mut self, _: &Trainer, r: &UpdateReport) -> proxima::Result<bool> {
+            self.1.push(r.update);
+            Ok(true)
+        }
+    }
+    let mut c = Counts(0, Vec::new());
+    trainer(192).learn(192, &mut c).unwrap();
+    assert_eq!((c.0, c.1), (1, vec![1, 2, 3]));
+}
+
+#[test]
 fn a_callback_returning_false_stops_training_and_errors_propagate() {
     let mut tr = trainer(640);
     tr.learn(640, &mut |_: &Trainer, r: &UpdateReport| Ok(r.update < 3)).unwrap();
