@@ -370,27 +370,9 @@ impl Trainer {
     pub fn step(&mut self) -> Result<UpdateReport> {
         let lr = self.current_learning_rate();
         let t0 = Instant::now();
-        let (finished, t1, stats) = if let Algo::A3c { params, workers, global_updates } = &mut self.algo {
-            let gae = (self.cfg.gamma, self.cfg.gae_lambda);
-            let out = a3c::run_iteration(
-                &mut self.policy,
-                &mut self.opt,
-                workers,
-                params,
-                gae,
-                lr,
-                a3c::UPDATES_PER_ITERATION,
-            );
-            let out = out.map(|it| {
-                *global_updates += it.updates;
-                self.global_step += it.steps;
-                it.finished.iter().for_each(|&(_, ep)| self.collector.stats.push(ep));
-                (it.finished, it.stats)
-            });
-            match out {
-                Ok((finished, stats)) => (finished, t0, Ok(stats)),
-                Err(e) => (Vec::new(), t0, Err(e)),
-            }
+        let (finished, t1, stats) = if matches!(self.algo, Algo::A3c { .. }) {
+            let (finished, stats) = self.a3c_iteration(lr);
+            (finished, t0, stats)
         } else {
             // collect: run π_θold in the N envs for T steps.
             let finished = self.collector.collect(&self.policy, &mut self.buf, &mut self.rng, self.global_step)?;
@@ -406,7 +388,7 @@ impl Trainer {
                 Algo::Ppo { params, kl_coef } => ppo::update(policy, opt, buf, params, lr, kl_coef, rng),
                 Algo::A2c(params) => a2c::update(policy, opt, buf, params, lr),
                 Algo::Trpo(params) => trpo::update(policy, opt, buf, params, lr, rng),
-                Algo::A3c { .. } => unreachable!("A3C is handled above"),
+                Algo::A3c { .. } => Err(ProximaError::InvalidArgument("A3C updates in its workers".into())),
             };
             (finished, t1, stats)
         };
@@ -415,6 +397,26 @@ impl Trainer {
         self.update += 1;
         self.clock.update_seconds += t1.elapsed().as_secs_f64();
         Ok(self.report(stats, finished))
+    }
+
+    /// A3C's iteration: every worker collects and updates the global network
+    /// [`a3c::UPDATES_PER_ITERATION`] times; their episodes join the run's statistics.
+    fn a3c_iteration(&mut self, lr: f64) -> (Vec<(u64, EpisodeRecord)>, Result<UpdateStats>) {
+        let Algo::A3c { params, workers, global_updates } = &mut self.algo else {
+            return (Vec::new(), Err(ProximaError::InvalidArgument("not an A3C run".into())));
+        };
+        let gae = (self.cfg.gamma, self.cfg.gae_lambda);
+        let out =
+            a3c::run_iteration(&mut self.policy, &mut self.opt, workers, params, gae, lr, a3c::UPDATES_PER_ITERATION);
+        match out {
+            Ok(it) => {
+                *global_updates += it.updates;
+                self.global_step += it.steps;
+                it.finished.iter().for_each(|&(_, ep)| self.collector.stats.push(ep));
+                (it.finished, Ok(it.stats))
+            }
+            Err(e) => (Vec::new(), Err(e)),
+        }
     }
 
     /// A `NonFinite` error of the update, with the iteration, the step and the last good
