@@ -434,6 +434,11 @@ impl Policy for ActorCritic {
         Ok(self.kl_from(&self.obs_tensor(obs)?, &old)?.mean_all()?.to_scalar::<f32>()? as f64)
     }
 
+    /// The stored names (the spec's, without rebuilding its layer plan on every optimiser step).
+    fn param_names(&self) -> Vec<String> {
+        self.params.iter().map(|(n, _)| n.clone()).collect()
+    }
+
     fn params(&self) -> Result<Vec<Vec<f32>>> {
         self.params.iter().map(|(_, v)| Ok(v.as_tensor().flatten_all()?.to_vec1::<f32>()?)).collect()
     }
