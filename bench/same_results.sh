@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every result unchanged, bit for bit: builds a reference commit (default cfb65bd, the last commit
 # before the restructuring of issue 11) in a git worktree and the current tree, runs the same short
-# runs with both binaries, and compares what they leave behind (bench/same_results.py): final
+# runs with both binaries — the current one on `backend = "candle"` (`--backend candle` on train
+# and eval, `--set backend=candle` on the ablation), whose results must not change — and compares what they leave behind (bench/same_results.py): final
 # weights and optimiser moments tensor by tensor, progress.csv without its wall-clock columns,
 # eval.json / `eval --json` without wall-clock keys, config.toml, the ablation's tables.
 #
@@ -60,6 +61,16 @@ fi
 cur_bin=$work/proxima-current
 echo "building the current tree ($(git rev-parse --short HEAD)$([ -n "$(git status --porcelain -- crates Cargo.toml Cargo.lock)" ] && echo ', with uncommitted changes')) ..."
 build "$root" "$target" "$cur_bin"
+# The current binary on the candle backend (the reference knows no other, nor the flag).
+cat >"$work/proxima-current-candle" <<EOF
+#!/usr/bin/env bash
+case "\$1" in
+  train | eval) exec "$cur_bin" "\$@" --backend candle ;;
+  ablation) exec "$cur_bin" "\$@" --set backend=candle ;;
+  *) exec "$cur_bin" "\$@" ;;
+esac
+EOF
+chmod +x "$work/proxima-current-candle"
 
 # --- a Python with gymnasium for the bridged case -----------------------------------------------
 py=${PROXIMA_PYTHON:-}
@@ -84,7 +95,7 @@ both() { # $1 = case function, $2 = case name, rest = its arguments
   shift 2
   (bin=$ref_bin side=ref dir=$out/ref/$name "$fn" "$@") >"$out/ref.$name.log" 2>&1 &
   local p1=$!
-  (bin=$cur_bin side=new dir=$out/new/$name "$fn" "$@") >"$out/new.$name.log" 2>&1 &
+  (bin=$work/proxima-current-candle side=new dir=$out/new/$name "$fn" "$@") >"$out/new.$name.log" 2>&1 &
   local p2=$!
   local ok=0
   wait $p1 || ok=1

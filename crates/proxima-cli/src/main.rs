@@ -91,6 +91,10 @@ struct TrainArgs {
     /// Run directory (default: runs/<env>__<algo>__<seed>__<unix time>).
     #[arg(long)]
     run_dir: Option<PathBuf>,
+    /// The policy network's implementation: auto (default: the fused CPU kernels for PPO, A2C
+    /// and A3C, candle for TRPO), fused or candle. With --resume it moves the run to that backend.
+    #[arg(long, value_parser = ["auto", "fused", "candle"])]
+    backend: Option<String>,
     /// No progress bar; print one summary line at the end.
     #[arg(long, short)]
     quiet: bool,
@@ -125,6 +129,10 @@ struct EvalArgs {
     /// Playback frames per second of the recording (default: the env's render_fps).
     #[arg(long, requires = "render")]
     fps: Option<u32>,
+    /// The policy network's implementation: auto (default, the fused CPU kernels), fused or
+    /// candle; a checkpoint of either backend loads into both.
+    #[arg(long, value_parser = ["auto", "fused", "candle"], default_value = "auto")]
+    backend: String,
 }
 
 #[derive(Args)]
@@ -209,7 +217,7 @@ fn dispatch(cli: Cli) -> Result<()> {
 /// `proxima train`: a new run, or `--resume` of one, then training with a progress bar.
 fn train(a: TrainArgs) -> Result<()> {
     let (trainer, run_dir) = match &a.resume {
-        Some(dir) => match resumed_trainer(dir, a.env_id.as_deref(), a.total_timesteps)? {
+        Some(dir) => match resumed_trainer(dir, a.env_id.as_deref(), a.total_timesteps, a.backend.as_deref())? {
             Some(trainer) => (trainer, dir.clone()),
             None => return Ok(()),
         },
@@ -251,7 +259,12 @@ fn train(a: TrainArgs) -> Result<()> {
 
 /// The trainer `--resume DIR` continues, or `None` when there is nothing to train: a complete
 /// run whose lost `model.safetensors` was just rewritten from its last checkpoint.
-fn resumed_trainer(dir: &Path, env_id: Option<&str>, total_timesteps: Option<u64>) -> Result<Option<train::Trainer>> {
+fn resumed_trainer(
+    dir: &Path,
+    env_id: Option<&str>,
+    total_timesteps: Option<u64>,
+    backend: Option<&str>,
+) -> Result<Option<train::Trainer>> {
     let file = latest_checkpoint(dir)?;
     let ck = proxima::checkpoint::load(&file)?;
     if let Some(e) = env_id {
@@ -259,7 +272,7 @@ fn resumed_trainer(dir: &Path, env_id: Option<&str>, total_timesteps: Option<u64
             bail!("{} was trained on {}, not {e}", dir.display(), ck.meta.env_id);
         }
     }
-    let trainer = train::Trainer::resume(&ck, total_timesteps)?;
+    let trainer = train::Trainer::resume_on(&ck, total_timesteps, backend.map(parse_backend).transpose()?)?;
     if trainer.is_done() {
         if let Some(t) = total_timesteps {
             bail!(
@@ -316,6 +329,9 @@ fn new_trainer(a: &TrainArgs) -> Result<(train::Trainer, PathBuf)> {
     if let Some(x) = &a.algo {
         sets.insert(0, format!("algo={x}"));
     }
+    if let Some(b) = &a.backend {
+        sets.push(format!("backend={b}"));
+    }
     if let Some(w) = a.workers {
         sets.push(format!("n_workers={w}"));
     }
@@ -338,16 +354,27 @@ fn new_trainer(a: &TrainArgs) -> Result<(train::Trainer, PathBuf)> {
     Ok((trainer, dir))
 }
 
+/// The `--backend` flag's value (clap has checked the spelling).
+fn parse_backend(s: &str) -> Result<proxima::config::Backend> {
+    use proxima::config::Backend;
+    Ok(match s {
+        "auto" => Backend::Auto,
+        "fused" => Backend::Fused,
+        "candle" => Backend::Candle,
+        other => bail!("unknown backend `{other}`: auto, fused or candle"),
+    })
+}
+
 /// `proxima eval`: episodes of a checkpoint's policy, optionally recorded.
 fn eval(a: EvalArgs) -> Result<()> {
-    let EvalArgs { path, episodes, deterministic, json, env, seed, render, render_episodes, fps } = a;
+    let EvalArgs { path, episodes, deterministic, json, env, seed, render, render_episodes, fps, backend } = a;
     set_threads(1);
     if episodes == 0 {
         bail!("--episodes must be at least 1");
     }
     let file = resolve_checkpoint(&path)?;
     let ck = proxima::checkpoint::load(&file)?;
-    let policy = ck.build_policy(&candle_core::Device::Cpu)?;
+    let policy = ck.build_network(parse_backend(&backend)?)?;
     let env_id = env.unwrap_or_else(|| ck.meta.env_id.clone());
     // Normalisation statistics saved with the model are applied, frozen.
     let norm = train::saved_normalizer(&ck)?;

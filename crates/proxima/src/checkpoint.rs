@@ -9,7 +9,7 @@
 
 use crate::error::{ProximaError, Result};
 use crate::io::{read_f32_safetensors, write_f32_safetensors, F32Tensors, NamedTensor};
-use crate::policy::{ActorCritic, Policy, PolicySpec};
+use crate::policy::{ActorCritic, Backend, Network, Policy, PolicySpec};
 use candle_core::Device;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -158,8 +158,31 @@ impl Checkpoint {
     /// # Errors
     /// `Checkpoint` when the tensors do not match the spec in the metadata.
     pub fn build_policy(&self, device: &Device) -> Result<ActorCritic> {
-        // Check the claimed architecture against the tensors actually in the file first, so a
-        // corrupt or hostile spec cannot make us allocate a network larger than the file.
+        self.check_spec_shapes()?;
+        let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(0); // overwritten by the file
+        let mut policy =
+            ActorCritic::new(self.meta.policy.clone(), device, &mut rng).map_err(|e| self.file.error(e))?;
+        self.load_into(&mut policy)?;
+        Ok(policy)
+    }
+
+    /// [`Checkpoint::build_policy`] on either backend (`Auto` means fused): a checkpoint written
+    /// by one backend loads into the other, since both keep the spec's names, shapes and layout.
+    ///
+    /// # Errors
+    /// As [`Checkpoint::build_policy`].
+    pub fn build_network(&self, backend: Backend) -> Result<Network> {
+        self.check_spec_shapes()?;
+        let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(0); // overwritten by the file
+        let mut net = Network::new(self.meta.policy.clone(), backend, &mut rng).map_err(|e| self.file.error(e))?;
+        self.load_into(&mut net)?;
+        Ok(net)
+    }
+
+    /// Checks the claimed architecture against the tensors actually in the file, before any
+    /// network is built, so a corrupt or hostile spec cannot make us allocate a network larger
+    /// than the file.
+    fn check_spec_shapes(&self) -> Result<()> {
         for (name, shape) in self.meta.policy.param_shapes() {
             match self.file.get(&name) {
                 Some((s, _)) if *s == shape[..] => {}
@@ -169,11 +192,7 @@ impl Checkpoint {
                 None => return Err(self.file.error(format!("policy_spec needs `{name}`, which the file lacks"))),
             }
         }
-        let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(0); // overwritten by the file
-        let mut policy =
-            ActorCritic::new(self.meta.policy.clone(), device, &mut rng).map_err(|e| self.file.error(e))?;
-        self.load_into(&mut policy)?;
-        Ok(policy)
+        Ok(())
     }
 
     /// Copies the parameters into an existing network, after checking that every parameter is

@@ -9,6 +9,7 @@ pub use crate::algo::optim::OptimizerName;
 pub use crate::algo::{AdvantageNorm, Objective};
 use crate::error::{ProximaError, Result};
 use crate::policy::Activation;
+pub use crate::policy::Backend;
 use serde::{Deserialize, Serialize};
 
 /// The algorithms `algo` may name.
@@ -87,6 +88,11 @@ pub struct Config {
     pub log_std_init: f32,
     /// Threads for tensor ops (1 is fastest at these network sizes; also keeps runs bit-reproducible).
     pub num_threads: usize,
+    /// The policy network's implementation: `auto` (the fused CPU kernels for PPO, A2C and A3C,
+    /// candle for TRPO), `fused` or `candle` (every result as before the fused backend, bit for
+    /// bit). A saved config without the key was trained on candle, and resumes there.
+    #[serde(default = "candle_backend")]
+    pub backend: Backend,
     /// Write a checkpoint every this many updates (0 = only the final model).
     pub checkpoint_freq: usize,
     /// Episodes for the deterministic evaluation at the end of training (0 = none).
@@ -177,6 +183,7 @@ impl Config {
             "ortho_init",
             "log_std_init",
             "num_threads",
+            "backend",
             "checkpoint_freq",
             "eval_episodes",
             "objective",
@@ -251,6 +258,7 @@ impl Config {
             ortho_init: true,
             log_std_init: 0.0,
             num_threads: 1,
+            backend: Backend::Auto,
             checkpoint_freq: 100,
             eval_episodes: 10,
             objective: Objective::Clip,
@@ -415,6 +423,16 @@ impl Config {
         Ok(cfg)
     }
 
+    /// The backend the run's policy is on: `backend`, with `auto` resolved (candle for TRPO,
+    /// fused for the others).
+    pub fn resolved_backend(&self) -> Backend {
+        match self.backend {
+            Backend::Auto if self.algo == "trpo" => Backend::Candle,
+            Backend::Auto => Backend::Fused,
+            b => b,
+        }
+    }
+
     /// Range checks that serde cannot express.
     ///
     /// # Errors
@@ -436,6 +454,9 @@ impl Config {
         }
         if self.algo == "trpo" && self.target_kl.is_none() {
             return bad("algo = `trpo` needs target_kl (its KL bound δ; sb3-contrib uses 0.01)".into());
+        }
+        if self.algo == "trpo" && self.backend == Backend::Fused {
+            return bad("backend = `fused` does not cover algo = `trpo` (its Fisher-vector products need candle's forward-mode derivatives): use backend = `auto` or `candle`".into());
         }
         if self.algo == "trpo" && self.shared_trunk {
             return bad("algo = `trpo` needs separate policy and value networks (shared_trunk = false): the natural-gradient step must not move the critic".into());
@@ -612,6 +633,10 @@ mod optional_f64 {
 }
 fn clip() -> Objective {
     Objective::Clip
+}
+/// What trained a run whose saved config predates the `backend` key.
+fn candle_backend() -> Backend {
+    Backend::Candle
 }
 fn one() -> f64 {
     1.0

@@ -8,6 +8,8 @@ use candle_core::{DType, Device, Tensor, Var};
 use proxima::config::Objective;
 use proxima::loss::{kl_and_clip_fraction, ppo_loss, PpoBatch, PpoCoefs};
 use proxima::policy::distributions::{categorical_kl, categorical_log_prob_entropy, gaussian_log_prob_entropy};
+use proxima::policy::fused::{head_loss, HeadBatch, HeadGrads, HeadLoss};
+use proxima::policy::ActionKind;
 use proxima::rollout::{gae, normalize_advantages_f64, GaeInput};
 
 #[path = "support/golden.rs"]
@@ -222,4 +224,135 @@ fn loss_gradient_matches_finite_differences(objective: Objective) {
         let fd = (f(h) - f(-h)) / (2.0 * h);
         assert!((fd - gv[i]).abs() < 1e-6, "d/dvalue[{i}]: autograd {} vs finite difference {fd}", gv[i]);
     }
+}
+
+/// The fused backend's closed-form loss ([`head_loss`]) on `ppo_loss.json`, in float64 (the
+/// very code the f32 backend runs, monomorphised) to the candle test's 1e-9, and in f32.
+#[test]
+fn fused_ppo_clip_loss_and_gradients_match_pytorch() {
+    let g = golden("ppo_loss.json");
+    for (k, c) in g["cases"].as_array().unwrap().iter().enumerate() {
+        let (b, a) = (c["B"].as_u64().unwrap() as usize, c["n_actions"].as_u64().unwrap() as usize);
+        let mut adv = f64s(&c["advantages_raw"]);
+        normalize_advantages_f64(&mut adv);
+        let coefs = PpoCoefs {
+            clip_range: c["clip_coef"].as_f64().unwrap(),
+            clip_range_vf: c["vf_clip"].as_f64(),
+            vf_coef: c["vf_coef"].as_f64().unwrap(),
+            ent_coef: c["ent_coef"].as_f64().unwrap(),
+            objective: Objective::Clip,
+            kl_coef: 1.0,
+        };
+        let inputs = [
+            flat(&c["logits"]),
+            f64s(&c["values"]),
+            f64s(&c["actions"]),
+            f64s(&c["old_log_probs"]),
+            adv,
+            f64s(&c["old_values"]),
+            f64s(&c["returns"]),
+        ];
+        let e = &c["expected"];
+        let kind = ActionKind::Discrete { n: a };
+        let (parts, d_head, d_values, log_ratio, _) = fused_head(&kind, &inputs, &[], b, &coefs);
+        let name = |s: &str| format!("fused case {k} {s}");
+        for (i, key) in ["loss", "policy_loss", "value_loss", "entropy"].into_iter().enumerate() {
+            close(&name(key), &[parts[i]], &[e[key].as_f64().unwrap()], 1e-9);
+        }
+        close(&name("grad_logits"), &d_head, &flat(&e["grad_logits"]), 1e-9);
+        close(&name("grad_values"), &d_values, &f64s(&e["grad_values"]), 1e-9);
+        let lr: Vec<f32> = log_ratio.iter().map(|&x| x as f32).collect();
+        let (kl, cf) = kl_and_clip_fraction(&lr, coefs.clip_range);
+        close(&name("approx_kl"), &[kl], &[e["approx_kl"].as_f64().unwrap()], 1e-6);
+        close(&name("clip_fraction"), &[cf], &[e["clip_fraction"].as_f64().unwrap()], 1e-12);
+        // The same in f32, as the backend runs it: to f32's precision.
+        let f32s: Vec<Vec<f32>> = inputs.iter().map(|v| v.iter().map(|&x| x as f32).collect()).collect();
+        let f32s: [Vec<f32>; 7] = f32s.try_into().unwrap();
+        let (p32, dh32, dv32, _, _) = fused_head(&kind, &f32s, &[], b, &coefs);
+        let wide = |v: &[f32]| v.iter().map(|&x| x as f64).collect::<Vec<_>>();
+        close(&name("f32 loss"), &wide(&p32[..1]), &[e["loss"].as_f64().unwrap()], 1e-5);
+        close(&name("f32 grad_logits"), &wide(&dh32), &flat(&e["grad_logits"]), 1e-6);
+        close(&name("f32 grad_values"), &wide(&dv32), &f64s(&e["grad_values"]), 1e-6);
+    }
+}
+
+/// The fused closed-form loss on `gaussian.json` (log-probs, entropies, the loss and its
+/// gradients w.r.t. the mean and the log-std), float64 to 1e-9.
+#[test]
+fn fused_gaussian_policy_loss_and_gradients_match_pytorch() {
+    let g = golden("gaussian.json");
+    for (k, c) in g["cases"].as_array().unwrap().iter().enumerate() {
+        let (b, d) = (c["B"].as_u64().unwrap() as usize, c["action_dim"].as_u64().unwrap() as usize);
+        let mut adv = f64s(&c["advantages_raw"]);
+        normalize_advantages_f64(&mut adv);
+        let coefs = PpoCoefs {
+            clip_range: c["clip_coef"].as_f64().unwrap(),
+            clip_range_vf: None,
+            vf_coef: 0.0,
+            ent_coef: c["ent_coef"].as_f64().unwrap(),
+            objective: Objective::Clip,
+            kl_coef: 1.0,
+        };
+        let zeros = vec![0f64; b];
+        let inputs = [
+            flat(&c["mean"]),
+            zeros.clone(),
+            flat(&c["actions"]),
+            f64s(&c["old_log_probs"]),
+            adv,
+            zeros.clone(),
+            zeros,
+        ];
+        let kind = ActionKind::Continuous { dim: d, low: vec![-1.0; d], high: vec![1.0; d] };
+        let log_std = f64s(&c["log_std"]);
+        let (parts, d_head, _, log_ratio, d_log_std) = fused_head(&kind, &inputs, &log_std, b, &coefs);
+        let e = &c["expected"];
+        let name = |s: &str| format!("fused case {k} {s}");
+        close(&name("policy_loss"), &[parts[1]], &[e["policy_loss"].as_f64().unwrap()], 1e-9);
+        close(&name("loss"), &[parts[0]], &[e["loss"].as_f64().unwrap()], 1e-9);
+        let old = f64s(&c["old_log_probs"]);
+        let lp: Vec<f64> = log_ratio.iter().zip(&old).map(|(r, o)| r + o).collect();
+        close(&name("log_probs"), &lp, &f64s(&e["log_probs"]), 1e-9);
+        close(&name("grad_mean"), &d_head, &flat(&e["grad_mean"]), 1e-9);
+        close(&name("grad_log_std"), &d_log_std, &f64s(&e["grad_log_std"]), 1e-9);
+    }
+}
+
+/// What [`head_loss`] returns and writes: `[loss, policy_loss, value_loss, entropy]`,
+/// ∂L/∂head, ∂L/∂V, log r, ∂L/∂log σ.
+type HeadOut<T> = ([T; 4], Vec<T>, Vec<T>, Vec<T>, Vec<T>);
+
+/// [`head_loss`] on `[head, values, actions, old_log_probs, advantages, old_values, returns]`.
+fn fused_head<T: num_traits::Float>(
+    kind: &ActionKind,
+    x: &[Vec<T>; 7],
+    log_std: &[T],
+    b: usize,
+    c: &PpoCoefs,
+) -> HeadOut<T> {
+    let hd = kind.head_dim();
+    let (mut d_head, mut d_values, mut log_ratio) = (vec![T::zero(); b * hd], vec![T::zero(); b], vec![T::zero(); b]);
+    let mut d_log_std = vec![T::zero(); log_std.len()];
+    let mut scratch = vec![T::zero(); 2 * hd + kind.act_dim()];
+    let batch = HeadBatch {
+        head: &x[0],
+        log_std,
+        values: &x[1],
+        actions: &x[2],
+        old_log_prob: &x[3],
+        advantages: &x[4],
+        old_values: &x[5],
+        returns: &x[6],
+        old_head: &[],
+        old_log_std: &[],
+    };
+    let mut grads = HeadGrads {
+        d_head: &mut d_head,
+        d_values: &mut d_values,
+        d_log_std: &mut d_log_std,
+        log_ratio: &mut log_ratio,
+        scratch: &mut scratch,
+    };
+    let parts = head_loss(kind, &batch, &HeadLoss::Ppo(*c), &mut grads).unwrap();
+    (parts, d_head, d_values, log_ratio, d_log_std)
 }

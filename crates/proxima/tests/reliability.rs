@@ -4,6 +4,7 @@
 
 use proxima::config::Config;
 use proxima::env::{make, Action, Env, Info, Result, Space, StepResult};
+use proxima::policy::Policy;
 use proxima::train::Trainer;
 use proxima::ProximaError;
 
@@ -126,8 +127,7 @@ fn divergence_stops_with_the_update_number_and_keeps_parameters_finite() {
     assert!(matches!(err, ProximaError::NonFinite(_)), "{err}");
     let msg = err.to_string();
     assert!(msg.contains("update ") && msg.contains("global step"), "{msg}");
-    for (name, v) in tr.policy.named_params() {
-        let x = v.as_tensor().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    for (name, x) in tr.policy.param_names().iter().zip(tr.policy.params().unwrap()) {
         assert!(x.iter().all(|p| p.is_finite()), "{name} holds a non-finite value after the guard");
     }
 }
@@ -147,24 +147,18 @@ fn minibatch_of_one_trains_without_nan() {
     }
 }
 
-/// Same config and seed give bit-identical weights and statistics on every native env.
+/// Same config and seed give bit-identical weights and statistics on every native env, on
+/// each backend.
 #[test]
 fn every_native_env_trains_reproducibly() {
-    let bits = |tr: &Trainer| -> Vec<u32> {
-        tr.policy
-            .named_params()
-            .iter()
-            .flat_map(|(_, v)| v.as_tensor().flatten_all().unwrap().to_vec1::<f32>().unwrap())
-            .map(f32::to_bits)
-            .collect()
-    };
-    for id in proxima::env::NATIVE_ENV_IDS {
-        let cfg = Config::resolve(
-            "cleanrl",
-            None,
-            &["n_envs=2".into(), "n_steps=32".into(), "batch_size=16".into(), "seed=9".into()],
-        )
-        .unwrap();
+    let bits =
+        |tr: &Trainer| -> Vec<u32> { tr.policy.params().unwrap().into_iter().flatten().map(f32::to_bits).collect() };
+    for (id, backend) in proxima::env::NATIVE_ENV_IDS.iter().flat_map(|id| [(id, "fused"), (id, "candle")]) {
+        let id = *id;
+        let sets =
+            ["n_envs=2", "n_steps=32", "batch_size=16", "seed=9", &format!("backend={backend}")].map(String::from);
+        let cfg = Config::resolve("cleanrl", None, &sets).unwrap();
+        assert_eq!(Trainer::new(id, cfg.clone()).unwrap().policy.backend().as_str(), backend);
         let (mut a, mut b) = (Trainer::new(id, cfg.clone()).unwrap(), Trainer::new(id, cfg).unwrap());
         for _ in 0..2 {
             let (ra, rb) = (a.step().unwrap(), b.step().unwrap());
@@ -172,13 +166,9 @@ fn every_native_env_trains_reproducibly() {
             assert_eq!(ra.stats.approx_kl.to_bits(), rb.stats.approx_kl.to_bits(), "{id}");
         }
         assert_eq!(bits(&a), bits(&b), "{id}: weights differ between identical runs");
-        let cfg2 = Config::resolve(
-            "cleanrl",
-            None,
-            &["n_envs=2".into(), "n_steps=32".into(), "batch_size=16".into(), "seed=10".into()],
-        )
-        .unwrap();
-        let mut c = Trainer::new(id, cfg2).unwrap();
+        let mut other_seed = sets.clone();
+        other_seed[3] = "seed=10".into();
+        let mut c = Trainer::new(id, Config::resolve("cleanrl", None, &other_seed).unwrap()).unwrap();
         c.step().unwrap();
         c.step().unwrap();
         assert_ne!(bits(&a), bits(&c), "{id}: another seed must give another run");

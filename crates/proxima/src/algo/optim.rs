@@ -48,6 +48,16 @@ pub struct Optimizer {
     pub v: Vec<Vec<f32>>,
     /// Steps taken (t).
     pub t: u64,
+    /// Where [`Optimizer::step_flat`] computes a step before committing it (reused).
+    scratch: Scratch,
+}
+
+/// Working space of a flat step: the new parameters and moments, committed only when finite.
+#[derive(Clone, Debug, Default)]
+struct Scratch {
+    p: Vec<f32>,
+    m: Vec<Vec<f32>>,
+    v: Vec<Vec<f32>>,
 }
 
 /// The learning rate over a run: constant, or annealed linearly to 0 (CleanRL's `anneal_lr`:
@@ -95,6 +105,7 @@ impl Optimizer {
             m: sizes.iter().map(|&n| vec![0.0; n]).collect(),
             v: sizes.iter().map(|&n| vec![0.0; n]).collect(),
             t: 0,
+            scratch: Scratch::default(),
         }
     }
 
@@ -193,6 +204,73 @@ impl Optimizer {
         }
         self.m = new_m;
         self.v = new_v;
+        Ok(StepInfo { grad_norm })
+    }
+
+    /// [`Optimizer::step_values`] on flat vectors: `values` and `grads` hold every parameter
+    /// row-major in order, concatenated (sizes those of the moments). The same arithmetic,
+    /// computed into reused buffers and committed only when every new value is finite; nothing
+    /// is allocated after the first step.
+    ///
+    /// # Errors
+    /// As [`Optimizer::step_values`].
+    pub fn step_flat(
+        &mut self,
+        names: &[String],
+        values: &mut [f32],
+        grads: &[f32],
+        max_grad_norm: Option<f64>,
+    ) -> Result<StepInfo> {
+        let total: usize = self.m.iter().map(Vec::len).sum();
+        if values.len() != total || grads.len() != total || names.len() != self.m.len() {
+            return Err(ProximaError::InvalidArgument(format!(
+                "the optimiser holds {} moments of {total} values, got {} parameters of {} values and {} gradients",
+                self.m.len(),
+                names.len(),
+                values.len(),
+                grads.len()
+            )));
+        }
+        let mut sq = 0f64;
+        let mut off = 0;
+        for (name, m) in names.iter().zip(&self.m) {
+            let s: f64 = grads[off..off + m.len()].iter().map(|&x| (x as f64) * (x as f64)).sum();
+            if !s.is_finite() {
+                return Err(ProximaError::NonFinite(format!("gradient of `{name}` is not finite")));
+            }
+            sq += s;
+            off += m.len();
+        }
+        let grad_norm = sq.sqrt();
+        let scale = match max_grad_norm {
+            Some(c) => (c / (grad_norm + 1e-6)).min(1.0),
+            None => 1.0,
+        } as f32;
+        self.t += 1;
+        let mut s = std::mem::take(&mut self.scratch);
+        s.p.clear();
+        s.p.extend_from_slice(values);
+        s.m.clone_from(&self.m);
+        s.v.clone_from(&self.v);
+        let mut off = 0;
+        for (i, name) in names.iter().enumerate() {
+            let n = self.m[i].len();
+            let p = &mut s.p[off..off + n];
+            self.apply_rule(p, &mut s.m[i], &mut s.v[i], Some(&grads[off..off + n]), scale);
+            if p.iter().any(|x| !x.is_finite()) {
+                self.t -= 1;
+                self.scratch = s;
+                return Err(ProximaError::NonFinite(format!(
+                    "parameter `{name}` would become non-finite (lr {:e})",
+                    self.lr
+                )));
+            }
+            off += n;
+        }
+        values.copy_from_slice(&s.p);
+        std::mem::swap(&mut self.m, &mut s.m);
+        std::mem::swap(&mut self.v, &mut s.v);
+        self.scratch = s;
         Ok(StepInfo { grad_norm })
     }
 

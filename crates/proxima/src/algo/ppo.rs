@@ -99,7 +99,7 @@ pub fn update<R: Rng + ?Sized>(
                     s.minibatches
                 )));
             }
-            let (kl, cf) = kl_and_clip_fraction(&out.log_ratio, p.clip_range);
+            let (kl, cf) = kl_and_clip_fraction(policy.log_ratio(), p.clip_range);
             if p.target_kl.is_some_and(|tk| kl > 1.5 * tk) {
                 s.approx_kl = kl;
                 break 'epochs;

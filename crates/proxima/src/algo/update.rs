@@ -50,12 +50,16 @@ pub struct UpdateStats {
 }
 
 /// One optimiser step on `policy`'s parameters with the gradient of the loss it evaluated last
-/// ([`Policy::backward`]), clipped to `max_grad_norm` globally.
+/// ([`Policy::backward`]), clipped to `max_grad_norm` globally: in place on the policy's flat
+/// vectors where it keeps them ([`Policy::backward_flat`]), else through host copies.
 ///
 /// # Errors
 /// `NonFinite` for a non-finite gradient or new parameter (nothing is changed then); the
 /// policy's own errors.
 pub fn apply_gradients(policy: &mut dyn Policy, opt: &mut Optimizer, max_grad_norm: Option<f64>) -> Result<StepInfo> {
+    if let Some(flat) = policy.backward_flat()? {
+        return opt.step_flat(flat.names, flat.values, flat.grads, max_grad_norm);
+    }
     let grads = policy.backward()?;
     apply_host_gradients(policy, opt, &grads, max_grad_norm)
 }

@@ -9,11 +9,11 @@
 
 use super::interface::{ActOutput, LossReport, Policy};
 use super::ops;
-use super::spec::{orthogonal, ActionKind, Activation, PolicySpec};
+use super::spec::{ActionKind, Activation, PolicySpec};
 use crate::error::{ProximaError, Result};
 use crate::loss::{a2c_loss, ppo_loss, PpoBatch, PpoCoefs};
 use crate::rollout::Minibatch;
-use candle_core::{DType, Device, Tensor, Var};
+use candle_core::{Device, Tensor, Var};
 use rand::{Rng, RngCore};
 
 /// One dense layer: `y = x·Wᵀ + b`, W `[out, in]`.
@@ -79,6 +79,8 @@ pub struct ActorCritic {
     params: Vec<(String, Var)>,
     /// The last loss evaluated through [`Policy`], until [`Policy::backward`].
     pending_loss: Option<Tensor>,
+    /// log r_t(θ) of the last PPO loss ([`Policy::log_ratio`]).
+    last_log_ratio: Vec<f32>,
 }
 
 impl ActorCritic {
@@ -87,27 +89,14 @@ impl ActorCritic {
     /// # Errors
     /// `InvalidArgument` for an empty `net_arch` entry or zero dims.
     pub fn new<R: Rng + ?Sized>(spec: PolicySpec, device: &Device, rng: &mut R) -> Result<Self> {
-        if spec.obs_dim == 0 || spec.action.head_dim() == 0 || spec.net_arch.contains(&0) {
-            return Err(ProximaError::InvalidArgument(format!(
-                "network dims must be positive: obs_dim {}, head {}, net_arch {:?}",
-                spec.obs_dim,
-                spec.action.head_dim(),
-                spec.net_arch
-            )));
-        }
+        spec.check_dims()?;
+        let mut init = spec.initial_params(rng).into_iter();
         let mut params = Vec::new();
         let mut layers: [Vec<Dense>; 3] = Default::default();
         for l in spec.plan() {
-            // Orthogonal with the layer's gain (√2 hidden, 0.01 policy head, 1.0 value head), or
-            // PyTorch's default U(±1/√fan_in); biases 0.
-            let w = if spec.ortho_init {
-                orthogonal(l.fan_out, l.fan_in, l.gain, rng)
-            } else {
-                let bound = 1.0 / (l.fan_in as f32).sqrt();
-                (0..l.fan_out * l.fan_in).map(|_| rng.random_range(-bound..bound)).collect()
-            };
+            let (w, b) = (init.next().unwrap_or_default(), init.next().unwrap_or_default());
             let w = Var::from_tensor(&Tensor::from_vec(w, (l.fan_out, l.fan_in), device)?)?;
-            let b = Var::from_tensor(&Tensor::zeros(l.fan_out, DType::F32, device)?)?;
+            let b = Var::from_tensor(&Tensor::from_vec(b, l.fan_out, device)?)?;
             params.push((format!("{}.weight", l.name), w.clone()));
             params.push((format!("{}.bias", l.name), b.clone()));
             layers[l.part as usize].push(Dense { w, b });
@@ -118,13 +107,23 @@ impl ActorCritic {
         let (actor, critic) = (mlp(actor, false), mlp(critic, false));
         let log_std = match &spec.action {
             ActionKind::Continuous { dim, .. } => {
-                let v = Var::from_tensor(&Tensor::full(spec.log_std_init, *dim, device)?)?;
+                let v = Var::from_tensor(&Tensor::from_vec(init.next().unwrap_or_default(), *dim, device)?)?;
                 params.push(("actor_logstd".to_string(), v.clone()));
                 Some(v)
             }
             ActionKind::Discrete { .. } | ActionKind::MultiDiscrete { .. } => None,
         };
-        Ok(ActorCritic { spec, device: device.clone(), trunk, actor, critic, log_std, params, pending_loss: None })
+        Ok(ActorCritic {
+            spec,
+            device: device.clone(),
+            trunk,
+            actor,
+            critic,
+            log_std,
+            params,
+            pending_loss: None,
+            last_log_ratio: Vec::new(),
+        })
     }
 
     /// The spec this network was built from.
@@ -349,10 +348,11 @@ pub fn host_gradients(
 
 impl ActorCritic {
     /// Keeps `loss` for [`Policy::backward`] and reports its value and parts.
-    fn keep_loss(&mut self, parts: [&Tensor; 4], log_ratio: Vec<f32>) -> Result<LossReport> {
+    fn keep_loss(&mut self, parts: [&Tensor; 4]) -> Result<LossReport> {
         let v = Tensor::stack(&parts, 0)?.to_vec1::<f32>()?;
         self.pending_loss = Some(parts[0].clone());
-        Ok(LossReport { values: [v[0], v[1], v[2], v[3]], log_ratio })
+        self.last_log_ratio.clear();
+        Ok(LossReport { values: [v[0], v[1], v[2], v[3]] })
     }
 
     /// A minibatch's observations `[B, obs_dim]` and stored actions `[B, act_dim]` as tensors.
@@ -408,9 +408,11 @@ impl Policy for ActorCritic {
         let out = ppo_loss(&batch, coefs)?;
         // The loss is checked finite by the caller before log r is read.
         let parts = [&out.loss, &out.policy_loss, &out.value_loss, &out.entropy];
-        let report = self.keep_loss(parts, Vec::new())?;
-        let log_ratio = if report.values[0].is_finite() { out.log_ratio.to_vec1::<f32>()? } else { Vec::new() };
-        Ok(LossReport { log_ratio, ..report })
+        let report = self.keep_loss(parts)?;
+        if report.values[0].is_finite() {
+            self.last_log_ratio = out.log_ratio.to_vec1::<f32>()?;
+        }
+        Ok(report)
     }
 
     fn a2c_loss(&mut self, batch: &Minibatch, vf_coef: f64, ent_coef: f64) -> Result<LossReport> {
@@ -418,7 +420,11 @@ impl Policy for ActorCritic {
         let (log_prob, entropy, values) = self.evaluate_actions(&obs, &act)?;
         let (advantages, returns) = (self.host_tensor(&batch.advantages)?, self.host_tensor(&batch.returns)?);
         let out = a2c_loss(&log_prob, &entropy, &values, &advantages, &returns, vf_coef, ent_coef)?;
-        self.keep_loss([&out.loss, &out.policy_loss, &out.value_loss, &out.entropy], Vec::new())
+        self.keep_loss([&out.loss, &out.policy_loss, &out.value_loss, &out.entropy])
+    }
+
+    fn log_ratio(&self) -> &[f32] {
+        &self.last_log_ratio
     }
 
     fn backward(&mut self) -> Result<Vec<Option<Vec<f32>>>> {

@@ -8,13 +8,24 @@ use crate::rollout::Minibatch;
 use rand::RngCore;
 
 /// What a loss evaluation ([`Policy::ppo_loss`], [`Policy::a2c_loss`]) reports; what the
-/// gradient needs stays inside the implementation until [`Policy::backward`].
-#[derive(Clone, Debug, Default, PartialEq)]
+/// gradient needs stays inside the implementation until [`Policy::backward`], and log r_t(θ)
+/// is [`Policy::log_ratio`].
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct LossReport {
     /// The loss and its parts as computed (f32): `[loss, policy_loss, value_loss, entropy]`.
     pub values: [f32; 4],
-    /// log r_t(θ) = log π_θ(a_t|s_t) − log π_θold(a_t|s_t) per row, `[B]` (PPO; empty for A2C).
-    pub log_ratio: Vec<f32>,
+}
+
+/// θ and ∇θ of an implementation that keeps them as flat vectors (every parameter row-major, in
+/// the spec's order, concatenated), lent for an optimiser step in place
+/// ([`Policy::backward_flat`]).
+pub struct FlatParams<'a> {
+    /// The parameters' names, in order (for errors).
+    pub names: &'a [String],
+    /// θ, `[P]`.
+    pub values: &'a mut [f32],
+    /// ∇θ of the last loss, `[P]`.
+    pub grads: &'a [f32],
 }
 
 /// The seam between the algorithms and a network implementation: an actor-critic π_θ, V_θ whose
@@ -32,6 +43,16 @@ pub trait Policy: Send {
     /// # Errors
     /// Observations that are not rows of `obs_dim`; the implementation's own errors.
     fn act(&self, obs: &[f32], deterministic: bool, rng: &mut dyn RngCore) -> Result<ActOutput>;
+
+    /// [`Policy::act`] into `out`, whose vectors are cleared and refilled (an implementation
+    /// may then act without allocating; the default calls [`Policy::act`]).
+    ///
+    /// # Errors
+    /// As [`Policy::act`].
+    fn act_into(&self, obs: &[f32], deterministic: bool, rng: &mut dyn RngCore, out: &mut ActOutput) -> Result<()> {
+        *out = self.act(obs, deterministic, rng)?;
+        Ok(())
+    }
 
     /// V(s) for N observations `[N, obs_dim]` → `[N]`.
     ///
@@ -61,12 +82,26 @@ pub trait Policy: Send {
     /// The implementation's own errors.
     fn a2c_loss(&mut self, batch: &Minibatch, vf_coef: f64, ent_coef: f64) -> Result<LossReport>;
 
+    /// log r_t(θ) = log π_θ(a_t|s_t) − log π_θold(a_t|s_t) per row of the last PPO loss, `[B]`
+    /// (empty after an A2C loss, or when that loss was not finite).
+    fn log_ratio(&self) -> &[f32];
+
     /// ∇θ of the last loss, one host vector per parameter in the spec's order (`None` where no
     /// gradient flows).
     ///
     /// # Errors
     /// `InvalidArgument` when no loss was evaluated since the last call.
     fn backward(&mut self) -> Result<Vec<Option<Vec<f32>>>>;
+
+    /// [`Policy::backward`] into the implementation's own flat gradient vector, lending θ and
+    /// ∇θ for an optimiser step without copies; `Ok(None)` (the default, without computing
+    /// anything) for implementations that keep no flat vectors.
+    ///
+    /// # Errors
+    /// As [`Policy::backward`].
+    fn backward_flat(&mut self) -> Result<Option<FlatParams<'_>>> {
+        Ok(None)
+    }
 
     /// d = mean over N observations of KL[π_θold(·|s), π_θ(·|s)] at the current θ, π_θold given
     /// as a head `[N, head_dim]` and log-std (as [`Policy::dist_params_host`] returns them).

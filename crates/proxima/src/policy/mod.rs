@@ -1,10 +1,11 @@
 //! The policy seam: the [`Policy`] trait every algorithm goes through, the network's
 //! [`PolicySpec`] (its layers and parameter names, whatever implements it), the action
-//! distributions ([`distributions`]) and the candle implementation ([`candle::ActorCritic`]).
+//! distributions ([`distributions`]) and the two implementations: candle's
+//! ([`candle::ActorCritic`], general) and the fused CPU kernels ([`fused::FusedMlp`], small
+//! MLPs), with [`Network`] holding either.
 //!
-//! A second network implementation is one new module implementing [`Policy`]: the collector,
-//! PPO, A2C and A3C use nothing else (TRPO's Fisher-vector products need forward-mode
-//! derivatives and use the candle network directly).
+//! The collector, PPO, A2C and A3C use nothing but [`Policy`] (TRPO's Fisher-vector products
+//! need forward-mode derivatives and use the candle network directly).
 //!
 //! Default network (CleanRL's `Agent`, SB3's `MlpPolicy`): separate policy and value MLPs of
 //! 2×64 tanh units; `shared_trunk = true` shares the hidden layers between the two heads.
@@ -17,10 +18,13 @@
 
 pub mod candle;
 pub mod distributions;
+pub mod fused;
 mod interface;
+mod network;
 pub mod ops;
 mod spec;
 
 pub use self::candle::{ActorCritic, DistParams};
-pub use self::interface::{ActOutput, LossReport, Policy};
+pub use self::interface::{ActOutput, FlatParams, LossReport, Policy};
+pub use self::network::{Backend, Network};
 pub use self::spec::{orthogonal, ActionKind, Activation, PolicySpec};

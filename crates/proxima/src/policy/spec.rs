@@ -187,6 +187,44 @@ impl PolicySpec {
         plan
     }
 
+    /// Every parameter's initial values, in [`PolicySpec::param_shapes`]' order: per layer the
+    /// orthogonal weight with the layer's gain (√2 hidden, 0.01 policy head, 1.0 value head), or
+    /// PyTorch's default U(±1/√fan_in) without `ortho_init`, and a zero bias; then the Gaussian
+    /// log-std at `log_std_init`. Every backend starts from these, so a seed gives the same
+    /// network on each.
+    pub fn initial_params<R: Rng + ?Sized>(&self, rng: &mut R) -> Vec<Vec<f32>> {
+        let mut out = Vec::new();
+        for l in self.plan() {
+            out.push(if self.ortho_init {
+                orthogonal(l.fan_out, l.fan_in, l.gain, rng)
+            } else {
+                let bound = 1.0 / (l.fan_in as f32).sqrt();
+                (0..l.fan_out * l.fan_in).map(|_| rng.random_range(-bound..bound)).collect()
+            });
+            out.push(vec![0f32; l.fan_out]);
+        }
+        if let ActionKind::Continuous { dim, .. } = &self.action {
+            out.push(vec![self.log_std_init; *dim]);
+        }
+        out
+    }
+
+    /// Checks that every dimension is positive.
+    ///
+    /// # Errors
+    /// `InvalidArgument` naming the dims.
+    pub fn check_dims(&self) -> Result<()> {
+        if self.obs_dim == 0 || self.action.head_dim() == 0 || self.net_arch.contains(&0) {
+            return Err(ProximaError::InvalidArgument(format!(
+                "network dims must be positive: obs_dim {}, head {}, net_arch {:?}",
+                self.obs_dim,
+                self.action.head_dim(),
+                self.net_arch
+            )));
+        }
+        Ok(())
+    }
+
     /// Every parameter's name and shape, in order, without allocating the network (so a
     /// checkpoint's claimed spec can be checked against its tensors before anything is built).
     pub fn param_shapes(&self) -> Vec<(String, Vec<usize>)> {

@@ -4,7 +4,7 @@
 use crate::env::Action;
 use crate::error::{ProximaError, Result};
 use crate::normalize::Normalizer;
-use crate::policy::{ActionKind, ActorCritic};
+use crate::policy::{ActionKind, Policy};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
@@ -17,7 +17,7 @@ use rand_chacha::ChaCha8Rng;
 /// `norm`: the training run's normalisation statistics, applied frozen to observations
 /// (rewards are reported unscaled).
 pub fn evaluate(
-    policy: &ActorCritic,
+    policy: &dyn Policy,
     env_id: &str,
     episodes: usize,
     deterministic: bool,
@@ -48,7 +48,7 @@ pub struct Recording {
 /// As [`evaluate`]; plus `Unsupported` when the env cannot render, and the video writer's
 /// errors (see [`crate::env::render::VideoWriter`]).
 pub fn evaluate_recorded(
-    policy: &ActorCritic,
+    policy: &dyn Policy,
     env_id: &str,
     episodes: usize,
     deterministic: bool,

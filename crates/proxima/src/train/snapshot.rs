@@ -6,11 +6,12 @@ use super::trainer::{Algo, Trainer};
 use crate::algo::optim::Optimizer;
 use crate::checkpoint::{self, CheckpointMeta, OptimizerState, OPTIMIZER};
 use crate::collect::EpisodeStats;
-use crate::config::Config;
+use crate::config::{Backend, Config};
 use crate::env::vec_env::EpisodeRecord;
 use crate::env::EnvRng;
 use crate::error::{ProximaError, Result};
 use crate::normalize::Normalizer;
+use crate::policy::Policy;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -96,7 +97,25 @@ impl Trainer {
     /// # Errors
     /// `Checkpoint` when the file lacks trainer state or optimiser moments, or does not match.
     pub fn resume(ck: &checkpoint::Checkpoint, total_timesteps: Option<u64>) -> Result<Self> {
-        let cfg = resumed_config(ck, total_timesteps)?;
+        Self::resume_on(ck, total_timesteps, None)
+    }
+
+    /// [`Trainer::resume`], moving the run to `backend` when given (a checkpoint holds the
+    /// parameters in the layout both backends share; the run then continues with that backend's
+    /// arithmetic, so it matches neither uninterrupted run bit for bit).
+    ///
+    /// # Errors
+    /// As [`Trainer::resume`]; `Config` for a backend that does not cover the run's algorithm.
+    pub fn resume_on(
+        ck: &checkpoint::Checkpoint,
+        total_timesteps: Option<u64>,
+        backend: Option<Backend>,
+    ) -> Result<Self> {
+        let mut cfg = resumed_config(ck, total_timesteps)?;
+        if let Some(b) = backend {
+            cfg.backend = b;
+            cfg.validate()?;
+        }
         let mut tr = Trainer::new(&ck.meta.env_id, cfg)?;
         let bad = |m: &str| ProximaError::Checkpoint(format!("cannot resume: {m}"));
         let snap: TrainerSnapshot = serde_json::from_str(
@@ -146,15 +165,16 @@ fn restore_adam(opt: &mut Optimizer, state: OptimizerState) {
 /// started from: checkpoints written before optional keys were recorded as "none" leave them
 /// out, and they must not fall back to another preset's values.
 fn resumed_config(ck: &checkpoint::Checkpoint, total_timesteps: Option<u64>) -> Result<Config> {
-    let preset = ck
-        .meta
-        .config_toml
-        .parse::<toml::Table>()
-        .ok()
+    let saved = ck.meta.config_toml.parse::<toml::Table>().ok();
+    let preset = saved
+        .as_ref()
         .and_then(|t| t.get("preset").and_then(|p| p.as_str()).map(String::from))
         .filter(|p| crate::config::PRESETS.contains(&p.as_str()))
         .unwrap_or_else(|| "cleanrl".to_string());
     let mut cfg = Config::resolve(&preset, Some(&ck.meta.config_toml), &[])?;
+    if saved.is_some_and(|t| !t.contains_key("backend")) {
+        cfg.backend = Backend::Candle; // saved before the key existed: trained on candle
+    }
     if let Some(t) = total_timesteps {
         cfg.total_timesteps = t;
         cfg.validate()?;

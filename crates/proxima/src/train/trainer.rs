@@ -13,9 +13,8 @@ use crate::env::vec_env::{EpisodeRecord, SyncVectorEnv};
 use crate::env::{make, Env};
 use crate::error::{ProximaError, Result};
 use crate::normalize::Normalizer;
-use crate::policy::{ActionKind, ActorCritic, PolicySpec};
+use crate::policy::{ActionKind, Network, PolicySpec};
 use crate::rollout::RolloutBuffer;
-use candle_core::Device;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::time::Instant;
@@ -120,8 +119,8 @@ pub struct Trainer {
     /// The N training envs, their normalisation statistics, current observations and episode
     /// statistics.
     pub collector: Collector,
-    /// π_θ and V_θ.
-    pub policy: ActorCritic,
+    /// π_θ and V_θ, on the config's backend ([`Config::resolved_backend`]).
+    pub policy: Network,
     /// The optimiser's state.
     pub opt: Optimizer,
     pub(crate) algo: Algo,
@@ -232,7 +231,7 @@ fn a3c_workers(cfg: &Config, spec: &PolicySpec, make_env: MakeEnv<'_>) -> Result
         .map(|w| {
             let seed = cfg.seed.wrapping_add(1 + w as u64 * 1_000_003) % (1 << 62);
             let collector = Collector::new(cfg.n_envs, seed, make_env, |v| normalizer(cfg, v))?;
-            let policy = ActorCritic::new(spec.clone(), &Device::Cpu, &mut ChaCha8Rng::seed_from_u64(seed))?;
+            let policy = Network::new(spec.clone(), cfg.resolved_backend(), &mut ChaCha8Rng::seed_from_u64(seed))?;
             let buf = RolloutBuffer::new(cfg.n_steps, cfg.n_envs, spec.obs_dim, spec.action.act_dim(), 0);
             Ok(Worker { collector, policy: Box::new(policy), buf, rng: sampling_rng(seed), steps: 0, updates: 0 })
         })
@@ -263,8 +262,10 @@ impl Trainer {
         cfg.validate()?;
         let collector = Collector::new(cfg.n_envs, cfg.seed, &mut make_env, |v| normalizer(&cfg, v))?;
         let spec = policy_spec(&cfg, &collector.venv)?;
-        let policy = ActorCritic::new(spec.clone(), &Device::Cpu, &mut ChaCha8Rng::seed_from_u64(cfg.seed))?;
-        let sizes: Vec<usize> = policy.named_params().iter().map(|(_, v)| v.elem_count()).collect();
+        let backend = cfg.resolved_backend();
+        let policy = Network::new(spec.clone(), backend, &mut ChaCha8Rng::seed_from_u64(cfg.seed))?;
+        tracing::info!("policy backend: {} (backend = {:?})", backend.as_str(), cfg.backend.as_str());
+        let sizes: Vec<usize> = spec.param_shapes().iter().map(|(_, s)| s.iter().product()).collect();
         let opt = match cfg.optimizer {
             OptimizerName::Adam => Optimizer::adam(&sizes, cfg.learning_rate, cfg.adam_eps),
             OptimizerName::Rmsprop => {
@@ -387,7 +388,10 @@ impl Trainer {
             let stats = match &mut self.algo {
                 Algo::Ppo { params, kl_coef } => ppo::update(policy, opt, buf, params, lr, kl_coef, rng),
                 Algo::A2c(params) => a2c::update(policy, opt, buf, params, lr),
-                Algo::Trpo(params) => trpo::update(policy, opt, buf, params, lr, rng),
+                Algo::Trpo(params) => match policy {
+                    Network::Candle(net) => trpo::update(net, opt, buf, params, lr, rng),
+                    Network::Fused(_) => Err(ProximaError::InvalidArgument("TRPO runs on the candle backend".into())),
+                },
                 Algo::A3c { .. } => Err(ProximaError::InvalidArgument("A3C updates in its workers".into())),
             };
             (finished, t1, stats)

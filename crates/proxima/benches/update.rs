@@ -1,0 +1,141 @@
+//! µs per PPO minibatch update (L^CLIP with value clipping and the entropy bonus, backward,
+//! global-norm clipping and Adam) of CleanRL's CartPole network (4 → 64 → 64 → 2 | 1, tanh) on
+//! each backend, next to the arithmetic floor: the update's FLOP count divided by the
+//! single-thread GEMM rate this machine reaches at the update's own shapes (the `gemm` crate,
+//! measured here). Run with `cargo bench -p proxima --bench update`; prints a Markdown table.
+
+use proxima::algo::optim::Optimizer;
+use proxima::algo::update::apply_gradients;
+use proxima::config::{Backend, Objective};
+use proxima::loss::PpoCoefs;
+use proxima::policy::{ActionKind, Activation, Network, Policy, PolicySpec};
+use proxima::rollout::Minibatch;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::time::Instant;
+
+fn spec() -> PolicySpec {
+    PolicySpec {
+        obs_dim: 4,
+        action: ActionKind::Discrete { n: 2 },
+        net_arch: vec![64, 64],
+        activation: Activation::Tanh,
+        shared_trunk: false,
+        log_std_init: 0.0,
+        ortho_init: true,
+    }
+}
+
+/// FLOPs of one minibatch update of `b` rows: forward 2·b·in·out per layer, ∂W the same, ∂X the
+/// same for every layer but a tower's first (its input is the observation). Element-wise work
+/// (activations, the loss, Adam) is left out: the floor is the matrix products.
+fn flops(spec: &PolicySpec, b: usize) -> f64 {
+    let shapes = spec.param_shapes();
+    let mut total = 0f64;
+    for (name, shape) in shapes.iter().filter(|(n, s)| n.ends_with(".weight") && s.len() == 2) {
+        let mac = (b * shape[0] * shape[1]) as f64;
+        let first = name.ends_with(".0.weight");
+        total += 2.0 * mac * if first { 2.0 } else { 3.0 };
+    }
+    total
+}
+
+/// Single-thread GFLOP/s of `gemm` on `[b, 64]·[64, 64]` (the hidden layer's shape), best of
+/// several timed batches.
+fn gemm_rate(b: usize) -> f64 {
+    let (m, n, k) = (b, 64usize, 64usize);
+    let mut rng = ChaCha8Rng::seed_from_u64(0);
+    let a: Vec<f32> = (0..m * k).map(|_| rng.random_range(-1.0..1.0)).collect();
+    let w: Vec<f32> = (0..k * n).map(|_| rng.random_range(-1.0..1.0)).collect();
+    let mut c = vec![0f32; m * n];
+    let reps = (2_000_000 / (m * n * k)).max(10);
+    let mut best = f64::INFINITY;
+    for _ in 0..20 {
+        let t = Instant::now();
+        for _ in 0..reps {
+            // SAFETY: every slice holds exactly the [m, k], [k, n], [m, n] row-major elements read/written.
+            unsafe {
+                gemm::gemm(
+                    m,
+                    n,
+                    k,
+                    c.as_mut_ptr(),
+                    1,
+                    n as isize,
+                    false,
+                    a.as_ptr(),
+                    1,
+                    k as isize,
+                    w.as_ptr(),
+                    1,
+                    n as isize,
+                    0.0,
+                    1.0,
+                    false,
+                    false,
+                    false,
+                    gemm::Parallelism::None,
+                );
+            }
+        }
+        best = best.min(t.elapsed().as_secs_f64() / reps as f64);
+    }
+    std::hint::black_box(&c);
+    2.0 * (m * n * k) as f64 / best / 1e9
+}
+
+fn minibatch(policy: &Network, b: usize, rng: &mut ChaCha8Rng) -> Minibatch {
+    let obs: Vec<f32> = (0..b * 4).map(|_| rng.random_range(-1.0..1.0)).collect();
+    let out = policy.act(&obs, false, rng).unwrap();
+    Minibatch {
+        len: b,
+        observations: obs,
+        actions: out.actions,
+        old_log_probs: out.log_probs.iter().map(|l| l + rng.random_range(-0.1..0.1)).collect(),
+        advantages: (0..b).map(|_| rng.random_range(-1.0..1.0)).collect(),
+        old_values: out.values.clone(),
+        returns: out.values.iter().map(|v| v + rng.random_range(-1.0..1.0)).collect(),
+        old_head: Vec::new(),
+    }
+}
+
+/// Median µs of one minibatch update (loss + backward + clip + Adam) on `backend`.
+fn update_us(backend: Backend, b: usize) -> f64 {
+    let sp = spec();
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    let mut policy = Network::new(sp.clone(), backend, &mut rng).unwrap();
+    let sizes: Vec<usize> = sp.param_shapes().iter().map(|(_, s)| s.iter().product()).collect();
+    let mut opt = Optimizer::adam(&sizes, 2.5e-4, 1e-5);
+    let coefs =
+        PpoCoefs { clip_range: 0.2, clip_range_vf: Some(0.2), vf_coef: 0.5, ent_coef: 0.01, objective: Objective::Clip, kl_coef: 1.0 };
+    let mb = minibatch(&policy, b, &mut rng);
+    let reps = (200_000 / b).max(50);
+    let mut times = Vec::new();
+    for _ in 0..9 {
+        let t = Instant::now();
+        for _ in 0..reps {
+            policy.ppo_loss(&mb, &[], &coefs).unwrap();
+            apply_gradients(&mut policy, &mut opt, Some(0.5)).unwrap();
+        }
+        times.push(t.elapsed().as_secs_f64() / reps as f64 * 1e6);
+    }
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2]
+}
+
+fn main() {
+    let sp = spec();
+    println!("| batch | FLOP per update | GEMM rate (1 thread) | floor | fused | fused ÷ floor | candle | candle ÷ fused |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for b in [64usize, 128, 512] {
+        let (f, rate) = (flops(&sp, b), gemm_rate(b));
+        let floor = f / (rate * 1e9) * 1e6;
+        let (fused, candle) = (update_us(Backend::Fused, b), update_us(Backend::Candle, b));
+        println!(
+            "| {b} | {:.2} M | {rate:.0} GFLOP/s | {floor:.1} µs | {fused:.1} µs | {:.2}× | {candle:.0} µs | {:.1}× |",
+            f / 1e6,
+            fused / floor,
+            candle / fused
+        );
+    }
+}

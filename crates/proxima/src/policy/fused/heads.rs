@@ -1,0 +1,342 @@
+//! The losses of the fused backend in closed form: from the policy head's output (logits side by
+//! side, or Gaussian means with a state-independent log-std) and V(s) of a minibatch straight to
+//! the loss, its parts and ∂L/∂head, ∂L/∂log σ, ∂L/∂V — no graph. Generic over the float type
+//! so the golden vectors (PyTorch float64) check the very code the f32 backend runs.
+//!
+//! Per row, with lp = log π(a|s), H its entropy, KL = KL[π_θold ‖ π_θ] and g_x = ∂L/∂x:
+//! * Categorical component with log-softmax ℓ and p = e^ℓ: ∂lp/∂z_j = 1[j=a] − p_j,
+//!   ∂H/∂z_j = −p_j(ℓ_j + H), ∂KL/∂z_j = p_j − p_old,j.
+//! * Gaussian (σ = e^s): ∂lp/∂μ = (a−μ)/σ², ∂lp/∂s = (a−μ)²/σ² − 1, ∂H/∂s = 1,
+//!   ∂KL/∂μ = (μ−μ_old)/σ², ∂KL/∂s = 1 − (σ_old² + (μ_old−μ)²)/σ².
+//!
+//! The losses are [`crate::loss::ppo_loss`]'s and [`crate::loss::a2c_loss`]'s (the candle
+//! functions are the reference; the tests hold the two together).
+
+use crate::error::{ProximaError, Result};
+use crate::loss::{Objective, PpoCoefs};
+use crate::policy::distributions::HALF_LOG_2PI;
+use crate::policy::ActionKind;
+use num_traits::Float;
+
+/// A minibatch of B rows as the head sees it. Every slice is row-major.
+#[derive(Clone, Copy, Debug)]
+pub struct HeadBatch<'a, T> {
+    /// The policy head at θ: logits side by side or Gaussian means, `[B, head_dim]`.
+    pub head: &'a [T],
+    /// Gaussian log σ at θ, `[dim]` (empty for discrete actions).
+    pub log_std: &'a [T],
+    /// V_θ(s_t), `[B]`.
+    pub values: &'a [T],
+    /// a_t as stored (indices as floats, or the unclipped sample), `[B, act_dim]`.
+    pub actions: &'a [T],
+    /// log π_θold(a_t|s_t), `[B]`.
+    pub old_log_prob: &'a [T],
+    /// Â_t (already normalised where asked), `[B]`.
+    pub advantages: &'a [T],
+    /// V_θold(s_t), `[B]` (read by the clipped value loss only).
+    pub old_values: &'a [T],
+    /// R_t, `[B]`.
+    pub returns: &'a [T],
+    /// π_θold's head, `[B, head_dim]` (read by the KL objectives only; may be empty otherwise).
+    pub old_head: &'a [T],
+    /// π_θold's log σ, `[dim]` (KL objectives with Gaussian actions).
+    pub old_log_std: &'a [T],
+}
+
+/// Which loss: PPO's (any objective) or A2C's.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum HeadLoss {
+    /// L = L^π + c₁·½·mean((V−R)², clipped or not) − c₂·S ([`crate::loss::ppo_loss`]).
+    Ppo(PpoCoefs),
+    /// L = −mean(lp·Â) + c₁·mean((V−R)²) − c₂·S ([`crate::loss::a2c_loss`]).
+    A2c {
+        /// c₁.
+        vf_coef: f64,
+        /// c₂.
+        ent_coef: f64,
+    },
+}
+
+/// Where the gradients go: `d_head` `[B, head_dim]`, `d_values` `[B]`, `d_log_std` `[dim]`
+/// (overwritten), and log r_t(θ) per row `[B]` (PPO; left alone for A2C). `scratch` holds at
+/// least 2·head_dim values.
+pub struct HeadGrads<'a, T> {
+    /// ∂L/∂head.
+    pub d_head: &'a mut [T],
+    /// ∂L/∂V.
+    pub d_values: &'a mut [T],
+    /// ∂L/∂log σ (Gaussian).
+    pub d_log_std: &'a mut [T],
+    /// log r_t(θ).
+    pub log_ratio: &'a mut [T],
+    /// Working space.
+    pub scratch: &'a mut [T],
+}
+
+fn c<T: Float>(x: f64) -> T {
+    T::from(x).expect("a float converts")
+}
+
+/// log-softmax as candle computes it: (z − max) − log Σ exp(z − max).
+fn log_softmax<T: Float>(z: &[T], out: &mut [T]) {
+    let m = z.iter().fold(T::neg_infinity(), |a, &b| a.max(b));
+    let mut s = T::zero();
+    for (o, &x) in out.iter_mut().zip(z) {
+        *o = x - m;
+        s = s + o.exp();
+    }
+    let ls = s.ln();
+    out.iter_mut().for_each(|o| *o = *o - ls);
+}
+
+/// One row's log π(a|s), entropy and (when `old` is given) KL[π_old ‖ π], leaving the new and
+/// old log-softmaxes in `scratch[..hd]` and `scratch[hd..2hd]` (categorical).
+fn row_stats<T: Float>(
+    kind: &ActionKind,
+    head: &[T],
+    log_std: &[T],
+    action: &[T],
+    old: Option<(&[T], &[T])>,
+    scratch: &mut [T],
+) -> (T, T, T) {
+    let hd = head.len();
+    let (new_ls, old_ls) = scratch[..2 * hd].split_at_mut(hd);
+    match kind.categorical_components() {
+        Some(comps) => {
+            let (mut lp, mut ent, mut kl, mut off) = (T::zero(), T::zero(), T::zero(), 0);
+            for (ci, &n) in comps.iter().enumerate() {
+                let r = off..off + n;
+                log_softmax(&head[r.clone()], &mut new_ls[r.clone()]);
+                let a = action[ci].to_usize().unwrap_or(0).min(n - 1);
+                lp = lp + new_ls[off + a];
+                ent = ent - new_ls[r.clone()].iter().fold(T::zero(), |s, &l| s + l.exp() * l);
+                if let Some((old_head, _)) = old {
+                    log_softmax(&old_head[r.clone()], &mut old_ls[r.clone()]);
+                    let k =
+                        old_ls[r.clone()].iter().zip(&new_ls[r]).fold(T::zero(), |s, (&o, &l)| s + o.exp() * (o - l));
+                    kl = kl + k;
+                }
+                off += n;
+            }
+            (lp, ent, kl)
+        }
+        None => {
+            let d = head.len();
+            let (mut sq, mut ls_sum, mut kl) = (T::zero(), T::zero(), T::zero());
+            for j in 0..d {
+                let inv_var = (log_std[j] * c(-2.0)).exp();
+                let e = action[j] - head[j];
+                sq = sq + e * e * inv_var;
+                ls_sum = ls_sum + log_std[j];
+                if let Some((old_mean, old_log_std)) = old {
+                    let var_old = (old_log_std[j] * c(2.0)).exp();
+                    let dm = old_mean[j] - head[j];
+                    kl = kl + (var_old + dm * dm) * inv_var * c(0.5) + (log_std[j] - old_log_std[j]) - c(0.5);
+                }
+            }
+            let dn: T = c(d as f64);
+            let lp = sq * c(-0.5) - ls_sum - dn * c(HALF_LOG_2PI);
+            let ent = ls_sum + dn * c(0.5 + HALF_LOG_2PI);
+            (lp, ent, kl)
+        }
+    }
+}
+
+/// Writes one row's ∂L/∂head (and adds its ∂L/∂log σ) from the scalars g_lp, g_H, g_KL, with the
+/// log-softmaxes [`row_stats`] left in `scratch`.
+#[allow(clippy::too_many_arguments)]
+fn row_grads<T: Float>(
+    kind: &ActionKind,
+    (head, log_std, action): (&[T], &[T], &[T]),
+    old: Option<(&[T], &[T])>,
+    (g_lp, g_ent, g_kl): (T, T, T),
+    ent_parts: Option<&[T]>,
+    scratch: &[T],
+    d_head: &mut [T],
+    d_log_std: &mut [T],
+) {
+    let hd = head.len();
+    let (new_ls, old_ls) = scratch[..2 * hd].split_at(hd);
+    match kind.categorical_components() {
+        Some(comps) => {
+            let mut off = 0;
+            for (ci, &n) in comps.iter().enumerate() {
+                let a = action[ci].to_usize().unwrap_or(0).min(n - 1);
+                let h_c = ent_parts.map_or(T::zero(), |e| e[ci]);
+                for j in 0..n {
+                    let (l, p) = (new_ls[off + j], new_ls[off + j].exp());
+                    let onehot = if j == a { T::one() } else { T::zero() };
+                    let mut g = g_lp * (onehot - p) - g_ent * p * (l + h_c);
+                    if old.is_some() {
+                        g = g + g_kl * (p - old_ls[off + j].exp());
+                    }
+                    d_head[off + j] = g;
+                }
+                off += n;
+            }
+        }
+        None => {
+            for j in 0..hd {
+                let inv_var = (log_std[j] * c(-2.0)).exp();
+                let e = action[j] - head[j];
+                let mut dm = g_lp * e * inv_var;
+                let mut ds = g_lp * (e * e * inv_var - T::one()) + g_ent;
+                if let Some((old_mean, old_log_std)) = old {
+                    let var_old = (old_log_std[j] * c(2.0)).exp();
+                    let dmo = old_mean[j] - head[j];
+                    dm = dm - g_kl * dmo * inv_var;
+                    ds = ds + g_kl * (T::one() - (var_old + dmo * dmo) * inv_var);
+                }
+                d_head[j] = dm;
+                d_log_std[j] = d_log_std[j] + ds;
+            }
+        }
+    }
+}
+
+/// Each categorical component's entropy of one row (from the new log-softmax in `scratch`),
+/// into `out` (`[components]`).
+fn component_entropies<T: Float>(kind: &ActionKind, scratch: &[T], out: &mut [T]) {
+    if let Some(comps) = kind.categorical_components() {
+        let mut off = 0;
+        for (ci, &n) in comps.iter().enumerate() {
+            out[ci] = -scratch[off..off + n].iter().fold(T::zero(), |s, &l| s + l.exp() * l);
+            off += n;
+        }
+    }
+}
+
+/// The loss of minibatch `b` and its gradients (module docs). Returns
+/// `[loss, policy_loss, value_loss, entropy]` as [`crate::loss::ppo_loss`] /
+/// [`crate::loss::a2c_loss`] define them.
+///
+/// # Errors
+/// `InvalidArgument` for a KL objective without π_θold's head, or buffers of the wrong size.
+pub fn head_loss<T: Float>(
+    kind: &ActionKind,
+    b: &HeadBatch<'_, T>,
+    loss: &HeadLoss,
+    g: &mut HeadGrads<'_, T>,
+) -> Result<[T; 4]> {
+    let (hd, ad, n) = (kind.head_dim(), kind.act_dim(), b.values.len());
+    let kl_objective =
+        matches!(loss, HeadLoss::Ppo(c) if matches!(c.objective, Objective::AdaptiveKl | Objective::FixedKl));
+    if kl_objective && b.old_head.len() != n * hd {
+        return Err(ProximaError::InvalidArgument("the KL objectives need π_θold's head for every row".into()));
+    }
+    if b.head.len() != n * hd || b.actions.len() != n * ad || g.d_head.len() < n * hd || g.scratch.len() < 2 * hd + ad {
+        return Err(ProximaError::InvalidArgument(format!(
+            "head loss buffers: {} head values and {} actions for {n} rows of head_dim {hd}",
+            b.head.len(),
+            b.actions.len()
+        )));
+    }
+    g.d_log_std.iter_mut().for_each(|x| *x = T::zero());
+    let inv_b: T = c(1.0 / n.max(1) as f64);
+    let (mut pl, mut vl, mut ent_sum) = (0f64, 0f64, 0f64);
+    let (scratch, ent_parts) = g.scratch.split_at_mut(2 * hd);
+    for i in 0..n {
+        let (head, action) = (&b.head[i * hd..(i + 1) * hd], &b.actions[i * ad..(i + 1) * ad]);
+        let old = kl_objective.then(|| (&b.old_head[i * hd..(i + 1) * hd], b.old_log_std));
+        let (lp, ent, kl) = row_stats(kind, head, b.log_std, action, old, scratch);
+        component_entropies(kind, scratch, ent_parts);
+        let (a, v, r) = (b.advantages[i], b.values[i], b.returns[i]);
+        let (g_lp, g_kl, g_v, row_pl, row_vl);
+        let g_ent;
+        match loss {
+            HeadLoss::Ppo(co) => {
+                let log_ratio = lp - b.old_log_prob[i];
+                g.log_ratio[i] = log_ratio;
+                let ratio = log_ratio.exp();
+                let surr1 = a * ratio;
+                (row_pl, g_lp, g_kl) = match co.objective {
+                    Objective::Clip => {
+                        let surr2 = a * ratio.max(c(1.0 - co.clip_range)).min(c(1.0 + co.clip_range));
+                        let picked = surr1 <= surr2;
+                        (-(surr1.min(surr2)), if picked { -surr1 * inv_b } else { T::zero() }, T::zero())
+                    }
+                    Objective::None => (-surr1, -surr1 * inv_b, T::zero()),
+                    Objective::AdaptiveKl | Objective::FixedKl => {
+                        let beta: T = c(co.kl_coef);
+                        (beta * kl - surr1, -surr1 * inv_b, beta * inv_b)
+                    }
+                };
+                let (vf, gv) = value_loss_row(v, r, b.old_values[i], co.clip_range_vf);
+                row_vl = vf * c(0.5);
+                g_v = gv * c(0.5 * co.vf_coef) * inv_b;
+                g_ent = -c::<T>(co.ent_coef) * inv_b;
+            }
+            HeadLoss::A2c { vf_coef, ent_coef } => {
+                row_pl = -(lp * a);
+                (g_lp, g_kl) = (-a * inv_b, T::zero());
+                let e = v - r;
+                row_vl = e * e;
+                g_v = e * c(2.0 * vf_coef) * inv_b;
+                g_ent = -c::<T>(*ent_coef) * inv_b;
+            }
+        }
+        g.d_values[i] = g_v;
+        row_grads(
+            kind,
+            (head, b.log_std, action),
+            old,
+            (g_lp, g_ent, g_kl),
+            Some(&*ent_parts),
+            scratch,
+            &mut g.d_head[i * hd..(i + 1) * hd],
+            g.d_log_std,
+        );
+        pl += row_pl.to_f64().unwrap_or(f64::NAN);
+        vl += row_vl.to_f64().unwrap_or(f64::NAN);
+        ent_sum += ent.to_f64().unwrap_or(f64::NAN);
+    }
+    let m = n.max(1) as f64;
+    let (pl, vl, ent) = (pl / m, vl / m, ent_sum / m);
+    let (vf_coef, ent_coef) = match loss {
+        HeadLoss::Ppo(co) => (co.vf_coef, co.ent_coef),
+        HeadLoss::A2c { vf_coef, ent_coef } => (*vf_coef, *ent_coef),
+    };
+    let total = pl + vf_coef * vl - ent_coef * ent;
+    Ok([c(total), c(pl), c(vl), c(ent)])
+}
+
+/// One row's (V−R)², or max((V−R)², (V_old + clip(V−V_old, ±ε_v) − R)²), and its derivative in
+/// V (ties split the gradient in halves, as candle's `maximum`).
+fn value_loss_row<T: Float>(v: T, r: T, v_old: T, clip: Option<f64>) -> (T, T) {
+    let e = v - r;
+    let plain = e * e;
+    let Some(eps) = clip else { return (plain, e * c(2.0)) };
+    let (lo, hi): (T, T) = (c(-eps), c(eps));
+    let dv = v - v_old;
+    let vc = v_old + dv.max(lo).min(hi);
+    let ec = vc - r;
+    let clipped = ec * ec;
+    let inside = if dv >= lo && dv <= hi { T::one() } else { T::zero() };
+    let (w_plain, w_clip) = if plain > clipped {
+        (T::one(), T::zero())
+    } else if clipped > plain {
+        (T::zero(), T::one())
+    } else {
+        (c(0.5), c(0.5))
+    };
+    (plain.max(clipped), e * c(2.0) * w_plain + ec * c(2.0) * w_clip * inside)
+}
+
+/// Σ over rows of KL[π_old(·|s) ‖ π(·|s)] for heads `[B, head_dim]` (the rollout's d, before
+/// dividing by B). `scratch` holds at least 2·head_dim values.
+pub fn kl_sum<T: Float>(
+    kind: &ActionKind,
+    (old_head, old_log_std): (&[T], &[T]),
+    head: &[T],
+    log_std: &[T],
+    scratch: &mut [T],
+) -> f64 {
+    let (hd, ad) = (kind.head_dim(), kind.act_dim());
+    let zeros = vec![T::zero(); ad];
+    head.chunks_exact(hd)
+        .zip(old_head.chunks_exact(hd))
+        .map(|(h, o)| {
+            row_stats(kind, h, log_std, &zeros, Some((o, old_log_std)), scratch).2.to_f64().unwrap_or(f64::NAN)
+        })
+        .sum()
+}

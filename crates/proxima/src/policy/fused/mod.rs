@@ -1,0 +1,11 @@
+//! The fused CPU backend for MLP actor-critics: the network of a [`crate::policy::PolicySpec`]
+//! with hand-written forward and backward passes on contiguous f32 buffers ([`kernels`]), the
+//! PPO and A2C losses in closed form ([`heads`]), and θ, ∇θ as flat vectors the optimiser steps
+//! in place. It covers what PPO, A2C and A3C need; TRPO's forward-mode products stay on candle.
+
+mod heads;
+mod kernels;
+mod mlp;
+
+pub use self::heads::{head_loss, kl_sum, HeadBatch, HeadGrads, HeadLoss};
+pub use self::mlp::FusedMlp;

@@ -1,0 +1,149 @@
+//! Which implementation a run's policy is on: the config's [`Backend`] and the [`Network`] that
+//! holds either one behind the [`Policy`] seam.
+
+use super::candle::ActorCritic;
+use super::fused::FusedMlp;
+use super::interface::{ActOutput, FlatParams, LossReport, Policy};
+use super::spec::PolicySpec;
+use crate::error::Result;
+use crate::loss::PpoCoefs;
+use crate::rollout::Minibatch;
+use candle_core::Device;
+use rand::{Rng, RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+/// The config's `backend` key: which implementation of the policy network trains.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Backend {
+    /// The fused CPU kernels wherever they cover the run (every MLP policy of PPO, A2C and
+    /// A3C), candle elsewhere (TRPO).
+    #[default]
+    Auto,
+    /// The fused CPU kernels ([`FusedMlp`]); an error for what they do not cover.
+    Fused,
+    /// candle ([`ActorCritic`]): every result as before the fused backend, bit for bit.
+    Candle,
+}
+
+impl Backend {
+    /// The config's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Auto => "auto",
+            Backend::Fused => "fused",
+            Backend::Candle => "candle",
+        }
+    }
+}
+
+/// A policy network on one of the two backends (one per run or worker, never moved in a loop:
+/// the size difference of the variants does not matter).
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
+pub enum Network {
+    /// On candle.
+    Candle(ActorCritic),
+    /// On the fused CPU kernels.
+    Fused(FusedMlp),
+}
+
+impl Network {
+    /// A fresh network of `spec` on `backend` (`Auto` means fused), initialised from `rng`: the
+    /// same initial values on either backend.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for zero dims.
+    pub fn new<R: Rng + ?Sized>(spec: PolicySpec, backend: Backend, rng: &mut R) -> Result<Self> {
+        Ok(match backend {
+            Backend::Candle => Network::Candle(ActorCritic::new(spec, &Device::Cpu, rng)?),
+            Backend::Auto | Backend::Fused => Network::Fused(FusedMlp::new(spec, rng)?),
+        })
+    }
+
+    /// A copy of this network's parameters on `backend` (`Auto` means fused).
+    ///
+    /// # Errors
+    /// The backends' errors.
+    pub fn to_backend(&self, backend: Backend) -> Result<Self> {
+        let mut net = Network::new(self.spec().clone(), backend, &mut ChaCha8Rng::seed_from_u64(0))?;
+        net.set_params(&self.params()?)?;
+        Ok(net)
+    }
+
+    /// Which backend this network is on (`Fused` or `Candle`).
+    pub fn backend(&self) -> Backend {
+        match self {
+            Network::Candle(_) => Backend::Candle,
+            Network::Fused(_) => Backend::Fused,
+        }
+    }
+
+    /// The candle network, when on candle.
+    pub fn candle(&self) -> Option<&ActorCritic> {
+        match self {
+            Network::Candle(n) => Some(n),
+            Network::Fused(_) => None,
+        }
+    }
+
+    fn inner(&self) -> &dyn Policy {
+        match self {
+            Network::Candle(n) => n,
+            Network::Fused(n) => n,
+        }
+    }
+
+    fn inner_mut(&mut self) -> &mut dyn Policy {
+        match self {
+            Network::Candle(n) => n,
+            Network::Fused(n) => n,
+        }
+    }
+}
+
+impl Policy for Network {
+    fn spec(&self) -> &PolicySpec {
+        self.inner().spec()
+    }
+    fn act(&self, obs: &[f32], deterministic: bool, rng: &mut dyn RngCore) -> Result<ActOutput> {
+        self.inner().act(obs, deterministic, rng)
+    }
+    fn act_into(&self, obs: &[f32], deterministic: bool, rng: &mut dyn RngCore, out: &mut ActOutput) -> Result<()> {
+        self.inner().act_into(obs, deterministic, rng, out)
+    }
+    fn predict_values(&self, obs: &[f32]) -> Result<Vec<f32>> {
+        self.inner().predict_values(obs)
+    }
+    fn dist_params_host(&self, obs: &[f32]) -> Result<(Vec<f32>, Vec<f32>)> {
+        self.inner().dist_params_host(obs)
+    }
+    fn ppo_loss(&mut self, mb: &Minibatch, old_log_std: &[f32], coefs: &PpoCoefs) -> Result<LossReport> {
+        self.inner_mut().ppo_loss(mb, old_log_std, coefs)
+    }
+    fn a2c_loss(&mut self, batch: &Minibatch, vf_coef: f64, ent_coef: f64) -> Result<LossReport> {
+        self.inner_mut().a2c_loss(batch, vf_coef, ent_coef)
+    }
+    fn log_ratio(&self) -> &[f32] {
+        self.inner().log_ratio()
+    }
+    fn backward(&mut self) -> Result<Vec<Option<Vec<f32>>>> {
+        self.inner_mut().backward()
+    }
+    fn backward_flat(&mut self) -> Result<Option<FlatParams<'_>>> {
+        self.inner_mut().backward_flat()
+    }
+    fn rollout_kl(&self, obs: &[f32], old_head: &[f32], old_log_std: &[f32]) -> Result<f64> {
+        self.inner().rollout_kl(obs, old_head, old_log_std)
+    }
+    fn param_names(&self) -> Vec<String> {
+        self.inner().param_names()
+    }
+    fn params(&self) -> Result<Vec<Vec<f32>>> {
+        self.inner().params()
+    }
+    fn set_params(&mut self, values: &[Vec<f32>]) -> Result<()> {
+        self.inner_mut().set_params(values)
+    }
+}

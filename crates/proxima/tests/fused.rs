@@ -1,0 +1,292 @@
+//! The fused backend against the candle backend (the reference) and against finite
+//! differences: same weights and minibatch → the same loss, gradients and updated parameters,
+//! for every objective × action space × trunk × activation.
+
+use proxima::algo::optim::Optimizer;
+use proxima::algo::update::apply_gradients;
+use proxima::config::Objective;
+use proxima::loss::PpoCoefs;
+use proxima::policy::fused::FusedMlp;
+use proxima::policy::{ActionKind, Activation, ActorCritic, Policy, PolicySpec};
+use proxima::rollout::Minibatch;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+const OBS_DIM: usize = 5;
+const B: usize = 37;
+
+fn actions() -> [(&'static str, ActionKind); 3] {
+    [
+        ("discrete", ActionKind::Discrete { n: 3 }),
+        ("multidiscrete", ActionKind::MultiDiscrete { nvec: vec![3, 2] }),
+        ("gaussian", ActionKind::Continuous { dim: 2, low: vec![-1.0; 2], high: vec![1.0; 2] }),
+    ]
+}
+
+fn spec(action: ActionKind, shared: bool, activation: Activation) -> PolicySpec {
+    PolicySpec {
+        obs_dim: OBS_DIM,
+        action,
+        net_arch: vec![24, 16],
+        activation,
+        shared_trunk: shared,
+        log_std_init: -0.4,
+        ortho_init: false, // U(±1/√fan_in): a policy head far from 0, so ratios spread out
+    }
+}
+
+/// Both backends built from one RNG state (they draw the same initial values).
+fn pair(spec: &PolicySpec, seed: u64) -> (ActorCritic, FusedMlp) {
+    let c = ActorCritic::new(spec.clone(), &candle_core::Device::Cpu, &mut ChaCha8Rng::seed_from_u64(seed)).unwrap();
+    let f = FusedMlp::new(spec.clone(), &mut ChaCha8Rng::seed_from_u64(seed)).unwrap();
+    assert_eq!(Policy::params(&c).unwrap(), f.params().unwrap(), "same initial parameters");
+    assert_eq!(Policy::param_names(&c), f.param_names());
+    (c, f)
+}
+
+/// A minibatch with real actions of the candle policy, old log-probs shifted by ±0.4 (so some
+/// ratios fall outside [1−ε, 1+ε] on both sides), old values ±0.5 from V (some beyond ε_v),
+/// and π_θold's head a perturbation of the current one.
+fn minibatch(policy: &ActorCritic, seed: u64) -> (Minibatch, Vec<f32>) {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let obs: Vec<f32> = (0..B * OBS_DIM).map(|_| rng.random_range(-2.0..2.0)).collect();
+    let out = Policy::act(policy, &obs, false, &mut rng).unwrap();
+    let (head, log_std) = Policy::dist_params_host(policy, &obs).unwrap();
+    let jitter =
+        |v: &[f32], s: f32, rng: &mut ChaCha8Rng| v.iter().map(|x| x + rng.random_range(-s..s)).collect::<Vec<_>>();
+    let advantages: Vec<f32> = (0..B).map(|_| rng.random_range(-2.0..2.0)).collect();
+    let old_values = jitter(&out.values, 0.5, &mut rng);
+    let returns = jitter(&out.values, 1.0, &mut rng);
+    let mb = Minibatch {
+        len: B,
+        observations: obs,
+        actions: out.actions,
+        old_log_probs: jitter(&out.log_probs, 0.4, &mut rng),
+        advantages,
+        old_values,
+        returns,
+        old_head: jitter(&head, 0.3, &mut rng),
+    };
+    let old_log_std = jitter(&log_std, 0.2, &mut rng);
+    (mb, old_log_std)
+}
+
+/// Every element of `got` within `tol` × (the largest magnitude of `want`) of `want`.
+fn assert_close(what: &str, got: &[f32], want: &[f32], tol: f64) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    let scale = want.iter().fold(0f64, |m, &x| m.max((x as f64).abs())).max(1e-6);
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        let d = (g as f64 - w as f64).abs();
+        assert!(d <= tol * scale, "{what}[{i}]: fused {g}, candle {w} (|diff| {d:e} > {tol:e} × {scale:e})");
+    }
+}
+
+enum Loss {
+    Ppo(PpoCoefs),
+    A2c,
+}
+
+fn losses() -> Vec<(String, Loss)> {
+    let mut out = Vec::new();
+    for objective in [Objective::Clip, Objective::AdaptiveKl, Objective::FixedKl, Objective::None] {
+        for clip_vf in [None, Some(0.2)] {
+            let coefs = PpoCoefs {
+                clip_range: 0.2,
+                clip_range_vf: clip_vf,
+                vf_coef: 0.5,
+                ent_coef: 0.01,
+                objective,
+                kl_coef: 0.7,
+            };
+            out.push((format!("{objective:?} clip_vf {clip_vf:?}"), Loss::Ppo(coefs)));
+        }
+    }
+    out.push(("a2c".into(), Loss::A2c));
+    out
+}
+
+fn eval(p: &mut dyn Policy, loss: &Loss, mb: &Minibatch, old_log_std: &[f32]) -> [f32; 4] {
+    match loss {
+        Loss::Ppo(c) => p.ppo_loss(mb, old_log_std, c).unwrap().values,
+        Loss::A2c => p.a2c_loss(mb, 0.5, 0.01).unwrap().values,
+    }
+}
+
+#[test]
+fn fused_loss_gradients_and_step_agree_with_candle_everywhere() {
+    let mut cases = 0;
+    for (aname, action) in actions() {
+        for shared in [false, true] {
+            for activation in [Activation::Tanh, Activation::Relu] {
+                for (lname, loss) in losses() {
+                    let what = format!("{aname} shared {shared} {activation:?} {lname}");
+                    let sp = spec(action.clone(), shared, activation);
+                    let (mut c, mut f) = pair(&sp, 3);
+                    let (mb, old_log_std) = minibatch(&c, 4);
+                    let (lc, lf) = (eval(&mut c, &loss, &mb, &old_log_std), eval(&mut f, &loss, &mb, &old_log_std));
+                    assert_close(&format!("{what} loss parts"), &lf, &lc, 1e-5);
+                    assert_close(&format!("{what} log r"), f.log_ratio(), c.log_ratio(), 1e-5);
+                    let (gc, gf) = (Policy::backward(&mut c).unwrap(), f.backward().unwrap());
+                    for ((name, gc), gf) in c.param_names().iter().zip(&gc).zip(&gf) {
+                        let gc = gc.clone().unwrap_or_else(|| vec![0.0; gf.as_ref().unwrap().len()]);
+                        assert_close(&format!("{what} ∂L/∂{name}"), gf.as_ref().unwrap(), &gc, 1e-5);
+                    }
+                    // One Adam step each, through the seam (candle: host copies; fused: flat, in place).
+                    let sizes: Vec<usize> = sp.param_shapes().iter().map(|(_, s)| s.iter().product()).collect();
+                    let (mut oc, mut of) = (Optimizer::adam(&sizes, 1e-3, 1e-5), Optimizer::adam(&sizes, 1e-3, 1e-5));
+                    eval(&mut c, &loss, &mb, &old_log_std);
+                    eval(&mut f, &loss, &mb, &old_log_std);
+                    let ic = apply_gradients(&mut c, &mut oc, Some(0.5)).unwrap();
+                    let i_f = apply_gradients(&mut f, &mut of, Some(0.5)).unwrap();
+                    assert!((ic.grad_norm - i_f.grad_norm).abs() <= 1e-5 * ic.grad_norm, "{what} grad norm");
+                    // θ after the step to 1e-5 of θ's scale (a bias starting at 0 moves by ≈ lr·g/(|g| + eps):
+                    // near g = 0 Adam's first step amplifies a gradient's last bits by lr/eps).
+                    let (pc, pf) = (Policy::params(&c).unwrap(), f.params().unwrap());
+                    let (pc, pf): (Vec<f32>, Vec<f32>) = (pc.concat(), pf.concat());
+                    assert_close(&format!("{what} updated θ"), &pf, &pc, 1e-5);
+                    for ((name, mc), mf) in c.param_names().iter().zip(&oc.m).zip(&of.m) {
+                        assert_close(&format!("{what} Adam m of {name}"), mf, mc, 1e-5);
+                    }
+                    cases += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(cases, 3 * 2 * 2 * 9);
+}
+
+#[test]
+fn fused_inference_agrees_with_candle() {
+    for (aname, action) in actions() {
+        for shared in [false, true] {
+            let sp = spec(action.clone(), shared, Activation::Tanh);
+            let (c, f) = pair(&sp, 11);
+            let (mb, _) = minibatch(&c, 12);
+            let (hc, sc) = Policy::dist_params_host(&c, &mb.observations).unwrap();
+            let (hf, sf) = f.dist_params_host(&mb.observations).unwrap();
+            assert_close(&format!("{aname} head"), &hf, &hc, 1e-5);
+            assert_eq!(sf, sc);
+            let vc = Policy::predict_values(&c, &mb.observations).unwrap();
+            assert_close(&format!("{aname} values"), &f.predict_values(&mb.observations).unwrap(), &vc, 1e-5);
+            let kc = Policy::rollout_kl(&c, &mb.observations, &mb.old_head, &sc).unwrap();
+            let kf = f.rollout_kl(&mb.observations, &mb.old_head, &sc).unwrap();
+            assert!((kc - kf).abs() <= 1e-5 * kc.abs().max(1e-6), "{aname} rollout KL {kf} vs {kc}");
+            // Deterministic actions: the mode of the same head.
+            let mut rng = ChaCha8Rng::seed_from_u64(0);
+            let (ac, af) = (
+                Policy::act(&c, &mb.observations, true, &mut rng).unwrap(),
+                f.act(&mb.observations, true, &mut rng).unwrap(),
+            );
+            assert_close(&format!("{aname} deterministic actions"), &af.actions, &ac.actions, 1e-5);
+            assert_close(&format!("{aname} their log-probs"), &af.log_probs, &ac.log_probs, 1e-5);
+        }
+    }
+}
+
+/// L(θ) of the fused network as f64, for finite differences.
+fn loss_at(f: &mut FusedMlp, theta: &[Vec<f32>], loss: &Loss, mb: &Minibatch, old_log_std: &[f32]) -> f64 {
+    f.set_params(theta).unwrap();
+    eval(f, loss, mb, old_log_std)[0] as f64
+}
+
+/// The directional derivative ∇L·d against (L(θ+hd) − L(θ−hd)) / 2h along random directions,
+/// for smooth losses (tanh; no clipping kinks near θ: the plain and the KL surrogates, A2C).
+#[test]
+fn fused_gradients_match_finite_differences() {
+    let smooth = |c: Objective| PpoCoefs {
+        clip_range: 0.2,
+        clip_range_vf: None,
+        vf_coef: 0.5,
+        ent_coef: 0.05,
+        objective: c,
+        kl_coef: 0.7,
+    };
+    for (aname, action) in actions() {
+        for shared in [false, true] {
+            for (lname, loss) in [
+                ("none", Loss::Ppo(smooth(Objective::None))),
+                ("kl", Loss::Ppo(smooth(Objective::FixedKl))),
+                ("a2c", Loss::A2c),
+            ] {
+                let sp = spec(action.clone(), shared, Activation::Tanh);
+                let (c, mut f) = pair(&sp, 21);
+                let (mb, old_log_std) = minibatch(&c, 22);
+                let theta = f.params().unwrap();
+                eval(&mut f, &loss, &mb, &old_log_std);
+                let g = f.backward().unwrap();
+                let mut rng = ChaCha8Rng::seed_from_u64(23);
+                for trial in 0..3 {
+                    let mut d: Vec<Vec<f32>> =
+                        theta.iter().map(|p| p.iter().map(|_| rng.random_range(-1.0f32..1.0)).collect()).collect();
+                    let norm = d.iter().flatten().map(|x| x * x).sum::<f32>().sqrt();
+                    d.iter_mut().flatten().for_each(|x| *x /= norm); // a unit direction
+                    let analytic: f64 = g
+                        .iter()
+                        .zip(&d)
+                        .map(|(g, d)| {
+                            g.as_ref().unwrap().iter().zip(d).map(|(&a, &b)| a as f64 * b as f64).sum::<f64>()
+                        })
+                        .sum();
+                    let h = 1e-2f32;
+                    let shift = |s: f32| -> Vec<Vec<f32>> {
+                        theta.iter().zip(&d).map(|(p, d)| p.iter().zip(d).map(|(&x, &y)| x + s * y).collect()).collect()
+                    };
+                    let (up, down) = (shift(h), shift(-h));
+                    let numeric = (loss_at(&mut f, &up, &loss, &mb, &old_log_std)
+                        - loss_at(&mut f, &down, &loss, &mb, &old_log_std))
+                        / (2.0 * h as f64);
+                    let rel = (numeric - analytic).abs() / analytic.abs().max(1e-3);
+                    assert!(
+                        rel < 5e-3,
+                        "{aname} shared {shared} {lname} trial {trial}: FD {numeric} vs ∇L·d {analytic} (rel {rel:e})"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// A checkpoint written on one backend evaluates and resumes on the other: the parameters read
+/// back exactly, the two networks agree, and the resumed run trains on.
+#[test]
+fn checkpoints_move_between_backends() {
+    use proxima::config::{Backend, Config};
+    use proxima::train::Trainer;
+    for (from, to) in [(Backend::Fused, Backend::Candle), (Backend::Candle, Backend::Fused)] {
+        let sets =
+            ["n_envs=2", "n_steps=32", "batch_size=16", "total_timesteps=256", &format!("backend={}", from.as_str())]
+                .map(String::from);
+        let mut tr = Trainer::new("Pendulum-v1", Config::resolve("paper-mujoco", None, &sets).unwrap()).unwrap();
+        assert_eq!(tr.policy.backend(), from);
+        tr.step().unwrap();
+        tr.step().unwrap();
+        let path =
+            std::env::temp_dir().join(format!("proxima-cross-{}-{}.safetensors", from.as_str(), std::process::id()));
+        tr.save(&path).unwrap();
+        let ck = proxima::checkpoint::load(&path).unwrap();
+        let net = ck.build_network(to).unwrap();
+        assert_eq!(net.backend(), to);
+        assert_eq!(
+            net.params().unwrap(),
+            tr.policy.params().unwrap(),
+            "{from:?} → {to:?}: parameters read back exactly"
+        );
+        let obs = &tr.buffer().observations;
+        let (hf, _) = tr.policy.dist_params_host(obs).unwrap();
+        let (ht, _) = net.dist_params_host(obs).unwrap();
+        assert_close(&format!("{from:?} → {to:?} head"), &ht, &hf, 1e-5);
+        let mut resumed = Trainer::resume_on(&ck, None, Some(to)).unwrap();
+        assert_eq!((resumed.policy.backend(), resumed.update), (to, 2));
+        assert_eq!(resumed.policy.params().unwrap(), tr.policy.params().unwrap());
+        let r = resumed.step().unwrap();
+        assert!(r.stats.policy_loss.is_finite() && r.update == 3);
+        std::fs::remove_file(&path).unwrap();
+    }
+    // TRPO is candle's alone: asking for the fused backend is a clear error, `auto` picks candle.
+    let trpo = |b: &str| Config::resolve("trpo", None, &[format!("backend={b}")]);
+    let e = trpo("fused").unwrap_err().to_string();
+    assert!(e.contains("backend = `fused` does not cover algo = `trpo`"), "{e}");
+    assert_eq!(trpo("auto").unwrap().resolved_backend(), Backend::Candle);
+    let e = Config::resolve("cleanrl", None, &["backend=gpu".into()]).unwrap_err().to_string();
+    assert!(e.contains("backend") && e.contains("fused"), "{e}");
+}
