@@ -3,6 +3,7 @@
 //! each backend, next to the arithmetic floor: the update's FLOP count divided by the
 //! single-thread GEMM rate this machine reaches at the update's own shapes (the `gemm` crate,
 //! measured here). Run with `cargo bench -p proxima --bench update`; prints a Markdown table.
+//! `-- --fused-only` skips candle (for profiling the fused update alone).
 
 use proxima::algo::optim::Optimizer;
 use proxima::algo::update::apply_gradients;
@@ -106,8 +107,14 @@ fn update_us(backend: Backend, b: usize) -> f64 {
     let mut policy = Network::new(sp.clone(), backend, &mut rng).unwrap();
     let sizes: Vec<usize> = sp.param_shapes().iter().map(|(_, s)| s.iter().product()).collect();
     let mut opt = Optimizer::adam(&sizes, 2.5e-4, 1e-5);
-    let coefs =
-        PpoCoefs { clip_range: 0.2, clip_range_vf: Some(0.2), vf_coef: 0.5, ent_coef: 0.01, objective: Objective::Clip, kl_coef: 1.0 };
+    let coefs = PpoCoefs {
+        clip_range: 0.2,
+        clip_range_vf: Some(0.2),
+        vf_coef: 0.5,
+        ent_coef: 0.01,
+        objective: Objective::Clip,
+        kl_coef: 1.0,
+    };
     let mb = minibatch(&policy, b, &mut rng);
     let reps = (200_000 / b).max(50);
     let mut times = Vec::new();
@@ -124,13 +131,17 @@ fn update_us(backend: Backend, b: usize) -> f64 {
 }
 
 fn main() {
+    let fused_only = std::env::args().any(|a| a == "--fused-only");
     let sp = spec();
-    println!("| batch | FLOP per update | GEMM rate (1 thread) | floor | fused | fused ÷ floor | candle | candle ÷ fused |");
+    println!(
+        "| batch | FLOP per update | GEMM rate (1 thread) | floor | fused | fused ÷ floor | candle | candle ÷ fused |"
+    );
     println!("|---|---|---|---|---|---|---|---|");
     for b in [64usize, 128, 512] {
         let (f, rate) = (flops(&sp, b), gemm_rate(b));
         let floor = f / (rate * 1e9) * 1e6;
-        let (fused, candle) = (update_us(Backend::Fused, b), update_us(Backend::Candle, b));
+        let fused = update_us(Backend::Fused, b);
+        let candle = if fused_only { f64::NAN } else { update_us(Backend::Candle, b) };
         println!(
             "| {b} | {:.2} M | {rate:.0} GFLOP/s | {floor:.1} µs | {fused:.1} µs | {:.2}× | {candle:.0} µs | {:.1}× |",
             f / 1e6,

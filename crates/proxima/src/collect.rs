@@ -7,7 +7,7 @@ use crate::env::vec_env::{EpisodeRecord, SyncVectorEnv};
 use crate::env::Env;
 use crate::error::Result;
 use crate::normalize::Normalizer;
-use crate::policy::Policy;
+use crate::policy::{ActOutput, Policy};
 use crate::rollout::RolloutBuffer;
 use rand::Rng;
 use std::collections::VecDeque;
@@ -81,6 +81,8 @@ pub struct Collector {
     pub stats: EpisodeStats,
     /// Clipped actions sent to the envs, `[N, act_dim]` (reused each step).
     env_actions: Vec<f32>,
+    /// The policy's output of the current step (reused each step).
+    act: ActOutput,
 }
 
 impl Collector {
@@ -100,7 +102,14 @@ impl Collector {
         let mut norm = norm(&venv);
         let obs = norm.update_and_normalize(venv.obs());
         let act_dim = venv.action_space().flat_dim();
-        Ok(Collector { venv, norm, obs, stats: EpisodeStats::default(), env_actions: vec![0f32; n_envs * act_dim] })
+        Ok(Collector {
+            venv,
+            norm,
+            obs,
+            stats: EpisodeStats::default(),
+            env_actions: vec![0f32; n_envs * act_dim],
+            act: ActOutput::default(),
+        })
     }
 
     /// Runs π in the N envs for the buffer's T steps, filling `buf` (observations, actions,
@@ -123,7 +132,8 @@ impl Collector {
         for t in 0..buf.n_steps {
             let row = t * n..(t + 1) * n;
             buf.observations[t * n * od..(t + 1) * n * od].copy_from_slice(&self.obs);
-            let out = policy.act(&self.obs, false, rng)?;
+            policy.act_into(&self.obs, false, rng, &mut self.act)?;
+            let out = &self.act;
             buf.actions[t * n * ad..(t + 1) * n * ad].copy_from_slice(&out.actions);
             buf.log_probs[row.clone()].copy_from_slice(&out.log_probs);
             buf.values[row.clone()].copy_from_slice(&out.values);
@@ -135,7 +145,7 @@ impl Collector {
             buf.rewards[row.clone()].copy_from_slice(&self.venv.rewards);
             let (term, trunc) = (&self.venv.terminated, &self.venv.truncated);
             self.norm.scale_rewards(&mut buf.rewards[row.clone()], |e| term[e] || trunc[e]);
-            self.obs = self.norm.update_and_normalize(self.venv.obs());
+            self.norm.update_and_normalize_into(self.venv.obs(), &mut self.obs);
             buf.terminated[row.clone()].copy_from_slice(&self.venv.terminated);
             buf.truncated[row.clone()].copy_from_slice(&self.venv.truncated);
             self.bootstrap_truncated(policy, &mut buf.final_obs_values[row])?;

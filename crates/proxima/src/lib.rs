@@ -17,6 +17,7 @@ pub mod loss;
 pub mod normalize;
 pub mod policy;
 pub mod rollout;
+pub mod simd;
 pub mod train;
 
 pub use error::{ProximaError, Result};

@@ -101,12 +101,20 @@ impl Normalizer {
     /// Training: updates the observation statistics with `obs` (`[n, obs_dim]`, raw) and
     /// returns the normalised copy.
     pub fn update_and_normalize(&mut self, obs: &[f32]) -> Vec<f32> {
-        let mut out = obs.to_vec();
+        let mut out = Vec::new();
+        self.update_and_normalize_into(obs, &mut out);
+        out
+    }
+
+    /// [`Normalizer::update_and_normalize`] into `out` (cleared first; no allocation once it
+    /// has the capacity).
+    pub fn update_and_normalize_into(&mut self, obs: &[f32], out: &mut Vec<f32>) {
+        out.clear();
+        out.extend_from_slice(obs);
         if let Some(rms) = &mut self.obs_rms {
             rms.update(obs);
-            rms.normalize(&mut out, self.clip_obs);
+            rms.normalize(out, self.clip_obs);
         }
-        out
     }
 
     /// Normalises `obs` with the current statistics, without updating them (evaluation,

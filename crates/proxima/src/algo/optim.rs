@@ -208,9 +208,11 @@ impl Optimizer {
     }
 
     /// [`Optimizer::step_values`] on flat vectors: `values` and `grads` hold every parameter
-    /// row-major in order, concatenated (sizes those of the moments). The same arithmetic,
-    /// computed into reused buffers and committed only when every new value is finite; nothing
-    /// is allocated after the first step.
+    /// row-major in order, concatenated (sizes those of the moments). The same update rule, the
+    /// new values computed into reused buffers and committed only when every one is finite;
+    /// nothing is allocated after the first step. ‖g‖ sums each parameter's squares in a fixed
+    /// lane order ([`crate::simd::sum_sq_f64`]), so it may differ from `step_values`' in the
+    /// last bits.
     ///
     /// # Errors
     /// As [`Optimizer::step_values`].
@@ -234,7 +236,7 @@ impl Optimizer {
         let mut sq = 0f64;
         let mut off = 0;
         for (name, m) in names.iter().zip(&self.m) {
-            let s: f64 = grads[off..off + m.len()].iter().map(|&x| (x as f64) * (x as f64)).sum();
+            let s = crate::simd::sum_sq_f64(&grads[off..off + m.len()]);
             if !s.is_finite() {
                 return Err(ProximaError::NonFinite(format!("gradient of `{name}` is not finite")));
             }
@@ -247,17 +249,30 @@ impl Optimizer {
             None => 1.0,
         } as f32;
         self.t += 1;
+        let rule = self.rule();
         let mut s = std::mem::take(&mut self.scratch);
-        s.p.clear();
-        s.p.extend_from_slice(values);
-        s.m.clone_from(&self.m);
-        s.v.clone_from(&self.v);
+        s.p.resize(total, 0.0);
+        if s.m.len() != self.m.len() || s.m.iter().zip(&self.m).any(|(a, b)| a.len() != b.len()) {
+            (s.m, s.v) = (self.m.clone(), self.v.clone());
+        }
         let mut off = 0;
         for (i, name) in names.iter().enumerate() {
             let n = self.m[i].len();
-            let p = &mut s.p[off..off + n];
-            self.apply_rule(p, &mut s.m[i], &mut s.v[i], Some(&grads[off..off + n]), scale);
-            if p.iter().any(|x| !x.is_finite()) {
+            let (p_old, g) = (&values[off..off + n], &grads[off..off + n]);
+            let (p, m, v) = (&mut s.p[off..off + n], &mut s.m[i][..], &mut s.v[i][..]);
+            let (m_old, v_old) = (&self.m[i][..], &self.v[i][..]);
+            let finite = crate::simd::with_avx2(
+                #[inline(always)]
+                || {
+                    let mut finite = true;
+                    for j in 0..n {
+                        (p[j], m[j], v[j]) = rule.apply(p_old[j], m_old[j], v_old[j], g[j] * scale);
+                        finite &= p[j].is_finite();
+                    }
+                    finite
+                },
+            );
+            if !finite {
                 self.t -= 1;
                 self.scratch = s;
                 return Err(ProximaError::NonFinite(format!(
@@ -274,30 +289,58 @@ impl Optimizer {
         Ok(StepInfo { grad_norm })
     }
 
-    /// The update rule on one parameter `p` with its moments `m`, `v` and gradient `g` (times
-    /// `scale`, the clipping factor), at step `self.t`.
-    fn apply_rule(&self, p: &mut [f32], m: &mut [f32], v: &mut [f32], g: Option<&[f32]>, scale: f32) {
+    /// The update rule at step `self.t`, per element ([`Rule::apply`]).
+    fn rule(&self) -> Rule {
         match self.name {
             OptimizerName::Adam => {
                 let bc1 = 1.0 - self.beta1.powi(self.t as i32);
                 let bc2_sqrt = (1.0 - self.beta2.powi(self.t as i32)).sqrt();
-                let step_size = (self.lr / bc1) as f32;
-                let (b1, b2, eps) = (self.beta1 as f32, self.beta2 as f32, self.eps as f32);
-                let inv_bc2_sqrt = (1.0 / bc2_sqrt) as f32;
-                for j in 0..p.len() {
-                    let gj = g.map_or(0.0, |g| g[j] * scale);
-                    m[j] = b1 * m[j] + (1.0 - b1) * gj;
-                    v[j] = b2 * v[j] + (1.0 - b2) * gj * gj;
-                    p[j] -= step_size * m[j] / (v[j].sqrt() * inv_bc2_sqrt + eps);
+                Rule::Adam {
+                    step_size: (self.lr / bc1) as f32,
+                    b1: self.beta1 as f32,
+                    b2: self.beta2 as f32,
+                    eps: self.eps as f32,
+                    inv_bc2_sqrt: (1.0 / bc2_sqrt) as f32,
                 }
             }
-            OptimizerName::Rmsprop => {
-                let (a, lr, eps) = (self.alpha as f32, self.lr as f32, self.eps as f32);
-                for j in 0..p.len() {
-                    let gj = g.map_or(0.0, |g| g[j] * scale);
-                    v[j] = a * v[j] + (1.0 - a) * gj * gj;
-                    p[j] -= lr * gj / (v[j].sqrt() + eps);
-                }
+            OptimizerName::Rmsprop => Rule::Rmsprop { a: self.alpha as f32, lr: self.lr as f32, eps: self.eps as f32 },
+        }
+    }
+
+    /// The update rule on one parameter `p` with its moments `m`, `v` and gradient `g` (times
+    /// `scale`, the clipping factor), at step `self.t`.
+    fn apply_rule(&self, p: &mut [f32], m: &mut [f32], v: &mut [f32], g: Option<&[f32]>, scale: f32) {
+        let rule = self.rule();
+        for j in 0..p.len() {
+            let gj = g.map_or(0.0, |g| g[j] * scale);
+            (p[j], m[j], v[j]) = rule.apply(p[j], m[j], v[j], gj);
+        }
+    }
+}
+
+/// One step of an update rule on one element, its constants computed once per step.
+#[derive(Clone, Copy, Debug)]
+enum Rule {
+    /// Adam: lr/(1−β₁ᵗ), β₁, β₂, eps, 1/√(1−β₂ᵗ).
+    Adam { step_size: f32, b1: f32, b2: f32, eps: f32, inv_bc2_sqrt: f32 },
+    /// RMSprop: α, lr, eps.
+    Rmsprop { a: f32, lr: f32, eps: f32 },
+}
+
+impl Rule {
+    /// (p, m, v) after one step with the (clipped) gradient `g`; every path of every optimiser
+    /// step goes through here, so they compute the same bits.
+    #[inline(always)]
+    fn apply(self, p: f32, m: f32, v: f32, g: f32) -> (f32, f32, f32) {
+        match self {
+            Rule::Adam { step_size, b1, b2, eps, inv_bc2_sqrt } => {
+                let m = b1 * m + (1.0 - b1) * g;
+                let v = b2 * v + (1.0 - b2) * g * g;
+                (p - step_size * m / (v.sqrt() * inv_bc2_sqrt + eps), m, v)
+            }
+            Rule::Rmsprop { a, lr, eps } => {
+                let v = a * v + (1.0 - a) * g * g;
+                (p - lr * g / (v.sqrt() + eps), m, v)
             }
         }
     }

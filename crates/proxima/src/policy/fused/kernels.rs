@@ -7,9 +7,13 @@
 //! on any x86-64 or aarch64 machine, and on one machine it is deterministic (single-threaded
 //! here: `Parallelism::None`). Weights stay in `torch.nn.Linear`'s `[out, in]` layout; the
 //! transposes are strides, never copies.
+//!
+//! The element-wise loops run through [`crate::simd`]: built with AVX2 where the CPU has it, the
+//! same bits either way.
 
 use crate::policy::ops::tanh_f32;
 use crate::policy::Activation;
+use crate::simd::{map_in_place, with_avx2};
 
 /// A matrix view: base slice and its row and column strides (in elements).
 #[derive(Clone, Copy)]
@@ -97,8 +101,8 @@ pub(crate) fn dense_forward(
     }
     matmul(y, rows, out, inp, View::rows(x, inp), View::transposed(w, inp), true);
     match activation {
-        Some(Activation::Tanh) => y.iter_mut().for_each(|v| *v = tanh_f32(*v)),
-        Some(Activation::Relu) => y.iter_mut().for_each(|v| *v = v.max(0.0)),
+        Some(Activation::Tanh) => map_in_place(y, tanh_f32),
+        Some(Activation::Relu) => map_in_place(y, |v| v.max(0.0)),
         None => {}
     }
 }
@@ -106,14 +110,13 @@ pub(crate) fn dense_forward(
 /// Multiplies `dy` by the activation's derivative at the layer whose *output* was `y`:
 /// tanh' = 1 − y², ReLU' = 1 where y > 0 (PyTorch's convention at 0), in place.
 pub(crate) fn activation_backward(dy: &mut [f32], y: &[f32], activation: Activation) {
-    match activation {
-        Activation::Tanh => dy.iter_mut().zip(y).for_each(|(d, &y)| *d *= 1.0 - y * y),
-        Activation::Relu => dy.iter_mut().zip(y).for_each(|(d, &y)| {
-            if y <= 0.0 {
-                *d = 0.0
-            }
-        }),
-    }
+    with_avx2(
+        #[inline(always)]
+        || match activation {
+            Activation::Tanh => dy.iter_mut().zip(y).for_each(|(d, &y)| *d *= 1.0 - y * y),
+            Activation::Relu => dy.iter_mut().zip(y).for_each(|(d, &y)| *d = if y > 0.0 { *d } else { 0.0 }),
+        },
+    )
 }
 
 /// Backward of one dense layer on `rows` samples given `dy[rows, out]` (already through the

@@ -1,0 +1,70 @@
+//! Runtime CPU-feature dispatch for the element-wise loops of the fused backend and the
+//! optimiser: the closure is compiled inline into a function built with AVX2 enabled, taken where
+//! the CPU has it (`is_x86_feature_detected!`, cached by std), else into the baseline build. Rust
+//! never contracts a·b + c into an FMA on its own, so both builds compute every element with the
+//! same IEEE operations and give the same bits; only the vector width differs. (The matrix
+//! products dispatch inside the `gemm` crate.)
+
+/// Runs `f`, compiled with AVX2 where this CPU supports it. `f` should be a loop over slices
+/// whose body inlines (small pure functions, `#[inline(always)]` helpers).
+#[inline(always)]
+pub fn with_avx2<R>(f: impl FnOnce() -> R) -> R {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx2")]
+        unsafe fn avx2<R>(f: impl FnOnce() -> R) -> R {
+            f()
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2 (checked just above).
+            return unsafe { avx2(f) };
+        }
+    }
+    f()
+}
+
+/// Applies the pure per-element `f` to every element of `v` in place ([`with_avx2`]).
+#[inline(always)]
+pub fn map_in_place(v: &mut [f32], f: impl Fn(f32) -> f32) {
+    with_avx2(
+        #[inline(always)]
+        || v.iter_mut().for_each(|x| *x = f(*x)),
+    )
+}
+
+/// Σ x² over `v` in f64, with 8 interleaved accumulators added pairwise at the end: a fixed
+/// order (the same bits on every machine), and one the compiler can vectorise.
+#[inline(always)]
+pub fn sum_sq_f64(v: &[f32]) -> f64 {
+    with_avx2(
+        #[inline(always)]
+        || {
+            let mut acc = [0f64; 8];
+            let chunks = v.chunks_exact(8);
+            let rest = chunks.remainder();
+            for c in chunks {
+                for k in 0..8 {
+                    acc[k] += (c[k] as f64) * (c[k] as f64);
+                }
+            }
+            for (k, &x) in rest.iter().enumerate() {
+                acc[k] += (x as f64) * (x as f64);
+            }
+            ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dispatched_loops_compute_what_they_say() {
+        let mut v: Vec<f32> = (0..37).map(|i| i as f32 - 18.0).collect();
+        let want: f64 = v.iter().map(|&x| (x as f64) * (x as f64)).sum();
+        assert_eq!(sum_sq_f64(&v), want, "exact for integers");
+        map_in_place(&mut v, |x| x.max(0.0));
+        assert!(v[..18].iter().all(|&x| x == 0.0) && v[36] == 18.0);
+    }
+}
