@@ -16,6 +16,7 @@
 mod experiments;
 mod lm;
 mod plot;
+mod rundirs;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
@@ -23,6 +24,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use proxima::config::{Config, PRESETS};
 use proxima::env::NATIVE_ENV_IDS;
 use proxima::train::{self, mean_std};
+use rundirs::{claim_run_dir, latest_checkpoint, resolve_checkpoint};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -91,6 +93,14 @@ struct TrainArgs {
     /// Run directory (default: runs/<env>__<algo>__<seed>__<unix time>).
     #[arg(long)]
     run_dir: Option<PathBuf>,
+    /// Train one run per seed, in parallel: `1-16`, `1,4,9` or a mix; into one parent directory
+    /// (--run-dir, default runs/<env>__<algo>__seeds<…>__<time>) with a run directory per seed,
+    /// summary.md, summary.csv and learning_curves.png. Continue it with --resume PARENT.
+    #[arg(long, value_name = "SEEDS", conflicts_with_all = ["seed", "resume"])]
+    seeds: Option<String>,
+    /// With --seeds (or --resume of a multi-seed run): runs at a time (default: one per core).
+    #[arg(long)]
+    jobs: Option<usize>,
     /// The policy network's implementation: auto (default: the fused CPU kernels for PPO, A2C
     /// and A3C, candle for TRPO), fused or candle. With --resume it moves the run to that backend.
     #[arg(long, value_parser = ["auto", "fused", "candle"])]
@@ -216,6 +226,15 @@ fn dispatch(cli: Cli) -> Result<()> {
 
 /// `proxima train`: a new run, or `--resume` of one, then training with a progress bar.
 fn train(a: TrainArgs) -> Result<()> {
+    if a.seeds.is_some() {
+        return train_seeds(&a, None);
+    }
+    if let Some(dir) = a.resume.as_deref().filter(|d| d.join(experiments::seeds::MANIFEST).is_file()) {
+        return train_seeds(&a, Some(dir));
+    }
+    if a.jobs.is_some() {
+        bail!("--jobs runs seeds in parallel: it needs --seeds (or --resume of a multi-seed run)");
+    }
     let (trainer, run_dir) = match &a.resume {
         Some(dir) => match resumed_trainer(dir, a.env_id.as_deref(), a.total_timesteps, a.backend.as_deref())? {
             Some(trainer) => (trainer, dir.clone()),
@@ -313,6 +332,22 @@ fn resumed_trainer(
 /// A fresh trainer from the command line's env id, preset, config file and overrides, and its
 /// run directory (claimed only once everything that can fail on bad input has been built).
 fn new_trainer(a: &TrainArgs) -> Result<(train::Trainer, PathBuf)> {
+    let (env_id, cfg) = train_config(a)?;
+    let (seed, label) = (cfg.seed, cfg.algo.clone());
+    // Build everything that can fail on bad input before touching the file system.
+    let trainer = train::Trainer::new(env_id, cfg)?;
+    let dir = claim_run_dir(a.run_dir.clone(), &format!("{}__{label}__{seed}", safe_id(env_id)))?;
+    Ok((trainer, dir))
+}
+
+/// `gym:ALE/Pong-v5` → `gym-ALE-Pong-v5`: no `/` or `:` in directory names.
+fn safe_id(env_id: &str) -> String {
+    env_id.chars().map(|c| if c.is_ascii_alphanumeric() || "-._".contains(c) { c } else { '-' }).collect()
+}
+
+/// The env id and the resolved config of a new run: preset (or --algo's), --config, --set,
+/// then the explicit flags.
+fn train_config(a: &TrainArgs) -> Result<(&str, Config)> {
     let env_id = a.env_id.as_deref().expect("clap requires ENV_ID without --resume");
     let file = match &a.config {
         Some(p) => {
@@ -344,14 +379,78 @@ fn new_trainer(a: &TrainArgs) -> Result<(train::Trainer, PathBuf)> {
     }
     cfg.validate()?;
     set_threads(cfg.num_threads);
-    let (seed, label) = (cfg.seed, cfg.algo.clone());
-    // Build everything that can fail on bad input before touching the file system.
-    let trainer = train::Trainer::new(env_id, cfg)?;
-    // `gym:ALE/Pong-v5` → `gym-ALE-Pong-v5`: no `/` or `:` in directory names.
-    let safe_id: String =
-        env_id.chars().map(|c| if c.is_ascii_alphanumeric() || "-._".contains(c) { c } else { '-' }).collect();
-    let dir = claim_run_dir(a.run_dir.clone(), &format!("{safe_id}__{label}__{seed}"))?;
-    Ok((trainer, dir))
+    Ok((env_id, cfg))
+}
+
+/// `proxima train ENV --seeds …`: one run per seed on the experiment pool, into one parent
+/// directory; or `--resume PARENT` of such a run.
+fn train_seeds(a: &TrainArgs, resume: Option<&Path>) -> Result<()> {
+    use experiments::seeds;
+    let jobs = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    if jobs == 0 {
+        bail!("--jobs must be at least 1");
+    }
+    let backend = a.backend.as_deref().map(parse_backend).transpose()?;
+    let parent = match resume {
+        Some(dir) => {
+            if a.total_timesteps.is_some() {
+                bail!(
+                    "--total-timesteps cannot change a multi-seed run on --resume; its seeds train to {}'s total",
+                    dir.display()
+                );
+            }
+            dir.to_path_buf()
+        }
+        None => {
+            let list = seeds::parse_seeds(a.seeds.as_deref().unwrap_or_default())?;
+            let (env_id, cfg) = train_config(a)?;
+            // Bad input fails before the file system is touched: build the first seed's trainer.
+            drop(train::Trainer::new(env_id, Config { seed: list[0], ..cfg.clone() })?);
+            let base = format!(
+                "{}__{}__seeds{}",
+                safe_id(env_id),
+                cfg.algo,
+                a.seeds.as_deref().unwrap_or_default().replace(',', "_")
+            );
+            let parent = claim_run_dir(a.run_dir.clone(), &base)?;
+            seeds::create(&parent, &seeds::Manifest { env_id: env_id.to_string(), seeds: list, config: cfg })?;
+            parent
+        }
+    };
+    let m = seeds::read_manifest(&parent)?;
+    eprintln!(
+        "{} seeds of {} on {}, {jobs} at a time, into {}",
+        m.seeds.len(),
+        m.config.algo,
+        m.env_id,
+        parent.display()
+    );
+    let t0 = std::time::Instant::now();
+    let quiet = a.quiet;
+    let runs = seeds::run(&parent, jobs, backend, |r, done, total| {
+        if quiet {
+            return;
+        }
+        match (&r.error, r.final_return) {
+            (Some(e), _) => eprintln!("[{done}/{total}] seed {}: failed: {e}", r.seed),
+            (None, Some(v)) => {
+                eprintln!("[{done}/{total}] seed {}: final return {v:.2} ({:.1} s)", r.seed, r.train_seconds)
+            }
+            (None, None) => {
+                eprintln!("[{done}/{total}] seed {}: done ({:.1} s, no evaluation)", r.seed, r.train_seconds)
+            }
+        }
+    })?;
+    let finals: Vec<f64> = runs.iter().filter_map(|r| r.final_return).collect();
+    let (mean, std, iqm, min) = seeds::aggregate(&finals);
+    println!(
+        "trained {} seeds of {} in {:.1} s; final deterministic return {mean:.2} ± {std:.2} (IQM {iqm:.2}, min {min:.2})",
+        runs.len(),
+        m.env_id,
+        t0.elapsed().as_secs_f64()
+    );
+    println!("parent directory: {} (summary.md, summary.csv, learning_curves.png)", parent.display());
+    Ok(())
 }
 
 /// The `--backend` flag's value (clap has checked the spelling).
@@ -482,84 +581,4 @@ fn bench_env(a: BenchEnvArgs) -> Result<()> {
     let dt = t0.elapsed().as_secs_f64();
     println!("{env_id}: {steps} random steps ({episodes} episodes) in {dt:.2} s: {:.0} steps/s", steps as f64 / dt);
     Ok(())
-}
-
-/// The run directory to write into. An explicit `--run-dir` must be absent or empty (so two
-/// runs never mix in one directory: continue a run with `--resume`); the default
-/// `runs/<base>__<unix time>` is created atomically, with a `_2`, `_3`, … suffix when another
-/// run took the name in the same second.
-fn claim_run_dir(explicit: Option<PathBuf>, base: &str) -> Result<PathBuf> {
-    if let Some(d) = explicit {
-        if d.exists() {
-            if !d.is_dir() {
-                bail!("--run-dir {}: exists and is not a directory", d.display());
-            }
-            if std::fs::read_dir(&d).with_context(|| format!("--run-dir {}", d.display()))?.next().is_some() {
-                bail!(
-                    "--run-dir {} already holds files; continue that run with `proxima train --resume {}`, or choose an empty or new directory",
-                    d.display(),
-                    d.display()
-                );
-            }
-        }
-        return Ok(d);
-    }
-    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    std::fs::create_dir_all("runs").context("cannot create runs/")?;
-    for k in 1.. {
-        let name = if k == 1 { format!("{base}__{t}") } else { format!("{base}__{t}_{k}") };
-        let dir = PathBuf::from("runs").join(name);
-        match std::fs::create_dir(&dir) {
-            Ok(()) => return Ok(dir),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(e).with_context(|| format!("cannot create {}", dir.display())),
-        }
-    }
-    unreachable!("the suffix loop only ends by returning")
-}
-
-/// The checkpoint of a run directory with the most updates (model.safetensors or checkpoints/*);
-/// damaged files are skipped with a warning.
-fn latest_checkpoint(dir: &Path) -> Result<PathBuf> {
-    if !dir.is_dir() {
-        bail!("{}: no such run directory", dir.display());
-    }
-    // model.safetensors first: on a tie with the last checkpoint, the final model is the one taken.
-    let mut files = vec![dir.join("model.safetensors")];
-    if let Ok(d) = std::fs::read_dir(dir.join("checkpoints")) {
-        files.extend(
-            d.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "safetensors")),
-        );
-    }
-    let mut best: Option<(u64, PathBuf)> = None;
-    let mut last_err = None;
-    for f in files.into_iter().filter(|f| f.is_file()) {
-        match proxima::checkpoint::load(&f) {
-            Ok(ck) if best.as_ref().is_none_or(|(u, _)| ck.meta.update > *u) => best = Some((ck.meta.update, f)),
-            Ok(_) => {}
-            Err(e) => {
-                eprintln!("warning: skipping {e}");
-                last_err = Some(e); // a damaged file: fall back to the others
-            }
-        }
-    }
-    match (best, last_err) {
-        (Some((_, f)), _) => Ok(f),
-        (None, Some(e)) => Err(e.into()),
-        (None, None) => {
-            bail!("{}: holds no checkpoint (neither model.safetensors nor checkpoints/*.safetensors)", dir.display())
-        }
-    }
-}
-
-/// A checkpoint file as given, or a run directory's most advanced loadable checkpoint
-/// (normally `model.safetensors`).
-fn resolve_checkpoint(path: &Path) -> Result<PathBuf> {
-    if path.is_file() {
-        return Ok(path.to_path_buf());
-    }
-    if !path.is_dir() {
-        bail!("{}: no such run directory or checkpoint file", path.display());
-    }
-    latest_checkpoint(path)
 }

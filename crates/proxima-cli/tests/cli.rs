@@ -860,3 +860,101 @@ fn lm_pipeline_and_its_bad_inputs() {
     }
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// `--seeds`: one run per seed in one parent directory with a summary and a plot, each seed the
+/// same as its single run; `--resume PARENT` finishes what is missing exactly (a seed from its
+/// checkpoint, a seed that never started from nothing); bad seed lists are clear errors.
+#[test]
+fn many_seeds_at_once_and_their_resume() {
+    let d = tmp("seeds");
+    let parent = d.join("parent");
+    let common = [
+        "--total-timesteps",
+        "512",
+        "--quiet",
+        "--set",
+        "n_envs=2",
+        "--set",
+        "n_steps=64",
+        "--set",
+        "batch_size=32",
+        "--set",
+        "checkpoint_freq=2",
+        "--set",
+        "eval_episodes=2",
+    ];
+    let mut args =
+        vec!["train", "CartPole-v1", "--seeds", "3,5-6", "--jobs", "2", "--run-dir", parent.to_str().unwrap()];
+    args.extend(common);
+    let (code, so, se) = proxima(&args);
+    assert_eq!(code, 0, "{so}{se}");
+    assert!(so.contains("trained 3 seeds") && so.contains("IQM"), "{so}");
+    for f in [
+        "seeds.toml",
+        "summary.md",
+        "summary.csv",
+        "learning_curves.png",
+        "seed_3/model.safetensors",
+        "seed_6/eval.json",
+    ] {
+        assert!(parent.join(f).is_file(), "{f} missing");
+    }
+    let csv = std::fs::read_to_string(parent.join("summary.csv")).unwrap();
+    assert!(csv.starts_with("seed,final_return") && csv.contains("\n5,") && csv.contains("\niqm,"), "{csv}");
+    // Seed 5 equals the single run with --seed 5.
+    let single = d.join("single");
+    let mut args = vec!["train", "CartPole-v1", "--seed", "5", "--run-dir", single.to_str().unwrap()];
+    args.extend(common);
+    assert_eq!(proxima(&args).0, 0);
+    let model = |p: &Path| weights(&p.join("model.safetensors"));
+    assert_eq!(model(&single), model(&parent.join("seed_5")));
+    // Break two seeds: 5 loses its end (model, eval, the last checkpoint), 6 never started.
+    let broken = d.join("broken");
+    std::fs::create_dir_all(&broken).unwrap();
+    for e in std::fs::read_dir(&parent).unwrap() {
+        let e = e.unwrap();
+        let to = broken.join(e.file_name());
+        if e.path().is_dir() {
+            copy_dir(&e.path(), &to);
+        } else {
+            std::fs::copy(e.path(), to).unwrap();
+        }
+    }
+    for f in ["seed_5/model.safetensors", "seed_5/eval.json", "seed_5/checkpoints/update_000004.safetensors"] {
+        std::fs::remove_file(broken.join(f)).unwrap();
+    }
+    std::fs::remove_dir_all(broken.join("seed_6")).unwrap();
+    let (code, so, se) = proxima(&["train", "--resume", broken.to_str().unwrap(), "--quiet"]);
+    assert_eq!(code, 0, "{so}{se}");
+    for s in ["seed_3", "seed_5", "seed_6"] {
+        assert_eq!(model(&parent.join(s)), model(&broken.join(s)), "{s} after --resume");
+    }
+    // Bad input.
+    for (seeds, says) in [("5-2", "backwards"), ("1,1", "twice"), ("x", "not a seed"), ("0-99999", "more than")] {
+        let (code, _, se) =
+            proxima(&["train", "CartPole-v1", "--seeds", seeds, "--run-dir", d.join("bad").to_str().unwrap()]);
+        assert!(code != 0 && se.contains(says), "--seeds {seeds}: {se}");
+        assert!(!d.join("bad").exists(), "nothing is created on bad input");
+    }
+    let (code, _, se) = proxima(&["train", "CartPole-v1", "--seeds", "1-2", "--jobs", "0"]);
+    assert!(code != 0 && se.contains("--jobs must be at least 1"), "{se}");
+    let (code, _, se) = proxima(&["train", "CartPole-v1", "--jobs", "2"]);
+    assert!(code != 0 && se.contains("needs --seeds"), "{se}");
+    let (code, _, se) = proxima(&["train", "CartPole-v1", "--seeds", "1-2", "--seed", "4"]);
+    assert!(code == 2 && se.contains("cannot be used with"), "{se}");
+    let (code, _, se) = proxima(&["train", "--resume", parent.to_str().unwrap(), "--total-timesteps", "9"]);
+    assert!(code != 0 && se.contains("--total-timesteps cannot change a multi-seed run"), "{se}");
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.path().is_dir() {
+            copy_dir(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}

@@ -14,6 +14,7 @@
 //! objectives on the base preset), and `a2c`, `a3c`, `trpo` (those algorithms with their own
 //! presets). All runs share `total_timesteps`.
 
+use super::pool;
 use proxima::config::Config;
 use proxima::env::make;
 use proxima::train::{self, Trainer};
@@ -21,7 +22,6 @@ use proxima::{ProximaError, Result};
 use rand::SeedableRng;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 
 /// One setting of the comparison.
 #[derive(Clone, Debug, PartialEq)]
@@ -227,35 +227,26 @@ pub fn run(spec: &AblationSpec, progress: impl Fn(usize, usize, &RunResult) + Sy
         }
     }
     let random = spec.envs.iter().map(|e| random_policy_return(e, 100, 12_345)).collect::<Result<Vec<_>>>()?;
-    let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
-    let results: Mutex<Vec<Result<RunResult>>> = Mutex::new(Vec::new());
     let total = jobs.len();
-    std::thread::scope(|scope| {
-        for _ in 0..spec.jobs.max(1).min(total) {
-            scope.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::SeqCst);
-                let Some((vi, env, seed, cfg)) = jobs.get(i).cloned() else { break };
-                let dir =
-                    spec.out.join("runs").join(format!("{}__{}__{seed}", slug(&env), slug(&spec.variants[vi].label)));
-                let r = run_one(&env, cfg, &dir).map(|(score, curve, seconds)| RunResult {
-                    variant: vi,
-                    env,
-                    seed,
-                    score,
-                    curve,
-                    seconds,
-                });
-                let n = done.fetch_add(1, Ordering::SeqCst) + 1;
-                if let Ok(r) = &r {
-                    progress(n, total, r);
-                }
-                results.lock().unwrap_or_else(|e| e.into_inner()).push(r);
-            });
+    let results = pool::run_all(spec.jobs, &jobs, |_, (vi, env, seed, cfg)| {
+        let dir = spec.out.join("runs").join(format!("{}__{}__{seed}", slug(env), slug(&spec.variants[*vi].label)));
+        let r = run_one(env, cfg.clone(), &dir).map(|(score, curve, seconds)| RunResult {
+            variant: *vi,
+            env: env.clone(),
+            seed: *seed,
+            score,
+            curve,
+            seconds,
+        });
+        let n = done.fetch_add(1, Ordering::SeqCst) + 1;
+        if let Ok(r) = &r {
+            progress(n, total, r);
         }
+        r
     });
     let mut runs = Vec::new();
-    for r in results.into_inner().unwrap_or_else(|e| e.into_inner()) {
+    for r in results {
         runs.push(r?);
     }
     runs.sort_by(|a, b| (a.variant, &a.env, a.seed).cmp(&(b.variant, &b.env, b.seed)));

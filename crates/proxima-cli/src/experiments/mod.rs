@@ -3,3 +3,5 @@
 //! to make and how to score them.
 
 pub mod ablation;
+pub mod pool;
+pub mod seeds;

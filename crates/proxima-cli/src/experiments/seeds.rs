@@ -1,0 +1,299 @@
+//! Many seeds at once: `proxima train ENV --seeds 1-16 [--jobs N]` trains one run per seed on
+//! the experiment pool ([`super::pool`]) into one parent directory:
+//!
+//! ```text
+//! PARENT/seeds.toml            env id, seeds and the run's config (what `--resume PARENT` reads)
+//! PARENT/seed_<n>/             an ordinary run directory per seed (config.toml, progress.csv, …)
+//! PARENT/summary.md, .csv      final deterministic return per seed; mean ± std, IQM, min
+//! PARENT/learning_curves.png   every seed's training return against environment steps
+//! ```
+//!
+//! `--resume PARENT` finishes what is missing: a complete seed (its `model.safetensors` and
+//! `eval.json` written) is read back, a seed with checkpoints resumes exactly from its latest,
+//! and a seed that never reached its first checkpoint starts again from nothing.
+
+use super::pool;
+use crate::rundirs::latest_checkpoint;
+use anyhow::{bail, Context, Result};
+use proxima::config::{Backend, Config};
+use proxima::train::{self, Trainer};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// The parent directory's description of its runs.
+pub const MANIFEST: &str = "seeds.toml";
+
+/// At most this many seeds in one command (a typo such as `1-100000` fails instead of filling
+/// the disk).
+pub const MAX_SEEDS: usize = 1024;
+
+/// What [`MANIFEST`] holds.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Manifest {
+    /// The environment id every seed trains on.
+    pub env_id: String,
+    /// The seeds, in the order given.
+    pub seeds: Vec<u64>,
+    /// The resolved config (its `seed` replaced by each run's).
+    pub config: Config,
+}
+
+/// Parses `1-16`, `1,4,9` or a mix (`1-4,9`) into seeds, in the order given.
+///
+/// # Errors
+/// An empty list, a bad number or range (`5-2`), a repeated seed, or more than [`MAX_SEEDS`].
+pub fn parse_seeds(spec: &str) -> Result<Vec<u64>> {
+    let mut seeds = Vec::new();
+    for part in spec.split(',').map(str::trim) {
+        let num = |s: &str| s.trim().parse::<u64>().with_context(|| format!("--seeds {spec}: `{s}` is not a seed"));
+        let (lo, hi) = match part.split_once('-') {
+            Some((a, b)) => (num(a)?, num(b)?),
+            None => (num(part)?, num(part)?),
+        };
+        if lo > hi {
+            bail!("--seeds {spec}: the range {part} runs backwards");
+        }
+        if hi - lo >= MAX_SEEDS as u64 || seeds.len() + (hi - lo) as usize >= MAX_SEEDS {
+            bail!("--seeds {spec}: more than {MAX_SEEDS} seeds");
+        }
+        for s in lo..=hi {
+            if seeds.contains(&s) {
+                bail!("--seeds {spec}: seed {s} is given twice");
+            }
+            seeds.push(s);
+        }
+    }
+    Ok(seeds)
+}
+
+/// One seed's outcome.
+#[derive(Clone, Debug)]
+pub struct SeedRun {
+    /// The seed.
+    pub seed: u64,
+    /// Mean return of the deterministic evaluation at the end (`None` without one).
+    pub final_return: Option<f64>,
+    /// Episodes of that evaluation.
+    pub episodes: usize,
+    /// Training seconds of the process that finished it.
+    pub train_seconds: f64,
+    /// (environment step, mean training return of the last 100 episodes), from `progress.csv`.
+    pub curve: Vec<(f64, f64)>,
+    /// Why the seed failed, if it did.
+    pub error: Option<String>,
+}
+
+/// Writes the parent directory's manifest (the directory is claimed and empty).
+///
+/// # Errors
+/// File-system errors.
+pub fn create(parent: &Path, manifest: &Manifest) -> Result<()> {
+    std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
+    let text = toml::to_string(manifest).context("the manifest serialises")?;
+    proxima::io::write_atomic(&parent.join(MANIFEST), text.as_bytes())?;
+    Ok(())
+}
+
+/// Reads `parent`'s manifest.
+///
+/// # Errors
+/// A missing or malformed manifest, or a config in it that no longer validates.
+pub fn read_manifest(parent: &Path) -> Result<Manifest> {
+    let path = parent.join(MANIFEST);
+    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let m: Manifest = toml::from_str(&text).with_context(|| format!("{} is malformed", path.display()))?;
+    m.config.validate()?;
+    Ok(m)
+}
+
+/// The run directory of `seed` inside `parent`.
+pub fn seed_dir(parent: &Path, seed: u64) -> PathBuf {
+    parent.join(format!("seed_{seed}"))
+}
+
+/// Trains every seed of `parent`'s manifest that is not complete, `jobs` at a time (moving
+/// resumed seeds to `backend` when given), then writes the summary and the plot. `progress`
+/// sees each seed as it finishes, with (done, total).
+///
+/// # Errors
+/// A manifest that cannot be read; after the summary is written, the seeds that failed.
+pub fn run(
+    parent: &Path,
+    jobs: usize,
+    backend: Option<Backend>,
+    progress: impl Fn(&SeedRun, usize, usize) + Sync,
+) -> Result<Vec<SeedRun>> {
+    let m = read_manifest(parent)?;
+    let done = std::sync::atomic::AtomicUsize::new(0);
+    let runs = pool::run_all(jobs, &m.seeds, |_, &seed| {
+        let r = run_seed(parent, &m, seed, backend);
+        let n = done.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        progress(&r, n, m.seeds.len());
+        r
+    });
+    write_summary(parent, &m, &runs)?;
+    crate::plot::seed_curves(
+        &format!("{} — {} ({}), {} seeds", m.env_id, m.config.algo, m.config.preset, m.seeds.len()),
+        &runs.iter().map(|r| (format!("seed {}", r.seed), r.curve.clone())).collect::<Vec<_>>(),
+        m.config.total_timesteps as f64,
+        &parent.join("learning_curves.png"),
+    )?;
+    let failed: Vec<String> =
+        runs.iter().filter_map(|r| r.error.as_ref().map(|e| format!("seed {}: {e}", r.seed))).collect();
+    if !failed.is_empty() {
+        bail!(
+            "{} of {} seeds failed (continue with `proxima train --resume {}`):\n  {}",
+            failed.len(),
+            runs.len(),
+            parent.display(),
+            failed.join("\n  ")
+        );
+    }
+    Ok(runs)
+}
+
+/// One seed: read back if complete, else resumed from its latest checkpoint, else trained
+/// from the start.
+fn run_seed(parent: &Path, m: &Manifest, seed: u64, backend: Option<Backend>) -> SeedRun {
+    let dir = seed_dir(parent, seed);
+    let outcome = (|| -> Result<f64> {
+        if dir.join("model.safetensors").is_file() && dir.join("eval.json").is_file() {
+            return Ok(0.0);
+        }
+        let trainer = match latest_checkpoint(&dir) {
+            Ok(file) if dir.join("checkpoints").is_dir() => {
+                Trainer::resume_on(&proxima::checkpoint::load(&file)?, None, backend)?
+            }
+            _ => {
+                if dir.exists() {
+                    // Nothing learned is kept there: no checkpoint was written yet.
+                    std::fs::remove_dir_all(&dir).with_context(|| format!("cannot clear {}", dir.display()))?;
+                }
+                let mut cfg = m.config.clone();
+                cfg.seed = seed;
+                if let Some(b) = backend {
+                    cfg.backend = b;
+                }
+                Trainer::new(&m.env_id, cfg)?
+            }
+        };
+        Ok(train::run(trainer, &dir, |_| {})?.train_seconds)
+    })();
+    let mut r = SeedRun { seed, final_return: None, episodes: 0, train_seconds: 0.0, curve: Vec::new(), error: None };
+    match outcome.and_then(|secs| read_back(&dir, &mut r).map(|()| secs)) {
+        Ok(secs) => r.train_seconds = if secs > 0.0 { secs } else { r.train_seconds },
+        Err(e) => r.error = Some(format!("{e:#}")),
+    }
+    r
+}
+
+/// Fills `r` from a finished seed's `eval.json` and `progress.csv`.
+fn read_back(dir: &Path, r: &mut SeedRun) -> Result<()> {
+    let path = dir.join("eval.json");
+    let eval: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?,
+    )
+    .with_context(|| format!("{} is malformed", path.display()))?;
+    r.final_return = eval["mean_return"].as_f64();
+    r.episodes = eval["episodes"].as_u64().unwrap_or(0) as usize;
+    r.train_seconds = eval["train_seconds"].as_f64().unwrap_or(0.0);
+    let csv = std::fs::read_to_string(dir.join("progress.csv")).unwrap_or_default();
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap_or("").split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name);
+    if let (Some(step), Some(ret)) = (col("global_step"), col("ep_return_mean")) {
+        for line in lines {
+            let f: Vec<&str> = line.split(',').collect();
+            if let (Some(Ok(x)), Some(Ok(y))) =
+                (f.get(step).map(|s| s.parse::<f64>()), f.get(ret).map(|s| s.parse::<f64>()))
+            {
+                r.curve.push((x, y));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Mean, standard deviation (population), interquartile mean (rliable's: the mean after
+/// trimming ⌊n/4⌋ values from each end) and minimum of `x` (NaN when empty).
+pub fn aggregate(x: &[f64]) -> (f64, f64, f64, f64) {
+    if x.is_empty() {
+        return (f64::NAN, f64::NAN, f64::NAN, f64::NAN);
+    }
+    let (mean, std) = proxima::train::mean_std(x);
+    let mut s = x.to_vec();
+    s.sort_by(f64::total_cmp);
+    let k = s.len() / 4;
+    let mid = &s[k..s.len() - k];
+    (mean, std, mid.iter().sum::<f64>() / mid.len() as f64, s[0])
+}
+
+/// Writes `summary.csv` and `summary.md`.
+fn write_summary(parent: &Path, m: &Manifest, runs: &[SeedRun]) -> Result<()> {
+    let finals: Vec<f64> = runs.iter().filter_map(|r| r.final_return).collect();
+    let (mean, std, iqm, min) = aggregate(&finals);
+    let mut csv = String::from("seed,final_return,episodes,train_seconds,error\n");
+    let mut md = format!(
+        "# {} — {} (`{}` preset, backend `{}`), {} seeds × {} steps\n\n| seed | final return (deterministic) | episodes | training seconds |\n|---|---|---|---|\n",
+        m.env_id,
+        m.config.algo,
+        m.config.preset,
+        m.config.resolved_backend().as_str(),
+        m.seeds.len(),
+        m.config.total_timesteps
+    );
+    for r in runs {
+        let ret = r.final_return.map_or(String::new(), |v| format!("{v}"));
+        let err = r.error.as_deref().unwrap_or("").replace([',', '\n'], ";");
+        csv.push_str(&format!("{},{ret},{},{:.2},{err}\n", r.seed, r.episodes, r.train_seconds));
+        let shown = match (&r.error, r.final_return) {
+            (Some(e), _) => format!("failed: {}", e.lines().next().unwrap_or("")),
+            (None, Some(v)) => format!("{v:.2}"),
+            (None, None) => "no evaluation".into(),
+        };
+        md.push_str(&format!("| {} | {shown} | {} | {:.1} |\n", r.seed, r.episodes, r.train_seconds));
+    }
+    md.push_str(&format!(
+        "\nOver {} seeds: mean ± std **{mean:.2} ± {std:.2}**, IQM **{iqm:.2}**, min **{min:.2}**.\n",
+        finals.len()
+    ));
+    for (name, v) in [("mean", mean), ("std", std), ("iqm", iqm), ("min", min)] {
+        csv.push_str(&format!("{name},{v},,,\n"));
+    }
+    proxima::io::write_atomic(&parent.join("summary.csv"), csv.as_bytes())?;
+    proxima::io::write_atomic(&parent.join("summary.md"), md.as_bytes())?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seed_lists_and_their_errors() {
+        assert_eq!(parse_seeds("1-4").unwrap(), vec![1, 2, 3, 4]);
+        assert_eq!(parse_seeds("1,4,9").unwrap(), vec![1, 4, 9]);
+        assert_eq!(parse_seeds("7, 1-2").unwrap(), vec![7, 1, 2]);
+        for (bad, says) in [
+            ("", "not a seed"),
+            ("5-2", "backwards"),
+            ("1,1", "twice"),
+            ("1-3,2", "twice"),
+            ("x", "not a seed"),
+            ("0-100000", "more than"),
+        ] {
+            let e = format!("{:#}", parse_seeds(bad).unwrap_err());
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn aggregates_match_their_definitions() {
+        let (mean, std, iqm, min) = aggregate(&[1.0, 2.0, 3.0, 4.0, 100.0, 6.0, 7.0, 8.0]);
+        assert_eq!((mean, min), (16.375, 1.0));
+        assert_eq!(iqm, (3.0 + 4.0 + 6.0 + 7.0) / 4.0, "⌊8/4⌋ = 2 trimmed from each end");
+        assert!(std > 0.0);
+        assert!(aggregate(&[]).0.is_nan());
+        assert_eq!(aggregate(&[5.0]).2, 5.0);
+    }
+}

@@ -1,0 +1,85 @@
+//! Run directories on disk, for every command: claiming a new one (never mixing two runs in
+//! one directory) and finding a run's latest checkpoint.
+
+use anyhow::{bail, Context, Result};
+use std::path::{Path, PathBuf};
+
+/// The run directory to write into. An explicit `--run-dir` must be absent or empty (so two
+/// runs never mix in one directory: continue a run with `--resume`); the default
+/// `runs/<base>__<unix time>` is created atomically, with a `_2`, `_3`, … suffix when another
+/// run took the name in the same second.
+pub fn claim_run_dir(explicit: Option<PathBuf>, base: &str) -> Result<PathBuf> {
+    if let Some(d) = explicit {
+        if d.exists() {
+            if !d.is_dir() {
+                bail!("--run-dir {}: exists and is not a directory", d.display());
+            }
+            if std::fs::read_dir(&d).with_context(|| format!("--run-dir {}", d.display()))?.next().is_some() {
+                bail!(
+                    "--run-dir {} already holds files; continue that run with `proxima train --resume {}`, or choose an empty or new directory",
+                    d.display(),
+                    d.display()
+                );
+            }
+        }
+        return Ok(d);
+    }
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    std::fs::create_dir_all("runs").context("cannot create runs/")?;
+    for k in 1.. {
+        let name = if k == 1 { format!("{base}__{t}") } else { format!("{base}__{t}_{k}") };
+        let dir = PathBuf::from("runs").join(name);
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e).with_context(|| format!("cannot create {}", dir.display())),
+        }
+    }
+    unreachable!("the suffix loop only ends by returning")
+}
+
+/// The checkpoint of a run directory with the most updates (model.safetensors or checkpoints/*);
+/// damaged files are skipped with a warning.
+pub fn latest_checkpoint(dir: &Path) -> Result<PathBuf> {
+    if !dir.is_dir() {
+        bail!("{}: no such run directory", dir.display());
+    }
+    // model.safetensors first: on a tie with the last checkpoint, the final model is the one taken.
+    let mut files = vec![dir.join("model.safetensors")];
+    if let Ok(d) = std::fs::read_dir(dir.join("checkpoints")) {
+        files.extend(
+            d.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "safetensors")),
+        );
+    }
+    let mut best: Option<(u64, PathBuf)> = None;
+    let mut last_err = None;
+    for f in files.into_iter().filter(|f| f.is_file()) {
+        match proxima::checkpoint::load(&f) {
+            Ok(ck) if best.as_ref().is_none_or(|(u, _)| ck.meta.update > *u) => best = Some((ck.meta.update, f)),
+            Ok(_) => {}
+            Err(e) => {
+                eprintln!("warning: skipping {e}");
+                last_err = Some(e); // a damaged file: fall back to the others
+            }
+        }
+    }
+    match (best, last_err) {
+        (Some((_, f)), _) => Ok(f),
+        (None, Some(e)) => Err(e.into()),
+        (None, None) => {
+            bail!("{}: holds no checkpoint (neither model.safetensors nor checkpoints/*.safetensors)", dir.display())
+        }
+    }
+}
+
+/// A checkpoint file as given, or a run directory's most advanced loadable checkpoint
+/// (normally `model.safetensors`).
+pub fn resolve_checkpoint(path: &Path) -> Result<PathBuf> {
+    if path.is_file() {
+        return Ok(path.to_path_buf());
+    }
+    if !path.is_dir() {
+        bail!("{}: no such run directory or checkpoint file", path.display());
+    }
+    latest_checkpoint(path)
+}
