@@ -555,7 +555,8 @@ fn normalization_statistics_round_trip_through_checkpoints() {
     let (code, so, se) = proxima(&["eval", dir.to_str().unwrap(), "--episodes", "2", "--deterministic", "--json"]);
     assert_eq!(code, 0, "{se}");
     let with: serde_json::Value = serde_json::from_str(so.trim()).unwrap();
-    let policy = ck.build_policy(&candle_core::Device::Cpu).unwrap();
+    // eval's default backend (auto: the fused kernels).
+    let policy = ck.build_network(proxima::config::Backend::Auto).unwrap();
     let without = proxima::train::evaluate(&policy, "Pendulum-v1", 2, true, 0, None).unwrap();
     let frozen = proxima::train::evaluate(&policy, "Pendulum-v1", 2, true, 0, Some(&norm)).unwrap();
     let got: Vec<f64> = with["returns"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();

@@ -1,22 +1,23 @@
 //! Runtime CPU-feature dispatch for the element-wise loops of the fused backend and the
-//! optimiser: the closure is compiled inline into a function built with AVX2 enabled, taken where
-//! the CPU has it (`is_x86_feature_detected!`, cached by std), else into the baseline build. Rust
-//! never contracts a·b + c into an FMA on its own, so both builds compute every element with the
-//! same IEEE operations and give the same bits; only the vector width differs. (The matrix
+//! optimiser: the closure is compiled inline into a function built with AVX2 and FMA enabled,
+//! taken where the CPU has both (`is_x86_feature_detected!`, cached by std), else into the
+//! baseline build. Rust never contracts a·b + c into an FMA on its own, and an explicit
+//! `mul_add` is the correctly rounded fused operation in either build (an instruction, or
+//! libm's `fmaf`), so both builds give the same bits; only the speed differs. (The matrix
 //! products dispatch inside the `gemm` crate.)
 
-/// Runs `f`, compiled with AVX2 where this CPU supports it. `f` should be a loop over slices
+/// Runs `f`, compiled with AVX2 and FMA where this CPU supports them. `f` should be a loop over slices
 /// whose body inlines (small pure functions, `#[inline(always)]` helpers).
 #[inline(always)]
 pub fn with_avx2<R>(f: impl FnOnce() -> R) -> R {
     #[cfg(target_arch = "x86_64")]
     {
-        #[target_feature(enable = "avx2")]
+        #[target_feature(enable = "avx2,fma")]
         unsafe fn avx2<R>(f: impl FnOnce() -> R) -> R {
             f()
         }
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU supports AVX2 (checked just above).
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+            // SAFETY: the CPU supports AVX2 and FMA (checked just above).
             return unsafe { avx2(f) };
         }
     }

@@ -8,7 +8,7 @@ use candle_core::{DType, Device, Tensor, Var};
 use proxima::config::Objective;
 use proxima::loss::{kl_and_clip_fraction, ppo_loss, PpoBatch, PpoCoefs};
 use proxima::policy::distributions::{categorical_kl, categorical_log_prob_entropy, gaussian_log_prob_entropy};
-use proxima::policy::fused::{head_loss, HeadBatch, HeadGrads, HeadLoss};
+use proxima::policy::fused::{head_loss, scratch_len, HeadBatch, HeadGrads, HeadLoss};
 use proxima::policy::ActionKind;
 use proxima::rollout::{gae, normalize_advantages_f64, GaeInput};
 
@@ -333,7 +333,7 @@ fn fused_head<T: num_traits::Float>(
     let hd = kind.head_dim();
     let (mut d_head, mut d_values, mut log_ratio) = (vec![T::zero(); b * hd], vec![T::zero(); b], vec![T::zero(); b]);
     let mut d_log_std = vec![T::zero(); log_std.len()];
-    let mut scratch = vec![T::zero(); 2 * hd + kind.act_dim()];
+    let mut scratch = vec![T::zero(); scratch_len(kind)];
     let batch = HeadBatch {
         head: &x[0],
         log_std,

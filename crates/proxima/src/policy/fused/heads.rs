@@ -59,7 +59,7 @@ pub enum HeadLoss {
 
 /// Where the gradients go: `d_head` `[B, head_dim]`, `d_values` `[B]`, `d_log_std` `[dim]`
 /// (overwritten), and log r_t(θ) per row `[B]` (PPO; left alone for A2C). `scratch` holds at
-/// least 2·head_dim values.
+/// least [`scratch_len`] values.
 pub struct HeadGrads<'a, T> {
     /// ∂L/∂head.
     pub d_head: &'a mut [T],
@@ -71,6 +71,16 @@ pub struct HeadGrads<'a, T> {
     pub log_ratio: &'a mut [T],
     /// Working space.
     pub scratch: &'a mut [T],
+}
+
+/// The Categorical components (`[n]` for Discrete, `nvec`), borrowed (no allocation per row);
+/// `None` for a Gaussian.
+fn components(kind: &ActionKind) -> Option<&[usize]> {
+    match kind {
+        ActionKind::Discrete { n } => Some(std::slice::from_ref(n)),
+        ActionKind::MultiDiscrete { nvec } => Some(nvec),
+        ActionKind::Continuous { .. } => None,
+    }
 }
 
 fn c<T: Float>(x: f64) -> T {
@@ -89,19 +99,24 @@ fn log_softmax<T: Float>(z: &[T], out: &mut [T]) {
     out.iter_mut().for_each(|o| *o = *o - ls);
 }
 
-/// One row's log π(a|s), entropy and (when `old` is given) KL[π_old ‖ π], leaving the new and
-/// old log-softmaxes in `scratch[..hd]` and `scratch[hd..2hd]` (categorical).
+/// Scratch values per head element: the new and old log-softmaxes and their exponentials.
+const SCRATCH_PER_HEAD: usize = 4;
+
+/// One row's log π(a|s), entropy and (when `old` is given) KL[π_old ‖ π], leaving (categorical)
+/// the new and old log-softmaxes and probabilities in `scratch` (`[ℓ | ℓ_old | p | p_old]`, each
+/// `hd` long) and each component's entropy in `ent_parts`.
 fn row_stats<T: Float>(
-    kind: &ActionKind,
-    head: &[T],
-    log_std: &[T],
-    action: &[T],
+    comps: Option<&[usize]>,
+    (head, log_std, action): (&[T], &[T], &[T]),
     old: Option<(&[T], &[T])>,
     scratch: &mut [T],
+    ent_parts: &mut [T],
 ) -> (T, T, T) {
     let hd = head.len();
-    let (new_ls, old_ls) = scratch[..2 * hd].split_at_mut(hd);
-    match kind.categorical_components() {
+    let (ls, ps) = scratch[..SCRATCH_PER_HEAD * hd].split_at_mut(2 * hd);
+    let (new_ls, old_ls) = ls.split_at_mut(hd);
+    let (new_p, old_p) = ps.split_at_mut(hd);
+    match comps {
         Some(comps) => {
             let (mut lp, mut ent, mut kl, mut off) = (T::zero(), T::zero(), T::zero(), 0);
             for (ci, &n) in comps.iter().enumerate() {
@@ -109,12 +124,19 @@ fn row_stats<T: Float>(
                 log_softmax(&head[r.clone()], &mut new_ls[r.clone()]);
                 let a = action[ci].to_usize().unwrap_or(0).min(n - 1);
                 lp = lp + new_ls[off + a];
-                ent = ent - new_ls[r.clone()].iter().fold(T::zero(), |s, &l| s + l.exp() * l);
+                let mut h = T::zero();
+                for j in r.clone() {
+                    new_p[j] = new_ls[j].exp();
+                    h = h - new_p[j] * new_ls[j];
+                }
+                ent_parts[ci] = h;
+                ent = ent + h;
                 if let Some((old_head, _)) = old {
                     log_softmax(&old_head[r.clone()], &mut old_ls[r.clone()]);
-                    let k =
-                        old_ls[r.clone()].iter().zip(&new_ls[r]).fold(T::zero(), |s, (&o, &l)| s + o.exp() * (o - l));
-                    kl = kl + k;
+                    for j in r {
+                        old_p[j] = old_ls[j].exp();
+                        kl = kl + old_p[j] * (old_ls[j] - new_ls[j]);
+                    }
                 }
                 off += n;
             }
@@ -142,33 +164,33 @@ fn row_stats<T: Float>(
     }
 }
 
-/// Writes one row's ∂L/∂head (and adds its ∂L/∂log σ) from the scalars g_lp, g_H, g_KL, with the
-/// log-softmaxes [`row_stats`] left in `scratch`.
+/// Writes one row's ∂L/∂head (and adds its ∂L/∂log σ) from the scalars g_lp, g_H, g_KL, with
+/// what [`row_stats`] left in `scratch` and `ent_parts`.
 #[allow(clippy::too_many_arguments)]
 fn row_grads<T: Float>(
-    kind: &ActionKind,
+    comps: Option<&[usize]>,
     (head, log_std, action): (&[T], &[T], &[T]),
     old: Option<(&[T], &[T])>,
     (g_lp, g_ent, g_kl): (T, T, T),
-    ent_parts: Option<&[T]>,
+    ent_parts: &[T],
     scratch: &[T],
     d_head: &mut [T],
     d_log_std: &mut [T],
 ) {
     let hd = head.len();
-    let (new_ls, old_ls) = scratch[..2 * hd].split_at(hd);
-    match kind.categorical_components() {
+    let (new_ls, new_p, old_p) = (&scratch[..hd], &scratch[2 * hd..3 * hd], &scratch[3 * hd..4 * hd]);
+    match comps {
         Some(comps) => {
             let mut off = 0;
             for (ci, &n) in comps.iter().enumerate() {
                 let a = action[ci].to_usize().unwrap_or(0).min(n - 1);
-                let h_c = ent_parts.map_or(T::zero(), |e| e[ci]);
+                let h_c = ent_parts[ci];
                 for j in 0..n {
-                    let (l, p) = (new_ls[off + j], new_ls[off + j].exp());
+                    let (l, p) = (new_ls[off + j], new_p[off + j]);
                     let onehot = if j == a { T::one() } else { T::zero() };
                     let mut g = g_lp * (onehot - p) - g_ent * p * (l + h_c);
                     if old.is_some() {
-                        g = g + g_kl * (p - old_ls[off + j].exp());
+                        g = g + g_kl * (p - old_p[off + j]);
                     }
                     d_head[off + j] = g;
                 }
@@ -194,18 +216,6 @@ fn row_grads<T: Float>(
     }
 }
 
-/// Each categorical component's entropy of one row (from the new log-softmax in `scratch`),
-/// into `out` (`[components]`).
-fn component_entropies<T: Float>(kind: &ActionKind, scratch: &[T], out: &mut [T]) {
-    if let Some(comps) = kind.categorical_components() {
-        let mut off = 0;
-        for (ci, &n) in comps.iter().enumerate() {
-            out[ci] = -scratch[off..off + n].iter().fold(T::zero(), |s, &l| s + l.exp() * l);
-            off += n;
-        }
-    }
-}
-
 /// The loss of minibatch `b` and its gradients (module docs). Returns
 /// `[loss, policy_loss, value_loss, entropy]` as [`crate::loss::ppo_loss`] /
 /// [`crate::loss::a2c_loss`] define them.
@@ -224,7 +234,11 @@ pub fn head_loss<T: Float>(
     if kl_objective && b.old_head.len() != n * hd {
         return Err(ProximaError::InvalidArgument("the KL objectives need π_θold's head for every row".into()));
     }
-    if b.head.len() != n * hd || b.actions.len() != n * ad || g.d_head.len() < n * hd || g.scratch.len() < 2 * hd + ad {
+    if b.head.len() != n * hd
+        || b.actions.len() != n * ad
+        || g.d_head.len() < n * hd
+        || g.scratch.len() < scratch_len(kind)
+    {
         return Err(ProximaError::InvalidArgument(format!(
             "head loss buffers: {} head values and {} actions for {n} rows of head_dim {hd}",
             b.head.len(),
@@ -234,12 +248,12 @@ pub fn head_loss<T: Float>(
     g.d_log_std.iter_mut().for_each(|x| *x = T::zero());
     let inv_b: T = c(1.0 / n.max(1) as f64);
     let (mut pl, mut vl, mut ent_sum) = (0f64, 0f64, 0f64);
-    let (scratch, ent_parts) = g.scratch.split_at_mut(2 * hd);
+    let comps = components(kind);
+    let (scratch, ent_parts) = g.scratch.split_at_mut(SCRATCH_PER_HEAD * hd);
     for i in 0..n {
         let (head, action) = (&b.head[i * hd..(i + 1) * hd], &b.actions[i * ad..(i + 1) * ad]);
         let old = kl_objective.then(|| (&b.old_head[i * hd..(i + 1) * hd], b.old_log_std));
-        let (lp, ent, kl) = row_stats(kind, head, b.log_std, action, old, scratch);
-        component_entropies(kind, scratch, ent_parts);
+        let (lp, ent, kl) = row_stats(comps, (head, b.log_std, action), old, scratch, ent_parts);
         let (a, v, r) = (b.advantages[i], b.values[i], b.returns[i]);
         let (g_lp, g_kl, g_v, row_pl, row_vl);
         let g_ent;
@@ -277,11 +291,11 @@ pub fn head_loss<T: Float>(
         }
         g.d_values[i] = g_v;
         row_grads(
-            kind,
+            comps,
             (head, b.log_std, action),
             old,
             (g_lp, g_ent, g_kl),
-            Some(&*ent_parts),
+            ent_parts,
             scratch,
             &mut g.d_head[i * hd..(i + 1) * hd],
             g.d_log_std,
@@ -322,8 +336,13 @@ fn value_loss_row<T: Float>(v: T, r: T, v_old: T, clip: Option<f64>) -> (T, T) {
     (plain.max(clipped), e * c(2.0) * w_plain + ec * c(2.0) * w_clip * inside)
 }
 
+/// The working space [`head_loss`] and [`kl_sum`] need for `kind`'s head.
+pub fn scratch_len(kind: &ActionKind) -> usize {
+    SCRATCH_PER_HEAD * kind.head_dim() + 2 * kind.act_dim()
+}
+
 /// Σ over rows of KL[π_old(·|s) ‖ π(·|s)] for heads `[B, head_dim]` (the rollout's d, before
-/// dividing by B). `scratch` holds at least 2·head_dim values.
+/// dividing by B). `scratch` holds at least [`scratch_len`] values.
 pub fn kl_sum<T: Float>(
     kind: &ActionKind,
     (old_head, old_log_std): (&[T], &[T]),
@@ -331,12 +350,15 @@ pub fn kl_sum<T: Float>(
     log_std: &[T],
     scratch: &mut [T],
 ) -> f64 {
-    let (hd, ad) = (kind.head_dim(), kind.act_dim());
-    let zeros = vec![T::zero(); ad];
+    let (hd, ad, comps) = (kind.head_dim(), kind.act_dim(), components(kind));
+    let (scratch, rest) = scratch.split_at_mut(SCRATCH_PER_HEAD * hd);
+    let (ent_parts, zeros) = rest.split_at_mut(ad);
+    zeros.iter_mut().for_each(|z| *z = T::zero());
     head.chunks_exact(hd)
         .zip(old_head.chunks_exact(hd))
         .map(|(h, o)| {
-            row_stats(kind, h, log_std, &zeros, Some((o, old_log_std)), scratch).2.to_f64().unwrap_or(f64::NAN)
+            let stats = row_stats(comps, (h, log_std, &zeros[..ad]), Some((o, old_log_std)), scratch, ent_parts);
+            stats.2.to_f64().unwrap_or(f64::NAN)
         })
         .sum()
 }

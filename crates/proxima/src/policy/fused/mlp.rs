@@ -8,8 +8,8 @@
 //! nothing. Inference (`act`, values) has its own workspace behind a `RefCell`, since the seam
 //! lends the policy immutably there.
 
-use super::heads::{head_loss, kl_sum, HeadBatch, HeadGrads, HeadLoss};
-use super::kernels::{activation_backward, dense_backward, dense_forward};
+use super::heads::{head_loss, kl_sum, scratch_len, HeadBatch, HeadGrads, HeadLoss};
+use super::kernels::{activation_backward, dense_backward, dense_forward, transpose, SMALL_BATCH};
 use crate::error::{ProximaError, Result};
 use crate::loss::PpoCoefs;
 use crate::policy::interface::{ActOutput, FlatParams, LossReport, Policy};
@@ -47,6 +47,10 @@ struct Workspace {
     d_b: Vec<f32>,
     d_trunk: Vec<f32>,
     d_trunk_critic: Vec<f32>,
+    /// Inference: every weight transposed, at θ's offsets (for broadcast FMAs on small batches),
+    /// and the [`FusedMlp`] θ version it was made from.
+    wt: Vec<f32>,
+    wt_version: Option<u64>,
 }
 
 fn grow(v: &mut Vec<f32>, n: usize) {
@@ -56,13 +60,13 @@ fn grow(v: &mut Vec<f32>, n: usize) {
 }
 
 impl Workspace {
-    fn new(towers: [&[Layer]; 3], head_dim: usize, act_dim: usize) -> Self {
+    fn new(towers: [&[Layer]; 3], scratch_len: usize) -> Self {
         let outs = |t: &[Layer]| vec![Vec::new(); t.len()];
         Workspace {
             trunk: outs(towers[0]),
             actor: outs(towers[1]),
             critic: outs(towers[2]),
-            scratch: vec![0.0; 2 * head_dim + act_dim],
+            scratch: vec![0.0; scratch_len],
             ..Default::default()
         }
     }
@@ -90,13 +94,22 @@ impl Workspace {
     }
 }
 
-/// Forward through one tower's layers from `x` `[rows, inp]`, each output into `outs`.
-fn tower_forward(layers: &[Layer], outs: &mut [Vec<f32>], x: &[f32], theta: &[f32], rows: usize, act: Activation) {
+/// Forward through one tower's layers from `x` `[rows, inp]`, each output into `outs`; `wt`
+/// holds every weight transposed (at θ's offsets), for small batches.
+fn tower_forward(
+    layers: &[Layer],
+    outs: &mut [Vec<f32>],
+    x: &[f32],
+    (theta, wt): (&[f32], Option<&[f32]>),
+    rows: usize,
+    act: Activation,
+) {
     for (i, l) in layers.iter().enumerate() {
         let (prev, cur) = outs.split_at_mut(i);
         let input = if i == 0 { x } else { &prev[i - 1][..] };
         let a = l.activated.then_some(act);
-        dense_forward(&mut cur[0], input, &theta[l.w..l.b], &theta[l.b..l.b + l.out], (rows, l.inp, l.out), a);
+        let w = (&theta[l.w..l.b], wt.map(|t| &t[l.w..l.b]));
+        dense_forward(&mut cur[0], input, w, &theta[l.b..l.b + l.out], (rows, l.inp, l.out), a);
     }
 }
 
@@ -147,6 +160,8 @@ pub struct FusedMlp {
     pending: Option<usize>,
     /// Rows of log r_t(θ) the last loss left in the workspace (0 after an A2C loss).
     log_ratio_rows: usize,
+    /// Bumped whenever θ may have changed (the inference workspace's Wᵀ follows it).
+    version: u64,
 }
 
 impl FusedMlp {
@@ -193,9 +208,8 @@ impl FusedMlp {
             }
         }
         let log_std = matches!(spec.action, ActionKind::Continuous { .. }).then(|| offsets[offsets.len() - 1]);
-        let (hd, ad) = (spec.action.head_dim(), spec.action.act_dim());
-        let towers = [&trunk[..], &actor[..], &critic[..]];
-        let (train, infer) = (Workspace::new(towers, hd, ad), RefCell::new(Workspace::new(towers, hd, ad)));
+        let (towers, sl) = ([&trunk[..], &actor[..], &critic[..]], scratch_len(&spec.action));
+        let (train, infer) = (Workspace::new(towers, sl), RefCell::new(Workspace::new(towers, sl)));
         let mut net = FusedMlp {
             spec,
             names,
@@ -210,6 +224,7 @@ impl FusedMlp {
             infer,
             pending: None,
             log_ratio_rows: 0,
+            version: 0,
         };
         net.set_params(values)?;
         Ok(net)
@@ -243,9 +258,11 @@ impl FusedMlp {
     }
 
     /// Forward of `rows` observations already in `ws.x`: head in `ws.actor.last()`, V(s) in
-    /// `ws.critic.last()`.
+    /// `ws.critic.last()`. Small batches use `ws.wt` when it is current.
     fn forward(&self, ws: &mut Workspace, rows: usize) {
-        let (act, theta) = (self.spec.activation, &self.theta[..]);
+        let act = self.spec.activation;
+        let wt = (ws.wt_version == Some(self.version)).then_some(&ws.wt[..]);
+        let theta = (&self.theta[..], wt);
         let x = &ws.x[..rows * self.spec.obs_dim];
         let tower_in = if self.trunk.is_empty() {
             x
@@ -257,12 +274,27 @@ impl FusedMlp {
         tower_forward(&self.critic, &mut ws.critic, tower_in, theta, rows, act);
     }
 
+    /// Makes `ws.wt` the transpose of the current weights (once per θ).
+    fn refresh_transposes(&self, ws: &mut Workspace) {
+        if ws.wt_version == Some(self.version) {
+            return;
+        }
+        grow(&mut ws.wt, self.theta.len());
+        for l in self.trunk.iter().chain(&self.actor).chain(&self.critic) {
+            transpose(&mut ws.wt[l.w..l.b], &self.theta[l.w..l.b], (l.inp, l.out));
+        }
+        ws.wt_version = Some(self.version);
+    }
+
     /// Copies `obs` into the inference workspace and runs the forward pass; `f` reads it.
     fn infer<T>(&self, obs: &[f32], f: impl FnOnce(&Workspace, usize) -> T) -> Result<T> {
         let rows = self.check_obs(obs)?;
         let mut ws = self.infer.borrow_mut();
         ws.ensure(rows, self.towers(), self.spec.obs_dim, self.spec.action.head_dim());
         ws.x[..obs.len()].copy_from_slice(obs);
+        if rows < SMALL_BATCH {
+            self.refresh_transposes(&mut ws);
+        }
         self.forward(&mut ws, rows);
         Ok(f(&ws, rows))
     }
@@ -417,6 +449,7 @@ impl Policy for FusedMlp {
 
     fn backward_flat(&mut self) -> Result<Option<FlatParams<'_>>> {
         self.backward_in_place()?;
+        self.version += 1; // θ is lent mutably: the optimiser steps it
         Ok(Some(FlatParams { names: &self.names, values: &mut self.theta, grads: &self.grad }))
     }
 
@@ -432,7 +465,7 @@ impl Policy for FusedMlp {
         }
         let kind = &self.spec.action;
         let sum = self.infer(obs, |ws, rows| {
-            let mut scratch = vec![0f32; 2 * hd];
+            let mut scratch = vec![0f32; scratch_len(kind)];
             kl_sum(kind, (old_head, old_log_std), &ws.actor[na][..rows * hd], log_std, &mut scratch)
         })?;
         Ok(sum / rows.max(1) as f64)
@@ -468,6 +501,7 @@ impl Policy for FusedMlp {
             off += v.len();
         }
         self.pending = None;
+        self.version += 1;
         Ok(())
     }
 }

@@ -7,5 +7,5 @@ mod heads;
 mod kernels;
 mod mlp;
 
-pub use self::heads::{head_loss, kl_sum, HeadBatch, HeadGrads, HeadLoss};
+pub use self::heads::{head_loss, kl_sum, scratch_len, HeadBatch, HeadGrads, HeadLoss};
 pub use self::mlp::FusedMlp;
