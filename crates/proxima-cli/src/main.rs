@@ -427,7 +427,7 @@ fn train_seeds(a: &TrainArgs, resume: Option<&Path>) -> Result<()> {
     );
     let t0 = std::time::Instant::now();
     let quiet = a.quiet;
-    let runs = seeds::run(&parent, jobs, backend, |r, done, total| {
+    let (m, runs) = seeds::run(&parent, jobs, backend, |r, done, total| {
         if quiet {
             return;
         }
@@ -441,6 +441,11 @@ fn train_seeds(a: &TrainArgs, resume: Option<&Path>) -> Result<()> {
             }
         }
     })?;
+    let (title, curves) = seeds::curves(&m, &runs);
+    plot::seed_curves(&title, &curves, m.config.total_timesteps as f64, &parent.join("learning_curves.png"))?;
+    if let Some(e) = seeds::failures(&parent, &runs) {
+        return Err(e);
+    }
     let finals: Vec<f64> = runs.iter().filter_map(|r| r.final_return).collect();
     let (mean, std, iqm, min) = seeds::aggregate(&finals);
     println!(

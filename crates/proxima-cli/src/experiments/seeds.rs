@@ -112,17 +112,18 @@ pub fn seed_dir(parent: &Path, seed: u64) -> PathBuf {
 }
 
 /// Trains every seed of `parent`'s manifest that is not complete, `jobs` at a time (moving
-/// resumed seeds to `backend` when given), then writes the summary and the plot. `progress`
-/// sees each seed as it finishes, with (done, total).
+/// resumed seeds to `backend` when given), then writes the summary. `progress` sees each seed
+/// as it finishes, with (done, total). A seed that fails does not stop the others: its error is
+/// in its [`SeedRun`] (see [`failures`]).
 ///
 /// # Errors
-/// A manifest that cannot be read; after the summary is written, the seeds that failed.
+/// A manifest that cannot be read; a summary that cannot be written.
 pub fn run(
     parent: &Path,
     jobs: usize,
     backend: Option<Backend>,
     progress: impl Fn(&SeedRun, usize, usize) + Sync,
-) -> Result<Vec<SeedRun>> {
+) -> Result<(Manifest, Vec<SeedRun>)> {
     let m = read_manifest(parent)?;
     let done = std::sync::atomic::AtomicUsize::new(0);
     let runs = pool::run_all(jobs, &m.seeds, |_, &seed| {
@@ -132,24 +133,28 @@ pub fn run(
         r
     });
     write_summary(parent, &m, &runs)?;
-    crate::plot::seed_curves(
-        &format!("{} — {} ({}), {} seeds", m.env_id, m.config.algo, m.config.preset, m.seeds.len()),
-        &runs.iter().map(|r| (format!("seed {}", r.seed), r.curve.clone())).collect::<Vec<_>>(),
-        m.config.total_timesteps as f64,
-        &parent.join("learning_curves.png"),
-    )?;
+    Ok((m, runs))
+}
+
+/// The title and the curves of the one chart of every seed (`learning_curves.png`).
+pub fn curves(m: &Manifest, runs: &[SeedRun]) -> (String, Vec<(String, Vec<(f64, f64)>)>) {
+    let title = format!("{} — {} ({}), {} seeds", m.env_id, m.config.algo, m.config.preset, m.seeds.len());
+    (title, runs.iter().map(|r| (format!("seed {}", r.seed), r.curve.clone())).collect())
+}
+
+/// The seeds that failed, as one error naming each and how to continue (`None` when none did).
+pub fn failures(parent: &Path, runs: &[SeedRun]) -> Option<anyhow::Error> {
     let failed: Vec<String> =
         runs.iter().filter_map(|r| r.error.as_ref().map(|e| format!("seed {}: {e}", r.seed))).collect();
-    if !failed.is_empty() {
-        bail!(
+    (!failed.is_empty()).then(|| {
+        anyhow::anyhow!(
             "{} of {} seeds failed (continue with `proxima train --resume {}`):\n  {}",
             failed.len(),
             runs.len(),
             parent.display(),
             failed.join("\n  ")
-        );
-    }
-    Ok(runs)
+        )
+    })
 }
 
 /// One seed: read back if complete, else resumed from its latest checkpoint, else trained
