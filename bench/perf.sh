@@ -66,6 +66,22 @@ proxima_row() { # LABEL ARGS... : one `proxima train` run, timed as a whole proc
 proxima_row fused --backend fused
 proxima_row candle --backend candle
 
+seeds_row() { # N : N seeds at once on every core, one parent directory
+  local l t0 t1 dir=$out/runs/seeds-$1
+  rm -rf "$dir"
+  l=$(load)
+  t0=$(now)
+  "$bin" train CartPole-v1 --quiet --seeds "1-$1" --run-dir "$dir" >"$out/seeds-$1.log" 2>&1
+  t1=$(now)
+  local w
+  w=$(secs "$t0" "$t1")
+  local agg
+  agg=$(sed -n 's/.*final deterministic return \(.*\)$/\1/p' "$out/seeds-$1.log")
+  say "| Proxima \`--seeds 1-$1\` ($(nproc) jobs) | $w s | $(python3 -c "print(round(500224 * $1 / $w))") | | $agg | $l |"
+}
+seeds_row 8
+seeds_row 16
+
 # --- PureJaxRL ----------------------------------------------------------------------------------
 pjx_row() { # SEEDS
   local l t0 t1 json
