@@ -86,7 +86,9 @@ pub struct Config {
     pub ortho_init: bool,
     /// Initial Gaussian log-std (continuous actions).
     pub log_std_init: f32,
-    /// Threads for tensor ops (1 is fastest at these network sizes; also keeps runs bit-reproducible).
+    /// Threads for candle's tensor ops (1 is fastest at these network sizes; also keeps runs
+    /// bit-reproducible). The fused backend runs on one thread whatever this says (splitting a
+    /// minibatch's rows over threads is not built yet); many seeds use `--jobs` instead.
     pub num_threads: usize,
     /// The policy network's implementation: `auto` (the fused CPU kernels for PPO, A2C and A3C,
     /// candle for TRPO), `fused` or `candle` (every result as before the fused backend, bit for

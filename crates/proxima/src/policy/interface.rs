@@ -83,7 +83,7 @@ pub trait Policy: Send {
     fn a2c_loss(&mut self, batch: &Minibatch, vf_coef: f64, ent_coef: f64) -> Result<LossReport>;
 
     /// log r_t(θ) = log π_θ(a_t|s_t) − log π_θold(a_t|s_t) per row of the last PPO loss, `[B]`
-    /// (empty after an A2C loss, or when that loss was not finite).
+    /// (empty after an A2C loss; read it only after checking that the loss was finite).
     fn log_ratio(&self) -> &[f32];
 
     /// ∇θ of the last loss, one host vector per parameter in the spec's order (`None` where no

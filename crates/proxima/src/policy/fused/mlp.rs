@@ -235,6 +235,18 @@ impl FusedMlp {
         self.theta.len()
     }
 
+    /// A flat vector in θ's layout cut into one vector per parameter.
+    fn per_param(&self, flat: &[f32]) -> Vec<Vec<f32>> {
+        let mut off = 0;
+        self.sizes
+            .iter()
+            .map(|&n| {
+                off += n;
+                flat[off - n..off].to_vec()
+            })
+            .collect()
+    }
+
     fn towers(&self) -> [&[Layer]; 3] {
         [&self.trunk, &self.actor, &self.critic]
     }
@@ -436,15 +448,7 @@ impl Policy for FusedMlp {
 
     fn backward(&mut self) -> Result<Vec<Option<Vec<f32>>>> {
         self.backward_in_place()?;
-        let mut off = 0;
-        Ok(self
-            .sizes
-            .iter()
-            .map(|&n| {
-                off += n;
-                Some(self.grad[off - n..off].to_vec())
-            })
-            .collect())
+        Ok(self.per_param(&self.grad).into_iter().map(Some).collect())
     }
 
     fn backward_flat(&mut self) -> Result<Option<FlatParams<'_>>> {
@@ -476,15 +480,7 @@ impl Policy for FusedMlp {
     }
 
     fn params(&self) -> Result<Vec<Vec<f32>>> {
-        let mut off = 0;
-        Ok(self
-            .sizes
-            .iter()
-            .map(|&n| {
-                off += n;
-                self.theta[off - n..off].to_vec()
-            })
-            .collect())
+        Ok(self.per_param(&self.theta))
     }
 
     fn set_params(&mut self, values: &[Vec<f32>]) -> Result<()> {
