@@ -100,11 +100,13 @@ fn minibatch(policy: &Network, b: usize, rng: &mut ChaCha8Rng) -> Minibatch {
     }
 }
 
-/// Median µs of one minibatch update (loss + backward + clip + Adam) on `backend`.
-fn update_us(backend: Backend, b: usize) -> f64 {
+/// Median µs of one minibatch update (loss + backward + clip + Adam) on `backend`, its rows
+/// split over `threads` (the fused backend's `num_threads`).
+fn update_us(backend: Backend, b: usize, threads: usize) -> f64 {
     let sp = spec();
     let mut rng = ChaCha8Rng::seed_from_u64(1);
     let mut policy = Network::new(sp.clone(), backend, &mut rng).unwrap();
+    policy.set_threads(threads);
     let sizes: Vec<usize> = sp.param_shapes().iter().map(|(_, s)| s.iter().product()).collect();
     let mut opt = Optimizer::adam(&sizes, 2.5e-4, 1e-5);
     let coefs = PpoCoefs {
@@ -140,10 +142,11 @@ fn main() {
     for b in [64usize, 128, 512] {
         let (f, rate) = (flops(&sp, b), gemm_rate(b));
         let floor = f / (rate * 1e9) * 1e6;
-        let fused = update_us(Backend::Fused, b);
-        let candle = if fused_only { f64::NAN } else { update_us(Backend::Candle, b) };
+        let fused = update_us(Backend::Fused, b, 1);
+        let fused2 = update_us(Backend::Fused, b, 2);
+        let candle = if fused_only { f64::NAN } else { update_us(Backend::Candle, b, 1) };
         println!(
-            "| {b} | {:.2} M | {rate:.0} GFLOP/s | {floor:.1} µs | {fused:.1} µs | {:.2}× | {candle:.0} µs | {:.1}× |",
+            "| {b} | {:.2} M | {rate:.0} GFLOP/s | {floor:.1} µs | {fused:.1} µs | {:.2}× | {fused2:.1} µs | {candle:.0} µs | {:.1}× |",
             f / 1e6,
             fused / floor,
             candle / fused

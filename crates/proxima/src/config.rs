@@ -86,9 +86,10 @@ pub struct Config {
     pub ortho_init: bool,
     /// Initial Gaussian log-std (continuous actions).
     pub log_std_init: f32,
-    /// Threads for candle's tensor ops (1 is fastest at these network sizes; also keeps runs
-    /// bit-reproducible). The fused backend runs on one thread whatever this says (splitting a
-    /// minibatch's rows over threads is not built yet); many seeds use `--jobs` instead.
+    /// Threads of one run: candle's tensor ops use them (1 is fastest there), the fused backend
+    /// splits each minibatch's rows over them (shards of at least 64 rows) and adds the shards'
+    /// gradients in a fixed order, so a run is bit-reproducible for a given value. Many seeds
+    /// use `--jobs` instead.
     pub num_threads: usize,
     /// The policy network's implementation: `auto` (the fused CPU kernels for PPO, A2C and A3C,
     /// candle for TRPO), `fused` or `candle` (every result as before the fused backend, bit for

@@ -290,3 +290,54 @@ fn checkpoints_move_between_backends() {
     let e = Config::resolve("cleanrl", None, &["backend=gpu".into()]).unwrap_err().to_string();
     assert!(e.contains("backend") && e.contains("fused"), "{e}");
 }
+
+/// `num_threads` > 1: a minibatch's rows in shards on threads give the one-thread loss and
+/// gradient (to f32 rounding: the sums are grouped differently), and the same bits on every run
+/// with the same thread count.
+#[test]
+fn sharded_minibatches_agree_with_one_thread_and_repeat_exactly() {
+    for (aname, action) in actions() {
+        let sp = spec(action.clone(), true, Activation::Tanh);
+        let (c, one) = pair(&sp, 31);
+        let mut rng = ChaCha8Rng::seed_from_u64(32);
+        // 4 shards of 64 rows: a minibatch of 256 built from the candle policy's actions.
+        let obs: Vec<f32> = (0..256 * OBS_DIM).map(|_| rng.random_range(-2.0..2.0)).collect();
+        let out = Policy::act(&c, &obs, false, &mut rng).unwrap();
+        let (head, _) = Policy::dist_params_host(&c, &obs).unwrap();
+        let mb = Minibatch {
+            len: 256,
+            observations: obs,
+            actions: out.actions,
+            old_log_probs: out.log_probs.iter().map(|l| l + rng.random_range(-0.4..0.4)).collect(),
+            advantages: (0..256).map(|_| rng.random_range(-2.0..2.0)).collect(),
+            old_values: out.values.iter().map(|v| v + rng.random_range(-0.5..0.5)).collect(),
+            returns: out.values.iter().map(|v| v + rng.random_range(-1.0..1.0)).collect(),
+            old_head: head.iter().map(|h| h + rng.random_range(-0.3..0.3)).collect(),
+        };
+        let coefs = PpoCoefs {
+            clip_range: 0.2,
+            clip_range_vf: Some(0.2),
+            vf_coef: 0.5,
+            ent_coef: 0.01,
+            objective: Objective::AdaptiveKl,
+            kl_coef: 0.7,
+        };
+        let run = |threads: usize| {
+            let mut f = FusedMlp::from_params(sp.clone(), &one.params().unwrap()).unwrap();
+            f.set_threads(threads);
+            let v = f.ppo_loss(&mb, &[-0.3, -0.5], &coefs).unwrap().values;
+            let lr = f.log_ratio().to_vec();
+            (v, lr, f.backward().unwrap().into_iter().map(Option::unwrap).collect::<Vec<_>>())
+        };
+        let (v1, lr1, g1) = run(1);
+        let (v4, lr4, g4) = run(4);
+        assert_close(&format!("{aname} loss parts"), &v4, &v1, 1e-5);
+        // gemm tiles a shard of 64 rows differently from 256: a row's last bits may move.
+        assert_close(&format!("{aname} log r sharded"), &lr4, &lr1, 1e-5);
+        for (i, (a, b)) in g4.iter().zip(&g1).enumerate() {
+            assert_close(&format!("{aname} ∂L/∂θ[{i}] sharded"), a, b, 1e-5);
+        }
+        let (v4b, _, g4b) = run(4);
+        assert_eq!((v4b, g4b), (v4, g4), "{aname}: the same thread count gives the same bits");
+    }
+}

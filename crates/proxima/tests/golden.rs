@@ -345,6 +345,7 @@ fn fused_head<T: num_traits::Float>(
         returns: &x[6],
         old_head: &[],
         old_log_std: &[],
+        mean_over: 0,
     };
     let mut grads = HeadGrads {
         d_head: &mut d_head,

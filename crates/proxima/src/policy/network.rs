@@ -72,6 +72,14 @@ impl Network {
         Ok(net)
     }
 
+    /// Splits each minibatch of the fused backend over `threads` threads
+    /// ([`FusedMlp::set_threads`]); candle takes its thread count from rayon's pool instead.
+    pub fn set_threads(&mut self, threads: usize) {
+        if let Network::Fused(n) = self {
+            n.set_threads(threads);
+        }
+    }
+
     /// Which backend this network is on (`Fused` or `Candle`).
     pub fn backend(&self) -> Backend {
         match self {

@@ -263,7 +263,8 @@ impl Trainer {
         let collector = Collector::new(cfg.n_envs, cfg.seed, &mut make_env, |v| normalizer(&cfg, v))?;
         let spec = policy_spec(&cfg, &collector.venv)?;
         let backend = cfg.resolved_backend();
-        let policy = Network::new(spec.clone(), backend, &mut ChaCha8Rng::seed_from_u64(cfg.seed))?;
+        let mut policy = Network::new(spec.clone(), backend, &mut ChaCha8Rng::seed_from_u64(cfg.seed))?;
+        policy.set_threads(cfg.num_threads);
         tracing::info!("policy backend: {} (backend = {:?})", backend.as_str(), cfg.backend.as_str());
         let sizes: Vec<usize> = spec.param_shapes().iter().map(|(_, s)| s.iter().product()).collect();
         let opt = match cfg.optimizer {

@@ -41,6 +41,9 @@ pub struct HeadBatch<'a, T> {
     pub old_head: &'a [T],
     /// π_θold's log σ, `[dim]` (KL objectives with Gaussian actions).
     pub old_log_std: &'a [T],
+    /// The means are over this many rows (the whole minibatch's, when these rows are one shard
+    /// of it; 0 = these rows).
+    pub mean_over: usize,
 }
 
 /// Which loss: PPO's (any objective) or A2C's.
@@ -246,7 +249,8 @@ pub fn head_loss<T: Float>(
         )));
     }
     g.d_log_std.iter_mut().for_each(|x| *x = T::zero());
-    let inv_b: T = c(1.0 / n.max(1) as f64);
+    let m = if b.mean_over == 0 { n } else { b.mean_over };
+    let inv_b: T = c(1.0 / m.max(1) as f64);
     let (mut pl, mut vl, mut ent_sum) = (0f64, 0f64, 0f64);
     let comps = components(kind);
     let (scratch, ent_parts) = g.scratch.split_at_mut(SCRATCH_PER_HEAD * hd);
@@ -304,7 +308,7 @@ pub fn head_loss<T: Float>(
         vl += row_vl.to_f64().unwrap_or(f64::NAN);
         ent_sum += ent.to_f64().unwrap_or(f64::NAN);
     }
-    let m = n.max(1) as f64;
+    let m = m.max(1) as f64;
     let (pl, vl, ent) = (pl / m, vl / m, ent_sum / m);
     let (vf_coef, ent_coef) = match loss {
         HeadLoss::Ppo(co) => (co.vf_coef, co.ent_coef),

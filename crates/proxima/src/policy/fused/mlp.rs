@@ -1,5 +1,5 @@
 //! [`FusedMlp`]: the actor-critic MLP of [`PolicySpec`] on flat f32 buffers, with hand-written
-//! forward and backward passes and the losses in closed form ([`super::heads`]).
+//! forward and backward passes and the losses in closed form ([`super::heads`], [`super::net`]).
 //!
 //! θ is one contiguous vector (every parameter row-major, in the spec's order, concatenated:
 //! the candle network's names, shapes and layout, so checkpoints move between backends), ∇θ
@@ -7,161 +7,73 @@
 //! to the largest batch seen and is then reused: after the first minibatch an update allocates
 //! nothing. Inference (`act`, values) has its own workspace behind a `RefCell`, since the seam
 //! lends the policy immutably there.
+//!
+//! With [`FusedMlp::set_threads`] > 1 a minibatch's rows are split into that many shards (each at
+//! least [`MIN_SHARD_ROWS`]), each shard's loss and gradient computed on its own thread (rayon)
+//! into its own workspace and gradient vector, and the gradients added in shard order: for a
+//! given thread count the result is the same on every run.
 
-use super::heads::{head_loss, kl_sum, scratch_len, HeadBatch, HeadGrads, HeadLoss};
-use super::kernels::{activation_backward, dense_backward, dense_forward, transpose, SMALL_BATCH};
+use super::heads::{kl_sum, scratch_len, HeadLoss};
+use super::kernels::SMALL_BATCH;
+use super::net::{Net, Rows, Workspace};
 use crate::error::{ProximaError, Result};
 use crate::loss::PpoCoefs;
 use crate::policy::interface::{ActOutput, FlatParams, LossReport, Policy};
-use crate::policy::spec::{ActionKind, Activation, Part, PolicySpec};
+use crate::policy::spec::PolicySpec;
 use crate::rollout::Minibatch;
 use rand::{Rng, RngCore};
 use std::cell::RefCell;
 
-/// One dense layer: offsets of its weight `[out, inp]` and bias `[out]` in θ.
+/// A shard of a minibatch below this many rows is not worth a thread.
+pub const MIN_SHARD_ROWS: usize = 64;
+
+/// One thread's share of a minibatch: its workspace, its gradient, and its loss parts.
+#[derive(Debug)]
+struct Shard {
+    ws: Workspace,
+    grad: Vec<f32>,
+    out: Result<[f32; 4]>,
+}
+
+/// What the last loss left for [`Policy::backward`].
 #[derive(Clone, Copy, Debug)]
-struct Layer {
-    w: usize,
-    b: usize,
-    inp: usize,
-    out: usize,
-    /// The activation follows this layer (hidden layers, and a trunk's last).
-    activated: bool,
-}
-
-/// The activations of one batch, per tower and layer (`[rows, out]` each), and the backward
-/// pass's buffers. Grows with the batch and is reused.
-#[derive(Debug, Default)]
-struct Workspace {
-    rows: usize,
-    x: Vec<f32>,
-    trunk: Vec<Vec<f32>>,
-    actor: Vec<Vec<f32>>,
-    critic: Vec<Vec<f32>>,
-    d_head: Vec<f32>,
-    d_values: Vec<f32>,
-    log_ratio: Vec<f32>,
-    scratch: Vec<f32>,
-    /// Backward ping-pong buffers `[rows, widest]`, and the two heads' gradients at the trunk.
-    d_a: Vec<f32>,
-    d_b: Vec<f32>,
-    d_trunk: Vec<f32>,
-    d_trunk_critic: Vec<f32>,
-    /// Inference: every weight transposed, at θ's offsets (for broadcast FMAs on small batches),
-    /// and the [`FusedMlp`] θ version it was made from.
-    wt: Vec<f32>,
-    wt_version: Option<u64>,
-}
-
-fn grow(v: &mut Vec<f32>, n: usize) {
-    if v.len() < n {
-        v.resize(n, 0.0);
-    }
-}
-
-impl Workspace {
-    fn new(towers: [&[Layer]; 3], scratch_len: usize) -> Self {
-        let outs = |t: &[Layer]| vec![Vec::new(); t.len()];
-        Workspace {
-            trunk: outs(towers[0]),
-            actor: outs(towers[1]),
-            critic: outs(towers[2]),
-            scratch: vec![0.0; scratch_len],
-            ..Default::default()
-        }
-    }
-
-    /// Room for `rows` samples.
-    fn ensure(&mut self, rows: usize, towers: [&[Layer]; 3], obs_dim: usize, head_dim: usize) {
-        if rows <= self.rows {
-            return;
-        }
-        self.rows = rows;
-        grow(&mut self.x, rows * obs_dim);
-        let mut widest = obs_dim.max(head_dim);
-        for (outs, layers) in [&mut self.trunk, &mut self.actor, &mut self.critic].into_iter().zip(towers) {
-            for (o, l) in outs.iter_mut().zip(layers) {
-                grow(o, rows * l.out);
-                widest = widest.max(l.out).max(l.inp);
-            }
-        }
-        for v in [&mut self.d_a, &mut self.d_b, &mut self.d_trunk, &mut self.d_trunk_critic] {
-            grow(v, rows * widest);
-        }
-        grow(&mut self.d_head, rows * head_dim);
-        grow(&mut self.d_values, rows);
-        grow(&mut self.log_ratio, rows);
-    }
-}
-
-/// Forward through one tower's layers from `x` `[rows, inp]`, each output into `outs`; `wt`
-/// holds every weight transposed (at θ's offsets), for small batches.
-fn tower_forward(
-    layers: &[Layer],
-    outs: &mut [Vec<f32>],
-    x: &[f32],
-    (theta, wt): (&[f32], Option<&[f32]>),
-    rows: usize,
-    act: Activation,
-) {
-    for (i, l) in layers.iter().enumerate() {
-        let (prev, cur) = outs.split_at_mut(i);
-        let input = if i == 0 { x } else { &prev[i - 1][..] };
-        let a = l.activated.then_some(act);
-        let w = (&theta[l.w..l.b], wt.map(|t| &t[l.w..l.b]));
-        dense_forward(&mut cur[0], input, w, &theta[l.b..l.b + l.out], (rows, l.inp, l.out), a);
-    }
-}
-
-/// Backward through one tower: `dy` `[rows, last out]` enters at its last layer (already
-/// through that layer's activation, if any); the gradients of every layer go to `grad`, and
-/// ∂L/∂(tower input) to `d_in` when given. `dy` and `spare` are clobbered.
-#[allow(clippy::too_many_arguments)]
-fn tower_backward(
-    layers: &[Layer],
-    outs: &[Vec<f32>],
-    x: &[f32],
-    theta: &[f32],
-    grad: &mut [f32],
-    (mut dy, mut spare): (&mut Vec<f32>, &mut Vec<f32>),
-    mut d_in: Option<&mut [f32]>,
-    rows: usize,
-    act: Activation,
-) {
-    for i in (0..layers.len()).rev() {
-        let l = layers[i];
-        let input = if i == 0 { x } else { &outs[i - 1][..] };
-        let (gw, gb) = grad[l.w..l.b + l.out].split_at_mut(l.b - l.w);
-        let dx = if i > 0 { Some(&mut spare[..rows * l.inp]) } else { d_in.as_deref_mut() };
-        dense_backward(gw, gb, dx, &dy[..rows * l.out], input, &theta[l.w..l.b], (rows, l.inp, l.out));
-        if i > 0 {
-            activation_backward(&mut spare[..rows * l.inp], &outs[i - 1][..rows * l.inp], act);
-            std::mem::swap(&mut dy, &mut spare);
-        }
-    }
+enum Pending {
+    /// One workspace holds the forward pass of these rows; the backward pass is still to run.
+    Rows(usize),
+    /// The shards' gradients are already summed into ∇θ.
+    Done,
 }
 
 /// The actor-critic of a [`PolicySpec`] on the fused CPU kernels (module docs).
 #[derive(Debug)]
 pub struct FusedMlp {
-    spec: PolicySpec,
+    net: Net,
     names: Vec<String>,
     sizes: Vec<usize>,
     theta: Vec<f32>,
     grad: Vec<f32>,
-    trunk: Vec<Layer>,
-    actor: Vec<Layer>,
-    critic: Vec<Layer>,
-    /// Offset of the Gaussian log-std in θ.
-    log_std: Option<usize>,
     train: Workspace,
+    shards: Vec<Shard>,
+    threads: usize,
     infer: RefCell<Workspace>,
-    /// Rows of the last loss evaluated, until [`Policy::backward`].
-    pending: Option<usize>,
-    /// Rows of log r_t(θ) the last loss left in the workspace (0 after an A2C loss).
+    pending: Option<Pending>,
+    /// log r_t(θ) of the last PPO loss, `[B]` (its first `log_ratio_rows` values).
+    log_ratio: Vec<f32>,
     log_ratio_rows: usize,
     /// Bumped whenever θ may have changed (the inference workspace's Wᵀ follows it).
     version: u64,
+}
+
+/// Runs `f(i, shard)` for every shard, in parallel by halves (`rayon::join`: no allocation).
+fn run_shards(shards: &mut [Shard], first: usize, f: &(impl Fn(usize, &mut Shard) + Sync)) {
+    match shards.len() {
+        0 => {}
+        1 => f(first, &mut shards[0]),
+        n => {
+            let (a, b) = shards.split_at_mut(n / 2);
+            rayon::join(|| run_shards(a, first, f), || run_shards(b, first + n / 2, f));
+        }
+    }
 }
 
 impl FusedMlp {
@@ -192,42 +104,30 @@ impl FusedMlp {
             offsets.push(total);
             total += s;
         }
-        let (mut trunk, mut actor, mut critic) = (Vec::new(), Vec::new(), Vec::new());
-        for (k, l) in spec.plan().into_iter().enumerate() {
-            let layer =
-                Layer { w: offsets[2 * k], b: offsets[2 * k + 1], inp: l.fan_in, out: l.fan_out, activated: true };
-            match l.part {
-                Part::Trunk => trunk.push(layer),
-                Part::Actor => actor.push(layer),
-                Part::Critic => critic.push(layer),
-            }
-        }
-        for tower in [&mut actor, &mut critic] {
-            if let Some(last) = tower.last_mut() {
-                last.activated = false;
-            }
-        }
-        let log_std = matches!(spec.action, ActionKind::Continuous { .. }).then(|| offsets[offsets.len() - 1]);
-        let (towers, sl) = ([&trunk[..], &actor[..], &critic[..]], scratch_len(&spec.action));
-        let (train, infer) = (Workspace::new(towers, sl), RefCell::new(Workspace::new(towers, sl)));
-        let mut net = FusedMlp {
-            spec,
+        let net = Net::new(spec, &offsets);
+        let (train, infer) = (net.workspace(), RefCell::new(net.workspace()));
+        let mut mlp = FusedMlp {
+            net,
             names,
             sizes,
             theta: vec![0.0; total],
             grad: vec![0.0; total],
-            trunk,
-            actor,
-            critic,
-            log_std,
             train,
+            shards: Vec::new(),
+            threads: 1,
             infer,
             pending: None,
+            log_ratio: Vec::new(),
             log_ratio_rows: 0,
             version: 0,
         };
-        net.set_params(values)?;
-        Ok(net)
+        mlp.set_params(values)?;
+        Ok(mlp)
+    }
+
+    /// Splits each minibatch's rows over `threads` threads (1: none; see the module docs).
+    pub fn set_threads(&mut self, threads: usize) {
+        self.threads = threads.max(1);
     }
 
     /// Total number of scalar parameters.
@@ -247,19 +147,15 @@ impl FusedMlp {
             .collect()
     }
 
-    fn towers(&self) -> [&[Layer]; 3] {
-        [&self.trunk, &self.actor, &self.critic]
-    }
-
     fn log_std_values(&self) -> &[f32] {
-        match self.log_std {
+        match self.net.log_std {
             Some(o) => &self.theta[o..],
             None => &[],
         }
     }
 
     fn check_obs(&self, obs: &[f32]) -> Result<usize> {
-        let od = self.spec.obs_dim;
+        let od = self.net.spec.obs_dim;
         if !obs.len().is_multiple_of(od) {
             return Err(ProximaError::InvalidArgument(format!(
                 "{} observation values are not rows of obs_dim {od}",
@@ -269,129 +165,107 @@ impl FusedMlp {
         Ok(obs.len() / od)
     }
 
-    /// Forward of `rows` observations already in `ws.x`: head in `ws.actor.last()`, V(s) in
-    /// `ws.critic.last()`. Small batches use `ws.wt` when it is current.
-    fn forward(&self, ws: &mut Workspace, rows: usize) {
-        let act = self.spec.activation;
-        let wt = (ws.wt_version == Some(self.version)).then_some(&ws.wt[..]);
-        let theta = (&self.theta[..], wt);
-        let x = &ws.x[..rows * self.spec.obs_dim];
-        let tower_in = if self.trunk.is_empty() {
-            x
-        } else {
-            tower_forward(&self.trunk, &mut ws.trunk, x, theta, rows, act);
-            &ws.trunk[self.trunk.len() - 1][..]
-        };
-        tower_forward(&self.actor, &mut ws.actor, tower_in, theta, rows, act);
-        tower_forward(&self.critic, &mut ws.critic, tower_in, theta, rows, act);
-    }
-
-    /// Makes `ws.wt` the transpose of the current weights (once per θ).
-    fn refresh_transposes(&self, ws: &mut Workspace) {
-        if ws.wt_version == Some(self.version) {
-            return;
-        }
-        grow(&mut ws.wt, self.theta.len());
-        for l in self.trunk.iter().chain(&self.actor).chain(&self.critic) {
-            transpose(&mut ws.wt[l.w..l.b], &self.theta[l.w..l.b], (l.inp, l.out));
-        }
-        ws.wt_version = Some(self.version);
-    }
-
     /// Copies `obs` into the inference workspace and runs the forward pass; `f` reads it.
     fn infer<T>(&self, obs: &[f32], f: impl FnOnce(&Workspace, usize) -> T) -> Result<T> {
         let rows = self.check_obs(obs)?;
         let mut ws = self.infer.borrow_mut();
-        ws.ensure(rows, self.towers(), self.spec.obs_dim, self.spec.action.head_dim());
+        self.net.ensure(&mut ws, rows);
         ws.x[..obs.len()].copy_from_slice(obs);
         if rows < SMALL_BATCH {
-            self.refresh_transposes(&mut ws);
+            self.net.refresh_transposes(&self.theta, self.version, &mut ws);
         }
-        self.forward(&mut ws, rows);
+        self.net.forward(&self.theta, Some(self.version), &mut ws, rows);
         Ok(f(&ws, rows))
     }
 
-    /// Evaluates `loss` on minibatch `mb` (forward into the training workspace, then the
-    /// closed-form head), keeping what [`Policy::backward`] needs.
+    /// Evaluates `loss` on minibatch `mb`: on one workspace (the backward pass waits for
+    /// [`Policy::backward`]), or sharded over the threads with the gradient computed at once.
     fn eval_loss(&mut self, mb: &Minibatch, old_log_std: &[f32], loss: HeadLoss) -> Result<LossReport> {
         let rows = mb.len;
-        let (od, hd) = (self.spec.obs_dim, self.spec.action.head_dim());
-        if mb.observations.len() != rows * od {
+        let spec = &self.net.spec;
+        let dims = (spec.obs_dim, spec.action.act_dim(), spec.action.head_dim());
+        if mb.observations.len() != rows * dims.0 || mb.actions.len() != rows * dims.1 || mb.old_log_probs.len() != rows
+        {
             return Err(ProximaError::InvalidArgument(format!(
-                "minibatch of {rows} rows with {} observation values (obs_dim {od})",
-                mb.observations.len()
+                "minibatch of {rows} rows with {} observation and {} action values (obs_dim {}, act_dim {})",
+                mb.observations.len(),
+                mb.actions.len(),
+                dims.0,
+                dims.1
             )));
         }
-        let mut ws = std::mem::take(&mut self.train);
-        ws.ensure(rows, self.towers(), od, hd);
-        ws.x[..rows * od].copy_from_slice(&mb.observations);
-        self.forward(&mut ws, rows);
-        let (head, values) = (&ws.actor[self.actor.len() - 1][..rows * hd], &ws.critic[self.critic.len() - 1][..rows]);
-        let log_std_off = self.log_std.unwrap_or(self.theta.len());
-        let batch = HeadBatch {
-            head,
-            log_std: &self.theta[log_std_off..],
-            values,
-            actions: &mb.actions,
-            old_log_prob: &mb.old_log_probs,
-            advantages: &mb.advantages,
-            old_values: &mb.old_values,
-            returns: &mb.returns,
-            old_head: &mb.old_head,
-            old_log_std,
-        };
-        let mut grads = HeadGrads {
-            d_head: &mut ws.d_head[..rows * hd],
-            d_values: &mut ws.d_values[..rows],
-            d_log_std: &mut self.grad[log_std_off..],
-            log_ratio: &mut ws.log_ratio[..rows],
-            scratch: &mut ws.scratch,
-        };
-        let out = head_loss(&self.spec.action, &batch, &loss, &mut grads);
-        self.train = ws;
+        self.pending = None;
         self.log_ratio_rows = 0;
-        let values = out?;
-        self.pending = Some(rows);
+        let n_shards = self.threads.min(rows / MIN_SHARD_ROWS);
+        let (values, pending) = if n_shards > 1 {
+            (self.sharded_loss(mb, old_log_std, &loss, n_shards)?, Pending::Done)
+        } else {
+            let all = Rows::of(mb, 0..rows, dims);
+            let v = self.net.loss((&self.theta, &mut self.grad), &mut self.train, &all, (old_log_std, &loss, rows))?;
+            super::net::grow(&mut self.log_ratio, rows);
+            self.log_ratio[..rows].copy_from_slice(&self.train.log_ratio[..rows]);
+            (v, Pending::Rows(rows))
+        };
+        self.pending = Some(pending);
         self.log_ratio_rows = if matches!(loss, HeadLoss::Ppo(_)) { rows } else { 0 };
         Ok(LossReport { values })
     }
 
-    /// ∇θ of the last loss into `self.grad` (the log-std's part is already there).
-    fn backward_in_place(&mut self) -> Result<()> {
-        let rows = self
-            .pending
-            .take()
-            .ok_or_else(|| ProximaError::InvalidArgument("backward without a loss evaluated before it".into()))?;
-        let (act, od, hd) = (self.spec.activation, self.spec.obs_dim, self.spec.action.head_dim());
-        let ws = &mut self.train;
-        let (theta, grad) = (&self.theta[..], &mut self.grad[..]);
-        let x = &ws.x[..rows * od];
-        let shared = !self.trunk.is_empty();
-        let tower_in: &[f32] = if shared { &ws.trunk[self.trunk.len() - 1] } else { x };
-        let width = self.trunk.last().map_or(od, |l| l.out);
-        ws.d_a[..rows * hd].copy_from_slice(&ws.d_head[..rows * hd]);
-        let d_in = shared.then_some(&mut ws.d_trunk[..rows * width]);
-        tower_backward(&self.actor, &ws.actor, tower_in, theta, grad, (&mut ws.d_a, &mut ws.d_b), d_in, rows, act);
-        ws.d_a[..rows].copy_from_slice(&ws.d_values[..rows]);
-        let d_in = shared.then_some(&mut ws.d_trunk_critic[..rows * width]);
-        tower_backward(&self.critic, &ws.critic, tower_in, theta, grad, (&mut ws.d_a, &mut ws.d_b), d_in, rows, act);
-        if shared {
-            let n = rows * width;
-            ws.d_a[..n]
-                .iter_mut()
-                .zip(&ws.d_trunk[..n])
-                .zip(&ws.d_trunk_critic[..n])
-                .for_each(|((d, &a), &c)| *d = a + c);
-            activation_backward(&mut ws.d_a[..n], &ws.trunk[self.trunk.len() - 1][..n], act);
-            tower_backward(&self.trunk, &ws.trunk, x, theta, grad, (&mut ws.d_a, &mut ws.d_b), None, rows, act);
+    /// The loss and gradient of `mb` over `n` row shards in parallel, the gradients added into ∇θ
+    /// and the loss parts summed, both in shard order.
+    fn sharded_loss(&mut self, mb: &Minibatch, old_log_std: &[f32], loss: &HeadLoss, n: usize) -> Result<[f32; 4]> {
+        let rows = mb.len;
+        let spec = &self.net.spec;
+        let dims = (spec.obs_dim, spec.action.act_dim(), spec.action.head_dim());
+        while self.shards.len() < n {
+            let ws = self.net.workspace();
+            self.shards.push(Shard { ws, grad: vec![0.0; self.theta.len()], out: Ok([0.0; 4]) });
         }
-        Ok(())
+        let chunk = rows.div_ceil(n);
+        let (net, theta) = (&self.net, &self.theta[..]);
+        run_shards(&mut self.shards[..n], 0, &|i, sh: &mut Shard| {
+            let r = (i * chunk).min(rows)..((i + 1) * chunk).min(rows);
+            let part = Rows::of(mb, r.clone(), dims);
+            sh.out = net.loss((theta, &mut sh.grad), &mut sh.ws, &part, (old_log_std, loss, rows));
+            if sh.out.is_ok() {
+                net.backward(theta, &mut sh.ws, &mut sh.grad, r.len());
+            }
+        });
+        super::net::grow(&mut self.log_ratio, rows);
+        let mut parts = [0f64; 4];
+        for (i, sh) in self.shards[..n].iter_mut().enumerate() {
+            let out = std::mem::replace(&mut sh.out, Ok([0.0; 4]))?;
+            parts.iter_mut().zip(out).for_each(|(p, v)| *p += v as f64);
+            let r = (i * chunk).min(rows)..((i + 1) * chunk).min(rows);
+            self.log_ratio[r.clone()].copy_from_slice(&sh.ws.log_ratio[..r.len()]);
+            if i == 0 {
+                self.grad.copy_from_slice(&sh.grad);
+            } else {
+                crate::simd::with_avx2(
+                    #[inline(always)]
+                    || self.grad.iter_mut().zip(&sh.grad).for_each(|(g, &s)| *g += s),
+                );
+            }
+        }
+        Ok(parts.map(|p| p as f32))
+    }
+
+    /// ∇θ of the last loss into `self.grad`.
+    fn backward_in_place(&mut self) -> Result<()> {
+        match self.pending.take() {
+            Some(Pending::Rows(rows)) => {
+                self.net.backward(&self.theta, &mut self.train, &mut self.grad, rows);
+                Ok(())
+            }
+            Some(Pending::Done) => Ok(()),
+            None => Err(ProximaError::InvalidArgument("backward without a loss evaluated before it".into())),
+        }
     }
 }
 
 impl Policy for FusedMlp {
     fn spec(&self) -> &PolicySpec {
-        &self.spec
+        &self.net.spec
     }
 
     fn act(&self, obs: &[f32], deterministic: bool, rng: &mut dyn RngCore) -> Result<ActOutput> {
@@ -401,8 +275,8 @@ impl Policy for FusedMlp {
     }
 
     fn act_into(&self, obs: &[f32], deterministic: bool, rng: &mut dyn RngCore, out: &mut ActOutput) -> Result<()> {
-        let (hd, kind, log_std) = (self.spec.action.head_dim(), &self.spec.action, self.log_std_values());
-        let (na, nc) = (self.actor.len() - 1, self.critic.len() - 1);
+        let (hd, kind, log_std) = (self.net.spec.action.head_dim(), &self.net.spec.action, self.log_std_values());
+        let (na, nc) = (self.net.actor.len() - 1, self.net.critic.len() - 1);
         self.infer(obs, |ws, rows| {
             out.actions.clear();
             out.log_probs.clear();
@@ -424,12 +298,12 @@ impl Policy for FusedMlp {
     }
 
     fn predict_values(&self, obs: &[f32]) -> Result<Vec<f32>> {
-        let nc = self.critic.len() - 1;
+        let nc = self.net.critic.len() - 1;
         self.infer(obs, |ws, rows| ws.critic[nc][..rows].to_vec())
     }
 
     fn dist_params_host(&self, obs: &[f32]) -> Result<(Vec<f32>, Vec<f32>)> {
-        let (na, hd) = (self.actor.len() - 1, self.spec.action.head_dim());
+        let (na, hd) = (self.net.actor.len() - 1, self.net.spec.action.head_dim());
         let head = self.infer(obs, |ws, rows| ws.actor[na][..rows * hd].to_vec())?;
         Ok((head, self.log_std_values().to_vec()))
     }
@@ -443,7 +317,7 @@ impl Policy for FusedMlp {
     }
 
     fn log_ratio(&self) -> &[f32] {
-        &self.train.log_ratio[..self.log_ratio_rows]
+        &self.log_ratio[..self.log_ratio_rows]
     }
 
     fn backward(&mut self) -> Result<Vec<Option<Vec<f32>>>> {
@@ -458,7 +332,7 @@ impl Policy for FusedMlp {
     }
 
     fn rollout_kl(&self, obs: &[f32], old_head: &[f32], old_log_std: &[f32]) -> Result<f64> {
-        let (na, hd) = (self.actor.len() - 1, self.spec.action.head_dim());
+        let (na, hd) = (self.net.actor.len() - 1, self.net.spec.action.head_dim());
         let log_std = self.log_std_values();
         let rows = self.check_obs(obs)?;
         if old_head.len() != rows * hd {
@@ -467,7 +341,7 @@ impl Policy for FusedMlp {
                 old_head.len()
             )));
         }
-        let kind = &self.spec.action;
+        let kind = &self.net.spec.action;
         let sum = self.infer(obs, |ws, rows| {
             let mut scratch = vec![0f32; scratch_len(kind)];
             kl_sum(kind, (old_head, old_log_std), &ws.actor[na][..rows * hd], log_std, &mut scratch)

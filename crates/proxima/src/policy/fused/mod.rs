@@ -6,6 +6,7 @@
 mod heads;
 mod kernels;
 mod mlp;
+mod net;
 
 pub use self::heads::{head_loss, kl_sum, scratch_len, HeadBatch, HeadGrads, HeadLoss};
-pub use self::mlp::FusedMlp;
+pub use self::mlp::{FusedMlp, MIN_SHARD_ROWS};

@@ -1,0 +1,310 @@
+//! The fused network's structure and passes: its dense layers ([`Layer`], offsets into θ), the
+//! per-batch [`Workspace`], and [`Net`]: forward, the closed-form loss of a minibatch's rows and
+//! backward, on θ and ∇θ slices given by the caller (so several row shards can run at once on
+//! one θ).
+
+use super::heads::{head_loss, scratch_len, HeadBatch, HeadGrads, HeadLoss};
+use super::kernels::{activation_backward, dense_backward, dense_forward, transpose};
+use crate::error::Result;
+use crate::policy::spec::{ActionKind, Activation, Part, PolicySpec};
+use crate::rollout::Minibatch;
+
+/// One dense layer: offsets of its weight `[out, inp]` and bias `[out]` in θ.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Layer {
+    pub w: usize,
+    pub b: usize,
+    pub inp: usize,
+    pub out: usize,
+    /// The activation follows this layer (hidden layers, and a trunk's last).
+    pub activated: bool,
+}
+
+/// The activations of one batch, per tower and layer (`[rows, out]` each), and the backward
+/// pass's buffers. Grows with the batch and is reused.
+#[derive(Debug, Default)]
+pub(super) struct Workspace {
+    rows: usize,
+    pub x: Vec<f32>,
+    trunk: Vec<Vec<f32>>,
+    pub actor: Vec<Vec<f32>>,
+    pub critic: Vec<Vec<f32>>,
+    d_head: Vec<f32>,
+    d_values: Vec<f32>,
+    pub log_ratio: Vec<f32>,
+    scratch: Vec<f32>,
+    /// Backward ping-pong buffers `[rows, widest]`, and the two heads' gradients at the trunk.
+    d_a: Vec<f32>,
+    d_b: Vec<f32>,
+    d_trunk: Vec<f32>,
+    d_trunk_critic: Vec<f32>,
+    /// Inference: every weight transposed, at θ's offsets (for broadcast FMAs on small batches),
+    /// and the θ version it was made from.
+    wt: Vec<f32>,
+    wt_version: Option<u64>,
+}
+
+pub(super) fn grow(v: &mut Vec<f32>, n: usize) {
+    if v.len() < n {
+        v.resize(n, 0.0);
+    }
+}
+
+impl Workspace {
+    pub fn new(towers: [&[Layer]; 3], scratch_len: usize) -> Self {
+        let outs = |t: &[Layer]| vec![Vec::new(); t.len()];
+        Workspace {
+            trunk: outs(towers[0]),
+            actor: outs(towers[1]),
+            critic: outs(towers[2]),
+            scratch: vec![0.0; scratch_len],
+            ..Default::default()
+        }
+    }
+
+    /// Room for `rows` samples.
+    pub fn ensure(&mut self, rows: usize, towers: [&[Layer]; 3], obs_dim: usize, head_dim: usize) {
+        if rows <= self.rows {
+            return;
+        }
+        self.rows = rows;
+        grow(&mut self.x, rows * obs_dim);
+        let mut widest = obs_dim.max(head_dim);
+        for (outs, layers) in [&mut self.trunk, &mut self.actor, &mut self.critic].into_iter().zip(towers) {
+            for (o, l) in outs.iter_mut().zip(layers) {
+                grow(o, rows * l.out);
+                widest = widest.max(l.out).max(l.inp);
+            }
+        }
+        for v in [&mut self.d_a, &mut self.d_b, &mut self.d_trunk, &mut self.d_trunk_critic] {
+            grow(v, rows * widest);
+        }
+        grow(&mut self.d_head, rows * head_dim);
+        grow(&mut self.d_values, rows);
+        grow(&mut self.log_ratio, rows);
+    }
+}
+
+/// Forward through one tower's layers from `x` `[rows, inp]`, each output into `outs`; `wt`
+/// holds every weight transposed (at θ's offsets), for small batches.
+fn tower_forward(
+    layers: &[Layer],
+    outs: &mut [Vec<f32>],
+    x: &[f32],
+    (theta, wt): (&[f32], Option<&[f32]>),
+    rows: usize,
+    act: Activation,
+) {
+    for (i, l) in layers.iter().enumerate() {
+        let (prev, cur) = outs.split_at_mut(i);
+        let input = if i == 0 { x } else { &prev[i - 1][..] };
+        let a = l.activated.then_some(act);
+        let w = (&theta[l.w..l.b], wt.map(|t| &t[l.w..l.b]));
+        dense_forward(&mut cur[0], input, w, &theta[l.b..l.b + l.out], (rows, l.inp, l.out), a);
+    }
+}
+
+/// Backward through one tower: `dy` `[rows, last out]` enters at its last layer (already
+/// through that layer's activation, if any); the gradients of every layer go to `grad`, and
+/// ∂L/∂(tower input) to `d_in` when given. `dy` and `spare` are clobbered.
+#[allow(clippy::too_many_arguments)]
+fn tower_backward(
+    layers: &[Layer],
+    outs: &[Vec<f32>],
+    x: &[f32],
+    theta: &[f32],
+    grad: &mut [f32],
+    (mut dy, mut spare): (&mut Vec<f32>, &mut Vec<f32>),
+    mut d_in: Option<&mut [f32]>,
+    rows: usize,
+    act: Activation,
+) {
+    for i in (0..layers.len()).rev() {
+        let l = layers[i];
+        let input = if i == 0 { x } else { &outs[i - 1][..] };
+        let (gw, gb) = grad[l.w..l.b + l.out].split_at_mut(l.b - l.w);
+        let dx = if i > 0 { Some(&mut spare[..rows * l.inp]) } else { d_in.as_deref_mut() };
+        dense_backward(gw, gb, dx, &dy[..rows * l.out], input, &theta[l.w..l.b], (rows, l.inp, l.out));
+        if i > 0 {
+            activation_backward(&mut spare[..rows * l.inp], &outs[i - 1][..rows * l.inp], act);
+            std::mem::swap(&mut dy, &mut spare);
+        }
+    }
+}
+
+/// The rows `r` of a minibatch, as the loss reads them.
+#[derive(Clone, Copy)]
+pub(super) struct Rows<'a> {
+    pub observations: &'a [f32],
+    pub actions: &'a [f32],
+    pub old_log_probs: &'a [f32],
+    pub advantages: &'a [f32],
+    pub old_values: &'a [f32],
+    pub returns: &'a [f32],
+    pub old_head: &'a [f32],
+}
+
+impl<'a> Rows<'a> {
+    /// Rows `r` of `mb` (`od`, `ad`, `hd`: observation, stored action and head widths).
+    pub fn of(mb: &'a Minibatch, r: std::ops::Range<usize>, (od, ad, hd): (usize, usize, usize)) -> Self {
+        let old_head = if mb.old_head.is_empty() { &[][..] } else { &mb.old_head[r.start * hd..r.end * hd] };
+        Rows {
+            observations: &mb.observations[r.start * od..r.end * od],
+            actions: &mb.actions[r.start * ad..r.end * ad],
+            old_log_probs: &mb.old_log_probs[r.clone()],
+            advantages: &mb.advantages[r.clone()],
+            old_values: &mb.old_values[r.clone()],
+            returns: &mb.returns[r],
+            old_head,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.old_log_probs.len()
+    }
+}
+
+/// The network of a [`PolicySpec`] as layers over a flat θ.
+#[derive(Debug)]
+pub(super) struct Net {
+    pub spec: PolicySpec,
+    pub trunk: Vec<Layer>,
+    pub actor: Vec<Layer>,
+    pub critic: Vec<Layer>,
+    /// Offset of the Gaussian log-std in θ.
+    pub log_std: Option<usize>,
+}
+
+impl Net {
+    /// The layers of `spec`, with `offsets[i]` the start of parameter i in θ.
+    pub fn new(spec: PolicySpec, offsets: &[usize]) -> Self {
+        let (mut trunk, mut actor, mut critic) = (Vec::new(), Vec::new(), Vec::new());
+        for (k, l) in spec.plan().into_iter().enumerate() {
+            let layer =
+                Layer { w: offsets[2 * k], b: offsets[2 * k + 1], inp: l.fan_in, out: l.fan_out, activated: true };
+            match l.part {
+                Part::Trunk => trunk.push(layer),
+                Part::Actor => actor.push(layer),
+                Part::Critic => critic.push(layer),
+            }
+        }
+        for tower in [&mut actor, &mut critic] {
+            if let Some(last) = tower.last_mut() {
+                last.activated = false;
+            }
+        }
+        let log_std = matches!(spec.action, ActionKind::Continuous { .. }).then(|| offsets[offsets.len() - 1]);
+        Net { spec, trunk, actor, critic, log_std }
+    }
+
+    pub fn towers(&self) -> [&[Layer]; 3] {
+        [&self.trunk, &self.actor, &self.critic]
+    }
+
+    /// A workspace for this network (empty until [`Workspace::ensure`]).
+    pub fn workspace(&self) -> Workspace {
+        Workspace::new(self.towers(), scratch_len(&self.spec.action))
+    }
+
+    /// Makes room for `rows` in `ws`.
+    pub fn ensure(&self, ws: &mut Workspace, rows: usize) {
+        ws.ensure(rows, self.towers(), self.spec.obs_dim, self.spec.action.head_dim());
+    }
+
+    /// Forward of `rows` observations already in `ws.x` at θ: head in `ws.actor.last()`, V(s) in
+    /// `ws.critic.last()`. Small batches use `ws.wt` when it was made at θ's `version`.
+    pub fn forward(&self, theta: &[f32], version: Option<u64>, ws: &mut Workspace, rows: usize) {
+        let act = self.spec.activation;
+        let wt = (version.is_some() && ws.wt_version == version).then_some(&ws.wt[..]);
+        let theta = (theta, wt);
+        let x = &ws.x[..rows * self.spec.obs_dim];
+        let tower_in = if self.trunk.is_empty() {
+            x
+        } else {
+            tower_forward(&self.trunk, &mut ws.trunk, x, theta, rows, act);
+            &ws.trunk[self.trunk.len() - 1][..]
+        };
+        tower_forward(&self.actor, &mut ws.actor, tower_in, theta, rows, act);
+        tower_forward(&self.critic, &mut ws.critic, tower_in, theta, rows, act);
+    }
+
+    /// Makes `ws.wt` the transpose of θ's weights, θ being at `version` (once per version).
+    pub fn refresh_transposes(&self, theta: &[f32], version: u64, ws: &mut Workspace) {
+        if ws.wt_version == Some(version) {
+            return;
+        }
+        grow(&mut ws.wt, theta.len());
+        for l in self.trunk.iter().chain(&self.actor).chain(&self.critic) {
+            transpose(&mut ws.wt[l.w..l.b], &theta[l.w..l.b], (l.inp, l.out));
+        }
+        ws.wt_version = Some(version);
+    }
+
+    /// The loss of minibatch rows `mb` (forward into `ws`, then the closed-form head), its parts
+    /// as means over `mean_over` rows (the whole minibatch's, when `mb` is one shard of it);
+    /// ∂L/∂log σ goes to `grad`, log r to `ws.log_ratio`, the rest stays in `ws` for
+    /// [`Net::backward`].
+    ///
+    /// # Errors
+    /// [`head_loss`]'s.
+    pub fn loss(
+        &self,
+        (theta, grad): (&[f32], &mut [f32]),
+        ws: &mut Workspace,
+        mb: &Rows<'_>,
+        (old_log_std, loss, mean_over): (&[f32], &HeadLoss, usize),
+    ) -> Result<[f32; 4]> {
+        let (rows, od, hd) = (mb.len(), self.spec.obs_dim, self.spec.action.head_dim());
+        self.ensure(ws, rows);
+        ws.x[..rows * od].copy_from_slice(mb.observations);
+        self.forward(theta, None, ws, rows);
+        let log_std_off = self.log_std.unwrap_or(theta.len());
+        let batch = HeadBatch {
+            head: &ws.actor[self.actor.len() - 1][..rows * hd],
+            log_std: &theta[log_std_off..],
+            values: &ws.critic[self.critic.len() - 1][..rows],
+            actions: mb.actions,
+            old_log_prob: mb.old_log_probs,
+            advantages: mb.advantages,
+            old_values: mb.old_values,
+            returns: mb.returns,
+            old_head: mb.old_head,
+            old_log_std,
+            mean_over,
+        };
+        let mut grads = HeadGrads {
+            d_head: &mut ws.d_head[..rows * hd],
+            d_values: &mut ws.d_values[..rows],
+            d_log_std: &mut grad[log_std_off..],
+            log_ratio: &mut ws.log_ratio[..rows],
+            scratch: &mut ws.scratch,
+        };
+        head_loss(&self.spec.action, &batch, loss, &mut grads)
+    }
+
+    /// ∇θ of the loss [`Net::loss`] left in `ws` (over its `rows`) into `grad` (every weight and
+    /// bias written; the log-std's part is already there).
+    pub fn backward(&self, theta: &[f32], ws: &mut Workspace, grad: &mut [f32], rows: usize) {
+        let (act, od, hd) = (self.spec.activation, self.spec.obs_dim, self.spec.action.head_dim());
+        let x = &ws.x[..rows * od];
+        let shared = !self.trunk.is_empty();
+        let tower_in: &[f32] = if shared { &ws.trunk[self.trunk.len() - 1] } else { x };
+        let width = self.trunk.last().map_or(od, |l| l.out);
+        ws.d_a[..rows * hd].copy_from_slice(&ws.d_head[..rows * hd]);
+        let d_in = shared.then_some(&mut ws.d_trunk[..rows * width]);
+        tower_backward(&self.actor, &ws.actor, tower_in, theta, grad, (&mut ws.d_a, &mut ws.d_b), d_in, rows, act);
+        ws.d_a[..rows].copy_from_slice(&ws.d_values[..rows]);
+        let d_in = shared.then_some(&mut ws.d_trunk_critic[..rows * width]);
+        tower_backward(&self.critic, &ws.critic, tower_in, theta, grad, (&mut ws.d_a, &mut ws.d_b), d_in, rows, act);
+        if shared {
+            let n = rows * width;
+            ws.d_a[..n]
+                .iter_mut()
+                .zip(&ws.d_trunk[..n])
+                .zip(&ws.d_trunk_critic[..n])
+                .for_each(|((d, &a), &c)| *d = a + c);
+            activation_backward(&mut ws.d_a[..n], &ws.trunk[self.trunk.len() - 1][..n], act);
+            tower_backward(&self.trunk, &ws.trunk, x, theta, grad, (&mut ws.d_a, &mut ws.d_b), None, rows, act);
+        }
+    }
+}
