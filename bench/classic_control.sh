@@ -8,6 +8,7 @@
 # Env vars: SEEDS="1 2 3 4 5", STEPS=500000.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+case "${1:-}" in -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 cargo build --release -q -p proxima-cli
 envs=("$@"); [ ${#envs[@]} -gt 0 ] || envs=(CartPole-v1 Acrobot-v1)
 seeds=${SEEDS:-1 2 3 4 5}

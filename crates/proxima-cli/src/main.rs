@@ -65,7 +65,8 @@ struct TrainArgs {
     #[arg(required_unless_present = "resume")]
     env_id: Option<String>,
     /// Continue the run in RUN_DIR from its latest checkpoint (exactly: same weights as an
-    /// uninterrupted run). Only --total-timesteps and --quiet may accompany it.
+    /// uninterrupted run), or every unfinished seed of a multi-seed parent directory. Only
+    /// --total-timesteps (single runs), --backend, --jobs (multi-seed) and --quiet may accompany it.
     #[arg(long, value_name = "RUN_DIR", conflicts_with_all = ["preset", "config", "sets", "seed", "run_dir", "algo", "workers"])]
     resume: Option<PathBuf>,
     /// Algorithm: ppo, a2c, a3c or trpo. Without --preset it also picks that algorithm's
@@ -406,23 +407,23 @@ fn train_seeds(a: &TrainArgs, resume: Option<&Path>) -> Result<()> {
             let (env_id, cfg) = train_config(a)?;
             // Bad input fails before the file system is touched: build the first seed's trainer.
             drop(train::Trainer::new(env_id, Config { seed: list[0], ..cfg.clone() })?);
-            let base = format!(
-                "{}__{}__seeds{}",
-                safe_id(env_id),
-                cfg.algo,
-                a.seeds.as_deref().unwrap_or_default().replace(',', "_")
-            );
+            let list_name: String =
+                a.seeds.as_deref().unwrap_or_default().chars().filter(|c| !c.is_whitespace()).collect();
+            let base = format!("{}__{}__seeds{}", safe_id(env_id), cfg.algo, safe_id(&list_name.replace(',', "_")));
             let parent = claim_run_dir(a.run_dir.clone(), &base)?;
             seeds::create(&parent, &seeds::Manifest { env_id: env_id.to_string(), seeds: list, config: cfg })?;
             parent
         }
     };
     let m = seeds::read_manifest(&parent)?;
+    set_threads(m.config.num_threads);
+    let n = m.seeds.len();
     eprintln!(
-        "{} seeds of {} on {}, {jobs} at a time, into {}",
-        m.seeds.len(),
+        "{n} seed{} of {} on {}, {} at a time, into {}",
+        if n == 1 { "" } else { "s" },
         m.config.algo,
         m.env_id,
+        jobs.min(n),
         parent.display()
     );
     let t0 = std::time::Instant::now();
@@ -448,9 +449,14 @@ fn train_seeds(a: &TrainArgs, resume: Option<&Path>) -> Result<()> {
     }
     let finals: Vec<f64> = runs.iter().filter_map(|r| r.final_return).collect();
     let (mean, std, iqm, min) = seeds::aggregate(&finals);
+    let score = if finals.is_empty() {
+        "no evaluation (eval_episodes = 0)".to_string()
+    } else {
+        format!("final deterministic return {mean:.2} ± {std:.2} (IQM {iqm:.2}, min {min:.2})")
+    };
     println!(
-        "trained {} seeds of {} in {:.1} s; final deterministic return {mean:.2} ± {std:.2} (IQM {iqm:.2}, min {min:.2})",
-        runs.len(),
+        "trained {n} seed{} of {} in {:.1} s; {score}",
+        if n == 1 { "" } else { "s" },
         m.env_id,
         t0.elapsed().as_secs_f64()
     );

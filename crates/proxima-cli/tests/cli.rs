@@ -930,6 +930,27 @@ fn many_seeds_at_once_and_their_resume() {
     for s in ["seed_3", "seed_5", "seed_6"] {
         assert_eq!(model(&parent.join(s)), model(&broken.join(s)), "{s} after --resume");
     }
+    // A damaged final model (eval.json still there) is trained again from the last checkpoint.
+    let m5 = broken.join("seed_5/model.safetensors");
+    let bytes = std::fs::read(&m5).unwrap();
+    std::fs::write(&m5, &bytes[..100]).unwrap();
+    let (code, so, se) = proxima(&["train", "--resume", broken.to_str().unwrap(), "--quiet"]);
+    assert_eq!(code, 0, "{so}{se}");
+    assert_eq!(model(&parent.join("seed_5")), model(&broken.join("seed_5")), "seed_5 rebuilt");
+    // A manifest that does not describe its seeds is refused, naming the problem.
+    let manifest = broken.join("seeds.toml");
+    let good = std::fs::read_to_string(&manifest).unwrap();
+    for (from, to, says) in [
+        ("seeds = [3, 5, 6]", "seeds = [3, 3]", "listed twice"),
+        ("seeds = [3, 5, 6]", "seeds = []", "must list 1 to"),
+        ("env_id = \"CartPole-v1\"", "env_id = \"Acrobot-v1\"", "says Acrobot-v1"),
+    ] {
+        assert!(good.contains(from), "{good}");
+        std::fs::write(&manifest, good.replace(from, to)).unwrap();
+        let (code, _, se) = proxima(&["train", "--resume", broken.to_str().unwrap(), "--quiet"]);
+        assert!(code != 0 && se.contains(says), "{to}: {se}");
+    }
+    std::fs::write(&manifest, good).unwrap();
     // Bad input.
     for (seeds, says) in [("5-2", "backwards"), ("1,1", "twice"), ("x", "not a seed"), ("0-99999", "more than")] {
         let (code, _, se) =

@@ -58,7 +58,8 @@ impl CsvLogger {
     }
 }
 
-/// Writes scalars to a TensorBoard event file (`events.out.tfevents.<time>.<host>`).
+/// Writes scalars to a TensorBoard event file (`events.out.tfevents.<time>.<host>.<pid>.proxima`, a
+/// new file for every process, so a resumed run keeps the earlier ones).
 pub struct TensorBoardWriter {
     path: PathBuf,
     out: BufWriter<File>,
@@ -118,8 +119,19 @@ impl TensorBoardWriter {
         let host = std::fs::read_to_string("/etc/hostname")
             .map(|h| h.trim().to_string())
             .unwrap_or_else(|_| "localhost".into());
-        let path = dir.join(format!("events.out.tfevents.{}.{host}.proxima", now as u64));
-        let file = File::create(&path).map_err(|e| ProximaError::io(&path, e))?;
+        // Never over an earlier process's file (a resume within the same second): the pid, then a
+        // counter, make the name new; `create_new` refuses an existing one.
+        let (secs, pid) = (now as u64, std::process::id());
+        let mut k = 0;
+        let (path, file) = loop {
+            let suffix = if k == 0 { String::new() } else { format!(".{k}") };
+            let path = dir.join(format!("events.out.tfevents.{secs}.{host}.{pid}.proxima{suffix}"));
+            match File::options().write(true).create_new(true).open(&path) {
+                Ok(f) => break (path, f),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && k < 1000 => k += 1,
+                Err(e) => return Err(ProximaError::io(&path, e)),
+            }
+        };
         let mut w = TensorBoardWriter { path, out: BufWriter::new(file) };
         w.record(&event(now, 0, Some("brain.Event:2"), None))?;
         w.flush()?;
@@ -158,6 +170,16 @@ impl TensorBoardWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn writers_created_in_the_same_second_keep_separate_files() {
+        let dir = std::env::temp_dir().join(format!("proxima-tb-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (a, b) = (TensorBoardWriter::create(&dir).unwrap(), TensorBoardWriter::create(&dir).unwrap());
+        assert_ne!(a.path(), b.path());
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2, "the second did not overwrite the first");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn masked_crc_matches_tensorflow_reference() {

@@ -45,7 +45,11 @@ pub struct Manifest {
 pub fn parse_seeds(spec: &str) -> Result<Vec<u64>> {
     let mut seeds = Vec::new();
     for part in spec.split(',').map(str::trim) {
-        let num = |s: &str| s.trim().parse::<u64>().with_context(|| format!("--seeds {spec}: `{s}` is not a seed"));
+        let num = |s: &str| {
+            s.trim()
+                .parse::<u64>()
+                .with_context(|| format!("--seeds {spec}: `{part}` is not a seed or a range of seeds"))
+        };
         let (lo, hi) = match part.split_once('-') {
             Some((a, b)) => (num(a)?, num(b)?),
             None => (num(part)?, num(part)?),
@@ -103,6 +107,16 @@ pub fn read_manifest(parent: &Path) -> Result<Manifest> {
     let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
     let m: Manifest = toml::from_str(&text).with_context(|| format!("{} is malformed", path.display()))?;
     m.config.validate()?;
+    let bad = |why: &str| anyhow::anyhow!("{}: {why}", path.display());
+    if m.seeds.is_empty() || m.seeds.len() > MAX_SEEDS {
+        return Err(bad(&format!("`seeds` must list 1 to {MAX_SEEDS} seeds, not {}", m.seeds.len())));
+    }
+    if let Some(s) = m.seeds.iter().enumerate().find_map(|(i, s)| m.seeds[..i].contains(s).then_some(s)) {
+        return Err(bad(&format!("seed {s} is listed twice")));
+    }
+    if m.env_id.is_empty() {
+        return Err(bad("`env_id` is empty"));
+    }
     Ok(m)
 }
 
@@ -124,7 +138,13 @@ pub fn run(
     backend: Option<Backend>,
     progress: impl Fn(&SeedRun, usize, usize) + Sync,
 ) -> Result<(Manifest, Vec<SeedRun>)> {
-    let m = read_manifest(parent)?;
+    let mut m = read_manifest(parent)?;
+    if let Some(b) = backend.filter(|&b| b != m.config.backend) {
+        // Seeds that start from nothing follow the move too, now and in later resumes.
+        m.config.backend = b;
+        m.config.validate()?;
+        create(parent, &m)?;
+    }
     let done = std::sync::atomic::AtomicUsize::new(0);
     let runs = pool::run_all(jobs, &m.seeds, |_, &seed| {
         let r = run_seed(parent, &m, seed, backend);
@@ -148,7 +168,7 @@ pub fn failures(parent: &Path, runs: &[SeedRun]) -> Option<anyhow::Error> {
         runs.iter().filter_map(|r| r.error.as_ref().map(|e| format!("seed {}: {e}", r.seed))).collect();
     (!failed.is_empty()).then(|| {
         anyhow::anyhow!(
-            "{} of {} seeds failed (continue with `proxima train --resume {}`):\n  {}",
+            "{} of {} seeds failed (fix or delete their seed_<n> directories — a deleted seed trains again from the start — then `proxima train --resume {}`):\n  {}",
             failed.len(),
             runs.len(),
             parent.display(),
@@ -162,12 +182,21 @@ pub fn failures(parent: &Path, runs: &[SeedRun]) -> Option<anyhow::Error> {
 fn run_seed(parent: &Path, m: &Manifest, seed: u64, backend: Option<Backend>) -> SeedRun {
     let dir = seed_dir(parent, seed);
     let outcome = (|| -> Result<f64> {
-        if dir.join("model.safetensors").is_file() && dir.join("eval.json").is_file() {
+        if is_complete(&dir) {
             return Ok(0.0);
         }
         let trainer = match latest_checkpoint(&dir) {
             Ok(file) if dir.join("checkpoints").is_dir() => {
-                Trainer::resume_on(&proxima::checkpoint::load(&file)?, None, backend)?
+                let ck = proxima::checkpoint::load(&file)?;
+                if ck.meta.env_id != m.env_id {
+                    bail!(
+                        "{} was trained on {}, the parent's {MANIFEST} says {}",
+                        dir.display(),
+                        ck.meta.env_id,
+                        m.env_id
+                    );
+                }
+                Trainer::resume_on(&ck, None, backend)?
             }
             _ => {
                 if dir.exists() {
@@ -176,29 +205,35 @@ fn run_seed(parent: &Path, m: &Manifest, seed: u64, backend: Option<Backend>) ->
                 }
                 let mut cfg = m.config.clone();
                 cfg.seed = seed;
-                if let Some(b) = backend {
-                    cfg.backend = b;
-                }
                 Trainer::new(&m.env_id, cfg)?
             }
         };
         Ok(train::run(trainer, &dir, |_| {})?.train_seconds)
     })();
     let mut r = SeedRun { seed, final_return: None, episodes: 0, train_seconds: 0.0, curve: Vec::new(), error: None };
-    match outcome.and_then(|secs| read_back(&dir, &mut r).map(|()| secs)) {
+    match outcome.and_then(|secs| read_back(&dir, &m.env_id, &mut r).map(|()| secs)) {
         Ok(secs) => r.train_seconds = if secs > 0.0 { secs } else { r.train_seconds },
         Err(e) => r.error = Some(format!("{e:#}")),
     }
     r
 }
 
-/// Fills `r` from a finished seed's `eval.json` and `progress.csv`.
-fn read_back(dir: &Path, r: &mut SeedRun) -> Result<()> {
+/// A seed is complete when its final model loads and its `eval.json` is there (a damaged model
+/// is trained again from the latest checkpoint).
+fn is_complete(dir: &Path) -> bool {
+    dir.join("eval.json").is_file() && proxima::checkpoint::load(&dir.join("model.safetensors")).is_ok()
+}
+
+/// Fills `r` from a finished seed's `eval.json` and `progress.csv` (a run of `env_id`).
+fn read_back(dir: &Path, env_id: &str, r: &mut SeedRun) -> Result<()> {
     let path = dir.join("eval.json");
     let eval: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?,
     )
     .with_context(|| format!("{} is malformed", path.display()))?;
+    if eval["env_id"].as_str() != Some(env_id) {
+        bail!("{} is a run of {}, the parent's {MANIFEST} says {env_id}", path.display(), eval["env_id"]);
+    }
     r.final_return = eval["mean_return"].as_f64();
     r.episodes = eval["episodes"].as_u64().unwrap_or(0) as usize;
     r.train_seconds = eval["train_seconds"].as_f64().unwrap_or(0.0);
