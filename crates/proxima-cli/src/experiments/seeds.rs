@@ -20,6 +20,9 @@ use proxima::train::{self, Trainer};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
+/// A curve's label and its (environment step, return) points.
+pub type LabelledCurve = (String, Vec<(f64, f64)>);
+
 /// The parent directory's description of its runs.
 pub const MANIFEST: &str = "seeds.toml";
 
@@ -157,7 +160,7 @@ pub fn run(
 }
 
 /// The title and the curves of the one chart of every seed (`learning_curves.png`).
-pub fn curves(m: &Manifest, runs: &[SeedRun]) -> (String, Vec<(String, Vec<(f64, f64)>)>) {
+pub fn curves(m: &Manifest, runs: &[SeedRun]) -> (String, Vec<LabelledCurve>) {
     let title = format!("{} — {} ({}), {} seeds", m.env_id, m.config.algo, m.config.preset, m.seeds.len());
     (title, runs.iter().map(|r| (format!("seed {}", r.seed), r.curve.clone())).collect())
 }
