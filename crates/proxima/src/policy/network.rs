@@ -9,8 +9,7 @@ use crate::error::Result;
 use crate::loss::PpoCoefs;
 use crate::rollout::Minibatch;
 use candle_core::Device;
-use rand::{Rng, RngCore, SeedableRng};
-use rand_chacha::ChaCha8Rng;
+use rand::{Rng, RngCore};
 use serde::{Deserialize, Serialize};
 
 /// The config's `backend` key: which implementation of the policy network trains.
@@ -60,16 +59,6 @@ impl Network {
             Backend::Candle => Network::Candle(ActorCritic::new(spec, &Device::Cpu, rng)?),
             Backend::Auto | Backend::Fused => Network::Fused(FusedMlp::new(spec, rng)?),
         })
-    }
-
-    /// A copy of this network's parameters on `backend` (`Auto` means fused).
-    ///
-    /// # Errors
-    /// The backends' errors.
-    pub fn to_backend(&self, backend: Backend) -> Result<Self> {
-        let mut net = Network::new(self.spec().clone(), backend, &mut ChaCha8Rng::seed_from_u64(0))?;
-        net.set_params(&self.params()?)?;
-        Ok(net)
     }
 
     /// Splits each minibatch of the fused backend over `threads` threads
