@@ -14,9 +14,10 @@ Each case is a sub-directory present in both trees. In it:
     keys (`train_seconds`, `sps`, `collect_seconds`, `update_seconds`, `seconds`) and `checkpoint`;
     the tree's own path inside strings (a run directory named in an lm config) reads `<tree>`.
   * every other file named `*.md`, `*.txt` or `*.toml` (config.toml): byte-equal.
-The line `backend = "candle"` is dropped from configs (config.toml, a checkpoint's `config` metadata)
-before comparing: the current binary runs with it (bench/same_results.sh), a reference from before
-the key existed cannot write it.
+The lines `backend = "candle"` and `vector_env = "off"` are dropped from configs (config.toml, a
+checkpoint's `config` metadata) before comparing: keys a reference from before them cannot write (the
+current binary runs with the first, bench/same_results.sh; the second is the default: bridged envs
+stepped one by one, as before).
 A case that holds a file named `SKIPPED` is reported as skipped with its reason.
 """
 import csv
@@ -52,12 +53,14 @@ def max_abs_diff(dtype, x, y):
     return max((abs(a - b) for a, b in zip(xs, ys)), default=0.0)
 
 
-BACKEND_LINE = 'backend = "candle"'
+# Config lines a reference from before these keys cannot write: the backend the current binary is
+# run with here, and the default vector-env mode (bridged envs stepped one by one, as before).
+NEW_KEY_LINES = {'backend = "candle"', 'vector_env = "off"'}
 
 
 def without_backend(text):
-    """A config's text without the `backend = "candle"` line."""
-    return "".join(line for line in text.splitlines(keepends=True) if line.strip() != BACKEND_LINE)
+    """A config's text without the lines of keys the reference predates (NEW_KEY_LINES)."""
+    return "".join(line for line in text.splitlines(keepends=True) if line.strip() not in NEW_KEY_LINES)
 
 
 def normalised_meta(meta):

@@ -44,6 +44,41 @@ fn ppo_trains_on_a_bridged_env_and_resumes_through_make() {
     let _ = std::fs::remove_file(&path);
 }
 
+/// Bridged envs stepped as one Gymnasium vector env (`vector_env = "sync"`, and `"async"`:
+/// subprocesses) train exactly as the same envs bridged one by one (`"off"`, the default): the
+/// same weights bit for bit after a few updates (same-step autoreset and final-observation
+/// bootstrap kept).
+#[test]
+fn training_on_a_gymnasium_vector_env_matches_envs_bridged_one_by_one() {
+    use proxima::policy::Policy;
+    if !setup() {
+        return;
+    }
+    let id = "gym:toy_envs:toy/BoxDiscrete-v0"; // 10-step episodes: truncations in every rollout
+    let cfg = |mode: &str| {
+        let sets = ["n_envs=3", "n_steps=16", "batch_size=16", "total_timesteps=192", &format!("vector_env={mode}")];
+        Config::resolve("cleanrl", None, &sets.map(String::from)).unwrap()
+    };
+    let train = |mut tr: Trainer| {
+        while !tr.is_done() {
+            tr.step().unwrap();
+        }
+        (tr.policy.params().unwrap(), tr.collector.stats.return_mean())
+    };
+    let off = Trainer::new(id, cfg("off")).unwrap();
+    assert_eq!(off.collector.venv.envs().len(), 3, "off: three env objects");
+    let one_by_one = train(off);
+    for mode in ["sync", "async"] {
+        let tr = Trainer::new(id, cfg(mode)).unwrap();
+        assert!(tr.collector.venv.envs().is_empty(), "{mode}: one vector env, not three env objects");
+        assert_eq!(train(tr), one_by_one, "vector_env = {mode}");
+    }
+    for mode in ["sync", "async"] {
+        let e = Trainer::new("CartPole-v1", cfg(mode)).err().unwrap().to_string();
+        assert!(e.contains(&format!("vector_env = `{mode}`")) && e.contains("native envs step in-process"), "{e}");
+    }
+}
+
 #[test]
 fn evaluate_records_a_gif_of_a_bridged_env() {
     if !setup() {

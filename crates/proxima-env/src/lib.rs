@@ -299,6 +299,29 @@ pub fn register_prefix(prefix: &'static str, factory: EnvFactory) {
     ext.push((prefix, factory));
 }
 
+/// Builds a [`vec_env::BatchEnv`] of N envs from the text after a registered prefix (see
+/// [`register_vector_prefix`]).
+pub type VectorFactory = fn(&str, usize, vec_env::VectorMode) -> Result<Box<dyn vec_env::BatchEnv>>;
+
+static EXTERNAL_VECTOR: std::sync::RwLock<Vec<(&'static str, VectorFactory)>> = std::sync::RwLock::new(Vec::new());
+
+/// Routes every id starting with `prefix` to `factory` when N envs of it are wanted at once
+/// ([`make_vector`]): how the bridge steps N Python envs as one Gymnasium vector env.
+pub fn register_vector_prefix(prefix: &'static str, factory: VectorFactory) {
+    let mut ext = EXTERNAL_VECTOR.write().unwrap_or_else(|e| e.into_inner());
+    ext.retain(|(p, _)| *p != prefix);
+    ext.push((prefix, factory));
+}
+
+/// N envs of `env_id` as one [`vec_env::BatchEnv`] stepped in `mode`, when a vector factory is
+/// registered for its prefix; `None` otherwise (native envs: build them one by one with
+/// [`make`]).
+pub fn make_vector(env_id: &str, n: usize, mode: vec_env::VectorMode) -> Option<Result<Box<dyn vec_env::BatchEnv>>> {
+    let ext =
+        EXTERNAL_VECTOR.read().unwrap_or_else(|e| e.into_inner()).iter().find(|(p, _)| env_id.starts_with(p)).copied();
+    ext.map(|(prefix, factory)| factory(&env_id[prefix.len()..], n, mode))
+}
+
 /// Ids of the native environments, in registry order.
 pub const NATIVE_ENV_IDS: [&str; 5] =
     ["CartPole-v1", "Acrobot-v1", "MountainCar-v0", "MountainCarContinuous-v0", "Pendulum-v1"];

@@ -11,6 +11,55 @@
 use crate::error::{EnvError, Result};
 use crate::{Action, Env, Space};
 
+/// How a vector env of bridged (Python) envs steps them (the config's `vector_env`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VectorMode {
+    /// `gymnasium.vector.SyncVectorEnv`: the N envs in one Python call per step, in turn.
+    Sync,
+    /// `gymnasium.vector.AsyncVectorEnv`: one subprocess per env, stepped in parallel.
+    Async,
+}
+
+/// N environments stepped together by one object (a Gymnasium vector env behind the bridge),
+/// with the same-step autoreset convention of this module.
+pub trait BatchEnv: Send {
+    /// The envs' id.
+    fn id(&self) -> &str;
+    /// N.
+    fn num_envs(&self) -> usize;
+    /// One env's observation space.
+    fn observation_space(&self) -> Space;
+    /// One env's action space.
+    fn action_space(&self) -> Space;
+    /// Resets every env, env `i` with seed `seed + i`, its observation into row `i` of `obs`
+    /// (`[N, obs_dim]`).
+    ///
+    /// # Errors
+    /// The envs' own errors.
+    fn reset(&mut self, seed: u64, obs: &mut [f32]) -> Result<()>;
+    /// Steps every env with its row of `actions` (`[N, act_dim]`, stored as f32), autoresetting
+    /// those whose episode ended (same step), and fills `out`.
+    ///
+    /// # Errors
+    /// The envs' own errors.
+    fn step(&mut self, actions: &[f32], out: &mut BatchStep) -> Result<()>;
+}
+
+/// What one [`BatchEnv::step`] returns, per env (each `[N]`, observations `[N, obs_dim]`).
+#[derive(Clone, Debug, Default)]
+pub struct BatchStep {
+    /// The next observations: the first of a new episode where one ended.
+    pub obs: Vec<f32>,
+    /// r_t.
+    pub rewards: Vec<f64>,
+    /// Episode ended in a terminal state.
+    pub terminated: Vec<bool>,
+    /// Episode cut (time limit).
+    pub truncated: Vec<bool>,
+    /// The last observation of each episode that ended at this step.
+    pub final_obs: Vec<Option<Vec<f32>>>,
+}
+
 /// A finished episode: which env, its undiscounted return and its length in steps.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct EpisodeRecord {
@@ -28,6 +77,9 @@ pub struct EpisodeRecord {
 /// rollout is bound by the policy's forward pass, which is batched over all N envs.
 pub struct SyncVectorEnv {
     envs: Vec<Box<dyn Env>>,
+    /// The envs as one [`BatchEnv`] (then `envs` is empty), with its step's buffers.
+    batch: Option<(Box<dyn BatchEnv>, BatchStep)>,
+    n: usize,
     obs_dim: usize,
     act_dim: usize,
     action_space: Space,
@@ -62,10 +114,37 @@ impl SyncVectorEnv {
         if envs.iter().any(|e| e.observation_space() != observation_space || e.action_space() != action_space) {
             return Err(EnvError::InvalidArgument("all envs of a vector env must share their spaces".into()));
         }
+        Ok(Self::with_spaces(envs, None, n, observation_space, action_space))
+    }
+
+    /// The N envs of one [`BatchEnv`] (a Gymnasium vector env): stepped with one call per step,
+    /// seen exactly as [`SyncVectorEnv::new`]'s (same autoreset, final observations, episode
+    /// records, NaN checks).
+    ///
+    /// # Errors
+    /// `InvalidArgument` for N = 0.
+    pub fn from_batch(batch: Box<dyn BatchEnv>) -> Result<Self> {
+        let n = batch.num_envs();
+        if n == 0 {
+            return Err(EnvError::InvalidArgument("a vector env needs n_envs ≥ 1".into()));
+        }
+        let (observation_space, action_space) = (batch.observation_space(), batch.action_space());
+        Ok(Self::with_spaces(Vec::new(), Some((batch, BatchStep::default())), n, observation_space, action_space))
+    }
+
+    fn with_spaces(
+        envs: Vec<Box<dyn Env>>,
+        batch: Option<(Box<dyn BatchEnv>, BatchStep)>,
+        n: usize,
+        observation_space: Space,
+        action_space: Space,
+    ) -> Self {
         let obs_dim = observation_space.flat_dim();
         let act_dim = action_space.flat_dim();
-        Ok(SyncVectorEnv {
+        SyncVectorEnv {
             envs,
+            batch,
+            n,
             obs_dim,
             act_dim,
             action_space,
@@ -79,12 +158,20 @@ impl SyncVectorEnv {
             ep_return: vec![0.0; n],
             ep_len: vec![0; n],
             steps: 0,
-        })
+        }
     }
 
     /// The envs' id.
     pub fn env_id(&self) -> &str {
-        self.envs[0].id()
+        match &self.batch {
+            Some((b, _)) => b.id(),
+            None => self.envs[0].id(),
+        }
+    }
+
+    /// N.
+    pub fn num_envs(&self) -> usize {
+        self.n
     }
     /// The single env's observation space.
     pub fn observation_space(&self) -> &Space {
@@ -98,7 +185,8 @@ impl SyncVectorEnv {
     pub fn obs(&self) -> &[f32] {
         &self.obs
     }
-    /// The envs themselves (for saving their state).
+    /// The envs themselves (for saving their state); empty for a [`BatchEnv`], whose envs'
+    /// state lives elsewhere.
     pub fn envs(&self) -> &[Box<dyn Env>] {
         &self.envs
     }
@@ -112,7 +200,7 @@ impl SyncVectorEnv {
     }
     /// Restores running episode returns and lengths and the current observations (exact resume).
     pub fn restore(&mut self, obs: Vec<f32>, ep_return: Vec<f64>, ep_len: Vec<usize>) -> Result<()> {
-        if obs.len() != self.obs.len() || ep_return.len() != self.envs.len() || ep_len.len() != self.envs.len() {
+        if obs.len() != self.obs.len() || ep_return.len() != self.n || ep_len.len() != self.n {
             return Err(EnvError::InvalidArgument("vector-env state of the wrong size".into()));
         }
         self.obs = obs;
@@ -124,10 +212,15 @@ impl SyncVectorEnv {
     /// Resets every env; env `i` is seeded with `seed + i` (Gymnasium's vector-env convention).
     /// Returns the observations `[N, obs_dim]`.
     pub fn reset(&mut self, seed: u64) -> Result<&[f32]> {
-        for i in 0..self.envs.len() {
-            let (o, _) = self.envs[i].reset(Some(seed.wrapping_add(i as u64)))?;
-            self.check_obs(i, &o)?;
-            self.obs[i * self.obs_dim..(i + 1) * self.obs_dim].copy_from_slice(&o);
+        if let Some((b, _)) = &mut self.batch {
+            b.reset(seed, &mut self.obs)?;
+        }
+        for i in 0..self.n {
+            if self.batch.is_none() {
+                let (o, _) = self.envs[i].reset(Some(seed.wrapping_add(i as u64)))?;
+                self.obs[i * self.obs_dim..(i + 1) * self.obs_dim].copy_from_slice(&o);
+            }
+            self.check_obs(i, &self.obs[i * self.obs_dim..(i + 1) * self.obs_dim])?;
             self.ep_return[i] = 0.0;
             self.ep_len[i] = 0;
         }
@@ -141,7 +234,7 @@ impl SyncVectorEnv {
     /// `InvalidArgument` for a wrong-length action array; `NonFinite` naming env id, env index
     /// and step for a NaN/inf observation or reward; the env's own errors.
     pub fn step(&mut self, actions: &[f32]) -> Result<()> {
-        let n = self.envs.len();
+        let n = self.n;
         if actions.len() != n * self.act_dim {
             return Err(EnvError::InvalidArgument(format!(
                 "vector env expected {} action values ({n} envs × {}), got {}",
@@ -152,36 +245,91 @@ impl SyncVectorEnv {
         }
         self.steps += 1;
         let discrete = matches!(self.action_space, Space::Discrete { .. });
-        for i in 0..n {
-            let a = &actions[i * self.act_dim..(i + 1) * self.act_dim];
-            let action = if discrete {
-                if !(a[0] >= 0.0 && a[0].fract() == 0.0) {
-                    return Err(EnvError::InvalidAction(format!(
-                        "{}: discrete action {} is not a non-negative integer",
-                        self.env_id(),
-                        a[0]
-                    )));
-                }
-                Action::Discrete(a[0] as usize)
-            } else {
-                Action::Continuous(a)
-            };
-            let r = self.envs[i].step(action)?;
-            if !r.reward.is_finite() {
-                return Err(EnvError::NonFinite(format!(
-                    "{} (env index {i}) returned reward {} at vector step {}",
-                    self.env_id(),
-                    r.reward,
-                    self.steps
+        if discrete {
+            if let Some(a) = actions.iter().find(|a| !(**a >= 0.0 && a.fract() == 0.0)) {
+                return Err(EnvError::InvalidAction(format!(
+                    "{}: discrete action {a} is not a non-negative integer",
+                    self.env_id()
                 )));
             }
-            self.check_obs(i, &r.observation)?;
-            self.rewards[i] = r.reward as f32;
-            self.terminated[i] = r.terminated;
-            self.truncated[i] = r.truncated;
-            self.ep_return[i] += r.reward;
-            self.ep_len[i] += 1;
-            if r.terminated || r.truncated {
+        }
+        if let Some((mut b, mut out)) = self.batch.take() {
+            let r = b.step(actions, &mut out).and_then(|()| self.take_batch_step(&mut out));
+            self.batch = Some((b, out));
+            return r;
+        }
+        for i in 0..n {
+            let a = &actions[i * self.act_dim..(i + 1) * self.act_dim];
+            let action = if discrete { Action::Discrete(a[0] as usize) } else { Action::Continuous(a) };
+            let r = self.envs[i].step(action)?;
+            let next = if r.terminated || r.truncated {
+                let (o, _) = self.envs[i].reset(None)?;
+                self.check_obs(i, &o)?;
+                Some(o)
+            } else {
+                None
+            };
+            self.record(i, (r.reward, r.terminated, r.truncated), r.observation, next)?;
+        }
+        Ok(())
+    }
+
+    /// Takes one [`BatchEnv::step`]'s results as [`SyncVectorEnv::step`] takes each env's.
+    fn take_batch_step(&mut self, out: &mut BatchStep) -> Result<()> {
+        let (n, od) = (self.n, self.obs_dim);
+        if out.obs.len() != n * od || out.rewards.len() != n || out.terminated.len() != n || out.truncated.len() != n {
+            return Err(EnvError::Env(format!(
+                "{}: the vector env's step returned arrays of the wrong size",
+                self.env_id()
+            )));
+        }
+        out.final_obs.resize(n, None);
+        for i in 0..n {
+            let row = out.obs[i * od..(i + 1) * od].to_vec();
+            let (term, trunc) = (out.terminated[i], out.truncated[i]);
+            let (last, next) = if term || trunc {
+                let last = out.final_obs[i].take().ok_or_else(|| {
+                    EnvError::Env(format!(
+                        "{} (env index {i}) ended an episode without a final observation",
+                        self.env_id()
+                    ))
+                })?;
+                self.check_obs(i, &row)?;
+                (last, Some(row))
+            } else {
+                (row, None)
+            };
+            self.record(i, (out.rewards[i], term, trunc), last, next)?;
+        }
+        Ok(())
+    }
+
+    /// Env `i`'s step: `last` its observation after the action (the final one when the episode
+    /// ended, with `next` the new episode's first), checked and stored with the episode
+    /// bookkeeping.
+    fn record(
+        &mut self,
+        i: usize,
+        (reward, terminated, truncated): (f64, bool, bool),
+        last: Vec<f32>,
+        next: Option<Vec<f32>>,
+    ) -> Result<()> {
+        if !reward.is_finite() {
+            return Err(EnvError::NonFinite(format!(
+                "{} (env index {i}) returned reward {reward} at vector step {}",
+                self.env_id(),
+                self.steps
+            )));
+        }
+        self.check_obs(i, &last)?;
+        self.rewards[i] = reward as f32;
+        self.terminated[i] = terminated;
+        self.truncated[i] = truncated;
+        self.ep_return[i] += reward;
+        self.ep_len[i] += 1;
+        let od = self.obs_dim;
+        match next {
+            Some(o) => {
                 self.finished.push(EpisodeRecord {
                     env_index: i,
                     episode_return: self.ep_return[i],
@@ -189,13 +337,12 @@ impl SyncVectorEnv {
                 });
                 self.ep_return[i] = 0.0;
                 self.ep_len[i] = 0;
-                self.final_obs[i] = Some(r.observation);
-                let (o, _) = self.envs[i].reset(None)?;
-                self.check_obs(i, &o)?;
-                self.obs[i * self.obs_dim..(i + 1) * self.obs_dim].copy_from_slice(&o);
-            } else {
+                self.final_obs[i] = Some(last);
+                self.obs[i * od..(i + 1) * od].copy_from_slice(&o);
+            }
+            None => {
                 self.final_obs[i] = None;
-                self.obs[i * self.obs_dim..(i + 1) * self.obs_dim].copy_from_slice(&r.observation);
+                self.obs[i * od..(i + 1) * od].copy_from_slice(&last);
             }
         }
         Ok(())
@@ -251,6 +398,70 @@ mod tests {
         assert_eq!(v.finished.len(), ended);
         assert!(ended >= 4);
         assert!(v.finished.iter().all(|e| e.episode_return == e.length as f64));
+    }
+
+    /// N native envs behind the [`BatchEnv`] seam, as a Gymnasium vector env in same-step mode.
+    struct Batched(Vec<Box<dyn Env>>);
+
+    impl BatchEnv for Batched {
+        fn id(&self) -> &str {
+            self.0[0].id()
+        }
+        fn num_envs(&self) -> usize {
+            self.0.len()
+        }
+        fn observation_space(&self) -> Space {
+            self.0[0].observation_space()
+        }
+        fn action_space(&self) -> Space {
+            self.0[0].action_space()
+        }
+        fn reset(&mut self, seed: u64, obs: &mut [f32]) -> Result<()> {
+            for (i, e) in self.0.iter_mut().enumerate() {
+                obs[i * 4..(i + 1) * 4].copy_from_slice(&e.reset(Some(seed + i as u64))?.0);
+            }
+            Ok(())
+        }
+        fn step(&mut self, actions: &[f32], out: &mut BatchStep) -> Result<()> {
+            *out = BatchStep::default();
+            for (e, &a) in self.0.iter_mut().zip(actions) {
+                let r = e.step(Action::Discrete(a as usize))?;
+                out.rewards.push(r.reward);
+                out.terminated.push(r.terminated);
+                out.truncated.push(r.truncated);
+                if r.terminated || r.truncated {
+                    out.final_obs.push(Some(r.observation));
+                    out.obs.extend(e.reset(None)?.0);
+                } else {
+                    out.final_obs.push(None);
+                    out.obs.extend(r.observation);
+                }
+            }
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_batch_env_is_seen_exactly_as_its_envs_one_by_one() {
+        let mut one = SyncVectorEnv::new(3, || make("CartPole-v1")).unwrap();
+        let envs = (0..3).map(|_| make("CartPole-v1").unwrap()).collect();
+        let mut batch = SyncVectorEnv::from_batch(Box::new(Batched(envs))).unwrap();
+        assert_eq!((batch.num_envs(), batch.env_id()), (3, "CartPole-v1"));
+        assert_eq!(one.reset(5).unwrap(), batch.reset(5).unwrap());
+        for t in 0..300 {
+            let actions: Vec<f32> = (0..3).map(|i| ((t * 7 + i * 3) % 5 % 2) as f32).collect();
+            one.step(&actions).unwrap();
+            batch.step(&actions).unwrap();
+            assert_eq!(one.obs(), batch.obs(), "step {t}");
+            assert_eq!(
+                (&one.rewards, &one.terminated, &one.truncated),
+                (&batch.rewards, &batch.terminated, &batch.truncated)
+            );
+            assert_eq!(one.final_obs, batch.final_obs);
+        }
+        assert!(one.finished.len() > 5);
+        assert_eq!(one.finished, batch.finished);
+        assert!(batch.step(&[1.0, 2.5, 0.0]).is_err(), "actions are checked before the batch steps");
     }
 
     #[test]

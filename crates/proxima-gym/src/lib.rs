@@ -24,9 +24,16 @@ use std::sync::OnceLock;
 /// The prefix of bridged env ids.
 pub const PREFIX: &str = "gym:";
 
-/// Registers the bridge with [`proxima_env::make`] for ids starting with `gym:`.
+mod vector;
+pub use vector::GymVectorEnv;
+
+/// Registers the bridge with [`proxima_env::make`] for ids starting with `gym:`, and with
+/// [`proxima_env::make_vector`] (N envs as one Gymnasium vector env).
 pub fn register() {
     proxima_env::register_prefix(PREFIX, |spec, render| Ok(Box::new(GymEnv::make_with(spec, render)?) as Box<dyn Env>));
+    proxima_env::register_vector_prefix(PREFIX, |spec, n, mode| {
+        Ok(Box::new(GymVectorEnv::make(spec, n, mode)?) as Box<dyn proxima_env::vec_env::BatchEnv>)
+    });
 }
 
 /// Facts about the user's Python, read by running it.
@@ -83,7 +90,7 @@ pub fn python_executable() -> String {
 }
 
 /// Initialises the embedded interpreter once with the user's `sys.path`.
-fn init() -> Result<()> {
+pub(crate) fn init() -> Result<()> {
     static INIT: OnceLock<std::result::Result<(), String>> = OnceLock::new();
     INIT.get_or_init(|| {
         let exe = python_executable();
@@ -120,7 +127,7 @@ fn init() -> Result<()> {
 }
 
 /// A Python exception as text: its traceback, formatted as Python prints it.
-fn py_err(py: Python<'_>, e: PyErr) -> String {
+pub(crate) fn py_err(py: Python<'_>, e: PyErr) -> String {
     let value = e.value(py);
     if let Some(tb) = e.traceback(py) {
         let _ = value.setattr("__traceback__", tb);
@@ -153,7 +160,7 @@ pub struct GymEnv {
 }
 
 /// Maps a `gymnasium.spaces` object; returns the space and its NumPy dtype name.
-fn map_space(
+pub(crate) fn map_space(
     space: &Bound<'_, PyAny>,
     what: &str,
     env_id: &str,

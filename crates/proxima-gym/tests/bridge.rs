@@ -112,3 +112,53 @@ fn render_rgb_array_frames_and_errors() {
     let e = env.render().unwrap_err().to_string();
     assert!(e.contains("shape [4, 6]") && e.contains("(height, width, 3) uint8"), "{e}");
 }
+
+/// N bridged envs as one Gymnasium vector env (`make_vec`, sync and async, same-step autoreset)
+/// are seen exactly as the same N envs bridged one by one: observations, rewards, terminated,
+/// truncated, final observations and episode records, through time-limit truncations and
+/// terminations.
+#[test]
+fn a_gymnasium_vector_env_steps_exactly_as_its_envs_one_by_one() {
+    use proxima_env::vec_env::{SyncVectorEnv, VectorMode};
+    if !setup() {
+        return;
+    }
+    for id in ["gym:toy_envs:toy/BoxDiscrete-v0", "gym:toy_envs:toy/BoxBox-v0"] {
+        for mode in [VectorMode::Sync, VectorMode::Async] {
+            let mut one = SyncVectorEnv::new(3, || make(id)).unwrap();
+            let batch = proxima_env::make_vector(id, 3, mode).expect("the bridge registers vector envs").unwrap();
+            let mut vec = SyncVectorEnv::from_batch(batch).unwrap();
+            assert_eq!((vec.env_id(), vec.num_envs()), (id, 3));
+            assert_eq!(vec.action_space(), one.action_space());
+            assert_eq!(
+                one.reset(5).unwrap(),
+                vec.reset(5).unwrap(),
+                "{id} {mode:?}: reset(seed) seeds env i with seed + i"
+            );
+            let box_actions = matches!(one.action_space(), Space::Box { .. });
+            for t in 0..40usize {
+                let actions: Vec<f32> = if box_actions {
+                    // Every fifth step env i pushes past |a| = 3.9: a termination.
+                    (0..3).flat_map(|i| if (t + i) % 5 == 0 { [1.99, 1.99] } else { [0.1 * i as f32, -0.2] }).collect()
+                } else {
+                    (0..3).map(|i| ((t + i) % 2) as f32).collect()
+                };
+                one.step(&actions).unwrap();
+                vec.step(&actions).unwrap();
+                let what = format!("{id} {mode:?} step {t}");
+                assert_eq!(one.obs(), vec.obs(), "{what}");
+                assert_eq!(
+                    (&one.rewards, &one.terminated, &one.truncated),
+                    (&vec.rewards, &vec.terminated, &vec.truncated),
+                    "{what}"
+                );
+                assert_eq!(one.final_obs, vec.final_obs, "{what}");
+            }
+            assert!(one.finished.len() >= 6, "{id}: episodes ended ({})", one.finished.len());
+            assert_eq!(one.finished, vec.finished);
+        }
+    }
+    let e =
+        proxima_env::make_vector("gym:toy_envs:toy/Nope-v0", 2, VectorMode::Sync).unwrap().err().unwrap().to_string();
+    assert!(e.contains("gymnasium.make_vec(\"toy_envs:toy/Nope-v0\", num_envs=2") && e.contains("Nope"), "{e}");
+}

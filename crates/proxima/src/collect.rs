@@ -97,7 +97,20 @@ impl Collector {
         make_env: &mut dyn FnMut() -> crate::env::Result<Box<dyn Env>>,
         norm: impl FnOnce(&SyncVectorEnv) -> Normalizer,
     ) -> Result<Self> {
-        let mut venv = SyncVectorEnv::new(n_envs, &mut *make_env)?;
+        Self::from_venv(SyncVectorEnv::new(n_envs, &mut *make_env)?, seed, norm)
+    }
+
+    /// [`Collector::new`] on a vector env already built (a Gymnasium vector env behind the
+    /// bridge: [`SyncVectorEnv::from_batch`]).
+    ///
+    /// # Errors
+    /// The envs' own errors.
+    pub fn from_venv(
+        mut venv: SyncVectorEnv,
+        seed: u64,
+        norm: impl FnOnce(&SyncVectorEnv) -> Normalizer,
+    ) -> Result<Self> {
+        let n_envs = venv.num_envs();
         venv.reset(seed)?;
         let mut norm = norm(&venv);
         let obs = norm.update_and_normalize(venv.obs());

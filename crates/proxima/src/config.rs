@@ -96,6 +96,13 @@ pub struct Config {
     /// bit). A saved config without the key was trained on candle, and resumes there.
     #[serde(default = "candle_backend")]
     pub backend: Backend,
+    /// How bridged `gym:` envs are stepped: `off` (default; Proxima steps each env object itself,
+    /// one Python call per env per step, as SB3's `DummyVecEnv`), `sync`
+    /// (`gymnasium.vector.SyncVectorEnv`: the N envs in one Python call per step) or `async`
+    /// (`gymnasium.vector.AsyncVectorEnv`: one subprocess per env, stepped in parallel). All
+    /// three give the same results; only the speed differs. Native envs always step in-process.
+    #[serde(default)]
+    pub vector_env: VectorEnv,
     /// Write a checkpoint every this many updates (0 = only the final model).
     pub checkpoint_freq: usize,
     /// Episodes for the deterministic evaluation at the end of training (0 = none).
@@ -187,6 +194,7 @@ impl Config {
             "log_std_init",
             "num_threads",
             "backend",
+            "vector_env",
             "checkpoint_freq",
             "eval_episodes",
             "objective",
@@ -262,6 +270,7 @@ impl Config {
             log_std_init: 0.0,
             num_threads: 1,
             backend: Backend::Auto,
+            vector_env: VectorEnv::Off,
             checkpoint_freq: 100,
             eval_episodes: 10,
             objective: Objective::Clip,
@@ -637,6 +646,19 @@ mod optional_f64 {
 fn clip() -> Objective {
     Objective::Clip
 }
+/// The config's `vector_env` key (see [`Config::vector_env`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VectorEnv {
+    /// Each bridged env stepped by Proxima, one call per env.
+    #[default]
+    Off,
+    /// `gymnasium.vector.SyncVectorEnv` for bridged envs.
+    Sync,
+    /// `gymnasium.vector.AsyncVectorEnv` for bridged envs.
+    Async,
+}
+
 /// What trained a run whose saved config predates the `backend` key.
 fn candle_backend() -> Backend {
     Backend::Candle

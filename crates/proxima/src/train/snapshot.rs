@@ -55,12 +55,16 @@ impl Trainer {
         let (ep_return, ep_len) = c.venv.running_episodes();
         let snap = TrainerSnapshot {
             rng: self.rng.clone(),
-            envs: c
-                .venv
-                .envs()
-                .iter()
-                .map(|e| EnvSnapshot { state: e.state(), elapsed: e.elapsed_steps(), rng: e.rng().cloned() })
-                .collect(),
+            envs: if c.venv.envs().is_empty() {
+                // A Gymnasium vector env: its envs' state lives in Python (they restart on resume).
+                vec![EnvSnapshot { state: None, elapsed: None, rng: None }; c.venv.num_envs()]
+            } else {
+                c.venv
+                    .envs()
+                    .iter()
+                    .map(|e| EnvSnapshot { state: e.state(), elapsed: e.elapsed_steps(), rng: e.rng().cloned() })
+                    .collect()
+            },
             obs: c.venv.obs().to_vec(),
             ep_return: ep_return.to_vec(),
             ep_len: ep_len.to_vec(),

@@ -8,8 +8,8 @@ use crate::algo::ppo::{self, PpoParams};
 use crate::algo::trpo::{self, TrpoParams};
 use crate::algo::UpdateStats;
 use crate::collect::Collector;
-use crate::config::{Config, OptimizerName};
-use crate::env::vec_env::{EpisodeRecord, SyncVectorEnv};
+use crate::config::{Config, OptimizerName, VectorEnv};
+use crate::env::vec_env::{EpisodeRecord, SyncVectorEnv, VectorMode};
 use crate::env::{make, Env};
 use crate::error::{ProximaError, Result};
 use crate::normalize::Normalizer;
@@ -240,11 +240,33 @@ fn a3c_workers(cfg: &Config, spec: &PolicySpec, make_env: MakeEnv<'_>) -> Result
 
 impl Trainer {
     /// A fresh run: N envs reset with seeds `seed..seed+N`, the network initialised from `seed`.
+    /// With `vector_env = "sync" | "async"` the N envs of an id with a registered vector factory
+    /// (the bridge's `gym:`) are one [`crate::env::vec_env::BatchEnv`] (except for A3C, whose
+    /// workers make their own).
     ///
     /// # Errors
-    /// An invalid config, an unknown env id, an unsupported action space.
+    /// An invalid config, an unknown env id, an unsupported action space; `vector_env = "sync"`
+    /// or `"async"` for an env without a vector factory (native envs).
     pub fn new(env_id: &str, cfg: Config) -> Result<Self> {
-        Self::with_env_fn(env_id, cfg, || make(env_id))
+        cfg.validate()?;
+        let mode = match cfg.vector_env {
+            VectorEnv::Off => None,
+            VectorEnv::Sync => Some(VectorMode::Sync),
+            VectorEnv::Async => Some(VectorMode::Async),
+        };
+        // A3C's workers keep one env object per env (each worker its own N).
+        let batch = mode.filter(|_| cfg.algo != "a3c").and_then(|m| crate::env::make_vector(env_id, cfg.n_envs, m));
+        match batch {
+            Some(batch) => {
+                let collector = Collector::from_venv(SyncVectorEnv::from_batch(batch?)?, cfg.seed, |v| normalizer(&cfg, v))?;
+                Self::with_collector(env_id, cfg, collector, &mut || make(env_id))
+            }
+            None if cfg.vector_env != VectorEnv::Off && cfg.algo != "a3c" => Err(ProximaError::Config(format!(
+                "vector_env = `{}` steps bridged `gym:` envs as one Gymnasium vector env; `{env_id}` is not one (native envs step in-process)",
+                if cfg.vector_env == VectorEnv::Sync { "sync" } else { "async" }
+            ))),
+            None => Self::with_env_fn(env_id, cfg, || make(env_id)),
+        }
     }
 
     /// A fresh run on envs built by `make_env` (called `n_envs` times, and `n_envs` more for
@@ -261,6 +283,12 @@ impl Trainer {
     ) -> Result<Self> {
         cfg.validate()?;
         let collector = Collector::new(cfg.n_envs, cfg.seed, &mut make_env, |v| normalizer(&cfg, v))?;
+        Self::with_collector(env_id, cfg, collector, &mut make_env)
+    }
+
+    /// A fresh run on `collector`'s envs (the config validated); `make_env` builds A3C's
+    /// workers' envs.
+    fn with_collector(env_id: &str, cfg: Config, collector: Collector, make_env: MakeEnv<'_>) -> Result<Self> {
         let spec = policy_spec(&cfg, &collector.venv)?;
         let backend = cfg.resolved_backend();
         let mut policy = Network::new(spec.clone(), backend, &mut ChaCha8Rng::seed_from_u64(cfg.seed))?;
@@ -276,11 +304,9 @@ impl Trainer {
         let algo = match cfg.algo.as_str() {
             "a2c" => Algo::A2c(a2c_params(&cfg)),
             "trpo" => Algo::Trpo(trpo_params(&cfg)?),
-            "a3c" => Algo::A3c {
-                params: a2c_params(&cfg),
-                workers: a3c_workers(&cfg, &spec, &mut make_env)?,
-                global_updates: 0,
-            },
+            "a3c" => {
+                Algo::A3c { params: a2c_params(&cfg), workers: a3c_workers(&cfg, &spec, make_env)?, global_updates: 0 }
+            }
             _ => Algo::Ppo { params: ppo_params(&cfg), kl_coef: cfg.kl_coef },
         };
         // PPO and TRPO measure KL[π_θold, π_θ]: the buffer keeps π_θold's parameters for them.

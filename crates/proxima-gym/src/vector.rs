@@ -1,0 +1,214 @@
+//! N bridged envs as one Gymnasium vector env: `gymnasium.make_vec(id, num_envs=N,
+//! vectorization_mode="sync" | "async")`, stepped with one Python call per step for all N
+//! (`AsyncVectorEnv` steps them in subprocesses, in parallel).
+//!
+//! **Autoreset.** Gymnasium 1.x vector envs default to *next-step* autoreset (the step after an
+//! episode ends returns the reset observation and a dummy transition). This bridge asks for
+//! `autoreset_mode=AutoresetMode.SAME_STEP` instead — the convention of
+//! [`proxima_env::vec_env`]: the ended episode's last observation comes back in
+//! `info["final_obs"]` (masked by `info["_final_obs"]`) and the returned observation is already
+//! the new episode's first — so every rollout row is a real transition and V(final observation)
+//! bootstraps truncated episodes exactly as with envs bridged one by one. A Gymnasium without
+//! `AutoresetMode` (before 1.1) is a clear error.
+
+use crate::{init, map_space, py_err, PREFIX};
+use proxima_env::vec_env::{BatchEnv, BatchStep, VectorMode};
+use proxima_env::{EnvError, Result, Space};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyTuple};
+
+/// A Gymnasium vector env of N bridged envs, with same-step autoreset.
+pub struct GymVectorEnv {
+    id: String,
+    n: usize,
+    env: Py<PyAny>,
+    np: Py<PyModule>,
+    observation_space: Space,
+    action_space: Space,
+    obs_dtype: String,
+    obs_shape: Vec<usize>,
+    act_dtype: String,
+    act_shape: Vec<usize>,
+}
+
+fn env_err<'py>(py: Python<'py>, what: &str) -> impl Fn(PyErr) -> EnvError + 'py {
+    let what = what.to_string();
+    move |e| EnvError::Env(format!("{what}:\n{}", py_err(py, e)))
+}
+
+impl GymVectorEnv {
+    /// `gymnasium.make_vec(spec, num_envs=n, vectorization_mode=…,
+    /// vector_kwargs={"autoreset_mode": SAME_STEP})`, its single env's spaces mapped.
+    ///
+    /// # Errors
+    /// As [`crate::GymEnv::make`]; a Gymnasium without same-step autoreset.
+    pub fn make(spec: &str, n: usize, mode: VectorMode) -> Result<GymVectorEnv> {
+        init()?;
+        let id = format!("{PREFIX}{spec}");
+        let mode_name = match mode {
+            VectorMode::Sync => "sync",
+            VectorMode::Async => "async",
+        };
+        Python::attach(|py| {
+            let gym = py.import("gymnasium").map_err(env_err(py, "import gymnasium"))?;
+            let np = py.import("numpy").map_err(env_err(py, "import numpy"))?;
+            let same_step = py
+                .import("gymnasium.vector")
+                .and_then(|v| v.getattr("AutoresetMode"))
+                .and_then(|m| m.getattr("SAME_STEP"))
+                .map_err(|_| {
+                    EnvError::Unsupported(format!(
+                        "{id}: this Gymnasium has no gymnasium.vector.AutoresetMode.SAME_STEP (Gymnasium ≥ 1.1 has it); upgrade gymnasium"
+                    ))
+                })?;
+            let vector_kwargs = PyDict::new(py);
+            vector_kwargs.set_item("autoreset_mode", same_step).map_err(env_err(py, "vector_kwargs"))?;
+            let kwargs = PyDict::new(py);
+            kwargs.set_item("num_envs", n).map_err(env_err(py, "num_envs"))?;
+            kwargs.set_item("vectorization_mode", mode_name).map_err(env_err(py, "vectorization_mode"))?;
+            kwargs.set_item("vector_kwargs", vector_kwargs).map_err(env_err(py, "vector_kwargs"))?;
+            let env = gym.call_method("make_vec", (spec,), Some(&kwargs)).map_err(|e| {
+                EnvError::UnknownEnv(format!(
+                    "gymnasium.make_vec({spec:?}, num_envs={n}, vectorization_mode={mode_name:?}) failed:\n{}",
+                    py_err(py, e)
+                ))
+            })?;
+            let space = |attr: &str| env.getattr(attr).map_err(env_err(py, attr));
+            let (observation_space, obs_dtype, obs_shape) =
+                map_space(&space("single_observation_space")?, "observation", &id).map_err(EnvError::Unsupported)?;
+            if matches!(observation_space, Space::Discrete { .. } | Space::MultiDiscrete { .. }) {
+                return Err(EnvError::Unsupported(format!(
+                    "{id}: discrete observation spaces are not supported yet (wrap with a one-hot observation wrapper)"
+                )));
+            }
+            let (action_space, act_dtype, act_shape) =
+                map_space(&space("single_action_space")?, "action", &id).map_err(EnvError::Unsupported)?;
+            Ok(GymVectorEnv {
+                id,
+                n,
+                env: env.unbind(),
+                np: np.unbind(),
+                observation_space,
+                action_space,
+                obs_dtype,
+                obs_shape,
+                act_dtype,
+                act_shape,
+            })
+        })
+    }
+
+    /// A batch (or one) of observations as contiguous f32, after checking shape and dtype.
+    fn observations(&self, py: Python<'_>, obs: &Bound<'_, PyAny>, batch: bool, out: &mut Vec<f32>) -> Result<()> {
+        let np = self.np.bind(py);
+        let arr = np.call_method1("asarray", (obs,)).map_err(env_err(py, "np.asarray"))?;
+        let shape: Vec<usize> = arr.getattr("shape").and_then(|s| s.extract()).map_err(env_err(py, "shape"))?;
+        let dtype = arr.getattr("dtype").and_then(|d| d.str()).map(|s| s.to_string()).unwrap_or_default();
+        let want: Vec<usize> = if batch { [&[self.n][..], &self.obs_shape].concat() } else { self.obs_shape.clone() };
+        if shape != want || dtype != self.obs_dtype {
+            return Err(EnvError::Env(format!(
+                "{} returned observations of shape {shape:?} and dtype {dtype}; expected shape {want:?} and dtype {}",
+                self.id, self.obs_dtype
+            )));
+        }
+        let bytes = arr
+            .call_method1("astype", ("<f4",))
+            .and_then(|a| a.call_method0("tobytes"))
+            .map_err(env_err(py, "tobytes"))?;
+        let bytes = bytes.cast::<PyBytes>().map_err(|e| EnvError::Env(e.to_string()))?;
+        out.clear();
+        out.extend(bytes.as_bytes().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])));
+        Ok(())
+    }
+
+    /// The N actions `[N, act_dim]` as the array the vector env takes.
+    fn actions<'py>(&self, py: Python<'py>, actions: &[f32]) -> Result<Bound<'py, PyAny>> {
+        let np = self.np.bind(py);
+        let buf = PyBytes::new(py, &actions.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>());
+        let shape: Vec<usize> = match self.action_space {
+            Space::Discrete { .. } => vec![self.n],
+            _ => [&[self.n][..], &self.act_shape].concat(),
+        };
+        let dtype = match self.action_space {
+            Space::Discrete { .. } => "int64",
+            _ => self.act_dtype.as_str(),
+        };
+        np.call_method1("frombuffer", (buf, "<f4"))
+            .and_then(|a| a.call_method1("astype", (dtype,)))
+            .and_then(|a| a.call_method1("reshape", (PyTuple::new(py, &shape)?,)))
+            .map_err(env_err(py, "actions"))
+    }
+}
+
+impl BatchEnv for GymVectorEnv {
+    fn id(&self) -> &str {
+        &self.id
+    }
+    fn num_envs(&self) -> usize {
+        self.n
+    }
+    fn observation_space(&self) -> Space {
+        self.observation_space.clone()
+    }
+    fn action_space(&self) -> Space {
+        self.action_space.clone()
+    }
+    fn reset(&mut self, seed: u64, obs: &mut [f32]) -> Result<()> {
+        Python::attach(|py| {
+            let kwargs = PyDict::new(py);
+            kwargs.set_item("seed", seed).map_err(env_err(py, "seed"))?;
+            let what = format!("{}.reset raised", self.id);
+            let out = self.env.bind(py).call_method("reset", (), Some(&kwargs)).map_err(env_err(py, &what))?;
+            let mut v = Vec::new();
+            self.observations(py, &out.get_item(0).map_err(env_err(py, "reset's observations"))?, true, &mut v)?;
+            obs.copy_from_slice(&v);
+            Ok(())
+        })
+    }
+    fn step(&mut self, actions: &[f32], out: &mut BatchStep) -> Result<()> {
+        Python::attach(|py| {
+            let a = self.actions(py, actions)?;
+            let what = format!("{}.step raised", self.id);
+            let res = self.env.bind(py).call_method1("step", (a,)).map_err(env_err(py, &what))?;
+            let item = |i: usize| res.get_item(i).map_err(env_err(py, "step's 5 values"));
+            self.observations(py, &item(0)?, true, &mut out.obs)?;
+            let tolist = |i: usize, what: &str| item(i)?.call_method0("tolist").map_err(env_err(py, what));
+            out.rewards = tolist(1, "rewards")?.extract().map_err(env_err(py, "rewards"))?;
+            out.terminated = tolist(2, "terminated")?.extract().map_err(env_err(py, "terminated"))?;
+            out.truncated = tolist(3, "truncated")?.extract().map_err(env_err(py, "truncated"))?;
+            out.final_obs.clear();
+            out.final_obs.resize(self.n, None);
+            let info = item(4)?;
+            let ended = (0..self.n).any(|i| {
+                out.terminated.get(i).copied().unwrap_or(false) || out.truncated.get(i).copied().unwrap_or(false)
+            });
+            if ended {
+                let final_obs =
+                    info.get_item("final_obs").map_err(env_err(py, "info[\"final_obs\"] of an ended episode"))?;
+                let mask: Vec<bool> = info
+                    .get_item("_final_obs")
+                    .and_then(|m| m.call_method0("tolist"))
+                    .and_then(|m| m.extract())
+                    .map_err(env_err(py, "info[\"_final_obs\"]"))?;
+                for (i, &has) in mask.iter().enumerate().take(self.n) {
+                    if has {
+                        let mut v = Vec::new();
+                        let o = final_obs.get_item(i).map_err(env_err(py, "a final observation"))?;
+                        self.observations(py, &o, false, &mut v)?;
+                        out.final_obs[i] = Some(v);
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+}
+
+impl Drop for GymVectorEnv {
+    /// Closes the vector env (an `AsyncVectorEnv` ends its subprocesses).
+    fn drop(&mut self) {
+        Python::attach(|py| {
+            let _ = self.env.bind(py).call_method0("close");
+        });
+    }
+}
