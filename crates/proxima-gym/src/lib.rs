@@ -160,7 +160,7 @@ pub struct GymEnv {
 }
 
 /// Maps a `gymnasium.spaces` object; returns the space and its NumPy dtype name.
-pub(crate) fn map_space(
+fn map_space(
     space: &Bound<'_, PyAny>,
     what: &str,
     env_id: &str,
@@ -205,6 +205,29 @@ pub(crate) fn map_space(
     Ok((space, dtype, shape))
 }
 
+/// One env's spaces as Proxima sees them, with the NumPy dtypes and shapes they declare.
+pub(crate) struct Spaces {
+    pub observation_space: Space,
+    pub obs_dtype: String,
+    pub obs_shape: Vec<usize>,
+    pub action_space: Space,
+    pub act_dtype: String,
+    pub act_shape: Vec<usize>,
+}
+
+/// Maps an env's observation and action spaces (a discrete observation space is refused).
+pub(crate) fn map_spaces(obs_space: &Bound<'_, PyAny>, act_space: &Bound<'_, PyAny>, id: &str) -> Result<Spaces> {
+    let (observation_space, obs_dtype, obs_shape) =
+        map_space(obs_space, "observation", id).map_err(EnvError::Unsupported)?;
+    if matches!(observation_space, Space::Discrete { .. } | Space::MultiDiscrete { .. }) {
+        return Err(EnvError::Unsupported(format!(
+            "{id}: discrete observation spaces are not supported yet (wrap with a one-hot observation wrapper)"
+        )));
+    }
+    let (action_space, act_dtype, act_shape) = map_space(act_space, "action", id).map_err(EnvError::Unsupported)?;
+    Ok(Spaces { observation_space, obs_dtype, obs_shape, action_space, act_dtype, act_shape })
+}
+
 impl GymEnv {
     /// `gymnasium.make(spec)`, with its spaces mapped.
     ///
@@ -241,15 +264,8 @@ impl GymEnv {
             })?;
             let obs_space = env.getattr("observation_space").map_err(|e| EnvError::Env(py_err(py, e)))?;
             let act_space = env.getattr("action_space").map_err(|e| EnvError::Env(py_err(py, e)))?;
-            let (observation_space, obs_dtype, obs_shape) =
-                map_space(&obs_space, "observation", &id).map_err(EnvError::Unsupported)?;
-            if matches!(observation_space, Space::Discrete { .. } | Space::MultiDiscrete { .. }) {
-                return Err(EnvError::Unsupported(format!(
-                    "{id}: discrete observation spaces are not supported yet (wrap with a one-hot observation wrapper)"
-                )));
-            }
-            let (action_space, act_dtype, act_shape) =
-                map_space(&act_space, "action", &id).map_err(EnvError::Unsupported)?;
+            let Spaces { observation_space, obs_dtype, obs_shape, action_space, act_dtype, act_shape } =
+                map_spaces(&obs_space, &act_space, &id)?;
             let render_fps = env
                 .getattr("metadata")
                 .and_then(|m| m.call_method1("get", ("render_fps",)))

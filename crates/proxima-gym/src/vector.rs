@@ -11,7 +11,7 @@
 //! bootstraps truncated episodes exactly as with envs bridged one by one. A Gymnasium without
 //! `AutoresetMode` (before 1.1) is a clear error.
 
-use crate::{init, map_space, py_err, PREFIX};
+use crate::{init, map_spaces, py_err, Spaces, PREFIX};
 use proxima_env::vec_env::{BatchEnv, BatchStep, VectorMode};
 use proxima_env::{EnvError, Result, Space};
 use pyo3::prelude::*;
@@ -74,15 +74,8 @@ impl GymVectorEnv {
                 ))
             })?;
             let space = |attr: &str| env.getattr(attr).map_err(env_err(py, attr));
-            let (observation_space, obs_dtype, obs_shape) =
-                map_space(&space("single_observation_space")?, "observation", &id).map_err(EnvError::Unsupported)?;
-            if matches!(observation_space, Space::Discrete { .. } | Space::MultiDiscrete { .. }) {
-                return Err(EnvError::Unsupported(format!(
-                    "{id}: discrete observation spaces are not supported yet (wrap with a one-hot observation wrapper)"
-                )));
-            }
-            let (action_space, act_dtype, act_shape) =
-                map_space(&space("single_action_space")?, "action", &id).map_err(EnvError::Unsupported)?;
+            let Spaces { observation_space, obs_dtype, obs_shape, action_space, act_dtype, act_shape } =
+                map_spaces(&space("single_observation_space")?, &space("single_action_space")?, &id)?;
             Ok(GymVectorEnv {
                 id,
                 n,
