@@ -76,6 +76,10 @@ fn training_on_a_gymnasium_vector_env_matches_envs_bridged_one_by_one() {
     for mode in ["sync", "async"] {
         let e = Trainer::new("CartPole-v1", cfg(mode)).err().unwrap().to_string();
         assert!(e.contains(&format!("vector_env = `{mode}`")) && e.contains("native envs step in-process"), "{e}");
+        let mut a3c = cfg(mode);
+        a3c.algo = "a3c".into();
+        let e = Trainer::new(id, a3c).err().unwrap().to_string();
+        assert!(e.contains("algo = `a3c` does not support vector_env"), "{e}");
     }
 }
 

@@ -98,7 +98,9 @@ impl GymVectorEnv {
         let shape: Vec<usize> = arr.getattr("shape").and_then(|s| s.extract()).map_err(env_err(py, "shape"))?;
         let dtype = arr.getattr("dtype").and_then(|d| d.str()).map(|s| s.to_string()).unwrap_or_default();
         let want: Vec<usize> = if batch { [&[self.n][..], &self.obs_shape].concat() } else { self.obs_shape.clone() };
-        if shape != want || dtype != self.obs_dtype {
+        // The vector env casts the batch to the space's dtype itself; a final observation comes
+        // raw from the env, so only its shape is checked (cast as the batch is).
+        if shape != want || (batch && dtype != self.obs_dtype) {
             return Err(EnvError::Env(format!(
                 "{} returned observations of shape {shape:?} and dtype {dtype}; expected shape {want:?} and dtype {}",
                 self.id, self.obs_dtype

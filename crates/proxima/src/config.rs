@@ -473,6 +473,9 @@ impl Config {
         if self.algo == "trpo" && self.shared_trunk {
             return bad("algo = `trpo` needs separate policy and value networks (shared_trunk = false): the natural-gradient step must not move the critic".into());
         }
+        if self.algo == "a3c" && self.vector_env != VectorEnv::Off {
+            return bad("algo = `a3c` does not support vector_env = `sync` / `async` (each worker makes one env object per env): use vector_env = `off`".into());
+        }
         if self.algo == "a3c" && (self.normalize_observation || self.normalize_reward) {
             return bad("algo = `a3c` does not support normalize_observation / normalize_reward (each worker would keep its own statistics)".into());
         }

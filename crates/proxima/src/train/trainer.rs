@@ -241,8 +241,8 @@ fn a3c_workers(cfg: &Config, spec: &PolicySpec, make_env: MakeEnv<'_>) -> Result
 impl Trainer {
     /// A fresh run: N envs reset with seeds `seed..seed+N`, the network initialised from `seed`.
     /// With `vector_env = "sync" | "async"` the N envs of an id with a registered vector factory
-    /// (the bridge's `gym:`) are one [`crate::env::vec_env::BatchEnv`] (except for A3C, whose
-    /// workers make their own).
+    /// (the bridge's `gym:`) are one [`crate::env::vec_env::BatchEnv`] (A3C refuses them: its
+    /// workers make their own envs).
     ///
     /// # Errors
     /// An invalid config, an unknown env id, an unsupported action space; `vector_env = "sync"`
@@ -254,14 +254,13 @@ impl Trainer {
             VectorEnv::Sync => Some(VectorMode::Sync),
             VectorEnv::Async => Some(VectorMode::Async),
         };
-        // A3C's workers keep one env object per env (each worker its own N).
-        let batch = mode.filter(|_| cfg.algo != "a3c").and_then(|m| crate::env::make_vector(env_id, cfg.n_envs, m));
+        let batch = mode.and_then(|m| crate::env::make_vector(env_id, cfg.n_envs, m));
         match batch {
             Some(batch) => {
                 let collector = Collector::from_venv(SyncVectorEnv::from_batch(batch?)?, cfg.seed, |v| normalizer(&cfg, v))?;
                 Self::with_collector(env_id, cfg, collector, &mut || make(env_id))
             }
-            None if cfg.vector_env != VectorEnv::Off && cfg.algo != "a3c" => Err(ProximaError::Config(format!(
+            None if cfg.vector_env != VectorEnv::Off => Err(ProximaError::Config(format!(
                 "vector_env = `{}` steps bridged `gym:` envs as one Gymnasium vector env; `{env_id}` is not one (native envs step in-process)",
                 if cfg.vector_env == VectorEnv::Sync { "sync" } else { "async" }
             ))),
