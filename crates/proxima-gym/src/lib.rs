@@ -147,14 +147,8 @@ pub struct GymEnv {
     id: String,
     env: Py<PyAny>,
     np: Py<PyModule>,
-    observation_space: Space,
-    action_space: Space,
-    /// NumPy dtype name and shape of observations, as declared.
-    obs_dtype: String,
-    obs_shape: Vec<usize>,
-    /// NumPy dtype name of actions (Box/MultiDiscrete).
-    act_dtype: String,
-    act_shape: Vec<usize>,
+    /// The single env's spaces, with the NumPy dtypes and shapes they declare.
+    spaces: Spaces,
     /// `metadata["render_fps"]`, when the env declares it.
     render_fps: Option<u32>,
 }
@@ -264,26 +258,14 @@ impl GymEnv {
             })?;
             let obs_space = env.getattr("observation_space").map_err(|e| EnvError::Env(py_err(py, e)))?;
             let act_space = env.getattr("action_space").map_err(|e| EnvError::Env(py_err(py, e)))?;
-            let Spaces { observation_space, obs_dtype, obs_shape, action_space, act_dtype, act_shape } =
-                map_spaces(&obs_space, &act_space, &id)?;
+            let spaces = map_spaces(&obs_space, &act_space, &id)?;
             let render_fps = env
                 .getattr("metadata")
                 .and_then(|m| m.call_method1("get", ("render_fps",)))
                 .and_then(|f| f.extract::<f64>())
                 .ok()
                 .map(|f| f.round().clamp(1.0, 1000.0) as u32);
-            Ok(GymEnv {
-                id,
-                env: env.unbind(),
-                np: np.unbind(),
-                observation_space,
-                action_space,
-                obs_dtype,
-                obs_shape,
-                act_dtype,
-                act_shape,
-                render_fps,
-            })
+            Ok(GymEnv { id, env: env.unbind(), np: np.unbind(), spaces, render_fps })
         })
     }
 
@@ -294,10 +276,10 @@ impl GymEnv {
         let shape: Vec<usize> =
             arr.getattr("shape").and_then(|s| s.extract()).map_err(|e| EnvError::Env(py_err(py, e)))?;
         let dtype = arr.getattr("dtype").and_then(|d| d.str()).map(|s| s.to_string()).unwrap_or_default();
-        if shape != self.obs_shape || dtype != self.obs_dtype {
+        if shape != self.spaces.obs_shape || dtype != self.spaces.obs_dtype {
             return Err(EnvError::Env(format!(
                 "{} returned an observation of shape {shape:?} and dtype {dtype}; its observation_space declares shape {:?} and dtype {}",
-                self.id, self.obs_shape, self.obs_dtype
+                self.id, self.spaces.obs_shape, self.spaces.obs_dtype
             )));
         }
         let bytes = arr
@@ -314,10 +296,10 @@ impl Env for GymEnv {
         &self.id
     }
     fn observation_space(&self) -> Space {
-        self.observation_space.clone()
+        self.spaces.observation_space.clone()
     }
     fn action_space(&self) -> Space {
-        self.action_space.clone()
+        self.spaces.action_space.clone()
     }
     fn reset(&mut self, seed: Option<u64>) -> Result<(Vec<f32>, Info)> {
         Python::attach(|py| {
@@ -337,17 +319,17 @@ impl Env for GymEnv {
     fn step(&mut self, action: Action<'_>) -> Result<StepResult> {
         Python::attach(|py| {
             let np = self.np.bind(py);
-            let a: Bound<'_, PyAny> = match (&self.action_space, action) {
+            let a: Bound<'_, PyAny> = match (&self.spaces.action_space, action) {
                 (Space::Discrete { n }, Action::Discrete(a)) if a < *n => {
                     a.into_pyobject(py).map_err(|e| EnvError::Env(e.to_string()))?.into_any()
                 }
                 (Space::Box { .. } | Space::MultiDiscrete { .. }, Action::Continuous(v))
-                    if v.len() == self.action_space.flat_dim() =>
+                    if v.len() == self.spaces.action_space.flat_dim() =>
                 {
                     let buf = PyBytes::new(py, &v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>());
                     np.call_method1("frombuffer", (buf, "<f4"))
-                        .and_then(|a| a.call_method1("astype", (self.act_dtype.as_str(),)))
-                        .and_then(|a| a.call_method1("reshape", (PyTuple::new(py, &self.act_shape)?,)))
+                        .and_then(|a| a.call_method1("astype", (self.spaces.act_dtype.as_str(),)))
+                        .and_then(|a| a.call_method1("reshape", (PyTuple::new(py, &self.spaces.act_shape)?,)))
                         .map_err(|e| EnvError::Env(py_err(py, e)))?
                 }
                 (space, other) => {

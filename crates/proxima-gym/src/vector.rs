@@ -23,12 +23,8 @@ pub struct GymVectorEnv {
     n: usize,
     env: Py<PyAny>,
     np: Py<PyModule>,
-    observation_space: Space,
-    action_space: Space,
-    obs_dtype: String,
-    obs_shape: Vec<usize>,
-    act_dtype: String,
-    act_shape: Vec<usize>,
+    /// The single env's spaces, with the NumPy dtypes and shapes they declare.
+    spaces: Spaces,
 }
 
 fn env_err<'py>(py: Python<'py>, what: &str) -> impl Fn(PyErr) -> EnvError + 'py {
@@ -74,20 +70,8 @@ impl GymVectorEnv {
                 ))
             })?;
             let space = |attr: &str| env.getattr(attr).map_err(env_err(py, attr));
-            let Spaces { observation_space, obs_dtype, obs_shape, action_space, act_dtype, act_shape } =
-                map_spaces(&space("single_observation_space")?, &space("single_action_space")?, &id)?;
-            Ok(GymVectorEnv {
-                id,
-                n,
-                env: env.unbind(),
-                np: np.unbind(),
-                observation_space,
-                action_space,
-                obs_dtype,
-                obs_shape,
-                act_dtype,
-                act_shape,
-            })
+            let spaces = map_spaces(&space("single_observation_space")?, &space("single_action_space")?, &id)?;
+            Ok(GymVectorEnv { id, n, env: env.unbind(), np: np.unbind(), spaces })
         })
     }
 
@@ -97,13 +81,14 @@ impl GymVectorEnv {
         let arr = np.call_method1("asarray", (obs,)).map_err(env_err(py, "np.asarray"))?;
         let shape: Vec<usize> = arr.getattr("shape").and_then(|s| s.extract()).map_err(env_err(py, "shape"))?;
         let dtype = arr.getattr("dtype").and_then(|d| d.str()).map(|s| s.to_string()).unwrap_or_default();
-        let want: Vec<usize> = if batch { [&[self.n][..], &self.obs_shape].concat() } else { self.obs_shape.clone() };
+        let want: Vec<usize> =
+            if batch { [&[self.n][..], &self.spaces.obs_shape].concat() } else { self.spaces.obs_shape.clone() };
         // The vector env casts the batch to the space's dtype itself; a final observation comes
         // raw from the env, so only its shape is checked (cast as the batch is).
-        if shape != want || (batch && dtype != self.obs_dtype) {
+        if shape != want || (batch && dtype != self.spaces.obs_dtype) {
             return Err(EnvError::Env(format!(
                 "{} returned observations of shape {shape:?} and dtype {dtype}; expected shape {want:?} and dtype {}",
-                self.id, self.obs_dtype
+                self.id, self.spaces.obs_dtype
             )));
         }
         let bytes = arr
@@ -120,13 +105,13 @@ impl GymVectorEnv {
     fn actions<'py>(&self, py: Python<'py>, actions: &[f32]) -> Result<Bound<'py, PyAny>> {
         let np = self.np.bind(py);
         let buf = PyBytes::new(py, &actions.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>());
-        let shape: Vec<usize> = match self.action_space {
+        let shape: Vec<usize> = match self.spaces.action_space {
             Space::Discrete { .. } => vec![self.n],
-            _ => [&[self.n][..], &self.act_shape].concat(),
+            _ => [&[self.n][..], &self.spaces.act_shape].concat(),
         };
-        let dtype = match self.action_space {
+        let dtype = match self.spaces.action_space {
             Space::Discrete { .. } => "int64",
-            _ => self.act_dtype.as_str(),
+            _ => self.spaces.act_dtype.as_str(),
         };
         np.call_method1("frombuffer", (buf, "<f4"))
             .and_then(|a| a.call_method1("astype", (dtype,)))
@@ -143,10 +128,10 @@ impl BatchEnv for GymVectorEnv {
         self.n
     }
     fn observation_space(&self) -> Space {
-        self.observation_space.clone()
+        self.spaces.observation_space.clone()
     }
     fn action_space(&self) -> Space {
-        self.action_space.clone()
+        self.spaces.action_space.clone()
     }
     fn reset(&mut self, seed: u64, obs: &mut [f32]) -> Result<()> {
         Python::attach(|py| {

@@ -193,6 +193,16 @@ mod tests {
     use super::*;
     use candle_core::{Device, Var};
 
+    /// L^CLIP with ε = 0.2, c₁ = 0.5, no value clipping, no entropy bonus.
+    const CLIP_02: PpoCoefs = PpoCoefs {
+        clip_range: 0.2,
+        clip_range_vf: None,
+        vf_coef: 0.5,
+        ent_coef: 0.0,
+        objective: Objective::Clip,
+        kl_coef: 1.0,
+    };
+
     #[test]
     fn at_ratio_one_policy_loss_is_minus_mean_advantage() {
         let dev = Device::Cpu;
@@ -211,14 +221,7 @@ mod tests {
                 kl: None,
                 mask: None,
             },
-            &PpoCoefs {
-                clip_range: 0.2,
-                clip_range_vf: None,
-                vf_coef: 0.5,
-                ent_coef: 0.0,
-                objective: Objective::Clip,
-                kl_coef: 1.0,
-            },
+            &CLIP_02,
         )
         .unwrap();
         assert!((out.policy_loss.to_scalar::<f64>().unwrap() + 1.0).abs() < 1e-12);
@@ -249,14 +252,7 @@ mod tests {
                 kl: None,
                 mask: None,
             },
-            &PpoCoefs {
-                clip_range: 0.2,
-                clip_range_vf: None,
-                vf_coef: 0.5,
-                ent_coef: 0.0,
-                objective: Objective::Clip,
-                kl_coef: 1.0,
-            },
+            &CLIP_02,
         )
         .unwrap();
         assert!((out.policy_loss.to_scalar::<f64>().unwrap() + 1.2).abs() < 1e-12);

@@ -16,6 +16,30 @@ use proxima::rollout::{gae, normalize_advantages_f64, GaeInput};
 mod support;
 use support::{close, f64s, flat, golden, scalar};
 
+/// L^CLIP's coefficients of a `ppo_loss.json` case (its ε, value clip, c₁, c₂).
+fn case_coefs(c: &serde_json::Value) -> PpoCoefs {
+    PpoCoefs {
+        clip_range: c["clip_coef"].as_f64().unwrap(),
+        clip_range_vf: c["vf_clip"].as_f64(),
+        vf_coef: c["vf_coef"].as_f64().unwrap(),
+        ent_coef: c["ent_coef"].as_f64().unwrap(),
+        objective: Objective::Clip,
+        kl_coef: 1.0,
+    }
+}
+
+/// L^CLIP's coefficients of a `gaussian.json` case (no value loss).
+fn gaussian_coefs(c: &serde_json::Value) -> PpoCoefs {
+    PpoCoefs {
+        clip_range: c["clip_coef"].as_f64().unwrap(),
+        clip_range_vf: None,
+        vf_coef: 0.0,
+        ent_coef: c["ent_coef"].as_f64().unwrap(),
+        objective: Objective::Clip,
+        kl_coef: 1.0,
+    }
+}
+
 #[test]
 fn gae_matches_reference() {
     let g = golden("gae.json");
@@ -59,14 +83,7 @@ fn ppo_clip_loss_and_gradients_match_pytorch() {
         normalize_advantages_f64(&mut adv);
         let t = |v: Vec<f64>| Tensor::new(v, &dev).unwrap();
         let (lp, ent) = categorical_log_prob_entropy(logits.as_tensor(), &actions).unwrap();
-        let coefs = PpoCoefs {
-            clip_range: c["clip_coef"].as_f64().unwrap(),
-            clip_range_vf: c["vf_clip"].as_f64(),
-            vf_coef: c["vf_coef"].as_f64().unwrap(),
-            ent_coef: c["ent_coef"].as_f64().unwrap(),
-            objective: Objective::Clip,
-            kl_coef: 1.0,
-        };
+        let coefs = case_coefs(c);
         let out = ppo_loss(
             &PpoBatch {
                 log_prob: &lp,
@@ -134,14 +151,7 @@ fn gaussian_policy_loss_and_gradients_match_pytorch() {
                 kl: None,
                 mask: None,
             },
-            &PpoCoefs {
-                clip_range: c["clip_coef"].as_f64().unwrap(),
-                clip_range_vf: None,
-                vf_coef: 0.0,
-                ent_coef: c["ent_coef"].as_f64().unwrap(),
-                objective: Objective::Clip,
-                kl_coef: 1.0,
-            },
+            &gaussian_coefs(c),
         )
         .unwrap();
         close(&name("policy_loss"), &[scalar(&out.policy_loss)], &[e["policy_loss"].as_f64().unwrap()], 1e-9);
@@ -235,14 +245,7 @@ fn fused_ppo_clip_loss_and_gradients_match_pytorch() {
         let (b, a) = (c["B"].as_u64().unwrap() as usize, c["n_actions"].as_u64().unwrap() as usize);
         let mut adv = f64s(&c["advantages_raw"]);
         normalize_advantages_f64(&mut adv);
-        let coefs = PpoCoefs {
-            clip_range: c["clip_coef"].as_f64().unwrap(),
-            clip_range_vf: c["vf_clip"].as_f64(),
-            vf_coef: c["vf_coef"].as_f64().unwrap(),
-            ent_coef: c["ent_coef"].as_f64().unwrap(),
-            objective: Objective::Clip,
-            kl_coef: 1.0,
-        };
+        let coefs = case_coefs(c);
         let inputs = [
             flat(&c["logits"]),
             f64s(&c["values"]),
@@ -285,14 +288,7 @@ fn fused_gaussian_policy_loss_and_gradients_match_pytorch() {
         let (b, d) = (c["B"].as_u64().unwrap() as usize, c["action_dim"].as_u64().unwrap() as usize);
         let mut adv = f64s(&c["advantages_raw"]);
         normalize_advantages_f64(&mut adv);
-        let coefs = PpoCoefs {
-            clip_range: c["clip_coef"].as_f64().unwrap(),
-            clip_range_vf: None,
-            vf_coef: 0.0,
-            ent_coef: c["ent_coef"].as_f64().unwrap(),
-            objective: Objective::Clip,
-            kl_coef: 1.0,
-        };
+        let coefs = gaussian_coefs(c);
         let zeros = vec![0f64; b];
         let inputs = [
             flat(&c["mean"]),

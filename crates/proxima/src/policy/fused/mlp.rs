@@ -57,8 +57,7 @@ pub struct FusedMlp {
     threads: usize,
     infer: RefCell<Workspace>,
     pending: Option<Pending>,
-    /// log r_t(θ) of the last PPO loss, `[B]` (its first `log_ratio_rows` values).
-    log_ratio: Vec<f32>,
+    /// Rows of log r_t(θ) the last PPO loss left in `train.log_ratio` (0 after an A2C loss).
     log_ratio_rows: usize,
     /// Bumped whenever θ may have changed (the inference workspace's Wᵀ follows it).
     version: u64,
@@ -117,7 +116,6 @@ impl FusedMlp {
             threads: 1,
             infer,
             pending: None,
-            log_ratio: Vec::new(),
             log_ratio_rows: 0,
             version: 0,
         };
@@ -202,8 +200,6 @@ impl FusedMlp {
         } else {
             let all = Rows::of(mb, 0..rows, dims);
             let v = self.net.loss((&self.theta, &mut self.grad), &mut self.train, &all, (old_log_std, &loss, rows))?;
-            super::net::grow(&mut self.log_ratio, rows);
-            self.log_ratio[..rows].copy_from_slice(&self.train.log_ratio[..rows]);
             (v, Pending::Rows(rows))
         };
         self.pending = Some(pending);
@@ -231,13 +227,13 @@ impl FusedMlp {
                 net.backward(theta, &mut sh.ws, &mut sh.grad, r.len());
             }
         });
-        super::net::grow(&mut self.log_ratio, rows);
+        super::net::grow(&mut self.train.log_ratio, rows);
         let mut parts = [0f64; 4];
         for (i, sh) in self.shards[..n].iter_mut().enumerate() {
             let out = std::mem::replace(&mut sh.out, Ok([0.0; 4]))?;
             parts.iter_mut().zip(out).for_each(|(p, v)| *p += v as f64);
             let r = (i * chunk).min(rows)..((i + 1) * chunk).min(rows);
-            self.log_ratio[r.clone()].copy_from_slice(&sh.ws.log_ratio[..r.len()]);
+            self.train.log_ratio[r.clone()].copy_from_slice(&sh.ws.log_ratio[..r.len()]);
             if i == 0 {
                 self.grad.copy_from_slice(&sh.grad);
             } else {
@@ -317,7 +313,7 @@ impl Policy for FusedMlp {
     }
 
     fn log_ratio(&self) -> &[f32] {
-        &self.log_ratio[..self.log_ratio_rows]
+        &self.train.log_ratio[..self.log_ratio_rows]
     }
 
     fn backward(&mut self) -> Result<Vec<Option<Vec<f32>>>> {
