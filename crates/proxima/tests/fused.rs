@@ -291,16 +291,18 @@ fn checkpoints_move_between_backends() {
     assert!(e.contains("backend") && e.contains("fused"), "{e}");
 }
 
-/// `num_threads` > 1: a minibatch's rows in shards on threads give the one-thread loss and
-/// gradient (to f32 rounding: the sums are grouped differently), and the same bits on every run
-/// with the same thread count.
+/// `num_threads` > 1. Two threads run the actor and critic side by side: the same bits as one
+/// thread (loss, log r, every gradient, inference), separate towers or a shared trunk. Four also
+/// split a minibatch's rows into two shards: the one-thread loss and gradient to f32 rounding (the
+/// sums are grouped differently), and the same bits on every run with the same thread count.
 #[test]
-fn sharded_minibatches_agree_with_one_thread_and_repeat_exactly() {
-    for (aname, action) in actions() {
-        let sp = spec(action.clone(), true, Activation::Tanh);
+fn threaded_minibatches_agree_with_one_thread_and_repeat_exactly() {
+    for ((aname, action), shared) in actions().into_iter().flat_map(|a| [(a.clone(), false), (a, true)]) {
+        let aname = format!("{aname} (shared trunk {shared})");
+        let sp = spec(action.clone(), shared, Activation::Tanh);
         let (c, one) = pair(&sp, 31);
         let mut rng = ChaCha8Rng::seed_from_u64(32);
-        // 4 shards of 64 rows: a minibatch of 256 built from the candle policy's actions.
+        // A minibatch of 256 rows (two shards of 128 at 4 threads) from the candle policy's actions.
         let obs: Vec<f32> = (0..256 * OBS_DIM).map(|_| rng.random_range(-2.0..2.0)).collect();
         let out = Policy::act(&c, &obs, false, &mut rng).unwrap();
         let (head, _) = Policy::dist_params_host(&c, &obs).unwrap();
@@ -327,17 +329,48 @@ fn sharded_minibatches_agree_with_one_thread_and_repeat_exactly() {
             f.set_threads(threads);
             let v = f.ppo_loss(&mb, &[-0.3, -0.5], &coefs).unwrap().values;
             let lr = f.log_ratio().to_vec();
-            (v, lr, f.backward().unwrap().into_iter().map(Option::unwrap).collect::<Vec<_>>())
+            let grads = f.backward().unwrap().into_iter().map(Option::unwrap).collect::<Vec<_>>();
+            let inference = (
+                f.act(&mb.observations, true, &mut ChaCha8Rng::seed_from_u64(1)).unwrap(),
+                f.dist_params_host(&mb.observations).unwrap(),
+                f.predict_values(&mb.observations).unwrap(),
+            );
+            (v, lr, grads, inference)
         };
-        let (v1, lr1, g1) = run(1);
-        let (v4, lr4, g4) = run(4);
+        let (v1, lr1, g1, inf1) = run(1);
+        let (v2, lr2, g2, inf2) = run(2);
+        assert_eq!((&v2, &lr2, &g2), (&v1, &lr1, &g1), "{aname}: two threads give one thread's bits");
+        assert_eq!(inf2.0.actions, inf1.0.actions, "{aname}: inference on two threads");
+        assert_eq!(
+            (inf2.0.log_probs, inf2.0.values, inf2.1, inf2.2),
+            (inf1.0.log_probs, inf1.0.values, inf1.1, inf1.2)
+        );
+        let (v4, lr4, g4, _) = run(4);
         assert_close(&format!("{aname} loss parts"), &v4, &v1, 1e-5);
-        // gemm tiles a shard of 64 rows differently from 256: a row's last bits may move.
+        // gemm tiles a shard of 128 rows differently from 256: a row's last bits may move.
         assert_close(&format!("{aname} log r sharded"), &lr4, &lr1, 1e-5);
         for (i, (a, b)) in g4.iter().zip(&g1).enumerate() {
             assert_close(&format!("{aname} ∂L/∂θ[{i}] sharded"), a, b, 1e-5);
         }
-        let (v4b, _, g4b) = run(4);
+        let (v4b, _, g4b, _) = run(4);
         assert_eq!((v4b, g4b), (v4, g4), "{aname}: the same thread count gives the same bits");
     }
+}
+
+/// A whole run with `num_threads = 2` (the towers side by side from the rollout's 512-row
+/// passes to every minibatch of 128) ends with the one-thread run's parameters and statistics,
+/// bit for bit.
+#[test]
+fn a_two_thread_run_repeats_the_one_thread_run_exactly() {
+    use proxima::config::Config;
+    use proxima::train::Trainer;
+    let run = |threads: usize| {
+        let sets = [format!("num_threads={threads}"), "total_timesteps=2048".into(), "backend=fused".into()];
+        let mut tr = Trainer::new("CartPole-v1", Config::resolve("cleanrl", None, &sets).unwrap()).unwrap();
+        let stats: Vec<_> = (0..4).map(|_| tr.step().unwrap().stats.policy_loss).collect();
+        (tr.policy.params().unwrap(), stats)
+    };
+    let (one, two) = (run(1), run(2));
+    assert_eq!(two.1, one.1, "policy loss per update");
+    assert_eq!(two.0, one.0, "parameters after 4 updates");
 }

@@ -8,14 +8,18 @@
 //! nothing. Inference (`act`, values) has its own workspace behind a `RefCell`, since the seam
 //! lends the policy immutably there.
 //!
-//! With [`FusedMlp::set_threads`] > 1 a minibatch's rows are split into that many shards (each at
-//! least [`MIN_SHARD_ROWS`]), each shard's loss and gradient computed on its own thread (rayon)
-//! into its own workspace and gradient vector, and the gradients added in shard order: for a
-//! given thread count the result is the same on every run.
+//! With [`FusedMlp::set_threads`] ≥ 2 the actor and critic towers of every pass of 64 rows or
+//! more run side by side, the critic's on a helper thread ([`super::helper`]): each tower's
+//! arithmetic is unchanged, so the results are those of one thread, bit for bit. From 4 threads
+//! a minibatch's rows are also split into `threads / 2` shards (each at least
+//! [`MIN_SHARD_ROWS`]), each shard's loss and gradient computed on its own rayon thread into its
+//! own workspace and gradient vector, and the gradients added in shard order: for a given thread
+//! count the result is the same on every run.
 
 use super::heads::{kl_sum, scratch_len, HeadLoss};
+use super::helper::Helper;
 use super::kernels::SMALL_BATCH;
-use super::net::{Net, Rows, Workspace};
+use super::net::{Net, Rows, Towers, Workspace};
 use crate::error::{ProximaError, Result};
 use crate::loss::PpoCoefs;
 use crate::policy::interface::{ActOutput, FlatParams, LossReport, Policy};
@@ -123,9 +127,17 @@ impl FusedMlp {
         Ok(mlp)
     }
 
-    /// Splits each minibatch's rows over `threads` threads (1: none; see the module docs).
+    /// Runs the actor and critic side by side from 2 threads on, and from 4 on also splits each
+    /// minibatch's rows into `threads / 2` shards (1: neither; see the module docs).
     pub fn set_threads(&mut self, threads: usize) {
         self.threads = threads.max(1);
+        if self.threads < 2 {
+            self.net.helper = None;
+        } else if self.net.helper.is_none() {
+            self.net.helper = Helper::new()
+                .map_err(|e| tracing::warn!("no helper thread ({e}): the actor and critic run one after the other"))
+                .ok();
+        }
     }
 
     /// Total number of scalar parameters.
@@ -163,8 +175,9 @@ impl FusedMlp {
         Ok(obs.len() / od)
     }
 
-    /// Copies `obs` into the inference workspace and runs the forward pass; `f` reads it.
-    fn infer<T>(&self, obs: &[f32], f: impl FnOnce(&Workspace, usize) -> T) -> Result<T> {
+    /// Copies `obs` into the inference workspace and runs the forward pass of `towers`; `f`
+    /// reads it.
+    fn infer<T>(&self, obs: &[f32], towers: Towers, f: impl FnOnce(&Workspace, usize) -> T) -> Result<T> {
         let rows = self.check_obs(obs)?;
         let mut ws = self.infer.borrow_mut();
         self.net.ensure(&mut ws, rows);
@@ -172,7 +185,7 @@ impl FusedMlp {
         if rows < SMALL_BATCH {
             self.net.refresh_transposes(&self.theta, self.version, &mut ws);
         }
-        self.net.forward(&self.theta, Some(self.version), &mut ws, rows);
+        self.net.forward(&self.theta, Some(self.version), &mut ws, rows, towers);
         Ok(f(&ws, rows))
     }
 
@@ -194,7 +207,7 @@ impl FusedMlp {
         }
         self.pending = None;
         self.log_ratio_rows = 0;
-        let n_shards = self.threads.min(rows / MIN_SHARD_ROWS);
+        let n_shards = (self.threads / 2).min(rows / MIN_SHARD_ROWS);
         let (values, pending) = if n_shards > 1 {
             (self.sharded_loss(mb, old_log_std, &loss, n_shards)?, Pending::Done)
         } else {
@@ -273,7 +286,7 @@ impl Policy for FusedMlp {
     fn act_into(&self, obs: &[f32], deterministic: bool, rng: &mut dyn RngCore, out: &mut ActOutput) -> Result<()> {
         let (hd, kind, log_std) = (self.net.spec.action.head_dim(), &self.net.spec.action, self.log_std_values());
         let (na, nc) = (self.net.actor.len() - 1, self.net.critic.len() - 1);
-        self.infer(obs, |ws, rows| {
+        self.infer(obs, Towers::Both, |ws, rows| {
             out.actions.clear();
             out.log_probs.clear();
             out.values.clear();
@@ -295,12 +308,12 @@ impl Policy for FusedMlp {
 
     fn predict_values(&self, obs: &[f32]) -> Result<Vec<f32>> {
         let nc = self.net.critic.len() - 1;
-        self.infer(obs, |ws, rows| ws.critic[nc][..rows].to_vec())
+        self.infer(obs, Towers::Critic, |ws, rows| ws.critic[nc][..rows].to_vec())
     }
 
     fn dist_params_host(&self, obs: &[f32]) -> Result<(Vec<f32>, Vec<f32>)> {
         let (na, hd) = (self.net.actor.len() - 1, self.net.spec.action.head_dim());
-        let head = self.infer(obs, |ws, rows| ws.actor[na][..rows * hd].to_vec())?;
+        let head = self.infer(obs, Towers::Actor, |ws, rows| ws.actor[na][..rows * hd].to_vec())?;
         Ok((head, self.log_std_values().to_vec()))
     }
 
@@ -338,7 +351,7 @@ impl Policy for FusedMlp {
             )));
         }
         let kind = &self.net.spec.action;
-        let sum = self.infer(obs, |ws, rows| {
+        let sum = self.infer(obs, Towers::Actor, |ws, rows| {
             let mut scratch = vec![0f32; scratch_len(kind)];
             kl_sum(kind, (old_head, old_log_std), &ws.actor[na][..rows * hd], log_std, &mut scratch)
         })?;

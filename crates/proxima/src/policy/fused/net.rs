@@ -4,6 +4,7 @@
 //! one θ).
 
 use super::heads::{head_loss, scratch_len, HeadBatch, HeadGrads, HeadLoss};
+use super::helper::Helper;
 use super::kernels::{activation_backward, dense_backward, dense_forward, transpose};
 use crate::error::Result;
 use crate::policy::spec::{ActionKind, Activation, Part, PolicySpec};
@@ -33,9 +34,12 @@ pub(super) struct Workspace {
     d_values: Vec<f32>,
     pub log_ratio: Vec<f32>,
     scratch: Vec<f32>,
-    /// Backward ping-pong buffers `[rows, widest]`, and the two heads' gradients at the trunk.
+    /// Backward ping-pong buffers `[rows, widest]` (the actor's, then the critic's: the two
+    /// towers may run at once), and the two heads' gradients at the trunk.
     d_a: Vec<f32>,
     d_b: Vec<f32>,
+    d_c: Vec<f32>,
+    d_d: Vec<f32>,
     d_trunk: Vec<f32>,
     d_trunk_critic: Vec<f32>,
     /// Inference: every weight transposed, at θ's offsets (for broadcast FMAs on small batches),
@@ -76,7 +80,9 @@ impl Workspace {
                 widest = widest.max(l.out).max(l.inp);
             }
         }
-        for v in [&mut self.d_a, &mut self.d_b, &mut self.d_trunk, &mut self.d_trunk_critic] {
+        for v in
+            [&mut self.d_a, &mut self.d_b, &mut self.d_c, &mut self.d_d, &mut self.d_trunk, &mut self.d_trunk_critic]
+        {
             grow(v, rows * widest);
         }
         grow(&mut self.d_head, rows * head_dim);
@@ -105,15 +111,16 @@ fn tower_forward(
 }
 
 /// Backward through one tower: `dy` `[rows, last out]` enters at its last layer (already
-/// through that layer's activation, if any); the gradients of every layer go to `grad`, and
-/// ∂L/∂(tower input) to `d_in` when given. `dy` and `spare` are clobbered.
+/// through that layer's activation, if any); the gradients of every layer go to `grad` (the part
+/// of ∇θ that starts at θ offset `base`), and ∂L/∂(tower input) to `d_in` when given. `dy` and
+/// `spare` are clobbered.
 #[allow(clippy::too_many_arguments)]
 fn tower_backward(
     layers: &[Layer],
     outs: &[Vec<f32>],
     x: &[f32],
     theta: &[f32],
-    grad: &mut [f32],
+    (grad, base): (&mut [f32], usize),
     (mut dy, mut spare): (&mut Vec<f32>, &mut Vec<f32>),
     mut d_in: Option<&mut [f32]>,
     rows: usize,
@@ -122,7 +129,7 @@ fn tower_backward(
     for i in (0..layers.len()).rev() {
         let l = layers[i];
         let input = if i == 0 { x } else { &outs[i - 1][..] };
-        let (gw, gb) = grad[l.w..l.b + l.out].split_at_mut(l.b - l.w);
+        let (gw, gb) = grad[l.w - base..l.b + l.out - base].split_at_mut(l.b - l.w);
         let dx = if i > 0 { Some(&mut spare[..rows * l.inp]) } else { d_in.as_deref_mut() };
         dense_backward(gw, gb, dx, &dy[..rows * l.out], input, &theta[l.w..l.b], (rows, l.inp, l.out));
         if i > 0 {
@@ -173,6 +180,35 @@ pub(super) struct Net {
     pub critic: Vec<Layer>,
     /// Offset of the Gaussian log-std in θ.
     pub log_std: Option<usize>,
+    /// With a helper thread, the actor and critic towers run side by side for batches of at
+    /// least [`PARALLEL_MIN_ROWS`]. Each tower's arithmetic is the same either way, so the
+    /// results are bit for bit those of one thread.
+    pub helper: Option<Helper>,
+}
+
+/// Which towers a forward pass runs (the trunk, if any, always).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Towers {
+    /// Policy head and V(s).
+    Both,
+    /// The policy head only (π_θold's head, the KL at the new θ).
+    Actor,
+    /// V(s) only.
+    Critic,
+}
+
+/// Below this many rows a tower's pass is too short to be worth a second thread.
+pub(super) const PARALLEL_MIN_ROWS: usize = 64;
+
+/// Runs `a` and `b`: side by side on the helper when there is one, else one after the other.
+fn both(helper: Option<&Helper>, a: impl FnOnce() + Send, b: impl FnOnce() + Send) {
+    match helper {
+        Some(h) => h.join(a, b),
+        None => {
+            a();
+            b();
+        }
+    }
 }
 
 impl Net {
@@ -194,7 +230,7 @@ impl Net {
             }
         }
         let log_std = matches!(spec.action, ActionKind::Continuous { .. }).then(|| offsets[offsets.len() - 1]);
-        Net { spec, trunk, actor, critic, log_std }
+        Net { spec, trunk, actor, critic, log_std, helper: None }
     }
 
     pub fn towers(&self) -> [&[Layer]; 3] {
@@ -212,8 +248,9 @@ impl Net {
     }
 
     /// Forward of `rows` observations already in `ws.x` at θ: head in `ws.actor.last()`, V(s) in
-    /// `ws.critic.last()`. Small batches use `ws.wt` when it was made at θ's `version`.
-    pub fn forward(&self, theta: &[f32], version: Option<u64>, ws: &mut Workspace, rows: usize) {
+    /// `ws.critic.last()` (of the `towers` run; the other's buffers keep older values). Small
+    /// batches use `ws.wt` when it was made at θ's `version`.
+    pub fn forward(&self, theta: &[f32], version: Option<u64>, ws: &mut Workspace, rows: usize, towers: Towers) {
         let act = self.spec.activation;
         let wt = (version.is_some() && ws.wt_version == version).then_some(&ws.wt[..]);
         let theta = (theta, wt);
@@ -224,8 +261,16 @@ impl Net {
             tower_forward(&self.trunk, &mut ws.trunk, x, theta, rows, act);
             &ws.trunk[self.trunk.len() - 1][..]
         };
-        tower_forward(&self.actor, &mut ws.actor, tower_in, theta, rows, act);
-        tower_forward(&self.critic, &mut ws.critic, tower_in, theta, rows, act);
+        let (actor, critic) = (&mut ws.actor, &mut ws.critic);
+        match towers {
+            Towers::Both => both(
+                self.helper.as_ref().filter(|_| rows >= PARALLEL_MIN_ROWS),
+                || tower_forward(&self.actor, actor, tower_in, theta, rows, act),
+                || tower_forward(&self.critic, critic, tower_in, theta, rows, act),
+            ),
+            Towers::Actor => tower_forward(&self.actor, actor, tower_in, theta, rows, act),
+            Towers::Critic => tower_forward(&self.critic, critic, tower_in, theta, rows, act),
+        }
     }
 
     /// Makes `ws.wt` the transpose of θ's weights, θ being at `version` (once per version).
@@ -257,7 +302,7 @@ impl Net {
         let (rows, od, hd) = (mb.len(), self.spec.obs_dim, self.spec.action.head_dim());
         self.ensure(ws, rows);
         ws.x[..rows * od].copy_from_slice(mb.observations);
-        self.forward(theta, None, ws, rows);
+        self.forward(theta, None, ws, rows, Towers::Both);
         let log_std_off = self.log_std.unwrap_or(theta.len());
         let batch = HeadBatch {
             head: &ws.actor[self.actor.len() - 1][..rows * hd],
@@ -291,11 +336,22 @@ impl Net {
         let tower_in: &[f32] = if shared { &ws.trunk[self.trunk.len() - 1] } else { x };
         let width = self.trunk.last().map_or(od, |l| l.out);
         ws.d_a[..rows * hd].copy_from_slice(&ws.d_head[..rows * hd]);
-        let d_in = shared.then_some(&mut ws.d_trunk[..rows * width]);
-        tower_backward(&self.actor, &ws.actor, tower_in, theta, grad, (&mut ws.d_a, &mut ws.d_b), d_in, rows, act);
-        ws.d_a[..rows].copy_from_slice(&ws.d_values[..rows]);
-        let d_in = shared.then_some(&mut ws.d_trunk_critic[..rows * width]);
-        tower_backward(&self.critic, &ws.critic, tower_in, theta, grad, (&mut ws.d_a, &mut ws.d_b), d_in, rows, act);
+        ws.d_c[..rows].copy_from_slice(&ws.d_values[..rows]);
+        // θ's order is trunk, actor, critic, log σ: the towers' gradients are disjoint slices.
+        let critic_base = self.critic[0].w;
+        let (g_actor, g_critic) = grad.split_at_mut(critic_base);
+        let d_actor = shared.then_some(&mut ws.d_trunk[..rows * width]);
+        let d_critic = shared.then_some(&mut ws.d_trunk_critic[..rows * width]);
+        let (actor_bufs, critic_bufs) = ((&mut ws.d_a, &mut ws.d_b), (&mut ws.d_c, &mut ws.d_d));
+        let (actor, critic) = ((&self.actor, &ws.actor), (&self.critic, &ws.critic));
+        both(
+            self.helper.as_ref().filter(|_| rows >= PARALLEL_MIN_ROWS),
+            || tower_backward(actor.0, actor.1, tower_in, theta, (g_actor, 0), actor_bufs, d_actor, rows, act),
+            || {
+                let g = (g_critic, critic_base);
+                tower_backward(critic.0, critic.1, tower_in, theta, g, critic_bufs, d_critic, rows, act)
+            },
+        );
         if shared {
             let n = rows * width;
             ws.d_a[..n]
@@ -304,7 +360,7 @@ impl Net {
                 .zip(&ws.d_trunk_critic[..n])
                 .for_each(|((d, &a), &c)| *d = a + c);
             activation_backward(&mut ws.d_a[..n], &ws.trunk[self.trunk.len() - 1][..n], act);
-            tower_backward(&self.trunk, &ws.trunk, x, theta, grad, (&mut ws.d_a, &mut ws.d_b), None, rows, act);
+            tower_backward(&self.trunk, &ws.trunk, x, theta, (grad, 0), (&mut ws.d_a, &mut ws.d_b), None, rows, act);
         }
     }
 }
