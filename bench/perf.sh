@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Speed side by side, in one run on this machine (issue "Faster than PureJaxRL on a CPU"):
 # CartPole-v1 PPO with CleanRL's config (4 envs × 128 steps, 4 epochs × 4 minibatches of 128,
-# 500k steps) as a whole process — Proxima on the fused and on the candle backend, PureJaxRL's
-# ppo.py (one seed, and 8 seeds vmapped), Stable-Baselines3 (one torch thread) — and many seeds
-# at once; then µs per minibatch update next to the arithmetic floor
+# 500k steps) as a whole process — Proxima on the fused backend (1 and 2 threads) and on the
+# candle backend, PureJaxRL's ppo.py (one seed, and 8 seeds vmapped), Stable-Baselines3 (one
+# torch thread) — and many seeds at once; then µs per minibatch update next to the arithmetic floor
 # (`cargo bench -p proxima --bench update`). Prints one Markdown table per part, with the load
 # average before each row, and writes them to $OUT/perf.md (default bench-results/perf).
 #
@@ -64,6 +64,7 @@ proxima_row() { # LABEL ARGS... : one `proxima train` run, timed as a whole proc
   say "| Proxima \`$label\` | $w s | $sps | $train | $eval | $l |"
 }
 proxima_row fused --backend fused
+proxima_row fused-2-threads --backend fused --set num_threads=2
 proxima_row candle --backend candle
 
 seeds_row() { # N : N seeds at once on every core, one parent directory
