@@ -89,8 +89,12 @@ pub fn python_executable() -> String {
     std::env::var("PROXIMA_PYTHON").unwrap_or_else(|_| "python3".to_string())
 }
 
-/// Initialises the embedded interpreter once with the user's `sys.path`.
+/// Initialises the embedded interpreter once with the user's `sys.path` (without the `embed`
+/// feature the bridge runs inside the user's interpreter: nothing to do).
 pub(crate) fn init() -> Result<()> {
+    if !cfg!(feature = "embed") {
+        return Ok(());
+    }
     static INIT: OnceLock<std::result::Result<(), String>> = OnceLock::new();
     INIT.get_or_init(|| {
         let exe = python_executable();
@@ -126,8 +130,22 @@ pub(crate) fn init() -> Result<()> {
     .map_err(EnvError::Env)
 }
 
-/// A Python exception as text: its traceback, formatted as Python prints it.
+std::thread_local! {
+    /// The last Python exception [`py_err`] turned into text on this thread.
+    static LAST_ERROR: std::cell::RefCell<Option<PyErr>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The last Python exception an env raised on this thread (taken: a second call gives `None`),
+/// so that a caller in Python can re-raise the exception object itself, traceback and all,
+/// where Proxima's error carries only its text.
+pub fn take_python_error() -> Option<PyErr> {
+    LAST_ERROR.with(|c| c.borrow_mut().take())
+}
+
+/// A Python exception as text: its traceback, formatted as Python prints it. The exception is
+/// also kept for [`take_python_error`].
 pub(crate) fn py_err(py: Python<'_>, e: PyErr) -> String {
+    LAST_ERROR.with(|c| *c.borrow_mut() = Some(e.clone_ref(py)));
     let value = e.value(py);
     if let Some(tb) = e.traceback(py) {
         let _ = value.setattr("__traceback__", tb);
@@ -256,17 +274,32 @@ impl GymEnv {
                 let hint = if render { " (does the env support render_mode=\"rgb_array\"?)" } else { "" };
                 EnvError::UnknownEnv(format!("{call} failed{hint}:\n{}", py_err(py, e)))
             })?;
-            let obs_space = env.getattr("observation_space").map_err(|e| EnvError::Env(py_err(py, e)))?;
-            let act_space = env.getattr("action_space").map_err(|e| EnvError::Env(py_err(py, e)))?;
-            let spaces = map_spaces(&obs_space, &act_space, &id)?;
-            let render_fps = env
-                .getattr("metadata")
-                .and_then(|m| m.call_method1("get", ("render_fps",)))
-                .and_then(|f| f.extract::<f64>())
-                .ok()
-                .map(|f| f.round().clamp(1.0, 1000.0) as u32);
-            Ok(GymEnv { id, env: env.unbind(), np: np.unbind(), spaces, render_fps })
+            GymEnv::wrap(py, env, np, id)
         })
+    }
+
+    /// A Gymnasium env object the caller already has (the Python package's `PPO("MlpPolicy",
+    /// env)`), named `id` in errors and checkpoints.
+    ///
+    /// # Errors
+    /// `Env` when it has no observation/action space or numpy is missing; an unsupported space.
+    pub fn from_object(py: Python<'_>, env: Bound<'_, PyAny>, id: &str) -> Result<GymEnv> {
+        let np = py.import("numpy").map_err(|e| EnvError::Env(py_err(py, e)))?;
+        GymEnv::wrap(py, env, np, id.to_string())
+    }
+
+    fn wrap(py: Python<'_>, env: Bound<'_, PyAny>, np: Bound<'_, PyModule>, id: String) -> Result<GymEnv> {
+        let space = |attr: &str| {
+            env.getattr(attr).map_err(|e| EnvError::Env(format!("{id} has no `{attr}`: {}", py_err(py, e))))
+        };
+        let spaces = map_spaces(&space("observation_space")?, &space("action_space")?, &id)?;
+        let render_fps = env
+            .getattr("metadata")
+            .and_then(|m| m.call_method1("get", ("render_fps",)))
+            .and_then(|f| f.extract::<f64>())
+            .ok()
+            .map(|f| f.round().clamp(1.0, 1000.0) as u32);
+        Ok(GymEnv { id, env: env.unbind(), np: np.unbind(), spaces, render_fps })
     }
 
     /// Converts an observation to contiguous f32 after checking its shape and dtype.

@@ -25,6 +25,8 @@ pub struct GymVectorEnv {
     np: Py<PyModule>,
     /// The single env's spaces, with the NumPy dtypes and shapes they declare.
     spaces: Spaces,
+    /// Made here (closed on drop), not lent by the caller.
+    owned: bool,
 }
 
 fn env_err<'py>(py: Python<'py>, what: &str) -> impl Fn(PyErr) -> EnvError + 'py {
@@ -69,10 +71,45 @@ impl GymVectorEnv {
                     py_err(py, e)
                 ))
             })?;
-            let space = |attr: &str| env.getattr(attr).map_err(env_err(py, attr));
-            let spaces = map_spaces(&space("single_observation_space")?, &space("single_action_space")?, &id)?;
-            Ok(GymVectorEnv { id, n, env: env.unbind(), np: np.unbind(), spaces })
+            GymVectorEnv::wrap(py, env, np, id, n, true)
         })
+    }
+
+    /// A Gymnasium vector env object the caller already has, named `id` in errors and
+    /// checkpoints. It must autoreset in the same step (`autoreset_mode=SAME_STEP`, or an object
+    /// that behaves so and says so in `metadata["autoreset_mode"]`).
+    ///
+    /// # Errors
+    /// `Unsupported` for another autoreset mode (named); `Env` when it lacks `num_envs` or its
+    /// single spaces; an unsupported space.
+    pub fn from_object(py: Python<'_>, env: Bound<'_, PyAny>, id: &str) -> Result<GymVectorEnv> {
+        let np = py.import("numpy").map_err(env_err(py, "import numpy"))?;
+        let mode = env
+            .getattr("metadata")
+            .and_then(|m| m.get_item("autoreset_mode"))
+            .and_then(|m| m.getattr("name").or_else(|_| m.str().map(|s| s.into_any())))
+            .and_then(|n| n.extract::<String>())
+            .unwrap_or_else(|_| "NEXT_STEP".into());
+        if !mode.ends_with("SAME_STEP") {
+            return Err(EnvError::Unsupported(format!(
+                "{id}: a vector env with autoreset_mode {mode}; make it with autoreset_mode=gymnasium.vector.AutoresetMode.SAME_STEP (e.g. gymnasium.make_vec(id, n, vector_kwargs={{\"autoreset_mode\": AutoresetMode.SAME_STEP}})) or pass the single envs"
+            )));
+        }
+        let n: usize = env.getattr("num_envs").and_then(|n| n.extract()).map_err(env_err(py, "num_envs"))?;
+        GymVectorEnv::wrap(py, env, np, id.to_string(), n, false)
+    }
+
+    fn wrap(
+        py: Python<'_>,
+        env: Bound<'_, PyAny>,
+        np: Bound<'_, PyModule>,
+        id: String,
+        n: usize,
+        owned: bool,
+    ) -> Result<GymVectorEnv> {
+        let space = |attr: &str| env.getattr(attr).map_err(env_err(py, attr));
+        let spaces = map_spaces(&space("single_observation_space")?, &space("single_action_space")?, &id)?;
+        Ok(GymVectorEnv { id, n, env: env.unbind(), np: np.unbind(), spaces, owned })
     }
 
     /// A batch (or one) of observations as contiguous f32, after checking shape and dtype.
@@ -185,8 +222,12 @@ impl BatchEnv for GymVectorEnv {
 }
 
 impl Drop for GymVectorEnv {
-    /// Closes the vector env (an `AsyncVectorEnv` ends its subprocesses).
+    /// Closes the vector env made here (an `AsyncVectorEnv` ends its subprocesses); one the
+    /// caller lent stays open.
     fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
         Python::attach(|py| {
             let _ = self.env.bind(py).call_method0("close");
         });

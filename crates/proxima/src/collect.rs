@@ -69,6 +69,47 @@ fn store_old_dist(policy: &dyn Policy, buf: &mut RolloutBuffer) -> Result<()> {
     Ok(())
 }
 
+/// One step of the N envs as an observer sees it (Stable-Baselines3's `new_obs`, `rewards`,
+/// `dones`, `infos` of `callback.on_step`): raw observations and rewards, before normalisation.
+#[derive(Clone, Copy, Debug)]
+pub struct StepView<'a> {
+    /// Env steps after this one, over all envs.
+    pub global_step: u64,
+    /// The observations the envs returned, `[N, obs_dim]` (a new episode's first where one
+    /// ended; its last is in `final_obs`).
+    pub new_obs: &'a [f32],
+    /// The ended episodes' last observations, per env (`None` where none ended).
+    pub final_obs: &'a [Option<Vec<f32>>],
+    /// r_t per env, unscaled, `[N]`.
+    pub rewards: &'a [f32],
+    /// Per env, `[N]`.
+    pub terminated: &'a [bool],
+    /// Per env, `[N]`.
+    pub truncated: &'a [bool],
+    /// Episodes that ended at this step.
+    pub finished: &'a [EpisodeRecord],
+}
+
+/// Watches a rollout step by step (the Python package's SB3 callbacks): `on_step` after every
+/// step of the N envs — `Ok(false)` stops the rollout there, and the iteration ends without an
+/// update, as SB3's `collect_rollouts` returning `False` — and `on_rollout_end` between the
+/// rollout and its update.
+pub trait StepObserver {
+    /// After each step.
+    ///
+    /// # Errors
+    /// The observer's own (they stop training).
+    fn on_step(&mut self, step: &StepView<'_>) -> Result<bool>;
+
+    /// After the rollout's last step, before GAE and the update.
+    ///
+    /// # Errors
+    /// The observer's own.
+    fn on_rollout_end(&mut self) -> Result<()> {
+        Ok(())
+    }
+}
+
 /// N envs in lockstep with the run's normalisation and episode statistics.
 pub struct Collector {
     /// The N envs.
@@ -140,6 +181,23 @@ impl Collector {
         rng: &mut R,
         step0: u64,
     ) -> Result<Vec<(u64, EpisodeRecord)>> {
+        Ok(self.collect_observed(policy, buf, rng, step0, None)?.0)
+    }
+
+    /// [`Collector::collect`] with `observer` told of every step; returns the finished episodes
+    /// and the number of steps taken per env (fewer than T when the observer stopped the
+    /// rollout: the buffer then holds a partial rollout, not to be trained on).
+    ///
+    /// # Errors
+    /// As [`Collector::collect`], and the observer's.
+    pub fn collect_observed<'o, R: Rng>(
+        &mut self,
+        policy: &dyn Policy,
+        buf: &mut RolloutBuffer,
+        rng: &mut R,
+        step0: u64,
+        mut observer: Option<&mut (dyn StepObserver + 'o)>,
+    ) -> Result<(Vec<(u64, EpisodeRecord)>, usize)> {
         let (n, od, ad) = (buf.n_envs, buf.obs_dim, buf.act_dim);
         let mut finished = Vec::new();
         for t in 0..buf.n_steps {
@@ -163,13 +221,38 @@ impl Collector {
             buf.truncated[row.clone()].copy_from_slice(&self.venv.truncated);
             self.bootstrap_truncated(policy, &mut buf.final_obs_values[row])?;
             let step = step0 + ((t + 1) * n) as u64;
-            for ep in self.venv.finished.drain(..) {
-                self.stats.push(ep);
-                finished.push((step, ep));
+            if let Some(o) = observer.as_deref_mut() {
+                if !o.on_step(&self.view(step))? {
+                    self.record_finished(step, &mut finished);
+                    return Ok((finished, t + 1));
+                }
             }
+            self.record_finished(step, &mut finished);
         }
         store_old_dist(policy, buf)?;
-        Ok(finished)
+        Ok((finished, buf.n_steps))
+    }
+
+    /// This step as an observer sees it.
+    fn view(&self, global_step: u64) -> StepView<'_> {
+        let v = &self.venv;
+        StepView {
+            global_step,
+            new_obs: v.obs(),
+            final_obs: &v.final_obs,
+            rewards: &v.rewards,
+            terminated: &v.terminated,
+            truncated: &v.truncated,
+            finished: &v.finished,
+        }
+    }
+
+    /// Moves the episodes that ended at `step` into the statistics and `finished`.
+    fn record_finished(&mut self, step: u64, finished: &mut Vec<(u64, EpisodeRecord)>) {
+        for ep in self.venv.finished.drain(..) {
+            self.stats.push(ep);
+            finished.push((step, ep));
+        }
     }
 
     /// V(final observation) of the envs whose episode was truncated (not terminated) at the

@@ -143,6 +143,42 @@ impl Trainer {
         Ok(tr)
     }
 
+    /// Takes a checkpoint's parameters, optimiser state, counters (so the learning-rate
+    /// schedule continues), normalisation statistics and β into this trainer, whose envs stay
+    /// its own: their running episodes and the sampling RNG are not restored (Stable-Baselines3's
+    /// `load(path, env=...)`; for the exact resume use [`Trainer::resume`]).
+    ///
+    /// # Errors
+    /// `Checkpoint` when the network, the optimiser state or the normalisation statistics do not
+    /// fit this trainer's.
+    pub fn load_state_from(&mut self, ck: &checkpoint::Checkpoint) -> Result<()> {
+        ck.load_into(&mut self.policy)?;
+        let state = ck.optimizer_state(OPTIMIZER, &ADAM_BUFFERS, self.policy.spec())?;
+        restore_adam(&mut self.opt, state);
+        if let Some(mut norm) = super::eval::saved_normalizer(ck)? {
+            let obs_dim = self.policy.spec().obs_dim;
+            if let Some(n) = norm.obs_rms.as_ref().map(|r| r.mean.len()).filter(|&n| n != obs_dim) {
+                return Err(ProximaError::Checkpoint(format!(
+                    "{}: normalisation statistics of {n} observation values for envs of {obs_dim}",
+                    ck.path()
+                )));
+            }
+            norm.returns = vec![0.0; self.cfg.n_envs]; // these envs start new episodes
+            self.collector.norm = norm;
+            self.collector.obs = self.collector.venv.obs().to_vec();
+            self.collector.norm.normalize_obs(&mut self.collector.obs);
+        }
+        let snap: Option<TrainerSnapshot> =
+            ck.meta.extra.get("trainer_state").and_then(|j| serde_json::from_str(j).ok());
+        if let (Some(b), Algo::Ppo { kl_coef, .. }) = (snap.and_then(|s| s.kl_coef), &mut self.algo) {
+            *kl_coef = b;
+        }
+        self.global_step = ck.meta.global_step;
+        self.update = ck.meta.update;
+        self.clock.start_step = self.global_step;
+        Ok(())
+    }
+
     /// Saves the network and optimiser state to `path` (atomically).
     pub fn save(&self, path: &Path) -> Result<()> {
         let opt = OptimizerState {

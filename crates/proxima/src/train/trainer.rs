@@ -7,7 +7,7 @@ use crate::algo::optim::{LrSchedule, Optimizer};
 use crate::algo::ppo::{self, PpoParams};
 use crate::algo::trpo::{self, TrpoParams};
 use crate::algo::UpdateStats;
-use crate::collect::Collector;
+use crate::collect::{Collector, StepObserver};
 use crate::config::{Config, OptimizerName, VectorEnv};
 use crate::env::vec_env::{EpisodeRecord, SyncVectorEnv, VectorMode};
 use crate::env::{make, Env};
@@ -256,10 +256,7 @@ impl Trainer {
         };
         let batch = mode.and_then(|m| crate::env::make_vector(env_id, cfg.n_envs, m));
         match batch {
-            Some(batch) => {
-                let collector = Collector::from_venv(SyncVectorEnv::from_batch(batch?)?, cfg.seed, |v| normalizer(&cfg, v))?;
-                Self::with_collector(env_id, cfg, collector, &mut || make(env_id))
-            }
+            Some(batch) => Self::with_batch_env(env_id, cfg, batch?),
             None if cfg.vector_env != VectorEnv::Off => Err(ProximaError::Config(format!(
                 "vector_env = `{}` steps bridged `gym:` envs as one Gymnasium vector env; `{env_id}` is not one (native envs step in-process)",
                 if cfg.vector_env == VectorEnv::Sync { "sync" } else { "async" }
@@ -283,6 +280,25 @@ impl Trainer {
         cfg.validate()?;
         let collector = Collector::new(cfg.n_envs, cfg.seed, &mut make_env, |v| normalizer(&cfg, v))?;
         Self::with_collector(env_id, cfg, collector, &mut make_env)
+    }
+
+    /// A fresh run on one batch env of `cfg.n_envs` envs (e.g. a Gymnasium vector env object).
+    ///
+    /// # Errors
+    /// As [`Trainer::new`]; `Config` when the batch has another number of envs than the config,
+    /// or for A3C (its workers make their own envs).
+    pub fn with_batch_env(env_id: &str, cfg: Config, batch: Box<dyn crate::env::vec_env::BatchEnv>) -> Result<Self> {
+        cfg.validate()?;
+        if batch.num_envs() != cfg.n_envs || cfg.algo == "a3c" {
+            return Err(ProximaError::Config(format!(
+                "a vector env of {} envs for a {} run of n_envs = {} (A3C takes single envs)",
+                batch.num_envs(),
+                cfg.algo,
+                cfg.n_envs
+            )));
+        }
+        let collector = Collector::from_venv(SyncVectorEnv::from_batch(batch)?, cfg.seed, |v| normalizer(&cfg, v))?;
+        Self::with_collector(env_id, cfg, collector, &mut || make(env_id))
     }
 
     /// A fresh run on `collector`'s envs (the config validated); `make_env` builds A3C's
@@ -345,13 +361,7 @@ impl Trainer {
     /// An invalid `total_timesteps` (`Config`); everything [`Trainer::step`] and the callback
     /// return.
     pub fn learn(&mut self, total_timesteps: u64, callback: &mut dyn Callback) -> Result<()> {
-        if total_timesteps != self.cfg.total_timesteps {
-            let mut cfg = self.cfg.clone();
-            cfg.total_timesteps = total_timesteps;
-            cfg.validate()?;
-            self.num_updates = total_timesteps.div_ceil(steps_per_iteration(&cfg, &self.algo));
-            self.cfg = cfg;
-        }
+        self.set_total_timesteps(total_timesteps)?;
         callback.on_training_start(self)?;
         while !self.is_done() {
             let report = self.step()?;
@@ -360,6 +370,45 @@ impl Trainer {
             }
         }
         Ok(())
+    }
+
+    /// Makes the run `total_timesteps` env steps long (the annealed learning rate follows it).
+    ///
+    /// # Errors
+    /// `Config` for 0.
+    pub fn set_total_timesteps(&mut self, total_timesteps: u64) -> Result<()> {
+        if total_timesteps != self.cfg.total_timesteps {
+            let mut cfg = self.cfg.clone();
+            cfg.total_timesteps = total_timesteps;
+            cfg.validate()?;
+            self.num_updates = total_timesteps.div_ceil(steps_per_iteration(&cfg, &self.algo));
+            self.cfg = cfg;
+        }
+        Ok(())
+    }
+
+    /// Env steps of one iteration (N·T; A3C: all its workers' rollouts).
+    pub fn steps_per_iteration(&self) -> u64 {
+        steps_per_iteration(&self.cfg, &self.algo)
+    }
+
+    /// Sets PPO's ε (`clip_range`) for the next iterations: a schedule such as
+    /// Stable-Baselines3's callable `clip_range`.
+    ///
+    /// # Errors
+    /// `Config` for an ε that is not positive and finite, or an algorithm other than PPO.
+    pub fn set_clip_range(&mut self, clip_range: f64) -> Result<()> {
+        if !(clip_range.is_finite() && clip_range > 0.0) {
+            return Err(ProximaError::Config(format!("clip_range must be positive and finite, got {clip_range}")));
+        }
+        match &mut self.algo {
+            Algo::Ppo { params, .. } => {
+                params.clip_range = clip_range;
+                self.cfg.clip_range = clip_range;
+                Ok(())
+            }
+            _ => Err(ProximaError::Config(format!("clip_range is PPO's; this run is {}", self.cfg.algo))),
+        }
     }
 
     /// Whether all iterations are done.
@@ -395,17 +444,44 @@ impl Trainer {
     /// Env errors (NaN observations, …) and `NonFinite` from the update, both naming the
     /// iteration; the parameters keep their last good values.
     pub fn step(&mut self) -> Result<UpdateReport> {
+        Ok(self.step_observed(None)?.expect("without an observer every rollout is complete"))
+    }
+
+    /// [`Trainer::step`] with `observer` told of every env step and of the rollout's end
+    /// ([`StepObserver`]); `Ok(None)` when it stopped the rollout (the steps taken count, no
+    /// update is made).
+    ///
+    /// # Errors
+    /// As [`Trainer::step`], the observer's, and `Unsupported` for an observer on A3C (its
+    /// workers collect on their own threads).
+    pub fn step_observed<'o>(
+        &mut self,
+        mut observer: Option<&mut (dyn StepObserver + 'o)>,
+    ) -> Result<Option<UpdateReport>> {
         let lr = self.current_learning_rate();
         let t0 = Instant::now();
         let (finished, t1, stats) = if matches!(self.algo, Algo::A3c { .. }) {
+            if observer.is_some() {
+                return Err(ProximaError::Unsupported(
+                    "a step observer on A3C (its workers collect in parallel)".into(),
+                ));
+            }
             let (finished, stats) = self.a3c_iteration(lr);
             (finished, t0, stats)
         } else {
             // collect: run π_θold in the N envs for T steps.
-            let finished = self.collector.collect(&self.policy, &mut self.buf, &mut self.rng, self.global_step)?;
-            self.global_step += self.buf.len() as u64;
+            let (policy, buf, rng) = (&self.policy, &mut self.buf, &mut self.rng);
+            let (finished, steps) =
+                self.collector.collect_observed(policy, buf, rng, self.global_step, observer.as_deref_mut())?;
+            self.global_step += (steps * self.buf.n_envs) as u64;
             let t1 = Instant::now();
             self.clock.collect_seconds += (t1 - t0).as_secs_f64();
+            if steps < self.buf.n_steps {
+                return Ok(None);
+            }
+            if let Some(o) = observer {
+                o.on_rollout_end()?;
+            }
             // Â_1 … Â_T by GAE(γ, λ).
             let last_values = self.collector.last_values(&self.policy)?;
             self.buf.compute_advantages(&last_values, self.cfg.gamma, self.cfg.gae_lambda)?;
@@ -426,7 +502,7 @@ impl Trainer {
         self.last_stats = Some(stats);
         self.update += 1;
         self.clock.update_seconds += t1.elapsed().as_secs_f64();
-        Ok(self.report(stats, finished))
+        Ok(Some(self.report(stats, finished)))
     }
 
     /// A3C's iteration: every worker collects and updates the global network

@@ -1,0 +1,35 @@
+//! Proxima's errors as Python exceptions: a bad argument or config is a `ValueError`, something
+//! not built yet a `NotImplementedError`, a file problem an `OSError`; an exception raised by
+//! the user's own Python env comes back as that very exception (its type and traceback).
+
+use proxima::ProximaError;
+use pyo3::exceptions::{PyNotImplementedError, PyOSError, PyRuntimeError, PyValueError};
+use pyo3::PyErr;
+
+/// The Python exception for `e`.
+pub fn to_py(e: ProximaError) -> PyErr {
+    if matches!(e, ProximaError::Env(_)) {
+        if let Some(original) = proxima_gym::take_python_error() {
+            return original;
+        }
+    }
+    let msg = e.to_string();
+    match e {
+        ProximaError::Unsupported(_) => PyNotImplementedError::new_err(msg),
+        ProximaError::Io { .. } => PyOSError::new_err(msg),
+        ProximaError::Env(_) | ProximaError::Tensor(_) => PyRuntimeError::new_err(msg),
+        _ => PyValueError::new_err(msg),
+    }
+}
+
+/// `Result<T, ProximaError>` → `PyResult<T>`.
+pub trait IntoPy<T> {
+    /// Maps the error with [`to_py`].
+    fn py(self) -> pyo3::PyResult<T>;
+}
+
+impl<T> IntoPy<T> for proxima::Result<T> {
+    fn py(self) -> pyo3::PyResult<T> {
+        self.map_err(to_py)
+    }
+}

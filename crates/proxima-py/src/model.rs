@@ -1,0 +1,487 @@
+//! [`Model`]: a training run ([`Trainer`]) or a policy loaded for inference, as the Python layer
+//! sees it. Shapes are checked here as well as in Python, so a call from anywhere gets a clear
+//! `ValueError`, never a panic.
+
+use crate::envs::EnvSource;
+use crate::errors::{to_py, IntoPy};
+use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray2, PyUntypedArrayMethods};
+use proxima::checkpoint::{self, Checkpoint};
+use proxima::collect::{StepObserver, StepView};
+use proxima::config::Config;
+use proxima::normalize::Normalizer;
+use proxima::policy::{ActionKind, Network, Policy, PolicySpec};
+use proxima::train::{saved_normalizer, Trainer, UpdateReport};
+use proxima::ProximaError;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+/// One parameter as `get_parameters` hands it over: name, shape, flat values.
+type NamedParam = (String, Vec<usize>, Vec<f32>);
+
+/// A policy loaded without envs: enough to `predict` and `save`.
+struct Loaded {
+    policy: Network,
+    norm: Option<Normalizer>,
+    ck: Checkpoint,
+}
+
+enum State {
+    Training(Box<Trainer>),
+    Loaded(Box<Loaded>),
+}
+
+/// What a [`Model`] guards.
+struct Inner {
+    state: State,
+    /// Actions sampled by `predict(deterministic=False)`.
+    rng: ChaCha8Rng,
+}
+
+/// A run or a loaded policy (module docs). Python: `proxima._proxima.Model`. One call at a
+/// time: a second thread calling in while `learn` runs gets a `RuntimeError`, not a wait (it
+/// would hold the GIL that the running call's envs need).
+#[pyclass(module = "proxima._proxima")]
+pub struct Model {
+    inner: Mutex<Inner>,
+}
+
+impl Model {
+    /// One iteration with the schedule's `(learning_rate, clip_range)`; the report as a dict, or
+    /// `None` when `on_step` stopped the rollout.
+    fn iteration<'py>(
+        &self,
+        py: Python<'py>,
+        (lr, clip): (Option<f64>, Option<f64>),
+        on_step: Option<&Py<PyAny>>,
+        rollout_end: Option<&Py<PyAny>>,
+    ) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let mut inner = self.lock()?;
+        let tr = inner.trainer()?;
+        if let Some(lr) = lr {
+            tr.cfg.learning_rate = lr;
+        }
+        if let Some(c) = clip {
+            tr.set_clip_range(c).py()?;
+        }
+        let mut observer = PyObserver { on_step, rollout_end, obs_dim: tr.policy.spec().obs_dim, error: None };
+        let watched = on_step.is_some() || rollout_end.is_some();
+        let result = py.detach(|| tr.step_observed(if watched { Some(&mut observer) } else { None }));
+        if let Some(e) = observer.error.take() {
+            return Err(e); // the hook's own exception (KeyboardInterrupt, or the user's)
+        }
+        match result.map_err(to_py)? {
+            Some(report) => Ok(Some(report_dict(py, tr, &report)?)),
+            None => Ok(None),
+        }
+    }
+
+    fn new(state: State, rng: ChaCha8Rng) -> Model {
+        Model { inner: Mutex::new(Inner { state, rng }) }
+    }
+
+    fn lock(&self) -> PyResult<std::sync::MutexGuard<'_, Inner>> {
+        match self.inner.try_lock() {
+            Ok(g) => Ok(g),
+            Err(std::sync::TryLockError::Poisoned(p)) => Ok(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                Err(PyRuntimeError::new_err("the model is busy: another thread is calling it (learn?)"))
+            }
+        }
+    }
+}
+
+/// The Python hooks a rollout calls (see `Model.learn`); a Python exception is kept to be
+/// raised as itself.
+struct PyObserver<'a> {
+    on_step: Option<&'a Py<PyAny>>,
+    rollout_end: Option<&'a Py<PyAny>>,
+    obs_dim: usize,
+    error: Option<PyErr>,
+}
+
+impl PyObserver<'_> {
+    fn keep(&mut self, e: PyErr) -> ProximaError {
+        let msg = e.to_string();
+        self.error = Some(e);
+        ProximaError::Env(format!("a callback raised {msg}"))
+    }
+
+    /// SB3's `infos` of one step: `terminal_observation` and `TimeLimit.truncated` where an
+    /// episode ended, `episode` (`r`, `l`) as its Monitor wrapper writes.
+    fn infos<'py>(&self, py: Python<'py>, s: &StepView<'_>) -> PyResult<Bound<'py, PyList>> {
+        let infos = PyList::empty(py);
+        for e in 0..s.terminated.len() {
+            let d = PyDict::new(py);
+            if let Some(Some(fo)) = s.final_obs.get(e) {
+                d.set_item("terminal_observation", PyArray1::from_slice(py, fo))?;
+                d.set_item("TimeLimit.truncated", s.truncated[e] && !s.terminated[e])?;
+            }
+            if let Some(ep) = s.finished.iter().find(|ep| ep.env_index == e) {
+                let epd = PyDict::new(py);
+                epd.set_item("r", ep.episode_return)?;
+                epd.set_item("l", ep.length)?;
+                d.set_item("episode", epd)?;
+            }
+            infos.append(d)?;
+        }
+        Ok(infos)
+    }
+}
+
+impl StepObserver for PyObserver<'_> {
+    fn on_step(&mut self, s: &StepView<'_>) -> proxima::Result<bool> {
+        let Some(f) = self.on_step else { return Ok(true) };
+        let r = Python::attach(|py| -> PyResult<bool> {
+            let n = s.terminated.len();
+            let obs = PyArray1::from_slice(py, s.new_obs).reshape([n, self.obs_dim])?;
+            let dones: Vec<bool> = s.terminated.iter().zip(s.truncated).map(|(a, b)| *a || *b).collect();
+            let args = (s.global_step, obs, PyArray1::from_slice(py, s.rewards), PyArray1::from_vec(py, dones));
+            let keep_going = f.bind(py).call1((args.0, args.1, args.2, args.3, self.infos(py, s)?))?;
+            Ok(keep_going.is_none() || keep_going.is_truthy()?)
+        });
+        r.map_err(|e| self.keep(e))
+    }
+
+    fn on_rollout_end(&mut self) -> proxima::Result<()> {
+        let Some(f) = self.rollout_end else { return Ok(()) };
+        Python::attach(|py| f.bind(py).call0().map(|_| ())).map_err(|e| self.keep(e))
+    }
+}
+
+/// The per-iteration report as a dict of SB3's logger keys (`rollout/ep_rew_mean`, …).
+fn report_dict<'py>(py: Python<'py>, tr: &Trainer, r: &UpdateReport) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    let s = &r.stats;
+    if let Some(m) = tr.collector.stats.return_mean() {
+        d.set_item("rollout/ep_rew_mean", m)?;
+    }
+    if let Some(m) = tr.collector.stats.len_mean() {
+        d.set_item("rollout/ep_len_mean", m)?;
+    }
+    d.set_item("time/iterations", r.update)?;
+    d.set_item("time/total_timesteps", r.global_step)?;
+    d.set_item("train/learning_rate", s.learning_rate)?;
+    d.set_item("train/policy_gradient_loss", s.policy_loss)?;
+    d.set_item("train/value_loss", s.value_loss)?;
+    d.set_item("train/entropy_loss", -s.entropy)?;
+    d.set_item("train/approx_kl", s.approx_kl)?;
+    d.set_item("train/clip_fraction", s.clip_fraction)?;
+    d.set_item("train/explained_variance", s.explained_variance)?;
+    d.set_item("train/n_updates", r.update * tr.cfg.n_epochs as u64)?;
+    let episodes = PyList::empty(py);
+    for (step, ep) in &r.finished {
+        episodes.append((step, ep.episode_return, ep.length))?;
+    }
+    d.set_item("episodes", episodes)?;
+    Ok(d)
+}
+
+impl Inner {
+    fn trainer(&mut self) -> PyResult<&mut Trainer> {
+        match &mut self.state {
+            State::Training(t) => Ok(t),
+            State::Loaded(_) => {
+                Err(PyValueError::new_err("this model was loaded without an env: pass env= to load() to train it"))
+            }
+        }
+    }
+
+    fn policy(&self) -> &Network {
+        match &self.state {
+            State::Training(t) => &t.policy,
+            State::Loaded(l) => &l.policy,
+        }
+    }
+
+    fn spec(&self) -> &PolicySpec {
+        self.policy().spec()
+    }
+
+    fn normalizer(&self) -> Option<&Normalizer> {
+        match &self.state {
+            State::Training(t) => Some(&t.collector.norm).filter(|n| n.is_active()),
+            State::Loaded(l) => l.norm.as_ref(),
+        }
+    }
+}
+
+#[pymethods]
+impl Model {
+    /// A fresh run: `preset` (a CLI preset) with `sets` (`key=value` in the config's SB3 names)
+    /// on `env` (see `EnvSource`).
+    #[staticmethod]
+    fn create(py: Python<'_>, env: EnvSource, preset: &str, mut sets: Vec<String>) -> PyResult<Model> {
+        if let Some(n) = env.n_envs(py)? {
+            sets.push(format!("n_envs={n}"));
+        }
+        let cfg = Config::resolve(preset, None, &sets).py()?;
+        let seed = cfg.seed;
+        let trainer = env.trainer(py, cfg)?;
+        Ok(Model::new(State::Training(Box::new(trainer)), ChaCha8Rng::seed_from_u64(seed ^ 0x9e37_79b9)))
+    }
+
+    /// A saved model: for inference only without `env`; with `env`, a run on it that continues
+    /// from the file's parameters, optimiser state and counters (`sets` override the saved
+    /// config, e.g. `n_envs`).
+    #[staticmethod]
+    #[pyo3(signature = (path, env=None, sets=Vec::new()))]
+    fn load(py: Python<'_>, path: PathBuf, env: Option<EnvSource>, mut sets: Vec<String>) -> PyResult<Model> {
+        let ck = py.detach(|| checkpoint::load(&path)).py()?;
+        let cfg_toml = ck.meta.config_toml.clone();
+        let preset = cfg_toml
+            .parse::<toml::Table>()
+            .ok()
+            .and_then(|t| t.get("preset").and_then(|p| p.as_str()).map(String::from))
+            .unwrap_or_else(|| "cleanrl".into());
+        let rng = ChaCha8Rng::seed_from_u64(0x9e37_79b9);
+        let Some(env) = env else {
+            let policy = ck.build_network(proxima::policy::Backend::Fused).py()?;
+            let norm = saved_normalizer(&ck).py()?;
+            return Ok(Model::new(State::Loaded(Box::new(Loaded { policy, norm, ck })), rng));
+        };
+        if let Some(n) = env.n_envs(py)? {
+            sets.push(format!("n_envs={n}"));
+        }
+        let cfg = Config::resolve(&preset, Some(&cfg_toml), &sets).py()?;
+        let mut trainer = env.trainer(py, cfg)?;
+        if trainer.policy.spec() != &ck.meta.policy {
+            return Err(PyValueError::new_err(format!(
+                "{}: the saved policy (observations of {}, action {:?}) does not fit this env (observations of {}, action {:?})",
+                path.display(),
+                ck.meta.policy.obs_dim,
+                ck.meta.policy.action,
+                trainer.policy.spec().obs_dim,
+                trainer.policy.spec().action
+            )));
+        }
+        trainer.load_state_from(&ck).py()?;
+        Ok(Model::new(State::Training(Box::new(trainer)), rng))
+    }
+
+    /// Trains until the run has taken `total_timesteps` env steps in all. Python hooks, each
+    /// optional: `before(progress_remaining) -> (learning_rate, clip_range)` before each rollout
+    /// (either `None`: keep the config's); `on_step(num_timesteps, new_obs, rewards, dones,
+    /// infos) -> bool` after every step of the envs (`False` stops there, without an update);
+    /// `rollout_end()` before each update; `after(report_dict) -> bool` after it (`False`
+    /// stops). The GIL is released while Rust works; the model is free during `before` and
+    /// `after` only (a callback there may `predict` or `save`). Ctrl-C raises
+    /// `KeyboardInterrupt` within a step (with `on_step`) or at the end of the iteration, the
+    /// model intact.
+    #[pyo3(signature = (total_timesteps, before=None, on_step=None, rollout_end=None, after=None))]
+    fn learn(
+        &self,
+        py: Python<'_>,
+        total_timesteps: u64,
+        before: Option<Py<PyAny>>,
+        on_step: Option<Py<PyAny>>,
+        rollout_end: Option<Py<PyAny>>,
+        after: Option<Py<PyAny>>,
+    ) -> PyResult<()> {
+        self.lock()?.trainer()?.set_total_timesteps(total_timesteps).py()?;
+        loop {
+            let (done, next) = {
+                let mut inner = self.lock()?;
+                let tr = inner.trainer()?;
+                (tr.is_done(), tr.global_step + tr.steps_per_iteration())
+            };
+            if done {
+                return Ok(());
+            }
+            let values: (Option<f64>, Option<f64>) = match &before {
+                Some(f) => f.bind(py).call1(((1.0 - next as f64 / total_timesteps as f64).max(0.0),))?.extract()?,
+                None => (None, None),
+            };
+            let Some(report) = self.iteration(py, values, on_step.as_ref(), rollout_end.as_ref())? else {
+                return Ok(()); // on_step said stop
+            };
+            py.check_signals()?;
+            if let Some(f) = &after {
+                let keep_going = f.bind(py).call1((report,))?;
+                if !keep_going.is_none() && !keep_going.is_truthy()? {
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// Actions for `observations` `[B, obs_dim]` (float32): the mode when `deterministic`, else
+    /// sampled; Box actions clipped to the space; observations normalised as in training.
+    /// Returns `[B, act_dim]` float32 (the Python layer casts discrete actions to int).
+    fn predict<'py>(
+        &self,
+        py: Python<'py>,
+        observations: PyReadonlyArray2<'py, f32>,
+        deterministic: bool,
+    ) -> PyResult<Bound<'py, PyArray2<f32>>> {
+        let mut guard = self.lock()?;
+        let inner = &mut *guard;
+        let (rows, cols) = (observations.shape()[0], observations.shape()[1]);
+        let od = inner.spec().obs_dim;
+        if cols != od {
+            return Err(PyValueError::new_err(format!("observations of {cols} values per row; the policy takes {od}")));
+        }
+        let mut obs: Vec<f32> = observations.as_array().iter().copied().collect();
+        if let Some(bad) = obs.iter().position(|x| !x.is_finite()) {
+            return Err(PyValueError::new_err(format!(
+                "non-finite observation value {} at row {}, column {}",
+                obs[bad],
+                bad / od.max(1),
+                bad % od.max(1)
+            )));
+        }
+        if let Some(n) = inner.normalizer() {
+            n.normalize_obs(&mut obs);
+        }
+        let policy = match &inner.state {
+            State::Training(t) => &t.policy,
+            State::Loaded(l) => &l.policy,
+        };
+        let ad = policy.spec().action.act_dim();
+        let mut actions = policy.act(&obs, deterministic, &mut inner.rng).py()?.actions;
+        for a in actions.chunks_mut(ad) {
+            policy.env_action(a);
+        }
+        PyArray1::from_vec(py, actions).reshape([rows, ad])
+    }
+
+    /// Writes the model to `path` (safetensors, atomically): parameters, optimiser state,
+    /// config and counters; `proxima eval` reads it.
+    fn save(&self, path: PathBuf) -> PyResult<()> {
+        let inner = self.lock()?;
+        match &inner.state {
+            State::Training(t) => t.save(&path).py(),
+            State::Loaded(l) => {
+                let spec = l.policy.spec();
+                let opt = l.ck.optimizer_state(checkpoint::OPTIMIZER, &["m", "v"], spec).ok();
+                let opts: Vec<(&str, &checkpoint::OptimizerState)> =
+                    opt.iter().map(|o| (checkpoint::OPTIMIZER, o)).collect();
+                checkpoint::save(&path, &l.policy, &opts, &l.ck.meta).py()
+            }
+        }
+    }
+
+    /// The parameters by name, each `(name, shape, flat float32 values)`.
+    fn get_parameters(&self) -> PyResult<Vec<NamedParam>> {
+        let inner = self.lock()?;
+        let p = inner.policy();
+        let shapes = p.spec().param_shapes();
+        let values = p.params().py()?;
+        Ok(shapes.into_iter().zip(values).map(|((n, s), v)| (n, s, v)).collect())
+    }
+
+    /// Sets parameters by name (`exact_match`: every parameter, no others); nothing changes
+    /// when one is wrong.
+    fn set_parameters(&self, params: Vec<(String, Vec<f32>)>, exact_match: bool) -> PyResult<()> {
+        let mut inner = self.lock()?;
+        let shapes = inner.spec().param_shapes();
+        let mut values = inner.policy().params().py()?;
+        let mut seen = vec![false; shapes.len()];
+        for (name, v) in params {
+            let Some(i) = shapes.iter().position(|(n, _)| *n == name) else {
+                let names: Vec<&str> = shapes.iter().map(|(n, _)| n.as_str()).collect();
+                return Err(PyValueError::new_err(format!(
+                    "unknown parameter {name:?}; the policy has {}",
+                    names.join(", ")
+                )));
+            };
+            let want: usize = shapes[i].1.iter().product();
+            if v.len() != want {
+                return Err(PyValueError::new_err(format!("{name}: {} values for shape {:?}", v.len(), shapes[i].1)));
+            }
+            if let Some(bad) = v.iter().find(|x| !x.is_finite()) {
+                return Err(PyValueError::new_err(format!("{name}: non-finite value {bad}")));
+            }
+            values[i] = v;
+            seen[i] = true;
+        }
+        if let Some(i) = seen.iter().position(|s| !s).filter(|_| exact_match) {
+            return Err(PyValueError::new_err(format!("parameter {:?} missing (exact_match=True)", shapes[i].0)));
+        }
+        match &mut inner.state {
+            State::Training(t) => t.policy.set_params(&values).py(),
+            State::Loaded(l) => l.policy.set_params(&values).py(),
+        }
+    }
+
+    /// Env steps taken so far.
+    #[getter]
+    fn num_timesteps(&self) -> PyResult<u64> {
+        Ok(match &self.lock()?.state {
+            State::Training(t) => t.global_step,
+            State::Loaded(l) => l.ck.meta.global_step,
+        })
+    }
+
+    /// Sets the step and iteration counters to 0 (SB3's `reset_num_timesteps=True`: the
+    /// schedules start again; parameters and optimiser state stay).
+    fn reset_num_timesteps(&self) -> PyResult<()> {
+        let mut inner = self.lock()?;
+        let tr = inner.trainer()?;
+        tr.global_step = 0;
+        tr.update = 0;
+        Ok(())
+    }
+
+    /// The run's env id or name.
+    #[getter]
+    fn env_id(&self) -> PyResult<String> {
+        Ok(match &self.lock()?.state {
+            State::Training(t) => t.env_id.clone(),
+            State::Loaded(l) => l.ck.meta.env_id.clone(),
+        })
+    }
+
+    /// Number of envs stepped together (0 for a policy loaded without env).
+    #[getter]
+    fn n_envs(&self) -> PyResult<usize> {
+        Ok(match &self.lock()?.state {
+            State::Training(t) => t.cfg.n_envs,
+            State::Loaded(_) => 0,
+        })
+    }
+
+    /// Flat observation size.
+    #[getter]
+    fn obs_dim(&self) -> PyResult<usize> {
+        Ok(self.lock()?.spec().obs_dim)
+    }
+
+    /// The action space: `("discrete", n)`, `("multidiscrete", nvec)` or `("box", low, high)`.
+    #[getter]
+    fn action_space<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let inner = self.lock()?;
+        Ok(match &inner.spec().action {
+            ActionKind::Discrete { n } => ("discrete", *n).into_pyobject(py)?.into_any(),
+            ActionKind::MultiDiscrete { nvec } => ("multidiscrete", nvec.clone()).into_pyobject(py)?.into_any(),
+            ActionKind::Continuous { low, high, .. } => {
+                ("box", low.clone(), high.clone()).into_pyobject(py)?.into_any()
+            }
+        })
+    }
+
+    /// The resolved config as TOML (SB3's names).
+    #[getter]
+    fn config_toml(&self) -> PyResult<String> {
+        Ok(match &self.lock()?.state {
+            State::Training(t) => t.cfg.to_toml(),
+            State::Loaded(l) => l.ck.meta.config_toml.clone(),
+        })
+    }
+
+    /// Whether this model can train (it has envs).
+    #[getter]
+    fn has_env(&self) -> PyResult<bool> {
+        Ok(matches!(self.lock()?.state, State::Training(_)))
+    }
+
+    /// Reseeds `predict`'s sampling.
+    fn seed_predict(&self, seed: u64) -> PyResult<()> {
+        self.lock()?.rng = ChaCha8Rng::seed_from_u64(seed);
+        Ok(())
+    }
+}

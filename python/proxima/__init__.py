@@ -1,0 +1,29 @@
+"""Proxima: the PPO family in Rust, with Stable-Baselines3's API.
+
+    import proxima
+    model = proxima.PPO("MlpPolicy", "CartPole-v1", verbose=1).learn(100_000)
+    action, _ = model.predict(obs, deterministic=True)
+    model.save("ppo_cartpole")          # ppo_cartpole.safetensors; `proxima eval` reads it too
+
+``PPO``, ``A2C`` and ``TRPO`` take SB3's (sb3-contrib's) keyword arguments and defaults; the env
+may be a native id (stepped in Rust), any Gymnasium id, env object, list of env factories,
+Gymnasium vector env or SB3 VecEnv. See ``help(proxima.PPO)``.
+"""
+
+from ._proxima import CONFIG_KEYS, NATIVE_ENV_IDS, PRESETS, __version__
+from .algorithms import A2C, PPO, TRPO, BaseAlgorithm
+from .evaluation import evaluate_policy
+from . import callbacks
+
+__all__ = [
+    "PPO",
+    "A2C",
+    "TRPO",
+    "BaseAlgorithm",
+    "evaluate_policy",
+    "callbacks",
+    "NATIVE_ENV_IDS",
+    "PRESETS",
+    "CONFIG_KEYS",
+    "__version__",
+]

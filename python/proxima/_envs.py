@@ -1,0 +1,187 @@
+"""What the `env` argument of an algorithm may be, and how it reaches Rust.
+
+* a native id (``"CartPole-v1"``, see ``proxima.NATIVE_ENV_IDS``): stepped in Rust, no Python
+  in the loop;
+* any other Gymnasium id (``"Pendulum-v1"``, ``"gym:HalfCheetah-v5"``): ``gymnasium.make``;
+* a Gymnasium ``Env`` instance, a list of them, or a list of env factories (callables);
+* a ``gymnasium.vector.VectorEnv`` in any autoreset mode (next-step and disabled ones are
+  translated: the envs that ended are reset at once with ``reset(options={"reset_mask": ...})``,
+  so every transition is real and the ended episode's last observation bootstraps it);
+* a Stable-Baselines3 ``VecEnv`` (``DummyVecEnv``, ``SubprocVecEnv``, ``make_vec_env``): its
+  ``terminal_observation`` and ``TimeLimit.truncated`` infos become Gymnasium's ``final_obs`` and
+  ``truncated``, so truncated episodes are bootstrapped exactly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import _proxima
+
+
+def _is_sb3_vec_env(env: Any) -> bool:
+    return all(hasattr(env, a) for a in ("num_envs", "step_async", "step_wait", "env_method"))
+
+
+def _is_vector_env(env: Any) -> bool:
+    try:
+        import gymnasium
+
+        return isinstance(env, gymnasium.vector.VectorEnv)
+    except ImportError:  # pragma: no cover - gymnasium is a dependency
+        return False
+
+
+def _is_env(env: Any) -> bool:
+    return all(hasattr(env, a) for a in ("reset", "step", "observation_space", "action_space"))
+
+
+def _name(env: Any) -> str:
+    spec = getattr(env, "spec", None)
+    return getattr(spec, "id", None) or type(env).__name__
+
+
+def check_spaces(observation_space: Any, action_space: Any) -> None:
+    """Raises a clear error for spaces Proxima does not train on yet (before any Rust call)."""
+    import gymnasium.spaces as S
+
+    if isinstance(observation_space, (S.Dict, S.Tuple)):
+        raise NotImplementedError(
+            f"{type(observation_space).__name__} observation spaces are not supported yet "
+            "(flatten them with gymnasium.wrappers.FlattenObservation)"
+        )
+    if isinstance(observation_space, (S.Discrete, S.MultiDiscrete)):
+        raise NotImplementedError(
+            "discrete observation spaces are not supported yet (one-hot them with a wrapper)"
+        )
+    if not isinstance(action_space, (S.Discrete, S.Box, S.MultiDiscrete)):
+        raise NotImplementedError(
+            f"action space {action_space!r} is not supported; supported: Discrete, Box, MultiDiscrete"
+        )
+
+
+class SB3VecEnvAdapter:
+    """A Stable-Baselines3 ``VecEnv`` seen as a Gymnasium vector env with same-step autoreset."""
+
+    metadata = {"autoreset_mode": "SAME_STEP"}
+
+    def __init__(self, venv: Any):
+        self.venv = venv
+        self.num_envs = venv.num_envs
+        self.single_observation_space = venv.observation_space
+        self.single_action_space = venv.action_space
+        self.spec = getattr(venv, "spec", None)
+
+    def reset(self, seed: int | None = None, options: Any = None):
+        if seed is not None:
+            self.venv.seed(seed)
+        return self.venv.reset(), {}
+
+    def step(self, actions: np.ndarray):
+        obs, rewards, dones, infos = self.venv.step(actions)
+        dones = np.asarray(dones, dtype=bool)
+        truncated = np.array([bool(i.get("TimeLimit.truncated", False)) for i in infos]) & dones
+        terminated = dones & ~truncated
+        final_obs = np.empty(self.num_envs, dtype=object)
+        for i in np.flatnonzero(dones):
+            final_obs[i] = infos[i]["terminal_observation"]
+        info = {"final_obs": final_obs, "_final_obs": dones.copy()}
+        return obs, np.asarray(rewards, dtype=np.float64), terminated, truncated, info
+
+    def close(self) -> None:  # the user's VecEnv: theirs to close
+        pass
+
+
+class SameStepAdapter:
+    """A Gymnasium vector env in next-step (or disabled) autoreset mode seen with same-step
+    autoreset: after a step, the envs whose episode ended are reset there and then (their last
+    observation goes to ``info["final_obs"]``)."""
+
+    metadata = {"autoreset_mode": "SAME_STEP"}
+
+    def __init__(self, venv: Any):
+        self.venv = venv
+        self.num_envs = venv.num_envs
+        self.single_observation_space = venv.single_observation_space
+        self.single_action_space = venv.single_action_space
+        self.spec = getattr(venv, "spec", None)
+
+    def reset(self, seed: int | None = None, options: Any = None):
+        return self.venv.reset(seed=seed, options=options)
+
+    def step(self, actions: np.ndarray):
+        obs, rewards, terminated, truncated, info = self.venv.step(actions)
+        ended = np.logical_or(terminated, truncated)
+        final_obs = np.empty(self.num_envs, dtype=object)
+        if ended.any():
+            for i in np.flatnonzero(ended):
+                final_obs[i] = np.array(obs[i], copy=True)
+            obs, _ = self.venv.reset(options={"reset_mask": ended})
+        info = dict(info)
+        info["final_obs"], info["_final_obs"] = final_obs, ended
+        return obs, rewards, terminated, truncated, info
+
+    def close(self) -> None:  # the user's vector env: theirs to close
+        pass
+
+
+def _autoreset_mode(venv: Any) -> str:
+    mode = getattr(venv, "metadata", {}).get("autoreset_mode", "NEXT_STEP")
+    return getattr(mode, "name", str(mode)).upper().replace("AUTORESETMODE.", "")
+
+
+def env_source(env: Any) -> tuple:
+    """The tagged tuple ``_proxima.Model`` takes, and the env's (observation, action) spaces."""
+    if isinstance(env, str):
+        return _id_source(env)
+    if _is_sb3_vec_env(env):
+        check_spaces(env.observation_space, env.action_space)
+        return ("vector", _name(env), [SB3VecEnvAdapter(env)]), (env.observation_space, env.action_space)
+    if _is_vector_env(env):
+        check_spaces(env.single_observation_space, env.single_action_space)
+        spaces = (env.single_observation_space, env.single_action_space)
+        same_step = env if _autoreset_mode(env) == "SAME_STEP" else SameStepAdapter(env)
+        return ("vector", _name(env), [same_step]), spaces
+    if _is_env(env):
+        check_spaces(env.observation_space, env.action_space)
+        return ("objects", _name(env), [env]), (env.observation_space, env.action_space)
+    if isinstance(env, (list, tuple)) and env:
+        if all(_is_env(e) for e in env):
+            check_spaces(env[0].observation_space, env[0].action_space)
+            return ("objects", _name(env[0]), list(env)), (env[0].observation_space, env[0].action_space)
+        if all(callable(f) for f in env):
+            probe = env[0]()
+            if not _is_env(probe):
+                raise TypeError(f"env factory {env[0]!r} returned {type(probe).__name__}, not a Gymnasium Env")
+            check_spaces(probe.observation_space, probe.action_space)
+            spaces = (probe.observation_space, probe.action_space)
+            probe.close()
+            return ("factories", _name(probe), list(env)), spaces
+    if callable(env) and not isinstance(env, type):
+        return env_source([env])
+    raise TypeError(
+        f"env must be an env id (str), a Gymnasium Env, a list of Envs or env factories, a Gymnasium "
+        f"VectorEnv or a Stable-Baselines3 VecEnv; got {type(env).__name__}"
+    )
+
+
+def _id_source(env_id: str) -> tuple:
+    import gymnasium
+
+    bare = env_id[4:] if env_id.startswith("gym:") else env_id
+    if not env_id.startswith("gym:") and env_id in _proxima.NATIVE_ENV_IDS:
+        probe = gymnasium.make(env_id)
+        spaces = (probe.observation_space, probe.action_space)
+        probe.close()
+        return ("id", env_id), spaces
+    try:
+        probe = gymnasium.make(bare)
+    except gymnasium.error.Error as e:
+        native = ", ".join(_proxima.NATIVE_ENV_IDS)
+        raise ValueError(f"unknown env id {env_id!r}: {e} (native ids: {native})") from None
+    spaces = (probe.observation_space, probe.action_space)
+    probe.close()
+    check_spaces(*spaces)
+    return ("id", "gym:" + bare), spaces

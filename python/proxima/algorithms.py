@@ -1,0 +1,661 @@
+"""PPO, A2C and TRPO with Stable-Baselines3's constructors, ``learn``, ``predict``, ``save`` and
+``load``. The keyword arguments, their defaults and their meaning are SB3's (sb3-contrib's for
+TRPO); the work happens in Rust (``proxima._proxima.Model``) with the GIL released.
+
+Keyword arguments beyond SB3's are Proxima's own config keys (``anneal_lr=True``,
+``normalize_observation=True``, ``backend="candle"``, ...: ``proxima.CONFIG_KEYS``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import random
+import sys
+import time
+from typing import Any, Callable, ClassVar, Optional, Union
+
+import numpy as np
+
+from . import _proxima
+from ._envs import env_source
+
+Schedule = Callable[[float], float]
+
+_SB3_POLICIES = {"MlpPolicy", "ActorCriticPolicy"}
+_NOT_YET_POLICIES = {"CnnPolicy", "MultiInputPolicy", "ActorCriticCnnPolicy", "MultiInputActorCriticPolicy"}
+_SAFETENSORS = ".safetensors"
+
+
+def _fmt(v: Any) -> str:
+    """A value as the config's ``key=value`` text."""
+    if v is None:
+        return "none"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(str(int(x)) for x in v) + "]"
+    if isinstance(v, str):
+        return v
+    return repr(float(v)) if isinstance(v, float) else str(v)
+
+
+def _activation_name(fn: Any) -> str:
+    if isinstance(fn, str) and fn.lower() in ("tanh", "relu"):
+        return fn.lower()
+    name = getattr(fn, "__name__", type(fn).__name__).lower()
+    if name in ("tanh", "relu"):
+        return name
+    raise NotImplementedError(f"activation_fn {fn!r}: supported are torch.nn.Tanh, torch.nn.ReLU, 'tanh', 'relu'")
+
+
+def _policy_sets(policy_kwargs: Optional[dict]) -> list[str]:
+    """``policy_kwargs`` (SB3's MlpPolicy arguments) as config settings."""
+    known = {"net_arch", "activation_fn", "ortho_init", "log_std_init", "share_features_extractor", "shared_trunk"}
+    sets: list[str] = []
+    for key, value in (policy_kwargs or {}).items():
+        if key not in known:
+            hint = difflib.get_close_matches(key, sorted(known), n=1)
+            more = f" (did you mean {hint[0]!r}?)" if hint else ""
+            raise NotImplementedError(f"policy_kwargs[{key!r}] is not supported{more}; supported: {sorted(known)}")
+        if key == "net_arch":
+            sets.append("net_arch=" + _fmt(_net_arch(value)))
+        elif key == "activation_fn":
+            sets.append("activation=" + _activation_name(value))
+        elif key == "ortho_init":
+            sets.append("ortho_init=" + _fmt(bool(value)))
+        elif key == "log_std_init":
+            sets.append("log_std_init=" + _fmt(float(value)))
+        elif key == "shared_trunk":
+            sets.append("shared_trunk=" + _fmt(bool(value)))
+        # share_features_extractor: an MlpPolicy's features extractor is a Flatten with no
+        # parameters, so sharing it or not changes nothing; either value is SB3's network.
+    return sets
+
+
+def _net_arch(value: Any) -> list[int]:
+    if isinstance(value, dict):
+        pi, vf = list(value.get("pi", [])), list(value.get("vf", []))
+        if set(value) - {"pi", "vf"}:
+            raise ValueError(f"net_arch dict keys are 'pi' and 'vf'; got {sorted(value)}")
+        if pi != vf:
+            raise NotImplementedError(f"net_arch with different pi {pi} and vf {vf} is not supported yet")
+        value = pi
+    if not isinstance(value, (list, tuple)) or not all(isinstance(h, (int, np.integer)) and h > 0 for h in value):
+        raise ValueError(f"net_arch must be a list of positive layer widths (or dict(pi=..., vf=...)); got {value!r}")
+    return [int(h) for h in value]
+
+
+class BaseAlgorithm:
+    """What PPO, A2C and TRPO share (SB3's ``BaseAlgorithm``/``OnPolicyAlgorithm`` surface)."""
+
+    _algo: ClassVar[str]
+    _preset: ClassVar[str]
+
+    def __init__(self, policy: Any, env: Any, hyper: dict, extra: dict):
+        self._check_policy(policy)
+        self.policy_class = policy
+        self.verbose = int(hyper.pop("verbose", 0))
+        self.seed = hyper.pop("seed", None)
+        self._check_unsupported(hyper)
+        self.learning_rate = hyper.get("learning_rate")
+        self.clip_range = hyper.get("clip_range")
+        sets = self._settings(hyper) + _policy_sets(hyper.get("policy_kwargs")) + self._extra_sets(extra)
+        if self.seed is None:
+            self.seed = random.SystemRandom().randrange(2**31)
+        sets.append(f"seed={int(self.seed)}")
+        self._sets = sets
+        self.policy_kwargs = hyper.get("policy_kwargs") or {}
+        self._hyper = hyper
+        self.env = env
+        self._model: Any = None
+        self.observation_space = None
+        self.action_space = None
+        if env is not None:
+            self._build(env)
+
+    # --- construction -----------------------------------------------------------------------
+    def _check_policy(self, policy: Any) -> None:
+        name = policy if isinstance(policy, str) else getattr(policy, "__name__", repr(policy))
+        if name in _NOT_YET_POLICIES:
+            raise NotImplementedError(f"{name} is not supported yet; use 'MlpPolicy'")
+        if name not in _SB3_POLICIES:
+            hint = difflib.get_close_matches(str(name), sorted(_SB3_POLICIES | _NOT_YET_POLICIES), n=1)
+            more = f" (did you mean {hint[0]!r}?)" if hint else ""
+            raise ValueError(f"unknown policy {name!r}{more}; supported: 'MlpPolicy'")
+
+    def _check_unsupported(self, hyper: dict) -> None:
+        if hyper.pop("use_sde", False):
+            raise NotImplementedError("use_sde=True (generalized state-dependent exploration) is not supported yet")
+        if hyper.pop("sde_sample_freq", -1) != -1:
+            raise NotImplementedError("sde_sample_freq needs use_sde, which is not supported yet")
+        for key in ("rollout_buffer_class", "rollout_buffer_kwargs"):
+            if hyper.pop(key, None) is not None:
+                raise NotImplementedError(f"{key} is not supported: Proxima's rollout buffer is built in")
+        if hyper.pop("stats_window_size", 100) != 100:
+            raise NotImplementedError("stats_window_size other than 100 is not supported yet")
+        if hyper.pop("tensorboard_log", None) is not None:
+            raise NotImplementedError("tensorboard_log is not supported in the Python API yet (the CLI writes TensorBoard files)")
+        device = hyper.pop("device", "auto")
+        if str(device) not in ("auto", "cpu"):
+            raise NotImplementedError(f"device={device!r}: Proxima trains on the CPU ('auto' or 'cpu')")
+        if not hyper.pop("_init_setup_model", True):
+            raise NotImplementedError("_init_setup_model=False is not supported")
+
+    def _extra_sets(self, extra: dict) -> list[str]:
+        keys = set(_proxima.CONFIG_KEYS) - {"algo", "preset", "seed", "total_timesteps"}
+        sets = []
+        for key, value in extra.items():
+            if key not in keys:
+                names = sorted(set(self._signature_names()) | keys)
+                hint = difflib.get_close_matches(key, names, n=1)
+                more = f"; did you mean {hint[0]!r}?" if hint else ""
+                raise TypeError(f"{type(self).__name__}() got an unexpected keyword argument {key!r}{more}")
+            sets.append(f"{key}={_fmt(value)}")
+        return sets
+
+    @classmethod
+    def _signature_names(cls) -> list[str]:
+        import inspect
+
+        return [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "kwargs")]
+
+    def _settings(self, hyper: dict) -> list[str]:  # pragma: no cover - each algorithm has its own
+        raise NotImplementedError
+
+    def _build(self, env: Any, load_from: Optional[str] = None) -> None:
+        source, spaces = env_source(env)
+        self.observation_space, self.action_space = spaces
+        if load_from is None:
+            self._model = _proxima.Model.create(source, self._preset, self._sets)
+        else:
+            self._model = _proxima.Model.load(load_from, source, [])
+        self.n_envs = self._model.n_envs
+
+    @classmethod
+    def from_preset(cls, preset: str, env: Any, **overrides: Any):
+        """The CLI's preset (``proxima.PRESETS``: ``cleanrl``, ``sb3``, ``paper-mujoco``, ...) on
+        ``env``, with ``overrides`` in the config's names (SB3's, e.g. ``n_steps=256``)."""
+        if preset not in _proxima.PRESETS:
+            hint = difflib.get_close_matches(preset, list(_proxima.PRESETS), n=1)
+            more = f" (did you mean {hint[0]!r}?)" if hint else ""
+            raise ValueError(f"unknown preset {preset!r}{more}; presets: {', '.join(_proxima.PRESETS)}")
+        self = cls.__new__(cls)
+        self.policy_class, self.verbose = "MlpPolicy", int(overrides.pop("verbose", 0))
+        self.seed = overrides.pop("seed", 1)
+        self.learning_rate = overrides.get("learning_rate")
+        self.clip_range = overrides.get("clip_range")
+        self._sets = [f"algo={cls._algo}"] + cls._extra_sets(self, overrides) + [f"seed={int(self.seed)}"]
+        self.policy_kwargs, self._hyper, self.env, self._model = {}, {}, env, None
+        source, spaces = env_source(env)
+        self.observation_space, self.action_space = spaces
+        self._model = _proxima.Model.create(source, preset, self._sets)
+        self.n_envs = self._model.n_envs
+        return self
+
+    # --- training ---------------------------------------------------------------------------
+    def learn(
+        self,
+        total_timesteps: int,
+        callback: Any = None,
+        log_interval: int = 1,
+        tb_log_name: str = "",
+        reset_num_timesteps: bool = True,
+        progress_bar: bool = False,
+    ):
+        """Trains for ``total_timesteps`` env steps (more from where it is with
+        ``reset_num_timesteps=False``) and returns ``self``. ``callback``: a
+        ``proxima.callbacks.BaseCallback``, a list of them or a function, called as SB3 calls
+        it (``_on_step`` after every step of the envs; ``False`` stops). Without a callback no
+        Python runs per step. Ctrl-C raises ``KeyboardInterrupt`` with the model intact and
+        savable (at the end of the current update; within a step when a callback is given)."""
+        if isinstance(total_timesteps, bool) or not isinstance(total_timesteps, (int, np.integer)):
+            raise TypeError(f"total_timesteps must be an int, got {type(total_timesteps).__name__}")
+        if total_timesteps <= 0:
+            raise ValueError(f"total_timesteps must be positive, got {total_timesteps}")
+        if self._model is None or not self._model.has_env:
+            raise ValueError("this model has no env: pass env= to the constructor or to load() to train it")
+        if reset_num_timesteps:
+            self._model.reset_num_timesteps()
+        total = int(total_timesteps) + (0 if reset_num_timesteps else self.num_timesteps)
+        from .callbacks import _as_callback
+
+        cb = None if callback is None else _as_callback(callback)
+        logger = _Logger(self, log_interval, progress_bar, total)
+        self._live_timesteps = self.num_timesteps
+        hooks = self._hooks(cb, logger)
+        if cb is not None:
+            cb.init_callback(self)
+            cb.on_training_start(locals(), globals())
+        try:
+            self._model.learn(total, *hooks)
+        finally:
+            self._live_timesteps = None
+            logger.close()
+            if cb is not None:
+                cb.on_training_end()
+        return self
+
+    def _hooks(self, cb: Any, logger: "_Logger") -> tuple:
+        """``_proxima.Model.learn``'s hooks: before each rollout, per step, before the update,
+        after it (per-step ones only with a callback)."""
+        schedule = self._schedule()
+        shape = tuple(self.observation_space.shape) if self.observation_space is not None else None
+
+        def before(progress: float):
+            if cb is not None:
+                cb.on_rollout_start()
+            return schedule(progress) if schedule else (None, None)
+
+        def on_step(step, new_obs, rewards, dones, infos) -> bool:
+            self._live_timesteps = int(step)
+            if shape is not None:
+                new_obs = new_obs.reshape((new_obs.shape[0],) + shape)
+            cb.update_locals({"new_obs": new_obs, "rewards": rewards, "dones": dones, "infos": infos})
+            return cb.on_step() is not False
+
+        def rollout_end() -> None:
+            cb.on_rollout_end()
+
+        def after(report: dict) -> bool:
+            self._live_timesteps = int(report["time/total_timesteps"])
+            logger.record(report)
+            return cb.on_update_end(report) if cb is not None else True
+
+        return (before, on_step if cb else None, rollout_end if cb else None, after)
+
+    def _schedule(self) -> Optional[Callable[[float], tuple]]:
+        lr = self.learning_rate if callable(self.learning_rate) else None
+        clip = getattr(self, "clip_range", None)
+        clip = clip if callable(clip) else None
+        if lr is None and clip is None:
+            return None
+        return lambda progress: (
+            float(lr(progress)) if lr else None,
+            float(clip(progress)) if clip else None,
+        )
+
+    # --- inference --------------------------------------------------------------------------
+    def predict(self, observation: Any, state: Any = None, episode_start: Any = None, deterministic: bool = False):
+        """Actions for one observation or a batch: ``(actions, None)`` as SB3's (Box actions
+        clipped to the space, observations normalised when training normalised them)."""
+        if self._model is None:
+            raise ValueError("this model has no policy yet")
+        obs = np.asarray(observation)
+        if obs.dtype == object or not (np.issubdtype(obs.dtype, np.number) or obs.dtype == np.bool_):
+            raise TypeError(f"observation must be numeric, got dtype {obs.dtype}")
+        shape = tuple(self.observation_space.shape) if self.observation_space is not None else (self._model.obs_dim,)
+        if obs.shape == shape:
+            single, batch = True, obs.reshape(1, -1)
+        elif obs.ndim == len(shape) + 1 and obs.shape[1:] == shape:
+            single, batch = False, obs.reshape(obs.shape[0], -1)
+        else:
+            raise ValueError(f"observation of shape {obs.shape}; this policy takes {shape} or (n, *{shape})")
+        acts = self._model.predict(np.ascontiguousarray(batch, dtype=np.float32), bool(deterministic))
+        kind = self._model.action_space[0]
+        if kind == "discrete":
+            out = acts[:, 0].astype(np.int64)
+        elif kind == "multidiscrete":
+            out = acts.astype(np.int64)
+        else:
+            ashape = tuple(getattr(self.action_space, "shape", (acts.shape[1],)))
+            dtype = getattr(self.action_space, "dtype", np.float32)
+            out = acts.reshape((acts.shape[0],) + ashape).astype(dtype)
+        return (out.squeeze(axis=0) if single else out), state
+
+    # --- persistence ------------------------------------------------------------------------
+    def save(self, path: Union[str, os.PathLike], exclude: Any = None, include: Any = None) -> None:
+        """Writes the model (safetensors, atomically; ``.safetensors`` is added to a path
+        without a suffix). ``proxima eval`` reads the file; so does ``load``."""
+        if exclude or include:
+            raise NotImplementedError("save(exclude=..., include=...) is not supported: the file always holds the whole model")
+        path = os.fspath(path)
+        if not os.path.splitext(path)[1]:
+            path += _SAFETENSORS
+        self._model.save(path)
+
+    @classmethod
+    def load(cls, path: Union[str, os.PathLike], env: Any = None, device: str = "auto", **kwargs: Any):
+        """A saved model (a file from ``save``, a CLI checkpoint, or a CLI run directory), ready
+        to ``predict``; with ``env``, ready to ``learn`` on from where it was. ``kwargs``: SB3's
+        ``custom_objects``, ``print_system_info``, ``force_reset`` are accepted and have no
+        effect here; anything else is an error."""
+        for key in kwargs:
+            if key not in ("custom_objects", "print_system_info", "force_reset"):
+                raise TypeError(f"{cls.__name__}.load() got an unexpected keyword argument {key!r}")
+        if str(device) not in ("auto", "cpu"):
+            raise NotImplementedError(f"device={device!r}: Proxima runs on the CPU ('auto' or 'cpu')")
+        file = _resolve_model_file(os.fspath(path))
+        self = cls.__new__(cls)
+        self.policy_class, self.verbose, self.seed = "MlpPolicy", 0, None
+        self.learning_rate = self.clip_range = None
+        self.policy_kwargs, self._hyper, self.env, self._sets = {}, {}, env, []
+        if env is None:
+            self._model = _proxima.Model.load(file, None, [])
+            self.observation_space, self.action_space = _spaces_of_loaded(self._model)
+            self.n_envs = 0
+        else:
+            self._build(env, load_from=file)
+        algo = _algo_of(self._model.config_toml)
+        if algo != cls._algo:
+            raise ValueError(f"{file} holds a {algo.upper()} model; load it with proxima.{algo.upper()}.load")
+        return self
+
+    def get_parameters(self) -> dict:
+        """The policy's parameters by name (Proxima's names, as in the checkpoint), as numpy arrays."""
+        return {n: np.asarray(v, dtype=np.float32).reshape(s) for n, s, v in self._model.get_parameters()}
+
+    def set_parameters(self, load_path_or_dict: Any, exact_match: bool = True, device: str = "auto") -> None:
+        """Sets parameters from a dict as ``get_parameters`` returns (or a saved file); with
+        ``exact_match`` every parameter must be given. Nothing changes when one is wrong."""
+        if isinstance(load_path_or_dict, (str, os.PathLike)):
+            other = _proxima.Model.load(_resolve_model_file(os.fspath(load_path_or_dict)), None, [])
+            params = {n: np.asarray(v, dtype=np.float32).reshape(s) for n, s, v in other.get_parameters()}
+        elif isinstance(load_path_or_dict, dict):
+            params = load_path_or_dict
+        else:
+            raise TypeError(f"set_parameters takes a dict or a path, got {type(load_path_or_dict).__name__}")
+        current = {n: tuple(s) for n, s, _ in self._model.get_parameters()}
+        flat = []
+        for name, value in params.items():
+            arr = np.asarray(value, dtype=np.float32)
+            if name in current and arr.shape != current[name]:
+                raise ValueError(f"parameter {name!r} has shape {arr.shape}; the policy's is {current[name]}")
+            flat.append((str(name), arr.ravel().tolist()))
+        self._model.set_parameters(flat, bool(exact_match))
+
+    # --- SB3's attributes -------------------------------------------------------------------
+    @property
+    def num_timesteps(self) -> int:
+        """Env steps taken so far (over all envs)."""
+        live = getattr(self, "_live_timesteps", None)
+        if live is not None:  # during learn: as the last step reported it
+            return live
+        return int(self._model.num_timesteps) if self._model is not None else 0
+
+    def get_env(self) -> Any:
+        """The env this model trains on (as given)."""
+        return self.env
+
+    def set_random_seed(self, seed: Optional[int] = None) -> None:
+        """Seeds ``predict``'s sampling (a training run's seed is fixed when it is built)."""
+        if seed is not None:
+            self._model.seed_predict(int(seed))
+
+    def __repr__(self) -> str:
+        env = self._model.env_id if self._model is not None else None
+        return f"{type(self).__name__}(env={env!r}, num_timesteps={self.num_timesteps})"
+
+
+def _resolve_model_file(path: str) -> str:
+    if os.path.isdir(path):
+        candidate = os.path.join(path, "model.safetensors")
+        if os.path.isfile(candidate):
+            return candidate
+        raise FileNotFoundError(f"{path} is a directory without model.safetensors (not a Proxima run directory)")
+    if os.path.isfile(path):
+        return path
+    if os.path.isfile(path + _SAFETENSORS):
+        return path + _SAFETENSORS
+    raise FileNotFoundError(f"no model at {path} (nor {path}{_SAFETENSORS})")
+
+
+def _algo_of(config_toml: str) -> str:
+    for line in config_toml.splitlines():
+        if line.strip().startswith("algo"):
+            return line.split("=", 1)[1].strip().strip('"')
+    return "ppo"
+
+
+def _spaces_of_loaded(model: Any) -> tuple:
+    import gymnasium
+
+    env_id = model.env_id
+    try:
+        probe = gymnasium.make(env_id[4:] if env_id.startswith("gym:") else env_id)
+        spaces = (probe.observation_space, probe.action_space)
+        probe.close()
+        if int(np.prod(spaces[0].shape)) == model.obs_dim:
+            return spaces
+    except Exception:  # an env only the user can make: spaces from the file
+        pass
+    obs = gymnasium.spaces.Box(-np.inf, np.inf, (model.obs_dim,), np.float32)
+    kind = model.action_space
+    if kind[0] == "discrete":
+        act = gymnasium.spaces.Discrete(kind[1])
+    elif kind[0] == "multidiscrete":
+        act = gymnasium.spaces.MultiDiscrete(kind[1])
+    else:
+        act = gymnasium.spaces.Box(np.array(kind[1], np.float32), np.array(kind[2], np.float32))
+    return obs, act
+
+
+class _Logger:
+    """``verbose=1``: SB3's table every ``log_interval`` iterations; ``progress_bar``: a bar."""
+
+    def __init__(self, algo: BaseAlgorithm, log_interval: int, progress_bar: bool, total: int):
+        self.algo, self.every, self.total = algo, max(int(log_interval or 1), 1), total
+        self.bar = _ProgressBar(total, algo.num_timesteps) if progress_bar else None
+        self.start, self.start_step = time.time(), algo.num_timesteps
+
+    def record(self, r: dict) -> None:
+        if self.bar:
+            self.bar.update(r["time/total_timesteps"])
+        if self.algo.verbose >= 1 and r["time/iterations"] % self.every == 0:
+            elapsed = max(time.time() - self.start, 1e-9)
+            rows = {k: v for k, v in r.items() if k != "episodes"}
+            rows["time/fps"] = int((r["time/total_timesteps"] - self.start_step) / elapsed)
+            rows["time/time_elapsed"] = int(elapsed)
+            width = max(len(k) for k in rows) + 2
+            lines = [f"| {k:<{width}}| {v:<12.4g}|" if isinstance(v, float) else f"| {k:<{width}}| {v:<12}|" for k, v in sorted(rows.items())]
+            bar = "-" * len(lines[0])
+            print("\n".join([bar, *lines, bar]), file=sys.stdout, flush=True)
+
+    def close(self) -> None:
+        if self.bar:
+            self.bar.close()
+
+
+class _ProgressBar:
+    """tqdm when it is installed (as SB3's progress bar), else a plain one on stderr."""
+
+    def __init__(self, total: int, start: int):
+        self.last = start
+        try:
+            from tqdm import tqdm
+
+            self.tqdm = tqdm(total=total, initial=start, unit="steps")
+        except ImportError:
+            self.tqdm, self.total = None, total
+
+    def update(self, step: int) -> None:
+        if self.tqdm is not None:
+            self.tqdm.update(step - self.last)
+        else:
+            done = int(30 * min(step / max(self.total, 1), 1.0))
+            print(f"\r[{'#' * done}{'.' * (30 - done)}] {step}/{self.total}", end="", file=sys.stderr, flush=True)
+        self.last = step
+
+    def close(self) -> None:
+        if self.tqdm is not None:
+            self.tqdm.close()
+        else:
+            print(file=sys.stderr)
+
+
+def _lr_sets(learning_rate: Union[float, Schedule]) -> list[str]:
+    lr = learning_rate(1.0) if callable(learning_rate) else learning_rate
+    return [f"learning_rate={_fmt(float(lr))}", "anneal_lr=false"]
+
+
+def _common_sets(h: dict) -> list[str]:
+    return _lr_sets(h["learning_rate"]) + [
+        f"n_steps={int(h['n_steps'])}",
+        f"gamma={_fmt(float(h['gamma']))}",
+        f"gae_lambda={_fmt(float(h['gae_lambda']))}",
+    ]
+
+
+class PPO(BaseAlgorithm):
+    """Proximal Policy Optimization (Schulman et al. 2017, arXiv:1707.06347): L^CLIP with
+    value loss c₁ and entropy bonus c₂, K epochs of minibatch Adam steps per rollout —
+    Stable-Baselines3's ``PPO``, with its keyword arguments and defaults."""
+
+    _algo = "ppo"
+    _preset = "sb3"
+
+    def __init__(
+        self,
+        policy: Any,
+        env: Any,
+        learning_rate: Union[float, Schedule] = 3e-4,
+        n_steps: int = 2048,
+        batch_size: int = 64,
+        n_epochs: int = 10,
+        gamma: float = 0.99,
+        gae_lambda: float = 0.95,
+        clip_range: Union[float, Schedule] = 0.2,
+        clip_range_vf: Union[None, float, Schedule] = None,
+        normalize_advantage: bool = True,
+        ent_coef: float = 0.0,
+        vf_coef: float = 0.5,
+        max_grad_norm: float = 0.5,
+        use_sde: bool = False,
+        sde_sample_freq: int = -1,
+        rollout_buffer_class: Any = None,
+        rollout_buffer_kwargs: Optional[dict] = None,
+        target_kl: Optional[float] = None,
+        stats_window_size: int = 100,
+        tensorboard_log: Optional[str] = None,
+        policy_kwargs: Optional[dict] = None,
+        verbose: int = 0,
+        seed: Optional[int] = None,
+        device: str = "auto",
+        _init_setup_model: bool = True,
+        **kwargs: Any,
+    ):
+        hyper = {k: v for k, v in locals().items() if k not in ("self", "policy", "env", "kwargs", "__class__")}
+        super().__init__(policy, env, hyper, kwargs)
+
+    def _settings(self, h: dict) -> list[str]:
+        if callable(h["clip_range_vf"]):
+            raise NotImplementedError("a callable clip_range_vf is not supported yet (a float or None is)")
+        clip = h["clip_range"](1.0) if callable(h["clip_range"]) else h["clip_range"]
+        return _common_sets(h) + [
+            "algo=ppo",
+            f"batch_size={int(h['batch_size'])}",
+            f"n_epochs={int(h['n_epochs'])}",
+            f"clip_range={_fmt(float(clip))}",
+            f"clip_range_vf={_fmt(h['clip_range_vf'])}",
+            "normalize_advantage=" + ("minibatch" if h["normalize_advantage"] else "off"),
+            f"ent_coef={_fmt(float(h['ent_coef']))}",
+            f"vf_coef={_fmt(float(h['vf_coef']))}",
+            f"max_grad_norm={_fmt(h['max_grad_norm'])}",
+            f"target_kl={_fmt(h['target_kl'])}",
+        ]
+
+
+class A2C(BaseAlgorithm):
+    """Advantage Actor-Critic (Mnih et al. 2016, synchronous): one RMSprop step per rollout of
+    n-step returns — Stable-Baselines3's ``A2C``, with its keyword arguments and defaults."""
+
+    _algo = "a2c"
+    _preset = "a2c"
+
+    def __init__(
+        self,
+        policy: Any,
+        env: Any,
+        learning_rate: Union[float, Schedule] = 7e-4,
+        n_steps: int = 5,
+        gamma: float = 0.99,
+        gae_lambda: float = 1.0,
+        ent_coef: float = 0.0,
+        vf_coef: float = 0.5,
+        max_grad_norm: float = 0.5,
+        rms_prop_eps: float = 1e-5,
+        use_rms_prop: bool = True,
+        use_sde: bool = False,
+        sde_sample_freq: int = -1,
+        rollout_buffer_class: Any = None,
+        rollout_buffer_kwargs: Optional[dict] = None,
+        normalize_advantage: bool = False,
+        stats_window_size: int = 100,
+        tensorboard_log: Optional[str] = None,
+        policy_kwargs: Optional[dict] = None,
+        verbose: int = 0,
+        seed: Optional[int] = None,
+        device: str = "auto",
+        _init_setup_model: bool = True,
+        **kwargs: Any,
+    ):
+        hyper = {k: v for k, v in locals().items() if k not in ("self", "policy", "env", "kwargs", "__class__")}
+        super().__init__(policy, env, hyper, kwargs)
+
+    def _settings(self, h: dict) -> list[str]:
+        return _common_sets(h) + [
+            "algo=a2c",
+            f"ent_coef={_fmt(float(h['ent_coef']))}",
+            f"vf_coef={_fmt(float(h['vf_coef']))}",
+            f"max_grad_norm={_fmt(h['max_grad_norm'])}",
+            f"rms_prop_eps={_fmt(float(h['rms_prop_eps']))}",
+            "optimizer=" + ("rmsprop" if h["use_rms_prop"] else "adam"),
+            "normalize_advantage=" + ("batch" if h["normalize_advantage"] else "off"),
+        ]
+
+
+class TRPO(BaseAlgorithm):
+    """Trust Region Policy Optimization (Schulman et al. 2015): the natural-gradient step by
+    conjugate gradients and a line search within KL δ, then the critic's epochs —
+    sb3-contrib's ``TRPO``, with its keyword arguments and defaults."""
+
+    _algo = "trpo"
+    _preset = "trpo"
+
+    def __init__(
+        self,
+        policy: Any,
+        env: Any,
+        learning_rate: Union[float, Schedule] = 1e-3,
+        n_steps: int = 2048,
+        batch_size: int = 128,
+        gamma: float = 0.99,
+        cg_max_steps: int = 15,
+        cg_damping: float = 0.1,
+        line_search_shrinking_factor: float = 0.8,
+        line_search_max_iter: int = 10,
+        n_critic_updates: int = 10,
+        gae_lambda: float = 0.95,
+        use_sde: bool = False,
+        sde_sample_freq: int = -1,
+        rollout_buffer_class: Any = None,
+        rollout_buffer_kwargs: Optional[dict] = None,
+        normalize_advantage: bool = True,
+        target_kl: float = 0.01,
+        sub_sampling_factor: int = 1,
+        stats_window_size: int = 100,
+        tensorboard_log: Optional[str] = None,
+        policy_kwargs: Optional[dict] = None,
+        verbose: int = 0,
+        seed: Optional[int] = None,
+        device: str = "auto",
+        _init_setup_model: bool = True,
+        **kwargs: Any,
+    ):
+        hyper = {k: v for k, v in locals().items() if k not in ("self", "policy", "env", "kwargs", "__class__")}
+        super().__init__(policy, env, hyper, kwargs)
+
+    def _settings(self, h: dict) -> list[str]:
+        if int(h["sub_sampling_factor"]) != 1:
+            raise NotImplementedError("sub_sampling_factor other than 1 is not supported yet")
+        return _common_sets(h) + [
+            "algo=trpo",
+            f"batch_size={int(h['batch_size'])}",
+            f"cg_max_steps={int(h['cg_max_steps'])}",
+            f"cg_damping={_fmt(float(h['cg_damping']))}",
+            f"line_search_shrinking_factor={_fmt(float(h['line_search_shrinking_factor']))}",
+            f"line_search_max_iter={int(h['line_search_max_iter'])}",
+            f"n_critic_updates={int(h['n_critic_updates'])}",
+            "normalize_advantage=" + ("batch" if h["normalize_advantage"] else "off"),
+            f"target_kl={_fmt(float(h['target_kl']))}",
+        ]

@@ -1,0 +1,277 @@
+"""Callbacks with Stable-Baselines3's names and hooks: ``BaseCallback`` (``_on_training_start``,
+``_on_rollout_start``, ``_on_step``, ``_on_rollout_end``, ``_on_training_end``; ``self.model``,
+``self.num_timesteps``, ``self.n_calls``, ``self.locals`` with ``new_obs``, ``rewards``, ``dones``
+and ``infos``), ``CallbackList``, ``EvalCallback``, ``CheckpointCallback``,
+``StopTrainingOnRewardThreshold``.
+
+They are called as SB3 calls them: ``_on_step`` after every step of the envs (``False`` stops
+training there, without an update on the partial rollout), ``_on_rollout_end`` before each
+update. **One difference:** while a rollout is being collected the model is busy (its envs and
+network are in use in Rust), so ``self.model.predict`` and ``self.model.save`` raise
+``RuntimeError`` inside ``_on_step`` and ``_on_rollout_end``. Proxima adds one hook where the
+model is free, ``_on_update_end`` (after each update; ``self.locals["report"]`` holds SB3's
+logger keys such as ``train/approx_kl``); ``EvalCallback`` and ``CheckpointCallback`` count
+their frequency in ``_on_step`` as SB3 does and evaluate or save there, at the end of that
+rollout's update.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Optional, Union
+
+import numpy as np
+
+
+class BaseCallback:
+    """The base class of callbacks (SB3's ``BaseCallback``; see the module docs)."""
+
+    def __init__(self, verbose: int = 0):
+        self.verbose = verbose
+        self.model: Any = None
+        self.n_calls = 0
+        self.num_timesteps = 0
+        self.locals: dict = {}
+        self.globals: dict = {}
+        self.parent: Optional[BaseCallback] = None
+
+    def init_callback(self, model: Any) -> None:
+        self.model = model
+        self._init_callback()
+
+    def _init_callback(self) -> None:
+        pass
+
+    def on_training_start(self, locals_: dict, globals_: dict) -> None:
+        self.locals, self.globals = dict(locals_), globals_
+        self.num_timesteps = self.model.num_timesteps
+        self._on_training_start()
+
+    def _on_training_start(self) -> None:
+        pass
+
+    def on_rollout_start(self) -> None:
+        self._on_rollout_start()
+
+    def _on_rollout_start(self) -> None:
+        pass
+
+    def on_step(self) -> bool:
+        self.n_calls += 1
+        self.num_timesteps = self.model.num_timesteps
+        return self._on_step()
+
+    def _on_step(self) -> bool:
+        return True
+
+    def on_rollout_end(self) -> None:
+        self._on_rollout_end()
+
+    def _on_rollout_end(self) -> None:
+        pass
+
+    def on_training_end(self) -> None:
+        self._on_training_end()
+
+    def _on_training_end(self) -> None:
+        pass
+
+    def update_locals(self, locals_: dict) -> None:
+        self.locals.update(locals_)
+        self.update_child_locals(locals_)
+
+    def update_child_locals(self, locals_: dict) -> None:
+        pass
+
+    def on_update_end(self, report: dict) -> bool:
+        """After each update, with the model free (Proxima's hook); ``False`` stops."""
+        self.update_locals({"report": report})
+        return self._on_update_end() is not False
+
+    def _on_update_end(self) -> bool:
+        return True
+
+
+class CallbackList(BaseCallback):
+    """Several callbacks, called in order; training stops when any ``_on_step`` says so."""
+
+    def __init__(self, callbacks: list[BaseCallback]):
+        super().__init__()
+        self.callbacks = list(callbacks)
+
+    def _init_callback(self) -> None:
+        for c in self.callbacks:
+            c.init_callback(self.model)
+            c.parent = self.parent
+
+    def _on_training_start(self) -> None:
+        for c in self.callbacks:
+            c.on_training_start(self.locals, self.globals)
+
+    def _on_rollout_start(self) -> None:
+        for c in self.callbacks:
+            c.on_rollout_start()
+
+    def _on_step(self) -> bool:
+        results = [c.on_step() for c in self.callbacks]
+        return all(r is not False for r in results)
+
+    def _on_rollout_end(self) -> None:
+        for c in self.callbacks:
+            c.on_rollout_end()
+
+    def _on_training_end(self) -> None:
+        for c in self.callbacks:
+            c.on_training_end()
+
+    def _on_update_end(self) -> bool:
+        results = [c.on_update_end(self.locals.get("report", {})) for c in self.callbacks]
+        return all(results)
+
+    def update_child_locals(self, locals_: dict) -> None:
+        for c in self.callbacks:
+            c.update_locals(locals_)
+
+
+class ConvertCallback(BaseCallback):
+    """A function ``f(locals, globals) -> bool`` as a callback (SB3's)."""
+
+    def __init__(self, callback: Callable[[dict, dict], Any], verbose: int = 0):
+        super().__init__(verbose)
+        self.callback = callback
+
+    def _on_step(self) -> bool:
+        return self.callback(self.locals, self.globals) is not False
+
+
+class _Every(BaseCallback):
+    """Comes due every ``freq`` calls of ``_on_step`` (steps of the vector env, as SB3 counts);
+    acts at the end of that rollout's update, with the step it came due at."""
+
+    def __init__(self, freq: int, verbose: int = 0):
+        super().__init__(verbose)
+        if int(freq) <= 0:
+            raise ValueError(f"the frequency must be a positive number of steps, got {freq}")
+        self.freq = int(freq)
+        self._due: list[int] = []
+
+    def _on_step(self) -> bool:
+        if self.n_calls % self.freq == 0:
+            self._due.append(self.num_timesteps)
+        return True
+
+    def _on_update_end(self) -> bool:
+        due, self._due = self._due, []
+        return all([self._act(step) is not False for step in due])
+
+    def _on_training_end(self) -> None:  # due in a rollout that was cut short
+        self._on_update_end()
+
+    def _act(self, timesteps: int) -> bool:  # pragma: no cover - each subclass has its own
+        raise NotImplementedError
+
+
+class CheckpointCallback(_Every):
+    """Saves the model every ``save_freq`` steps of the envs as
+    ``{save_path}/{name_prefix}_{num_timesteps}_steps.safetensors``."""
+
+    def __init__(self, save_freq: int, save_path: str, name_prefix: str = "rl_model", save_replay_buffer: bool = False,
+                 save_vecnormalize: bool = False, verbose: int = 0):
+        super().__init__(save_freq, verbose)
+        self.save_path, self.name_prefix = save_path, name_prefix
+
+    def _init_callback(self) -> None:
+        os.makedirs(self.save_path, exist_ok=True)
+
+    def _act(self, timesteps: int) -> bool:
+        path = os.path.join(self.save_path, f"{self.name_prefix}_{timesteps}_steps.safetensors")
+        self.model.save(path)
+        if self.verbose >= 2:
+            print(f"Saving model checkpoint to {path}")
+        return True
+
+
+class StopTrainingOnRewardThreshold(BaseCallback):
+    """For ``EvalCallback(callback_on_new_best=...)``: stops when the best mean reward reaches
+    ``reward_threshold``."""
+
+    def __init__(self, reward_threshold: float, verbose: int = 0):
+        super().__init__(verbose)
+        self.reward_threshold = float(reward_threshold)
+
+    def _on_step(self) -> bool:
+        if self.parent is None:
+            raise ValueError("StopTrainingOnRewardThreshold must be used as EvalCallback(callback_on_new_best=...)")
+        keep_going = bool(self.parent.best_mean_reward < self.reward_threshold)
+        if not keep_going and self.verbose >= 1:
+            print(f"Stopping training: the mean reward {self.parent.best_mean_reward:.2f} reached {self.reward_threshold}")
+        return keep_going
+
+
+class EvalCallback(_Every):
+    """Evaluates the model every ``eval_freq`` steps (per env) on ``eval_env`` for
+    ``n_eval_episodes`` episodes (``proxima.evaluate_policy``); writes
+    ``{log_path}/evaluations.npz`` (``timesteps``, ``results``, ``ep_lengths``, as SB3's) and the
+    best model to ``{best_model_save_path}/best_model.safetensors``; calls
+    ``callback_on_new_best`` on a new best mean reward."""
+
+    def __init__(self, eval_env: Any, callback_on_new_best: Optional[BaseCallback] = None,
+                 callback_after_eval: Optional[BaseCallback] = None, n_eval_episodes: int = 5, eval_freq: int = 10000,
+                 log_path: Optional[str] = None, best_model_save_path: Optional[str] = None, deterministic: bool = True,
+                 render: bool = False, verbose: int = 1, warn: bool = True):
+        super().__init__(eval_freq, verbose)
+        self.eval_env, self.n_eval_episodes, self.deterministic = eval_env, int(n_eval_episodes), deterministic
+        self.callback_on_new_best, self.callback_after_eval = callback_on_new_best, callback_after_eval
+        self.log_path = os.path.join(log_path, "evaluations") if log_path else None
+        self.best_model_save_path = best_model_save_path
+        self.best_mean_reward, self.last_mean_reward = -np.inf, -np.inf
+        self.evaluations_timesteps: list[int] = []
+        self.evaluations_results: list[list[float]] = []
+        self.evaluations_length: list[list[int]] = []
+
+    def _init_callback(self) -> None:
+        for c in (self.callback_on_new_best, self.callback_after_eval):
+            if c is not None:
+                c.init_callback(self.model)
+                c.parent = self
+        for d in (self.best_model_save_path, os.path.dirname(self.log_path) if self.log_path else None):
+            if d:
+                os.makedirs(d, exist_ok=True)
+
+    def _act(self, timesteps: int) -> bool:
+        from .evaluation import evaluate_policy
+
+        rewards, lengths = evaluate_policy(self.model, self.eval_env, self.n_eval_episodes, self.deterministic,
+                                           return_episode_rewards=True)
+        self.evaluations_timesteps.append(timesteps)
+        self.evaluations_results.append(rewards)
+        self.evaluations_length.append(lengths)
+        if self.log_path:
+            np.savez(self.log_path, timesteps=self.evaluations_timesteps, results=self.evaluations_results,
+                     ep_lengths=self.evaluations_length)
+        mean = float(np.mean(rewards))
+        self.last_mean_reward = mean
+        if self.verbose >= 1:
+            print(f"Eval num_timesteps={timesteps}, episode_reward={mean:.2f} +/- {np.std(rewards):.2f}")
+        keep_going = True
+        if mean > self.best_mean_reward:
+            self.best_mean_reward = mean
+            if self.best_model_save_path:
+                self.model.save(os.path.join(self.best_model_save_path, "best_model.safetensors"))
+            if self.callback_on_new_best is not None:
+                keep_going = self.callback_on_new_best.on_step()
+        if self.callback_after_eval is not None:
+            keep_going = keep_going and self.callback_after_eval.on_step()
+        return keep_going
+
+
+def _as_callback(callback: Union[None, BaseCallback, list, Callable]) -> BaseCallback:
+    if callback is None:
+        return CallbackList([])
+    if isinstance(callback, BaseCallback):
+        return callback
+    if isinstance(callback, list):
+        return CallbackList([_as_callback(c) for c in callback])
+    if callable(callback):
+        return ConvertCallback(callback)
+    raise TypeError(f"callback must be a BaseCallback, a list of them or a function; got {type(callback).__name__}")

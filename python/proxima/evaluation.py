@@ -1,0 +1,79 @@
+"""``evaluate_policy`` with Stable-Baselines3's semantics: episodes of ``model.predict`` in an
+env (an id, a Gymnasium env, or a vector env), returning the mean and std of their returns."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Union
+
+import numpy as np
+
+
+def _as_vector_env(env: Any) -> Any:
+    """A Gymnasium vector env (same-step autoreset) for an id, an env, or a vector env."""
+    import gymnasium
+    from gymnasium.vector import AutoresetMode, SyncVectorEnv
+
+    if isinstance(env, str):
+        bare = env[4:] if env.startswith("gym:") else env
+        return SyncVectorEnv([lambda: gymnasium.make(bare)], autoreset_mode=AutoresetMode.SAME_STEP), True
+    if hasattr(env, "step_async"):  # an SB3 VecEnv
+        from ._envs import SB3VecEnvAdapter
+
+        return SB3VecEnvAdapter(env), False
+    if isinstance(env, gymnasium.vector.VectorEnv):
+        mode = env.metadata.get("autoreset_mode")
+        if getattr(mode, "name", str(mode)) != "SAME_STEP":
+            raise NotImplementedError("evaluate_policy takes vector envs with autoreset_mode=SAME_STEP")
+        return env, False
+    if isinstance(env, gymnasium.Env):
+        return SyncVectorEnv([lambda: env], autoreset_mode=AutoresetMode.SAME_STEP), False
+    raise TypeError(f"env must be an env id, a Gymnasium Env or VectorEnv, or an SB3 VecEnv; got {type(env).__name__}")
+
+
+def evaluate_policy(
+    model: Any,
+    env: Any,
+    n_eval_episodes: int = 10,
+    deterministic: bool = True,
+    render: bool = False,
+    callback: Optional[Callable[[dict, dict], None]] = None,
+    reward_threshold: Optional[float] = None,
+    return_episode_rewards: bool = False,
+    warn: bool = True,
+) -> Union[tuple[float, float], tuple[list[float], list[int]]]:
+    """Runs ``n_eval_episodes`` episodes (spread over the vector env's envs as SB3 does) and
+    returns ``(mean_reward, std_reward)``, or ``(episode_rewards, episode_lengths)`` with
+    ``return_episode_rewards``. ``reward_threshold``: an ``AssertionError`` below it (SB3's)."""
+    if n_eval_episodes <= 0:
+        raise ValueError(f"n_eval_episodes must be positive, got {n_eval_episodes}")
+    if render:
+        raise NotImplementedError("render=True is not supported; record with `proxima eval --render`")
+    venv, owned = _as_vector_env(env)
+    n = venv.num_envs
+    targets = np.array([(n_eval_episodes + i) // n for i in range(n)], dtype=int)
+    counts = np.zeros(n, dtype=int)
+    rewards, lengths = [], []
+    cur_r, cur_l = np.zeros(n), np.zeros(n, dtype=int)
+    obs, _ = venv.reset()
+    while (counts < targets).any():
+        actions, _ = model.predict(obs, deterministic=deterministic)
+        obs, r, term, trunc, info = venv.step(actions)
+        cur_r += r
+        cur_l += 1
+        for i in range(n):
+            if counts[i] < targets[i] and (term[i] or trunc[i]):
+                rewards.append(float(cur_r[i]))
+                lengths.append(int(cur_l[i]))
+                counts[i] += 1
+            if term[i] or trunc[i]:
+                cur_r[i], cur_l[i] = 0.0, 0
+        if callback is not None:
+            callback(locals(), globals())
+    if owned:
+        venv.close()
+    mean, std = float(np.mean(rewards)), float(np.std(rewards))
+    if reward_threshold is not None:
+        assert mean > reward_threshold, f"mean reward below threshold: {mean:.2f} < {reward_threshold:.2f}"
+    if return_episode_rewards:
+        return rewards, lengths
+    return mean, std

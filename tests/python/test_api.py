@@ -1,0 +1,435 @@
+"""The Python package against Stable-Baselines3's API: defaults, learn/save/load/predict,
+parameters, envs of every kind, callbacks, evaluation, and bad inputs.
+
+SB3 is a test-only dependency: the tests that need it import it with ``pytest.importorskip``
+(so a run without it says which were skipped); ``.ci/run`` installs it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import proxima
+from proxima.callbacks import (
+    BaseCallback,
+    CallbackList,
+    CheckpointCallback,
+    EvalCallback,
+    StopTrainingOnRewardThreshold,
+)
+
+SMALL = dict(n_steps=64, batch_size=32, n_epochs=2, seed=3)
+
+
+def defaults(fn) -> dict:
+    return {
+        k: p.default
+        for k, p in inspect.signature(fn).parameters.items()
+        if p.default is not inspect.Parameter.empty and p.kind is not p.VAR_KEYWORD
+    }
+
+
+def source_defaults(package: str, module: str, cls: str) -> dict:
+    """``cls.__init__``'s defaults read from the installed package's source (its signature as
+    written), without importing it: SB3 imports torch, which the test venv need not have."""
+    import ast
+    import importlib.util
+
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip(f"{package} is not installed (pip install {package.replace('_', '-')})")
+    path = os.path.join(spec.submodule_search_locations[0], *module.split(".")) + ".py"
+    tree = ast.parse(open(path, encoding="utf-8").read())
+    init = next(n for c in ast.walk(tree) if isinstance(c, ast.ClassDef) and c.name == cls
+                for n in c.body if isinstance(n, ast.FunctionDef) and n.name == "__init__")
+    args = init.args.args[-len(init.args.defaults):] if init.args.defaults else []
+    return {a.arg: ast.literal_eval(d) for a, d in zip(args, init.args.defaults)}
+
+
+@pytest.mark.parametrize("package,module,cls", [
+    ("stable_baselines3", "ppo.ppo", "PPO"),
+    ("stable_baselines3", "a2c.a2c", "A2C"),
+    ("sb3_contrib", "trpo.trpo", "TRPO"),
+])
+def test_every_constructor_default_equals_sb3s(package, module, cls):
+    theirs = source_defaults(package, module, cls)
+    assert len(theirs) >= 20, "read SB3's signature"
+    assert defaults(getattr(proxima, cls).__init__) == theirs
+
+
+def test_defaults_reach_the_config():
+    m = proxima.PPO("MlpPolicy", "CartPole-v1", seed=1)
+    toml = m._model.config_toml
+    for line in ["n_steps = 2048", "batch_size = 64", "n_epochs = 10", "learning_rate = 0.0003", "ent_coef = 0.0",
+                 'normalize_advantage = "minibatch"', "max_grad_norm = 0.5", "anneal_lr = false", "n_envs = 1"]:
+        assert line in toml, line
+
+
+# --- learn, save, load, predict --------------------------------------------------------------------
+def test_learn_save_load_predict_gives_identical_actions(tmp_path):
+    model = proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL).learn(256)
+    assert model.num_timesteps == 256
+    obs = np.random.default_rng(0).normal(size=(16, 4)).astype(np.float32)
+    before, _ = model.predict(obs, deterministic=True)
+    model.save(tmp_path / "ppo_cartpole")
+    assert (tmp_path / "ppo_cartpole.safetensors").is_file()
+    loaded = proxima.PPO.load(tmp_path / "ppo_cartpole")
+    after, _ = loaded.predict(obs, deterministic=True)
+    assert before.dtype == np.int64 and before.shape == (16,)
+    np.testing.assert_array_equal(before, after)
+    single, state = loaded.predict(obs[0], deterministic=True)
+    assert state is None and single.shape == () and single == before[0]
+
+
+def test_load_with_env_continues_counters_and_trains(tmp_path):
+    model = proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL).learn(128)
+    model.save(tmp_path / "m.safetensors")
+    again = proxima.PPO.load(tmp_path / "m.safetensors", env="CartPole-v1")
+    assert again.num_timesteps == 128
+    params = again.get_parameters()
+    again.learn(128, reset_num_timesteps=False)
+    assert again.num_timesteps == 256
+    assert any(not np.array_equal(params[k], v) for k, v in again.get_parameters().items())
+
+
+def test_same_seed_same_weights():
+    a = proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL).learn(256).get_parameters()
+    b = proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL).learn(256).get_parameters()
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+
+
+def test_get_set_parameters_round_trip():
+    src = proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL).learn(128)
+    dst = proxima.PPO("MlpPolicy", "CartPole-v1", **{**SMALL, "seed": 9})
+    params = src.get_parameters()
+    assert params["actor.0.weight"].shape == (64, 4) and params["actor.0.weight"].dtype == np.float32
+    dst.set_parameters(params)
+    got = dst.get_parameters()
+    assert all(np.array_equal(params[k], got[k]) for k in params)
+    obs = np.zeros((4, 4), np.float32)
+    np.testing.assert_array_equal(src.predict(obs, deterministic=True)[0], dst.predict(obs, deterministic=True)[0])
+
+
+def test_a_python_model_evaluates_with_the_cli(tmp_path):
+    import shutil
+    import subprocess
+
+    cli = shutil.which("proxima") or os.environ.get("PROXIMA_CLI")
+    if not cli or not os.path.exists(cli):
+        pytest.skip("the proxima CLI is not built here (set PROXIMA_CLI)")
+    proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL).learn(128).save(tmp_path / "m.safetensors")
+    out = subprocess.run([cli, "eval", str(tmp_path / "m.safetensors"), "--episodes", "2", "--json"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "mean" in out.stdout
+
+
+def test_continuous_actions_are_clipped_to_the_box():
+    model = proxima.PPO("MlpPolicy", "Pendulum-v1", n_steps=64, batch_size=32, seed=1,
+                        policy_kwargs=dict(log_std_init=3.0))
+    acts, _ = model.predict(np.zeros((256, 3), np.float32))
+    assert acts.shape == (256, 1) and acts.dtype == np.float32
+    assert acts.min() >= -2.0 and acts.max() <= 2.0 and np.abs(acts).max() == 2.0
+
+
+def test_callable_learning_rate_and_clip_range_are_schedules():
+    seen = []
+    model = proxima.PPO("MlpPolicy", "CartPole-v1", learning_rate=lambda p: seen.append(p) or 1e-3 * p,
+                        clip_range=lambda p: 0.1 + 0.1 * p, **SMALL)
+    model.learn(256)
+    assert seen[0] == 1.0  # the initial value, at construction
+    assert seen[1:] == pytest.approx([0.75, 0.5, 0.25, 0.0])  # progress after each rollout, as SB3
+
+
+def test_policy_kwargs_reach_the_network():
+    m = proxima.PPO("MlpPolicy", "CartPole-v1", seed=1,
+                    policy_kwargs=dict(net_arch=dict(pi=[32], vf=[32]), activation_fn="relu", ortho_init=False))
+    assert m.get_parameters()["actor.0.weight"].shape == (32, 4)
+    assert 'activation = "relu"' in m._model.config_toml and "ortho_init = false" in m._model.config_toml
+
+
+def test_torch_activation_classes_are_accepted():
+    torch = pytest.importorskip("torch")
+    m = proxima.PPO("MlpPolicy", "CartPole-v1", seed=1, policy_kwargs=dict(activation_fn=torch.nn.ReLU))
+    assert 'activation = "relu"' in m._model.config_toml
+
+
+def test_from_preset_is_the_clis_preset():
+    m = proxima.PPO.from_preset("cleanrl", "CartPole-v1", n_steps=32)
+    toml = m._model.config_toml
+    assert "n_envs = 4" in toml and "n_steps = 32" in toml and "anneal_lr = true" in toml
+
+
+# --- envs of every kind ------------------------------------------------------------------------------
+class Corridor(gym.Env):
+    """A user-defined env: walk right to the end of a corridor of 5 cells."""
+
+    def __init__(self):
+        self.observation_space = gym.spaces.Box(0.0, 4.0, (1,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+        self.pos = 0
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.pos = 0
+        return np.array([self.pos], np.float32), {}
+
+    def step(self, action):
+        self.pos = max(0, min(4, self.pos + (1 if action == 1 else -1)))
+        done = self.pos == 4
+        return np.array([self.pos], np.float32), (1.0 if done else -0.1), done, False, {}
+
+
+def test_a_user_defined_env_class_trains():
+    model = proxima.PPO("MlpPolicy", Corridor(), n_steps=128, batch_size=64, learning_rate=3e-3, seed=1)
+    model.learn(4096)
+    mean, _ = proxima.evaluate_policy(model, Corridor(), n_eval_episodes=3)
+    assert mean == pytest.approx(0.7)  # 4 steps right: −0.1·3 + 1
+
+
+def test_env_factories_and_a_sync_vector_env_train():
+    model = proxima.PPO("MlpPolicy", [lambda: gym.make("CartPole-v1")] * 2, **SMALL).learn(256)
+    assert model.n_envs == 2 and model.num_timesteps == 256
+    venv = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")] * 3,
+                                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    model = proxima.PPO("MlpPolicy", venv, **SMALL).learn(384)
+    assert model.n_envs == 3 and model.num_timesteps == 384
+
+
+@pytest.mark.parametrize("mode", ["NEXT_STEP", "SAME_STEP"])
+def test_a_gymnasium_vector_env_in_either_autoreset_mode_gives_real_transitions(mode):
+    """Both modes train, and in both the steps seen are real transitions: every episode of
+    CartPole ends with a terminal observation and no dummy step (a reward-0 reset step) follows."""
+    venv = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")] * 2,
+                                    autoreset_mode=getattr(gym.vector.AutoresetMode, mode))
+
+    class Check(BaseCallback):
+        def __init__(self):
+            super().__init__()
+            self.rewards, self.ends = [], 0
+
+        def _on_step(self):
+            self.rewards.extend(self.locals["rewards"].tolist())
+            self.ends += sum("terminal_observation" in i for i in self.locals["infos"])
+            return True
+
+    check = Check()
+    proxima.PPO("MlpPolicy", venv, **SMALL).learn(1024, callback=check)
+    assert check.ends > 5 and all(r == 1.0 for r in check.rewards), "no dummy reward-0 steps"
+
+
+def test_sb3_make_vec_env_trains_and_sb3_evaluate_policy_runs_a_proxima_model():
+    pytest.importorskip("stable_baselines3")
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.evaluation import evaluate_policy
+
+    venv = make_vec_env("CartPole-v1", n_envs=2, seed=0)
+    model = proxima.PPO("MlpPolicy", venv, n_steps=128, batch_size=64, seed=1).learn(2048)
+    assert model.n_envs == 2
+    mean, std = evaluate_policy(model, venv, n_eval_episodes=4)
+    assert np.isfinite(mean) and mean > 9
+
+
+def test_an_exception_in_the_users_env_propagates_with_its_type():
+    class Broken(Corridor):
+        def step(self, action):
+            raise KeyError("the user's bug")
+
+    with pytest.raises(KeyError, match="the user's bug"):
+        proxima.PPO("MlpPolicy", Broken(), **SMALL).learn(64)
+
+
+# --- callbacks -----------------------------------------------------------------------------------------
+class Recorder(BaseCallback):
+    def __init__(self, stop_after=None):
+        super().__init__()
+        self.calls, self.stop_after = [], stop_after
+
+    def _on_training_start(self):
+        self.calls.append("training_start")
+
+    def _on_rollout_start(self):
+        self.calls.append("rollout_start")
+
+    def _on_step(self):
+        self.calls.append(("step", self.num_timesteps))
+        return self.stop_after is None or self.n_calls < self.stop_after
+
+    def _on_rollout_end(self):
+        self.calls.append("rollout_end")
+
+    def _on_training_end(self):
+        self.calls.append("training_end")
+
+
+def test_callback_hooks_run_in_order_and_false_stops():
+    rec = Recorder()
+    proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL).learn(128, callback=rec)
+    rollout = lambda start: ["rollout_start", *[("step", start + k) for k in range(1, 65)], "rollout_end"]
+    assert rec.calls == ["training_start", *rollout(0), *rollout(64), "training_end"]
+    assert rec.n_calls == 128
+    assert set(rec.locals) >= {"new_obs", "rewards", "dones", "infos"} and rec.locals["new_obs"].shape == (1, 4)
+    stop = Recorder(stop_after=70)
+    model = proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL).learn(640, callback=stop)
+    assert model.num_timesteps == 70, "stopped at the step whose _on_step said False"
+    assert stop.calls[-1] == "training_end" and stop.calls.count("rollout_end") == 1
+
+
+def test_infos_carry_sb3s_episode_and_terminal_observation():
+    class Episodes(BaseCallback):
+        def __init__(self):
+            super().__init__()
+            self.ends = []
+
+        def _on_step(self):
+            for i, (done, info) in enumerate(zip(self.locals["dones"], self.locals["infos"])):
+                if done:
+                    self.ends.append((info["episode"]["l"], info["terminal_observation"].shape,
+                                      info["TimeLimit.truncated"]))
+            return True
+
+    cb = Episodes()
+    proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL).learn(640, callback=cb)
+    assert cb.ends and all(shape == (4,) and not trunc for _, shape, trunc in cb.ends)
+    assert sum(length for length, _, _ in cb.ends) <= 640
+
+
+def test_predict_inside_on_step_is_a_clear_error():
+    class Predicts(BaseCallback):
+        def _on_step(self):
+            self.model.predict(self.locals["new_obs"])
+            return True
+
+    with pytest.raises(RuntimeError, match="busy"):
+        proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL).learn(64, callback=Predicts())
+
+
+def test_eval_and_checkpoint_callbacks_write_their_files(tmp_path):
+    eval_cb = EvalCallback("CartPole-v1", n_eval_episodes=2, eval_freq=128, log_path=str(tmp_path / "eval"),
+                           best_model_save_path=str(tmp_path / "best"), verbose=0)
+    ckpt = CheckpointCallback(save_freq=128, save_path=str(tmp_path / "ckpt"), name_prefix="cp")
+    proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL).learn(256, callback=CallbackList([eval_cb, ckpt]))
+    data = np.load(tmp_path / "eval" / "evaluations.npz")
+    assert list(data["timesteps"]) == [128, 256] and data["results"].shape == (2, 2)
+    assert (tmp_path / "best" / "best_model.safetensors").is_file()
+    files = sorted(os.listdir(tmp_path / "ckpt"))
+    assert files == ["cp_128_steps.safetensors", "cp_256_steps.safetensors"]
+    proxima.PPO.load(tmp_path / "ckpt" / files[0]).predict(np.zeros(4))
+
+
+def test_stop_training_on_reward_threshold():
+    stop = StopTrainingOnRewardThreshold(reward_threshold=-1e9)
+    eval_cb = EvalCallback("CartPole-v1", callback_on_new_best=stop, n_eval_episodes=1, eval_freq=64, verbose=0)
+    model = proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL).learn(64 * 10, callback=eval_cb)
+    assert model.num_timesteps == 64, "stopped after the first evaluation"
+
+
+# --- bad inputs: a clear Python exception each ------------------------------------------------------------
+BAD = [
+    (lambda: proxima.PPO("MlpPolicyy", "CartPole-v1"), ValueError, "did you mean 'MlpPolicy'"),
+    (lambda: proxima.PPO("CnnPolicy", "CartPole-v1"), NotImplementedError, "CnnPolicy"),
+    (lambda: proxima.PPO("MlpPolicy", "CartPole-v1", n_step=128), TypeError, "did you mean 'n_steps'"),
+    (lambda: proxima.PPO("MlpPolicy", "CartPole-v1", use_sde=True), NotImplementedError, "use_sde"),
+    (lambda: proxima.PPO("MlpPolicy", "NoSuchEnv-v0"), ValueError, "unknown env id"),
+    (lambda: proxima.PPO("MlpPolicy", 42), TypeError, "env must be"),
+    (lambda: proxima.PPO("MlpPolicy", "CartPole-v1", n_steps=0), ValueError, "n_steps"),
+    (lambda: proxima.PPO("MlpPolicy", "CartPole-v1", batch_size=4096), ValueError, "batch_size"),
+    (lambda: proxima.PPO("MlpPolicy", "CartPole-v1", device="cuda"), NotImplementedError, "CPU"),
+    (lambda: proxima.PPO("MlpPolicy", "CartPole-v1", policy_kwargs=dict(net_arch=[-1])), ValueError, "net_arch"),
+    (lambda: proxima.PPO("MlpPolicy", "CartPole-v1", policy_kwargs=dict(activation_fn="gelu")), NotImplementedError, "activation_fn"),
+    (lambda: proxima.PPO("MlpPolicy", "CartPole-v1", policy_kwargs=dict(net_arc=[8])), NotImplementedError, "did you mean 'net_arch'"),
+    (lambda: proxima.PPO.from_preset("clean", "CartPole-v1"), ValueError, "did you mean 'cleanrl'"),
+    (lambda: proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL).learn(-5), ValueError, "positive"),
+    (lambda: proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL).learn(10.5), TypeError, "int"),
+    (lambda: proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL).predict(np.zeros(5)), ValueError, "shape"),
+    (lambda: proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL).predict(np.array(["a"] * 4)), TypeError, "numeric"),
+    (lambda: proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL).predict(np.full(4, np.nan)), ValueError, "non-finite"),
+    (lambda: proxima.PPO.load("/nonexistent/model"), FileNotFoundError, "no model"),
+    (lambda: proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL).set_parameters({"nope": np.zeros(1)}), ValueError, "unknown parameter"),
+    (lambda: proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL).set_parameters({"actor.0.weight": np.zeros((2, 2))}), ValueError, "shape"),
+]
+
+
+@pytest.mark.parametrize("make,exc,text", BAD, ids=[b[2] for b in BAD])
+def test_bad_input_raises_a_clear_exception(make, exc, text):
+    with pytest.raises(exc, match=text.replace("(", r"\(").replace(")", r"\)")):
+        make()
+
+
+def test_a_dict_observation_space_is_refused_by_name():
+    class DictObs(Corridor):
+        def __init__(self):
+            super().__init__()
+            self.observation_space = gym.spaces.Dict({"pos": gym.spaces.Box(0, 4, (1,))})
+
+    with pytest.raises(NotImplementedError, match="Dict observation spaces"):
+        proxima.PPO("MlpPolicy", DictObs())
+
+
+def test_non_finite_observations_from_an_env_raise_the_clis_error():
+    class NaNEnv(Corridor):
+        def step(self, action):
+            obs, r, te, tr, info = super().step(action)
+            return np.array([np.nan], np.float32), r, te, tr, info
+
+    with pytest.raises(ValueError, match="non-finite"):
+        proxima.PPO("MlpPolicy", NaNEnv(), **SMALL).learn(64)
+
+
+def test_a_checkpoint_of_another_env_or_algorithm_is_refused_at_load(tmp_path):
+    proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL).save(tmp_path / "cp")
+    with pytest.raises(ValueError, match="does not fit"):
+        proxima.PPO.load(tmp_path / "cp", env="Pendulum-v1")
+    with pytest.raises(ValueError, match="A2C.load|PPO model"):
+        proxima.A2C.load(tmp_path / "cp")
+
+
+# --- behaviour a Python user expects -----------------------------------------------------------------------
+def test_ctrl_c_raises_keyboard_interrupt_promptly_and_the_model_stays_savable(tmp_path):
+    import subprocess
+    import sys
+
+    saved = str(tmp_path / "after")
+    code = f"""
+import os, signal, threading, time
+import proxima
+m = proxima.PPO("MlpPolicy", "CartPole-v1", seed=1)
+threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+t = time.time()
+try:
+    m.learn(50_000_000)
+    print("not interrupted")
+except KeyboardInterrupt:
+    print("interrupted after", round(time.time() - t, 2), "s at", m.num_timesteps, "steps")
+    m.save({saved!r})
+    print("action", int(proxima.PPO.load({saved!r}).predict([0.0, 0.0, 0.0, 0.0])[0]))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "interrupted after" in out.stdout, out.stdout + out.stderr
+    seconds = float(out.stdout.split("interrupted after ")[1].split(" s")[0])
+    assert seconds < 5.0, f"KeyboardInterrupt after {seconds} s"
+    assert "action 0" in out.stdout or "action 1" in out.stdout
+
+
+def test_the_gil_is_released_while_rust_trains():
+    import threading
+
+    count, stop = [0], threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            count[0] += 1
+
+    t = threading.Thread(target=spin)
+    t.start()
+    try:
+        proxima.PPO("MlpPolicy", "CartPole-v1", seed=1).learn(8192)
+    finally:
+        stop.set()
+        t.join()
+    assert count[0] > 100_000, f"a Python thread ran only {count[0]} loops during learn"
