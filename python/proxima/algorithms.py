@@ -106,6 +106,7 @@ class BaseAlgorithm:
         sets.append(f"seed={int(self.seed)}")
         self._sets = sets
         self.policy_kwargs = hyper.get("policy_kwargs") or {}
+        self.tensorboard_log = hyper.get("tensorboard_log")
         self._hyper = hyper
         self.env = env
         self._model: Any = None
@@ -134,8 +135,6 @@ class BaseAlgorithm:
                 raise NotImplementedError(f"{key} is not supported: Proxima's rollout buffer is built in")
         if hyper.pop("stats_window_size", 100) != 100:
             raise NotImplementedError("stats_window_size other than 100 is not supported yet")
-        if hyper.pop("tensorboard_log", None) is not None:
-            raise NotImplementedError("tensorboard_log is not supported in the Python API yet (the CLI writes TensorBoard files)")
         device = hyper.pop("device", "auto")
         if str(device) not in ("auto", "cpu"):
             raise NotImplementedError(f"device={device!r}: Proxima trains on the CPU ('auto' or 'cpu')")
@@ -164,6 +163,8 @@ class BaseAlgorithm:
         raise NotImplementedError
 
     def _build(self, env: Any, load_from: Optional[str] = None) -> None:
+        if not isinstance(env, str) and any(x.startswith("n_envs=") for x in self._sets):
+            raise ValueError("n_envs is for an env id; with env objects, their number is the number of envs")
         source, spaces = env_source(env)
         self.observation_space, self.action_space = spaces
         if load_from is None:
@@ -187,6 +188,7 @@ class BaseAlgorithm:
         self.clip_range = overrides.get("clip_range")
         self._sets = [f"algo={cls._algo}"] + cls._extra_sets(self, overrides) + [f"seed={int(self.seed)}"]
         self.policy_kwargs, self._hyper, self.env, self._model = {}, {}, env, None
+        self.tensorboard_log = None
         source, spaces = env_source(env)
         self.observation_space, self.action_space = spaces
         self._model = _proxima.Model.create(source, preset, self._sets)
@@ -228,13 +230,29 @@ class BaseAlgorithm:
             cb.init_callback(self)
             cb.on_training_start(locals(), globals())
         try:
-            self._model.learn(total, *hooks)
+            self._model.learn(total, *hooks, tensorboard_dir=self._tensorboard_dir(tb_log_name, reset_num_timesteps))
         finally:
             self._live_timesteps = None
             logger.close()
             if cb is not None:
                 cb.on_training_end()
         return self
+
+    def _tensorboard_dir(self, tb_log_name: str, reset_num_timesteps: bool) -> Optional[str]:
+        """SB3's layout: ``{tensorboard_log}/{tb_log_name}_{i}``, a new ``i`` per ``learn`` unless it
+        continues (``reset_num_timesteps=False``) the latest one."""
+        root = getattr(self, "tensorboard_log", None)
+        if root is None:
+            return None
+        name = tb_log_name or type(self).__name__
+        os.makedirs(root, exist_ok=True)
+        ids = [int(d.rsplit("_", 1)[1]) for d in os.listdir(root)
+               if d.startswith(name + "_") and d.rsplit("_", 1)[1].isdigit()]
+        latest = max(ids, default=0)
+        run = latest if (not reset_num_timesteps and latest > 0) else latest + 1
+        path = os.path.join(root, f"{name}_{run}")
+        os.makedirs(path, exist_ok=True)
+        return path
 
     def _hooks(self, cb: Any, logger: "_Logger") -> tuple:
         """``_proxima.Model.learn``'s hooks: before each rollout, per step, before the update,
@@ -315,21 +333,37 @@ class BaseAlgorithm:
         self._model.save(path)
 
     @classmethod
-    def load(cls, path: Union[str, os.PathLike], env: Any = None, device: str = "auto", **kwargs: Any):
+    def load(cls, path: Union[str, os.PathLike], env: Any = None, device: str = "auto",
+             custom_objects: Optional[dict] = None, print_system_info: bool = False, force_reset: bool = True,
+             **kwargs: Any):
         """A saved model (a file from ``save``, a CLI checkpoint, or a CLI run directory), ready
-        to ``predict``; with ``env``, ready to ``learn`` on from where it was. ``kwargs``: SB3's
-        ``custom_objects``, ``print_system_info``, ``force_reset`` are accepted and have no
-        effect here; anything else is an error."""
+        to ``predict``; with ``env``, ready to ``learn`` on from where it was (its weights, Adam
+        state, counters and normalisation statistics; the envs start new episodes).
+        ``custom_objects``: ``learning_rate`` and ``clip_range`` (floats or schedules) replace the
+        saved ones, as in SB3 (a schedule is not stored in the file)."""
         for key in kwargs:
-            if key not in ("custom_objects", "print_system_info", "force_reset"):
-                raise TypeError(f"{cls.__name__}.load() got an unexpected keyword argument {key!r}")
+            hint = difflib.get_close_matches(key, ["custom_objects", "print_system_info", "force_reset", "device"], n=1)
+            more = f"; did you mean {hint[0]!r}?" if hint else ""
+            raise TypeError(f"{cls.__name__}.load() got an unexpected keyword argument {key!r}{more}")
         if str(device) not in ("auto", "cpu"):
             raise NotImplementedError(f"device={device!r}: Proxima runs on the CPU ('auto' or 'cpu')")
+        if not force_reset:
+            raise NotImplementedError("force_reset=False: the envs given to load() always start new episodes")
+        unknown = set(custom_objects or {}) - {"learning_rate", "clip_range"}
+        if unknown:
+            raise NotImplementedError(f"custom_objects {sorted(unknown)}: only learning_rate and clip_range are supported")
         file = _resolve_model_file(os.fspath(path))
+        if print_system_info:
+            import platform
+
+            print(f"proxima {_proxima.__version__}, Python {platform.python_version()}, {platform.platform()}")
         self = cls.__new__(cls)
         self.policy_class, self.verbose, self.seed = "MlpPolicy", 0, None
         self.learning_rate = self.clip_range = None
+        for key, value in (custom_objects or {}).items():
+            setattr(self, key, value if callable(value) else (lambda v: lambda _progress: v)(float(value)))
         self.policy_kwargs, self._hyper, self.env, self._sets = {}, {}, env, []
+        self.tensorboard_log = None
         if env is None:
             self._model = _proxima.Model.load(file, None, [])
             self.observation_space, self.action_space = _spaces_of_loaded(self._model)

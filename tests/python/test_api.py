@@ -103,6 +103,16 @@ def test_same_seed_same_weights():
     assert all(np.array_equal(a[k], b[k]) for k in a)
 
 
+def test_load_takes_sb3s_custom_objects_for_the_schedules(tmp_path):
+    proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL).learn(64).save(tmp_path / "m")
+    seen = []
+    m = proxima.PPO.load(tmp_path / "m", env="CartPole-v1", custom_objects={"learning_rate": lambda p: seen.append(p) or 1e-4})
+    m.learn(128, reset_num_timesteps=False)
+    assert len(seen) == 2 and m.num_timesteps == 192
+    with pytest.raises(NotImplementedError, match="custom_objects"):
+        proxima.PPO.load(tmp_path / "m", custom_objects={"policy_class": None})
+
+
 def test_get_set_parameters_round_trip():
     src = proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL).learn(128)
     dst = proxima.PPO("MlpPolicy", "CartPole-v1", **{**SMALL, "seed": 9})
@@ -115,18 +125,31 @@ def test_get_set_parameters_round_trip():
     np.testing.assert_array_equal(src.predict(obs, deterministic=True)[0], dst.predict(obs, deterministic=True)[0])
 
 
-def test_a_python_model_evaluates_with_the_cli(tmp_path):
+def test_a_python_model_evaluates_with_the_cli_and_a_cli_run_directory_loads_in_python(tmp_path):
     import shutil
     import subprocess
 
-    cli = shutil.which("proxima") or os.environ.get("PROXIMA_CLI")
+    cli = os.environ.get("PROXIMA_CLI") or shutil.which("proxima")
     if not cli or not os.path.exists(cli):
-        pytest.skip("the proxima CLI is not built here (set PROXIMA_CLI)")
-    proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL).learn(128).save(tmp_path / "m.safetensors")
-    out = subprocess.run([cli, "eval", str(tmp_path / "m.safetensors"), "--episodes", "2", "--json"],
+        pytest.skip("the proxima CLI is not built here (set PROXIMA_CLI to target/…/proxima)")
+    model = proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL).learn(128)
+    model.save(tmp_path / "m.safetensors")
+    out = subprocess.run([cli, "eval", str(tmp_path / "m.safetensors"), "--episodes", "2", "--deterministic", "--json"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert "mean" in out.stdout
+    import json
+
+    ours = proxima.evaluate_policy(model, "CartPole-v1", n_eval_episodes=2, return_episode_rewards=True)[0]
+    assert len(json.loads(out.stdout)["returns"]) == 2 and all(r > 0 for r in ours)
+    run = tmp_path / "run"
+    out = subprocess.run([cli, "train", "CartPole-v1", "--total-timesteps", "2048", "--run-dir", str(run), "--quiet"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    loaded = proxima.PPO.load(run)
+    assert loaded.num_timesteps == 2048 and loaded.predict(np.zeros(4))[0] in (0, 1)
+    again = proxima.PPO.load(run, env="CartPole-v1")  # the CLI's run, trained on from Python
+    again.learn(512, reset_num_timesteps=False)
+    assert again.num_timesteps == 2048 + 512
 
 
 def test_continuous_actions_are_clipped_to_the_box():
@@ -157,6 +180,18 @@ def test_torch_activation_classes_are_accepted():
     torch = pytest.importorskip("torch")
     m = proxima.PPO("MlpPolicy", "CartPole-v1", seed=1, policy_kwargs=dict(activation_fn=torch.nn.ReLU))
     assert 'activation = "relu"' in m._model.config_toml
+
+
+def test_tensorboard_log_writes_the_clis_tags_in_sb3s_layout(tmp_path):
+    model = proxima.PPO("MlpPolicy", "CartPole-v1", tensorboard_log=str(tmp_path), **SMALL)
+    model.learn(128)
+    model.learn(64, reset_num_timesteps=False)  # continues PPO_1
+    model.learn(64)  # a new run: PPO_2
+    assert sorted(os.listdir(tmp_path)) == ["PPO_1", "PPO_2"]
+    files = os.listdir(tmp_path / "PPO_1")
+    assert len(files) == 2 and all(f.startswith("events.out.tfevents.") for f in files)
+    data = b"".join((tmp_path / "PPO_1" / f).read_bytes() for f in files)
+    assert b"losses/approx_kl" in data and b"charts/episodic_return" in data
 
 
 def test_from_preset_is_the_clis_preset():
@@ -350,6 +385,8 @@ BAD = [
     (lambda: proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL).predict(np.array(["a"] * 4)), TypeError, "numeric"),
     (lambda: proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL).predict(np.full(4, np.nan)), ValueError, "non-finite"),
     (lambda: proxima.PPO.load("/nonexistent/model"), FileNotFoundError, "no model"),
+    (lambda: proxima.PPO("MlpPolicy", Corridor(), n_envs=2), ValueError, "n_envs is for an env id"),
+    (lambda: proxima.PPO("MlpPolicy", [lambda: 3]), TypeError, "not a Gymnasium Env"),
     (lambda: proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL).set_parameters({"nope": np.zeros(1)}), ValueError, "unknown parameter"),
     (lambda: proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL).set_parameters({"actor.0.weight": np.zeros((2, 2))}), ValueError, "shape"),
 ]

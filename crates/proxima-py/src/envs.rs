@@ -34,13 +34,21 @@ impl EnvSource {
 
     /// A fresh trainer on these envs.
     pub fn trainer(&self, py: Python<'_>, cfg: Config) -> PyResult<Trainer> {
+        if let EnvSource::Objects((kind, _, objs)) = self {
+            if !["objects", "factories", "vector"].contains(&kind.as_str()) || objs.is_empty() {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "an env source of kind {kind:?} with {} objects (kinds: objects, factories, vector)",
+                    objs.len()
+                )));
+            }
+        }
         match self {
             EnvSource::Id((_, id)) => {
                 let id = id.clone();
                 py.detach(move || Trainer::new(&id, cfg)).py()
             }
             EnvSource::Objects((kind, name, objs)) if kind == "vector" => {
-                let obj = objs.first().ok_or_else(|| pyo3::exceptions::PyValueError::new_err("no vector env"))?;
+                let obj = &objs[0];
                 let venv = GymVectorEnv::from_object(py, obj.bind(py).clone(), name)
                     .map_err(|e| crate::errors::to_py(e.into()))?;
                 Trainer::with_batch_env(name, cfg, Box::new(venv)).py()

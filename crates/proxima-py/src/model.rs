@@ -8,9 +8,10 @@ use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray2, PyUntypedArray
 use proxima::checkpoint::{self, Checkpoint};
 use proxima::collect::{StepObserver, StepView};
 use proxima::config::Config;
+use proxima::log::TensorBoardWriter;
 use proxima::normalize::Normalizer;
 use proxima::policy::{ActionKind, Network, Policy, PolicySpec};
-use proxima::train::{saved_normalizer, Trainer, UpdateReport};
+use proxima::train::{saved_normalizer, write_tensorboard, Trainer, UpdateReport};
 use proxima::ProximaError;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -57,8 +58,8 @@ impl Model {
         &self,
         py: Python<'py>,
         (lr, clip): (Option<f64>, Option<f64>),
-        on_step: Option<&Py<PyAny>>,
-        rollout_end: Option<&Py<PyAny>>,
+        (on_step, rollout_end): (Option<&Py<PyAny>>, Option<&Py<PyAny>>),
+        tb: Option<&mut TensorBoardWriter>,
     ) -> PyResult<Option<Bound<'py, PyDict>>> {
         let mut inner = self.lock()?;
         let tr = inner.trainer()?;
@@ -75,7 +76,12 @@ impl Model {
             return Err(e); // the hook's own exception (KeyboardInterrupt, or the user's)
         }
         match result.map_err(to_py)? {
-            Some(report) => Ok(Some(report_dict(py, tr, &report)?)),
+            Some(report) => {
+                if let Some(tb) = tb {
+                    write_tensorboard(tb, &report).py()?;
+                }
+                Ok(Some(report_dict(py, tr, &report)?))
+            }
             None => Ok(None),
         }
     }
@@ -271,8 +277,10 @@ impl Model {
     /// stops). The GIL is released while Rust works; the model is free during `before` and
     /// `after` only (a callback there may `predict` or `save`). Ctrl-C raises
     /// `KeyboardInterrupt` within a step (with `on_step`) or at the end of the iteration, the
-    /// model intact.
-    #[pyo3(signature = (total_timesteps, before=None, on_step=None, rollout_end=None, after=None))]
+    /// model intact. With `tensorboard_dir` (an existing directory) each iteration's scalars go
+    /// to a new TensorBoard event file there, with the CLI's tags.
+    #[pyo3(signature = (total_timesteps, before=None, on_step=None, rollout_end=None, after=None, tensorboard_dir=None))]
+    #[allow(clippy::too_many_arguments)]
     fn learn(
         &self,
         py: Python<'_>,
@@ -281,8 +289,10 @@ impl Model {
         on_step: Option<Py<PyAny>>,
         rollout_end: Option<Py<PyAny>>,
         after: Option<Py<PyAny>>,
+        tensorboard_dir: Option<PathBuf>,
     ) -> PyResult<()> {
         self.lock()?.trainer()?.set_total_timesteps(total_timesteps).py()?;
+        let mut tb = tensorboard_dir.map(|d| TensorBoardWriter::create(&d)).transpose().py()?;
         loop {
             let (done, next) = {
                 let mut inner = self.lock()?;
@@ -296,7 +306,8 @@ impl Model {
                 Some(f) => f.bind(py).call1(((1.0 - next as f64 / total_timesteps as f64).max(0.0),))?.extract()?,
                 None => (None, None),
             };
-            let Some(report) = self.iteration(py, values, on_step.as_ref(), rollout_end.as_ref())? else {
+            let Some(report) = self.iteration(py, values, (on_step.as_ref(), rollout_end.as_ref()), tb.as_mut())?
+            else {
                 return Ok(()); // on_step said stop
             };
             py.check_signals()?;

@@ -86,10 +86,10 @@ pub struct Config {
     pub ortho_init: bool,
     /// Initial Gaussian log-std (continuous actions).
     pub log_std_init: f32,
-    /// Threads of one run: candle's tensor ops use them (1 is fastest there), the fused backend
-    /// splits each minibatch's rows over them (shards of at least 64 rows) and adds the shards'
-    /// gradients in a fixed order, so a run is bit-reproducible for a given value. Many seeds
-    /// use `--jobs` instead.
+    /// Threads of one run: candle's tensor ops use them (1 is fastest there); the fused backend
+    /// runs the actor and critic side by side from 2 (the one-thread result, bit for bit) and
+    /// from 4 also splits each minibatch's rows into `threads / 2` shards (gradients added in a
+    /// fixed order: bit-reproducible for a given value). Many seeds use `--jobs` instead.
     pub num_threads: usize,
     /// The policy network's implementation: `auto` (the fused CPU kernels for PPO, A2C and A3C,
     /// candle for TRPO), `fused` or `candle` (every result as before the fused backend, bit for

@@ -126,32 +126,6 @@ impl RunDir {
         ]
     }
 
-    /// An iteration's TensorBoard scalars (CleanRL's tags).
-    fn write_tensorboard(&mut self, r: &UpdateReport) -> Result<()> {
-        let s = &r.stats;
-        for (step, ep) in &r.finished {
-            self.tb.add_scalar("charts/episodic_return", ep.episode_return, *step)?;
-            self.tb.add_scalar("charts/episodic_length", ep.length as f64, *step)?;
-        }
-        for (tag, v) in [
-            ("charts/learning_rate", s.learning_rate),
-            ("charts/SPS", r.sps),
-            ("losses/policy_loss", s.policy_loss),
-            ("losses/value_loss", s.value_loss),
-            ("losses/entropy", s.entropy),
-            ("losses/approx_kl", s.approx_kl),
-            ("losses/clipfrac", s.clip_fraction),
-            ("losses/explained_variance", s.explained_variance),
-            ("losses/grad_norm", s.grad_norm),
-            ("losses/kl_divergence", s.kl_divergence),
-            ("charts/kl_coef", s.kl_coef),
-            ("charts/step_fraction", s.step_fraction),
-        ] {
-            self.tb.add_scalar(tag, v, r.global_step)?;
-        }
-        self.tb.flush()
-    }
-
     /// After training: `model.safetensors`, the deterministic evaluation (`eval_episodes`
     /// episodes, seeds `seed + 10000 + i`) and `eval.json`. `t0` is when training started.
     ///
@@ -197,13 +171,44 @@ impl Callback for RunDir {
     fn on_update(&mut self, trainer: &Trainer, r: &UpdateReport) -> Result<bool> {
         self.seconds = (r.collect_seconds, r.update_seconds);
         self.csv.write(&Self::csv_row(r))?;
-        self.write_tensorboard(r)?;
+        write_tensorboard(&mut self.tb, r)?;
         let freq = trainer.cfg.checkpoint_freq as u64;
         if freq > 0 && r.update % freq == 0 {
             trainer.save(&self.dir.join("checkpoints").join(format!("update_{:06}.safetensors", r.update)))?;
         }
         Ok(true)
     }
+}
+
+/// An iteration's TensorBoard scalars, CleanRL's tags (`charts/episodic_return` per finished
+/// episode, `losses/approx_kl`, …), flushed: what a run directory writes, and the Python
+/// package's `tensorboard_log`.
+///
+/// # Errors
+/// `Io`.
+pub fn write_tensorboard(tb: &mut TensorBoardWriter, r: &UpdateReport) -> Result<()> {
+    let s = &r.stats;
+    for (step, ep) in &r.finished {
+        tb.add_scalar("charts/episodic_return", ep.episode_return, *step)?;
+        tb.add_scalar("charts/episodic_length", ep.length as f64, *step)?;
+    }
+    for (tag, v) in [
+        ("charts/learning_rate", s.learning_rate),
+        ("charts/SPS", r.sps),
+        ("losses/policy_loss", s.policy_loss),
+        ("losses/value_loss", s.value_loss),
+        ("losses/entropy", s.entropy),
+        ("losses/approx_kl", s.approx_kl),
+        ("losses/clipfrac", s.clip_fraction),
+        ("losses/explained_variance", s.explained_variance),
+        ("losses/grad_norm", s.grad_norm),
+        ("losses/kl_divergence", s.kl_divergence),
+        ("charts/kl_coef", s.kl_coef),
+        ("charts/step_fraction", s.step_fraction),
+    ] {
+        tb.add_scalar(tag, v, r.global_step)?;
+    }
+    tb.flush()
 }
 
 /// Trains into `run_dir` ([`RunDir`]): writes `config.toml`, `progress.csv`, a TensorBoard

@@ -396,10 +396,11 @@ impl Trainer {
     /// Stable-Baselines3's callable `clip_range`.
     ///
     /// # Errors
-    /// `Config` for an ε that is not positive and finite, or an algorithm other than PPO.
+    /// `Config` for an ε that is negative or not finite (0 is allowed: a linear schedule ends
+    /// there, as in SB3), or an algorithm other than PPO.
     pub fn set_clip_range(&mut self, clip_range: f64) -> Result<()> {
-        if !(clip_range.is_finite() && clip_range > 0.0) {
-            return Err(ProximaError::Config(format!("clip_range must be positive and finite, got {clip_range}")));
+        if !(clip_range.is_finite() && clip_range >= 0.0) {
+            return Err(ProximaError::Config(format!("clip_range must be ≥ 0 and finite, got {clip_range}")));
         }
         match &mut self.algo {
             Algo::Ppo { params, .. } => {
