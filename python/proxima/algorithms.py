@@ -171,7 +171,13 @@ class BaseAlgorithm:
             self._model = _proxima.Model.create(source, self._preset, self._sets)
         else:
             self._model = _proxima.Model.load(load_from, source, [])
+        self._cache()
+
+    def _cache(self) -> None:
+        """What ``predict`` needs, read once (the model is busy while a rollout runs)."""
         self.n_envs = self._model.n_envs
+        self._obs_dim = self._model.obs_dim
+        self._action_kind = self._model.action_space[0]
 
     @classmethod
     def from_preset(cls, preset: str, env: Any, **overrides: Any):
@@ -192,7 +198,7 @@ class BaseAlgorithm:
         source, spaces = env_source(env)
         self.observation_space, self.action_space = spaces
         self._model = _proxima.Model.create(source, preset, self._sets)
-        self.n_envs = self._model.n_envs
+        self._cache()
         return self
 
     # --- training ---------------------------------------------------------------------------
@@ -302,7 +308,7 @@ class BaseAlgorithm:
         obs = np.asarray(observation)
         if obs.dtype == object or not (np.issubdtype(obs.dtype, np.number) or obs.dtype == np.bool_):
             raise TypeError(f"observation must be numeric, got dtype {obs.dtype}")
-        shape = tuple(self.observation_space.shape) if self.observation_space is not None else (self._model.obs_dim,)
+        shape = tuple(self.observation_space.shape) if self.observation_space is not None else (self._obs_dim,)
         if obs.shape == shape:
             single, batch = True, obs.reshape(1, -1)
         elif obs.ndim == len(shape) + 1 and obs.shape[1:] == shape:
@@ -310,7 +316,7 @@ class BaseAlgorithm:
         else:
             raise ValueError(f"observation of shape {obs.shape}; this policy takes {shape} or (n, *{shape})")
         acts = self._model.predict(np.ascontiguousarray(batch, dtype=np.float32), bool(deterministic))
-        kind = self._model.action_space[0]
+        kind = self._action_kind
         if kind == "discrete":
             out = acts[:, 0].astype(np.int64)
         elif kind == "multidiscrete":
@@ -367,7 +373,7 @@ class BaseAlgorithm:
         if env is None:
             self._model = _proxima.Model.load(file, None, [])
             self.observation_space, self.action_space = _spaces_of_loaded(self._model)
-            self.n_envs = 0
+            self._cache()
         else:
             self._build(env, load_from=file)
         algo = _algo_of(self._model.config_toml)

@@ -6,13 +6,12 @@ and ``infos``), ``CallbackList``, ``EvalCallback``, ``CheckpointCallback``,
 
 They are called as SB3 calls them: ``_on_step`` after every step of the envs (``False`` stops
 training there, without an update on the partial rollout), ``_on_rollout_end`` before each
-update. **One difference:** while a rollout is being collected the model is busy (its envs and
-network are in use in Rust), so ``self.model.predict`` and ``self.model.save`` raise
-``RuntimeError`` inside ``_on_step`` and ``_on_rollout_end``. Proxima adds one hook where the
-model is free, ``_on_update_end`` (after each update; ``self.locals["report"]`` holds SB3's
-logger keys such as ``train/approx_kl``); ``EvalCallback`` and ``CheckpointCallback`` count
-their frequency in ``_on_step`` as SB3 does and evaluate or save there, at the end of that
-rollout's update.
+update. Inside them ``self.model.predict``, ``save`` and ``get_parameters`` work on the policy
+collecting the rollout (its weights do not change until the update); a model saved there holds
+the optimiser state and counters of the rollout's start (what it resumes from), and
+``proxima`` adds one hook, ``_on_update_end``, after each update (``self.locals["report"]``:
+SB3's logger keys such as ``train/approx_kl``). Training itself (``learn``, ``set_parameters``)
+cannot be called from a callback: ``RuntimeError``.
 """
 
 from __future__ import annotations
@@ -145,27 +144,18 @@ class ConvertCallback(BaseCallback):
 
 
 class _Every(BaseCallback):
-    """Comes due every ``freq`` calls of ``_on_step`` (steps of the vector env, as SB3 counts);
-    acts at the end of that rollout's update, with the step it came due at."""
+    """Acts every ``freq`` calls of ``_on_step`` (steps of the vector env, as SB3 counts)."""
 
     def __init__(self, freq: int, verbose: int = 0):
         super().__init__(verbose)
         if int(freq) <= 0:
             raise ValueError(f"the frequency must be a positive number of steps, got {freq}")
         self.freq = int(freq)
-        self._due: list[int] = []
 
     def _on_step(self) -> bool:
         if self.n_calls % self.freq == 0:
-            self._due.append(self.num_timesteps)
+            return self._act(self.num_timesteps) is not False
         return True
-
-    def _on_update_end(self) -> bool:
-        due, self._due = self._due, []
-        return all([self._act(step) is not False for step in due])
-
-    def _on_training_end(self) -> None:  # due in a rollout that was cut short
-        self._on_update_end()
 
     def _act(self, timesteps: int) -> bool:  # pragma: no cover - each subclass has its own
         raise NotImplementedError

@@ -313,6 +313,12 @@ def test_callback_hooks_run_in_order_and_false_stops():
     model = proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL).learn(640, callback=stop)
     assert model.num_timesteps == 70, "stopped at the step whose _on_step said False"
     assert stop.calls[-1] == "training_end" and stop.calls.count("rollout_end") == 1
+    # False at a rollout's last step: no update on it either (SB3's collect_rollouts returns False).
+    fresh = proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL)
+    before = fresh.get_parameters()
+    fresh.learn(640, callback=Recorder(stop_after=64))
+    assert fresh.num_timesteps == 64
+    assert all(np.array_equal(before[k], v) for k, v in fresh.get_parameters().items())
 
 
 def test_infos_carry_sb3s_episode_and_terminal_observation():
@@ -334,14 +340,33 @@ def test_infos_carry_sb3s_episode_and_terminal_observation():
     assert sum(length for length, _, _ in cb.ends) <= 640
 
 
-def test_predict_inside_on_step_is_a_clear_error():
-    class Predicts(BaseCallback):
+def test_predict_and_save_inside_on_step_use_the_rollouts_policy(tmp_path):
+    class Acts(BaseCallback):
         def _on_step(self):
-            self.model.predict(self.locals["new_obs"])
+            if self.n_calls == 1:
+                self.action = self.model.predict(np.ones((3, 4), np.float32), deterministic=True)[0]
+                self.params = self.model.get_parameters()
+                self.model.save(tmp_path / "mid")
+            return True
+
+    fresh = proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL)
+    want, params = fresh.predict(np.ones((3, 4), np.float32), deterministic=True)[0], fresh.get_parameters()
+    cb = Acts()
+    proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL).learn(128, callback=cb)
+    np.testing.assert_array_equal(cb.action, want)  # step 1: before any update, the initial weights
+    assert all(np.array_equal(params[k], v) for k, v in cb.params.items())
+    mid = proxima.PPO.load(tmp_path / "mid")
+    assert all(np.array_equal(params[k], v) for k, v in mid.get_parameters().items())
+
+
+def test_learn_inside_a_callback_is_a_clear_error():
+    class Recurses(BaseCallback):
+        def _on_step(self):
+            self.model.learn(64)
             return True
 
     with pytest.raises(RuntimeError, match="busy"):
-        proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL).learn(64, callback=Predicts())
+        proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL).learn(64, callback=Recurses())
 
 
 def test_eval_and_checkpoint_callbacks_write_their_files(tmp_path):

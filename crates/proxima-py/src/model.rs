@@ -5,7 +5,7 @@
 use crate::envs::EnvSource;
 use crate::errors::{to_py, IntoPy};
 use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray2, PyUntypedArrayMethods};
-use proxima::checkpoint::{self, Checkpoint};
+use proxima::checkpoint::{self, Checkpoint, CheckpointMeta, OptimizerState};
 use proxima::collect::{StepObserver, StepView};
 use proxima::config::Config;
 use proxima::log::TensorBoardWriter;
@@ -61,16 +61,26 @@ impl Model {
         (on_step, rollout_end): (Option<&Py<PyAny>>, Option<&Py<PyAny>>),
         tb: Option<&mut TensorBoardWriter>,
     ) -> PyResult<Option<Bound<'py, PyDict>>> {
-        let mut inner = self.lock()?;
-        let tr = inner.trainer()?;
+        let mut guard = self.lock()?;
+        let Inner { state, rng } = &mut *guard;
+        let State::Training(tr) = state else { return Err(PyValueError::new_err("this model has no env")) };
         if let Some(lr) = lr {
             tr.cfg.learning_rate = lr;
         }
         if let Some(c) = clip {
             tr.set_clip_range(c).py()?;
         }
-        let mut observer = PyObserver { on_step, rollout_end, obs_dim: tr.policy.spec().obs_dim, error: None };
         let watched = on_step.is_some() || rollout_end.is_some();
+        // A hook may predict or save: the weights and optimiser state stay as they are until the
+        // update, so the state at the rollout's start is the state throughout it.
+        let saved = watched.then(|| (tr.optimizer_state(), tr.checkpoint_meta()));
+        let mut observer = PyObserver {
+            on_step,
+            rollout_end,
+            obs_dim: tr.policy.spec().obs_dim,
+            error: None,
+            lend: (self as *const Model as usize, rng as *mut ChaCha8Rng, saved.as_ref()),
+        };
         let result = py.detach(|| tr.step_observed(if watched { Some(&mut observer) } else { None }));
         if let Some(e) = observer.error.take() {
             return Err(e); // the hook's own exception (KeyboardInterrupt, or the user's)
@@ -91,13 +101,62 @@ impl Model {
     }
 
     fn lock(&self) -> PyResult<std::sync::MutexGuard<'_, Inner>> {
+        self.try_lock()?.ok_or_else(busy)
+    }
+
+    /// The guard, or `None` when this model's lock is held (by a running `learn`).
+    fn try_lock(&self) -> PyResult<Option<std::sync::MutexGuard<'_, Inner>>> {
         match self.inner.try_lock() {
-            Ok(g) => Ok(g),
-            Err(std::sync::TryLockError::Poisoned(p)) => Ok(p.into_inner()),
-            Err(std::sync::TryLockError::WouldBlock) => {
-                Err(PyRuntimeError::new_err("the model is busy: another thread is calling it (learn?)"))
-            }
+            Ok(g) => Ok(Some(g)),
+            Err(std::sync::TryLockError::Poisoned(p)) => Ok(Some(p.into_inner())),
+            Err(std::sync::TryLockError::WouldBlock) => Ok(None),
         }
+    }
+
+    /// `f` on what this model's running rollout lends its hooks ([`Lent`]), when this thread is
+    /// inside one of them; else the busy error.
+    fn with_lent<T>(&self, f: impl FnOnce(&dyn Policy, &Normalizer, &mut ChaCha8Rng, &SavedState) -> T) -> PyResult<T> {
+        let me = self as *const Model as usize;
+        let lent = LENT.with(|c| c.get()).filter(|l| l.model == me).ok_or_else(busy)?;
+        // SAFETY: LENT holds these only while the hook call that lent them runs on this thread,
+        // and the borrows they come from outlive it; nothing else uses them meanwhile (the
+        // rollout is paused in the hook; the RNG and saved state are this iteration's own).
+        unsafe { Ok(f(&*lent.policy, &*lent.norm, &mut *lent.rng, &*lent.saved)) }
+    }
+}
+
+/// The optimiser state and metadata of a run as of its current rollout's start.
+type SavedState = (OptimizerState, CheckpointMeta);
+
+/// What `predict` and `save` of a model use when a rollout hook of that same model calls them on
+/// this thread (its lock is then held by the running iteration): the policy collecting the
+/// rollout and its normaliser, the model's prediction RNG, and the state at the rollout's start.
+#[derive(Clone, Copy)]
+struct Lent {
+    model: usize,
+    policy: *const (dyn Policy + 'static),
+    norm: *const Normalizer,
+    rng: *mut ChaCha8Rng,
+    saved: *const SavedState,
+}
+
+std::thread_local! {
+    /// Set only while a rollout hook's Python call runs ([`Lending`] clears it after).
+    static LENT: std::cell::Cell<Option<Lent>> = const { std::cell::Cell::new(None) };
+}
+
+/// Lends the model's state to its hook for one Python call; restores what was lent before.
+struct Lending(Option<Lent>);
+
+impl Lending {
+    fn new(lent: Lent) -> Lending {
+        Lending(LENT.with(|c| c.replace(Some(lent))))
+    }
+}
+
+impl Drop for Lending {
+    fn drop(&mut self) {
+        LENT.with(|c| c.set(self.0));
     }
 }
 
@@ -108,9 +167,26 @@ struct PyObserver<'a> {
     rollout_end: Option<&'a Py<PyAny>>,
     obs_dim: usize,
     error: Option<PyErr>,
+    /// The model's address, its prediction RNG, and the state at the rollout's start.
+    lend: (usize, *mut ChaCha8Rng, Option<&'a SavedState>),
 }
 
+// SAFETY: the raw RNG pointer is the running iteration's own `&mut` (it goes to the thread
+// that runs the rollout and comes back with it); everything else is `Send`.
+unsafe impl Send for PyObserver<'_> {}
+
 impl PyObserver<'_> {
+    /// Lends `policy` and `norm` (alive for the whole hook call) with the model's RNG and saved
+    /// state to its `predict` and `save` while the returned guard lives.
+    fn lending(&self, policy: &dyn Policy, norm: &Normalizer) -> Option<Lending> {
+        let (model, rng, saved) = self.lend;
+        let saved = saved? as *const SavedState;
+        // SAFETY: only the trait object's lifetime is erased; `Lending` takes the pointer out of
+        // the thread-local before the borrow it came from ends.
+        let policy = unsafe { std::mem::transmute::<*const dyn Policy, *const (dyn Policy + 'static)>(policy) };
+        Some(Lending::new(Lent { model, policy, norm, rng, saved }))
+    }
+
     fn keep(&mut self, e: PyErr) -> ProximaError {
         let msg = e.to_string();
         self.error = Some(e);
@@ -142,6 +218,7 @@ impl PyObserver<'_> {
 impl StepObserver for PyObserver<'_> {
     fn on_step(&mut self, s: &StepView<'_>) -> proxima::Result<bool> {
         let Some(f) = self.on_step else { return Ok(true) };
+        let _lent = self.lending(s.policy, s.norm);
         let r = Python::attach(|py| -> PyResult<bool> {
             let n = s.terminated.len();
             let obs = PyArray1::from_slice(py, s.new_obs).reshape([n, self.obs_dim])?;
@@ -153,10 +230,51 @@ impl StepObserver for PyObserver<'_> {
         r.map_err(|e| self.keep(e))
     }
 
-    fn on_rollout_end(&mut self) -> proxima::Result<()> {
+    fn on_rollout_end(&mut self, policy: &dyn Policy, norm: &Normalizer) -> proxima::Result<()> {
         let Some(f) = self.rollout_end else { return Ok(()) };
+        let _lent = self.lending(policy, norm);
         Python::attach(|py| f.bind(py).call0().map(|_| ())).map_err(|e| self.keep(e))
     }
+}
+
+/// The error for a call while the model trains (from another thread, or a hook that cannot be
+/// served from what the rollout lends).
+fn busy() -> PyErr {
+    PyRuntimeError::new_err(
+        "the model is busy: it is training (learn) — from another thread, or in a call a callback cannot make",
+    )
+}
+
+/// Actions for `observations` `[B, obs_dim]` on `policy` (see `Model.predict`).
+fn predict_rows<'py>(
+    py: Python<'py>,
+    (policy, norm, rng): (&dyn Policy, Option<&Normalizer>, &mut ChaCha8Rng),
+    observations: &PyReadonlyArray2<'py, f32>,
+    deterministic: bool,
+) -> PyResult<Bound<'py, PyArray2<f32>>> {
+    let (rows, cols) = (observations.shape()[0], observations.shape()[1]);
+    let od = policy.spec().obs_dim;
+    if cols != od {
+        return Err(PyValueError::new_err(format!("observations of {cols} values per row; the policy takes {od}")));
+    }
+    let mut obs: Vec<f32> = observations.as_array().iter().copied().collect();
+    if let Some(bad) = obs.iter().position(|x| !x.is_finite()) {
+        return Err(PyValueError::new_err(format!(
+            "non-finite observation value {} at row {}, column {}",
+            obs[bad],
+            bad / od.max(1),
+            bad % od.max(1)
+        )));
+    }
+    if let Some(n) = norm {
+        n.normalize_obs(&mut obs);
+    }
+    let ad = policy.spec().action.act_dim();
+    let mut actions = policy.act(&obs, deterministic, rng).py()?.actions;
+    for a in actions.chunks_mut(ad) {
+        policy.env_action(a);
+    }
+    PyArray1::from_vec(py, actions).reshape([rows, ad])
 }
 
 /// The per-iteration report as a dict of SB3's logger keys (`rollout/ep_rew_mean`, …).
@@ -206,13 +324,6 @@ impl Inner {
 
     fn spec(&self) -> &PolicySpec {
         self.policy().spec()
-    }
-
-    fn normalizer(&self) -> Option<&Normalizer> {
-        match &self.state {
-            State::Training(t) => Some(&t.collector.norm).filter(|n| n.is_active()),
-            State::Loaded(l) => l.norm.as_ref(),
-        }
     }
 }
 
@@ -329,41 +440,28 @@ impl Model {
         observations: PyReadonlyArray2<'py, f32>,
         deterministic: bool,
     ) -> PyResult<Bound<'py, PyArray2<f32>>> {
-        let mut guard = self.lock()?;
-        let inner = &mut *guard;
-        let (rows, cols) = (observations.shape()[0], observations.shape()[1]);
-        let od = inner.spec().obs_dim;
-        if cols != od {
-            return Err(PyValueError::new_err(format!("observations of {cols} values per row; the policy takes {od}")));
-        }
-        let mut obs: Vec<f32> = observations.as_array().iter().copied().collect();
-        if let Some(bad) = obs.iter().position(|x| !x.is_finite()) {
-            return Err(PyValueError::new_err(format!(
-                "non-finite observation value {} at row {}, column {}",
-                obs[bad],
-                bad / od.max(1),
-                bad % od.max(1)
-            )));
-        }
-        if let Some(n) = inner.normalizer() {
-            n.normalize_obs(&mut obs);
-        }
-        let policy = match &inner.state {
-            State::Training(t) => &t.policy,
-            State::Loaded(l) => &l.policy,
+        let Some(mut guard) = self.try_lock()? else {
+            return self.with_lent(|policy, norm, rng, _| {
+                let norm = Some(norm).filter(|n| n.is_active());
+                predict_rows(py, (policy, norm, rng), &observations, deterministic)
+            })?;
         };
-        let ad = policy.spec().action.act_dim();
-        let mut actions = policy.act(&obs, deterministic, &mut inner.rng).py()?.actions;
-        for a in actions.chunks_mut(ad) {
-            policy.env_action(a);
-        }
-        PyArray1::from_vec(py, actions).reshape([rows, ad])
+        let inner = &mut *guard;
+        let (policy, norm): (&dyn Policy, Option<&Normalizer>) = match &inner.state {
+            State::Training(t) => (&t.policy, Some(&t.collector.norm).filter(|n| n.is_active())),
+            State::Loaded(l) => (&l.policy, l.norm.as_ref()),
+        };
+        predict_rows(py, (policy, norm, &mut inner.rng), &observations, deterministic)
     }
 
     /// Writes the model to `path` (safetensors, atomically): parameters, optimiser state,
     /// config and counters; `proxima eval` reads it.
     fn save(&self, path: PathBuf) -> PyResult<()> {
-        let inner = self.lock()?;
+        let Some(inner) = self.try_lock()? else {
+            return self.with_lent(|policy, _, _, (opt, meta)| {
+                checkpoint::save(&path, policy, &[(checkpoint::OPTIMIZER, opt)], meta).py()
+            })?;
+        };
         match &inner.state {
             State::Training(t) => t.save(&path).py(),
             State::Loaded(l) => {
@@ -378,11 +476,14 @@ impl Model {
 
     /// The parameters by name, each `(name, shape, flat float32 values)`.
     fn get_parameters(&self) -> PyResult<Vec<NamedParam>> {
-        let inner = self.lock()?;
-        let p = inner.policy();
-        let shapes = p.spec().param_shapes();
-        let values = p.params().py()?;
-        Ok(shapes.into_iter().zip(values).map(|((n, s), v)| (n, s, v)).collect())
+        let named = |p: &dyn Policy| -> PyResult<Vec<NamedParam>> {
+            let values = p.params().py()?;
+            Ok(p.spec().param_shapes().into_iter().zip(values).map(|((n, s), v)| (n, s, v)).collect())
+        };
+        match self.try_lock()? {
+            Some(inner) => named(inner.policy()),
+            None => self.with_lent(|policy, _, _, _| named(policy))?,
+        }
     }
 
     /// Sets parameters by name (`exact_match`: every parameter, no others); nothing changes

@@ -70,9 +70,15 @@ fn store_old_dist(policy: &dyn Policy, buf: &mut RolloutBuffer) -> Result<()> {
 }
 
 /// One step of the N envs as an observer sees it (Stable-Baselines3's `new_obs`, `rewards`,
-/// `dones`, `infos` of `callback.on_step`): raw observations and rewards, before normalisation.
-#[derive(Clone, Copy, Debug)]
+/// `dones`, `infos` of `callback.on_step`): raw observations and rewards, before normalisation;
+/// and the policy collecting them with its normaliser (unchanged until the rollout's update),
+/// for an observer that wants to act with it.
+#[derive(Clone, Copy)]
 pub struct StepView<'a> {
+    /// π_θ and V_θ as they collect this rollout.
+    pub policy: &'a dyn Policy,
+    /// The observation normalisation the policy sees through.
+    pub norm: &'a Normalizer,
     /// Env steps after this one, over all envs.
     pub global_step: u64,
     /// The observations the envs returned, `[N, obs_dim]` (a new episode's first where one
@@ -101,11 +107,12 @@ pub trait StepObserver {
     /// The observer's own (they stop training).
     fn on_step(&mut self, step: &StepView<'_>) -> Result<bool>;
 
-    /// After the rollout's last step, before GAE and the update.
+    /// After the rollout's last step, before GAE and the update, with the policy that collected
+    /// it and its normaliser.
     ///
     /// # Errors
     /// The observer's own.
-    fn on_rollout_end(&mut self) -> Result<()> {
+    fn on_rollout_end(&mut self, _policy: &dyn Policy, _norm: &Normalizer) -> Result<()> {
         Ok(())
     }
 }
@@ -185,8 +192,9 @@ impl Collector {
     }
 
     /// [`Collector::collect`] with `observer` told of every step; returns the finished episodes
-    /// and the number of steps taken per env (fewer than T when the observer stopped the
-    /// rollout: the buffer then holds a partial rollout, not to be trained on).
+    /// and, when the observer stopped the rollout, the number of steps taken per env (the
+    /// buffer then holds a partial rollout, not to be trained on — even when the stop came at
+    /// the last step).
     ///
     /// # Errors
     /// As [`Collector::collect`], and the observer's.
@@ -197,7 +205,7 @@ impl Collector {
         rng: &mut R,
         step0: u64,
         mut observer: Option<&mut (dyn StepObserver + 'o)>,
-    ) -> Result<(Vec<(u64, EpisodeRecord)>, usize)> {
+    ) -> Result<(Vec<(u64, EpisodeRecord)>, Option<usize>)> {
         let (n, od, ad) = (buf.n_envs, buf.obs_dim, buf.act_dim);
         let mut finished = Vec::new();
         for t in 0..buf.n_steps {
@@ -222,21 +230,23 @@ impl Collector {
             self.bootstrap_truncated(policy, &mut buf.final_obs_values[row])?;
             let step = step0 + ((t + 1) * n) as u64;
             if let Some(o) = observer.as_deref_mut() {
-                if !o.on_step(&self.view(step))? {
+                if !o.on_step(&self.view(step, policy))? {
                     self.record_finished(step, &mut finished);
-                    return Ok((finished, t + 1));
+                    return Ok((finished, Some(t + 1)));
                 }
             }
             self.record_finished(step, &mut finished);
         }
         store_old_dist(policy, buf)?;
-        Ok((finished, buf.n_steps))
+        Ok((finished, None))
     }
 
     /// This step as an observer sees it.
-    fn view(&self, global_step: u64) -> StepView<'_> {
+    fn view<'a>(&'a self, global_step: u64, policy: &'a dyn Policy) -> StepView<'a> {
         let v = &self.venv;
         StepView {
+            policy,
+            norm: &self.norm,
             global_step,
             new_obs: v.obs(),
             final_obs: &v.final_obs,

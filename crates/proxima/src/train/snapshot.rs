@@ -181,11 +181,15 @@ impl Trainer {
 
     /// Saves the network and optimiser state to `path` (atomically).
     pub fn save(&self, path: &Path) -> Result<()> {
-        let opt = OptimizerState {
+        checkpoint::save(path, &self.policy, &[(OPTIMIZER, &self.optimizer_state())], &self.checkpoint_meta())
+    }
+
+    /// The optimiser's state as a checkpoint stores it (under [`OPTIMIZER`]).
+    pub fn optimizer_state(&self) -> OptimizerState {
+        OptimizerState {
             t: self.opt.t,
             buffers: vec![("m".into(), self.opt.m.clone()), ("v".into(), self.opt.v.clone())],
-        };
-        checkpoint::save(path, &self.policy, &[(OPTIMIZER, &opt)], &self.checkpoint_meta())
+        }
     }
 }
 

@@ -472,16 +472,16 @@ impl Trainer {
         } else {
             // collect: run π_θold in the N envs for T steps.
             let (policy, buf, rng) = (&self.policy, &mut self.buf, &mut self.rng);
-            let (finished, steps) =
+            let (finished, stopped_at) =
                 self.collector.collect_observed(policy, buf, rng, self.global_step, observer.as_deref_mut())?;
-            self.global_step += (steps * self.buf.n_envs) as u64;
+            self.global_step += (stopped_at.unwrap_or(self.buf.n_steps) * self.buf.n_envs) as u64;
             let t1 = Instant::now();
             self.clock.collect_seconds += (t1 - t0).as_secs_f64();
-            if steps < self.buf.n_steps {
+            if stopped_at.is_some() {
                 return Ok(None);
             }
             if let Some(o) = observer {
-                o.on_rollout_end()?;
+                o.on_rollout_end(&self.policy, &self.collector.norm)?;
             }
             // Â_1 … Â_T by GAE(γ, λ).
             let last_values = self.collector.last_values(&self.policy)?;
