@@ -594,6 +594,12 @@ class PPO(BaseAlgorithm):
             f"target_kl={_fmt(h['target_kl'])}",
         ]
 
+    def learn(self, total_timesteps: int, callback: Any = None, log_interval: int = 1,
+              tb_log_name: str = "PPO", reset_num_timesteps: bool = True, progress_bar: bool = False) -> "PPO":
+        """Trains for ``total_timesteps`` env steps and returns ``self`` (SB3's ``PPO.learn``;
+        see ``BaseAlgorithm.learn``)."""
+        return super().learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar)
+
 
 class A2C(BaseAlgorithm):
     """Advantage Actor-Critic (Mnih et al. 2016, synchronous): one RMSprop step per rollout of
@@ -642,6 +648,12 @@ class A2C(BaseAlgorithm):
             "optimizer=" + ("rmsprop" if h["use_rms_prop"] else "adam"),
             "normalize_advantage=" + ("batch" if h["normalize_advantage"] else "off"),
         ]
+
+    def learn(self, total_timesteps: int, callback: Any = None, log_interval: int = 100,
+              tb_log_name: str = "A2C", reset_num_timesteps: bool = True, progress_bar: bool = False) -> "A2C":
+        """Trains for ``total_timesteps`` env steps and returns ``self`` (SB3's ``A2C.learn``;
+        see ``BaseAlgorithm.learn``)."""
+        return super().learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar)
 
 
 class TRPO(BaseAlgorithm):
@@ -699,3 +711,9 @@ class TRPO(BaseAlgorithm):
             "normalize_advantage=" + ("batch" if h["normalize_advantage"] else "off"),
             f"target_kl={_fmt(float(h['target_kl']))}",
         ]
+
+    def learn(self, total_timesteps: int, callback: Any = None, log_interval: int = 1,
+              tb_log_name: str = "TRPO", reset_num_timesteps: bool = True, progress_bar: bool = False) -> "TRPO":
+        """Trains for ``total_timesteps`` env steps and returns ``self`` (SB3's ``TRPO.learn``;
+        see ``BaseAlgorithm.learn``)."""
+        return super().learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar)

@@ -34,8 +34,8 @@ def defaults(fn) -> dict:
     }
 
 
-def source_defaults(package: str, module: str, cls: str) -> dict:
-    """``cls.__init__``'s defaults read from the installed package's source (its signature as
+def source_defaults(package: str, module: str, cls: str, method: str = "__init__") -> dict:
+    """``cls.method``'s defaults read from the installed package's source (its signature as
     written), without importing it: SB3 imports torch, which the test venv need not have."""
     import ast
     import importlib.util
@@ -46,7 +46,7 @@ def source_defaults(package: str, module: str, cls: str) -> dict:
     path = os.path.join(spec.submodule_search_locations[0], *module.split(".")) + ".py"
     tree = ast.parse(open(path, encoding="utf-8").read())
     init = next(n for c in ast.walk(tree) if isinstance(c, ast.ClassDef) and c.name == cls
-                for n in c.body if isinstance(n, ast.FunctionDef) and n.name == "__init__")
+                for n in c.body if isinstance(n, ast.FunctionDef) and n.name == method)
     args = init.args.args[-len(init.args.defaults):] if init.args.defaults else []
     return {a.arg: ast.literal_eval(d) for a, d in zip(args, init.args.defaults)}
 
@@ -60,6 +60,17 @@ def test_every_constructor_default_equals_sb3s(package, module, cls):
     theirs = source_defaults(package, module, cls)
     assert len(theirs) >= 20, "read SB3's signature"
     assert defaults(getattr(proxima, cls).__init__) == theirs
+
+
+@pytest.mark.parametrize("package,module,cls", [
+    ("stable_baselines3", "ppo.ppo", "PPO"),
+    ("stable_baselines3", "a2c.a2c", "A2C"),
+    ("sb3_contrib", "trpo.trpo", "TRPO"),
+])
+def test_learn_defaults_equal_sb3s(package, module, cls):
+    theirs = source_defaults(package, module, cls, "learn")
+    assert theirs["tb_log_name"] == cls
+    assert defaults(getattr(proxima, cls).learn) == theirs
 
 
 def test_defaults_reach_the_config():
