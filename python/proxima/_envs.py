@@ -39,8 +39,33 @@ def _is_env(env: Any) -> bool:
 
 
 def _name(env: Any) -> str:
+    """The env's Gymnasium id when it has one (so a saved model names the env, and ``proxima
+    eval`` can make it), else its class name."""
     spec = getattr(env, "spec", None)
-    return getattr(spec, "id", None) or type(env).__name__
+    if getattr(spec, "id", None):
+        return spec.id
+    for get in (lambda: env.get_attr("spec", [0])[0], lambda: env.get_attr("spec")[0], lambda: env.envs[0].spec):
+        try:
+            inner = get()
+        except Exception:  # not a vector env, or one without the attribute
+            continue
+        if getattr(inner, "id", None):
+            return inner.id
+    return type(env).__name__
+
+
+def _refuse_vec_normalize(venv: Any) -> None:
+    """SB3's ``VecNormalize`` anywhere in a VecEnv stack: its statistics would not be saved with
+    the model, so a saved model would act on unnormalised observations. Refused by name."""
+    layer = venv
+    while layer is not None:
+        if hasattr(layer, "obs_rms") or type(layer).__name__ == "VecNormalize":
+            raise NotImplementedError(
+                "SB3's VecNormalize is not supported: its statistics would not be saved with the model; "
+                "use Proxima's own normalisation (normalize_observation=True, normalize_reward=True), "
+                "which is saved and applied by predict"
+            )
+        layer = getattr(layer, "venv", None)
 
 
 def check_spaces(observation_space: Any, action_space: Any) -> None:
@@ -118,7 +143,15 @@ class SameStepAdapter:
         if ended.any():
             for i in np.flatnonzero(ended):
                 final_obs[i] = np.array(obs[i], copy=True)
+            kept = np.array(obs, copy=True)
             obs, _ = self.venv.reset(options={"reset_mask": ended})
+            if not np.array_equal(np.asarray(obs)[~ended], kept[~ended]):
+                raise NotImplementedError(
+                    f"{type(self.venv).__name__} reset envs whose episode had not ended when asked to reset only "
+                    "the ended ones (options={'reset_mask': ...}): make it with autoreset_mode=SAME_STEP, or use "
+                    "gymnasium.vector.SyncVectorEnv / AsyncVectorEnv (e.g. gymnasium.make_vec(id, n, "
+                    "vectorization_mode='sync'))"
+                )
         info = dict(info)
         info["final_obs"], info["_final_obs"] = final_obs, ended
         return obs, rewards, terminated, truncated, info
@@ -137,6 +170,7 @@ def env_source(env: Any) -> tuple:
     if isinstance(env, str):
         return _id_source(env)
     if _is_sb3_vec_env(env):
+        _refuse_vec_normalize(env)
         check_spaces(env.observation_space, env.action_space)
         return ("vector", _name(env), [SB3VecEnvAdapter(env)]), (env.observation_space, env.action_space)
     if _is_vector_env(env):
@@ -149,6 +183,9 @@ def env_source(env: Any) -> tuple:
         return ("objects", _name(env), [env]), (env.observation_space, env.action_space)
     if isinstance(env, (list, tuple)) and env:
         if all(_is_env(e) for e in env):
+            if len({id(e) for e in env}) != len(env):
+                raise ValueError("the same env object appears more than once: each env must be its own instance "
+                                 "(as SB3's DummyVecEnv requires); pass env factories or distinct envs")
             check_spaces(env[0].observation_space, env[0].action_space)
             return ("objects", _name(env[0]), list(env)), (env[0].observation_space, env[0].action_space)
         if all(callable(f) for f in env):

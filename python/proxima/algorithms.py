@@ -170,7 +170,7 @@ class BaseAlgorithm:
         if load_from is None:
             self._model = _proxima.Model.create(source, self._preset, self._sets)
         else:
-            self._model = _proxima.Model.load(load_from, source, [])
+            self._model = _proxima.Model.load(load_from, source, self._sets)
         self._cache()
 
     def _cache(self) -> None:
@@ -276,7 +276,7 @@ class BaseAlgorithm:
             if shape is not None:
                 new_obs = new_obs.reshape((new_obs.shape[0],) + shape)
             cb.update_locals({"new_obs": new_obs, "rewards": rewards, "dones": dones, "infos": infos})
-            return cb.on_step() is not False
+            return bool(cb.on_step())  # as SB3: a falsy answer (None too) stops
 
         def rollout_end() -> None:
             cb.on_rollout_end()
@@ -336,6 +336,7 @@ class BaseAlgorithm:
         path = os.fspath(path)
         if not os.path.splitext(path)[1]:
             path += _SAFETENSORS
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)  # as SB3
         self._model.save(path)
 
     @classmethod
@@ -347,10 +348,18 @@ class BaseAlgorithm:
         state, counters and normalisation statistics; the envs start new episodes).
         ``custom_objects``: ``learning_rate`` and ``clip_range`` (floats or schedules) replace the
         saved ones, as in SB3 (a schedule is not stored in the file)."""
+        attrs = {k: kwargs.pop(k) for k in ("verbose", "tensorboard_log") if k in kwargs}
+        config_keys = set(_proxima.CONFIG_KEYS) - {"algo", "preset", "seed", "total_timesteps"}
         for key in kwargs:
-            hint = difflib.get_close_matches(key, ["custom_objects", "print_system_info", "force_reset", "device"], n=1)
+            if key in config_keys:
+                continue
+            names = ["custom_objects", "print_system_info", "force_reset", "device", "verbose", "tensorboard_log",
+                     *sorted(config_keys)]
+            hint = difflib.get_close_matches(key, names, n=1)
             more = f"; did you mean {hint[0]!r}?" if hint else ""
             raise TypeError(f"{cls.__name__}.load() got an unexpected keyword argument {key!r}{more}")
+        if kwargs and env is None:
+            raise ValueError(f"{sorted(kwargs)}: changing hyperparameters at load needs env= (a model to train)")
         if str(device) not in ("auto", "cpu"):
             raise NotImplementedError(f"device={device!r}: Proxima runs on the CPU ('auto' or 'cpu')")
         if not force_reset:
@@ -368,8 +377,10 @@ class BaseAlgorithm:
         self.learning_rate = self.clip_range = None
         for key, value in (custom_objects or {}).items():
             setattr(self, key, value if callable(value) else (lambda v: lambda _progress: v)(float(value)))
-        self.policy_kwargs, self._hyper, self.env, self._sets = {}, {}, env, []
-        self.tensorboard_log = None
+        self.policy_kwargs, self._hyper, self.env = {}, {}, env
+        self._sets = [f"{k}={_fmt(v)}" for k, v in kwargs.items()]
+        self.tensorboard_log = attrs.get("tensorboard_log")
+        self.verbose = int(attrs.get("verbose", 0))
         if env is None:
             self._model = _proxima.Model.load(file, None, [])
             self.observation_space, self.action_space = _spaces_of_loaded(self._model)

@@ -83,7 +83,7 @@ class BaseCallback:
         pass
 
     def on_update_end(self, report: dict) -> bool:
-        """After each update, with the model free (Proxima's hook); ``False`` stops."""
+        """After each update (Proxima's hook); ``False`` stops."""
         self.update_locals({"report": report})
         return self._on_update_end() is not False
 
@@ -113,7 +113,7 @@ class CallbackList(BaseCallback):
 
     def _on_step(self) -> bool:
         results = [c.on_step() for c in self.callbacks]
-        return all(r is not False for r in results)
+        return all(bool(r) for r in results)  # as SB3: a falsy answer (None too) stops
 
     def _on_rollout_end(self) -> None:
         for c in self.callbacks:
@@ -140,7 +140,7 @@ class ConvertCallback(BaseCallback):
         self.callback = callback
 
     def _on_step(self) -> bool:
-        return self.callback(self.locals, self.globals) is not False
+        return bool(self.callback(self.locals, self.globals))  # as SB3: None stops
 
 
 class _Every(BaseCallback):
@@ -154,7 +154,7 @@ class _Every(BaseCallback):
 
     def _on_step(self) -> bool:
         if self.n_calls % self.freq == 0:
-            return self._act(self.num_timesteps) is not False
+            return bool(self._act(self.num_timesteps))
         return True
 
     def _act(self, timesteps: int) -> bool:  # pragma: no cover - each subclass has its own
@@ -210,6 +210,10 @@ class EvalCallback(_Every):
                  log_path: Optional[str] = None, best_model_save_path: Optional[str] = None, deterministic: bool = True,
                  render: bool = False, verbose: int = 1, warn: bool = True):
         super().__init__(eval_freq, verbose)
+        from .evaluation import _as_vector_env
+
+        if not isinstance(eval_env, str):
+            _as_vector_env(eval_env)  # a wrong kind of env fails here, not at the first evaluation
         self.eval_env, self.n_eval_episodes, self.deterministic = eval_env, int(n_eval_episodes), deterministic
         self.callback_on_new_best, self.callback_after_eval = callback_on_new_best, callback_after_eval
         self.log_path = os.path.join(log_path, "evaluations") if log_path else None
@@ -251,8 +255,54 @@ class EvalCallback(_Every):
             if self.callback_on_new_best is not None:
                 keep_going = self.callback_on_new_best.on_step()
         if self.callback_after_eval is not None:
-            keep_going = keep_going and self.callback_after_eval.on_step()
+            keep_going = bool(self.callback_after_eval.on_step()) and keep_going
         return keep_going
+
+
+class StopTrainingOnNoModelImprovement(BaseCallback):
+    """For ``EvalCallback(callback_after_eval=...)``: stops when the best mean reward has not
+    improved for ``max_no_improvement_evals`` evaluations in a row (after ``min_evals``)."""
+
+    def __init__(self, max_no_improvement_evals: int, min_evals: int = 0, verbose: int = 0):
+        super().__init__(verbose)
+        self.max_no_improvement_evals, self.min_evals = int(max_no_improvement_evals), int(min_evals)
+        self.last_best_mean_reward, self.no_improvement_evals = -np.inf, 0
+
+    def _on_step(self) -> bool:
+        if self.parent is None:
+            raise ValueError("StopTrainingOnNoModelImprovement must be used as EvalCallback(callback_after_eval=...)")
+        keep_going = True
+        if self.n_calls > self.min_evals:
+            if self.parent.best_mean_reward > self.last_best_mean_reward:
+                self.no_improvement_evals = 0
+            else:
+                self.no_improvement_evals += 1
+                keep_going = self.no_improvement_evals <= self.max_no_improvement_evals
+        self.last_best_mean_reward = self.parent.best_mean_reward
+        if not keep_going and self.verbose >= 1:
+            print(f"Stopping training: no new best model in the last {self.no_improvement_evals} evaluations")
+        return keep_going
+
+
+class EveryNTimesteps(BaseCallback):
+    """Calls ``callback``'s ``on_step`` every ``n_steps`` env steps (over all envs)."""
+
+    def __init__(self, n_steps: int, callback: BaseCallback):
+        super().__init__()
+        if int(n_steps) <= 0:
+            raise ValueError(f"n_steps must be positive, got {n_steps}")
+        self.n_steps, self.callback, self.last_time_trigger = int(n_steps), callback, 0
+
+    def _init_callback(self) -> None:
+        self.callback.init_callback(self.model)
+        self.callback.parent = self
+
+    def _on_step(self) -> bool:
+        if self.num_timesteps - self.last_time_trigger >= self.n_steps:
+            self.last_time_trigger = self.num_timesteps
+            self.callback.update_locals(self.locals)
+            return bool(self.callback.on_step())
+        return True
 
 
 def _as_callback(callback: Union[None, BaseCallback, list, Callable]) -> BaseCallback:
@@ -262,6 +312,10 @@ def _as_callback(callback: Union[None, BaseCallback, list, Callable]) -> BaseCal
         return callback
     if isinstance(callback, list):
         return CallbackList([_as_callback(c) for c in callback])
+    if type(callback).__module__.startswith(("stable_baselines3", "sb3_contrib")):
+        name = type(callback).__name__
+        raise TypeError(f"callback is SB3's {name}: Proxima's callbacks have the same names and arguments — "
+                        f"use proxima.callbacks.{name} (or subclass proxima.callbacks.BaseCallback)")
     if callable(callback):
         return ConvertCallback(callback)
     raise TypeError(f"callback must be a BaseCallback, a list of them or a function; got {type(callback).__name__}")

@@ -21,10 +21,9 @@ def _as_vector_env(env: Any) -> Any:
 
         return SB3VecEnvAdapter(env), False
     if isinstance(env, gymnasium.vector.VectorEnv):
-        mode = env.metadata.get("autoreset_mode")
-        if getattr(mode, "name", str(mode)) != "SAME_STEP":
-            raise NotImplementedError("evaluate_policy takes vector envs with autoreset_mode=SAME_STEP")
-        return env, False
+        from ._envs import SameStepAdapter, _autoreset_mode
+
+        return (env if _autoreset_mode(env) == "SAME_STEP" else SameStepAdapter(env)), False
     if isinstance(env, gymnasium.Env):
         return SyncVectorEnv([lambda: env], autoreset_mode=AutoresetMode.SAME_STEP), False
     raise TypeError(f"env must be an env id, a Gymnasium Env or VectorEnv, or an SB3 VecEnv; got {type(env).__name__}")

@@ -506,3 +506,106 @@ def test_the_gil_is_released_while_rust_trains():
         stop.set()
         t.join()
     assert count[0] > 100_000, f"a Python thread ran only {count[0]} loops during learn"
+
+
+# --- found by a fresh user's try (each was silent or wrong before) --------------------------------------------
+def test_a_schedule_that_ends_at_zero_saves_loads_and_trains_on(tmp_path):
+    m = proxima.PPO("MlpPolicy", "CartPole-v1", learning_rate=lambda p: 1e-3 * p, clip_range=lambda p: 0.2 * p,
+                    **SMALL).learn(256)
+    m.save(tmp_path / "lin")
+    m.learn(128, reset_num_timesteps=False)
+    again = proxima.PPO.load(tmp_path / "lin", env="CartPole-v1", custom_objects={"learning_rate": 1e-4})
+    again.learn(128, reset_num_timesteps=False)
+    assert again.num_timesteps == 384
+
+
+def test_loaded_into_more_envs_learn_continues_by_steps(tmp_path):
+    proxima.PPO("MlpPolicy", "Pendulum-v1", n_steps=128, batch_size=64, seed=1).learn(1024).save(tmp_path / "p")
+    m = proxima.PPO.load(tmp_path / "p", env=[lambda: gym.make("Pendulum-v1")] * 2)
+    before = m.get_parameters()
+    m.learn(512, reset_num_timesteps=False)
+    assert m.num_timesteps == 1024 + 512
+    assert any(not np.array_equal(before[k], v) for k, v in m.get_parameters().items())
+
+
+def test_a_vector_env_that_ignores_reset_mask_is_refused_not_trained_on():
+    venv = gym.make_vec("CartPole-v1", num_envs=2)  # Gymnasium's CartPoleVectorEnv: resets all on a partial reset
+    with pytest.raises(NotImplementedError, match="reset_mask"):
+        proxima.PPO("MlpPolicy", venv, **SMALL).learn(256)
+    ok = gym.make_vec("CartPole-v1", num_envs=2, vectorization_mode="sync")
+    assert proxima.PPO("MlpPolicy", ok, **SMALL).learn(256).num_timesteps == 256
+    assert proxima.evaluate_policy(proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL), ok, n_eval_episodes=2)[0] > 0
+
+
+class OldApi(Corridor):
+    def step(self, action):
+        obs, r, te, tr, info = super().step(action)
+        return obs, r, te or tr, {"lives": 3}
+
+
+class OldReset(Corridor):
+    def reset(self, seed=None, options=None):
+        return super().reset(seed=seed)[0]
+
+
+@pytest.mark.parametrize("env,text", [(OldApi, "returns \\(observation, reward, terminated, truncated, info\\)"),
+                                      (OldReset, "returns \\(observation, info\\)")])
+def test_the_old_gym_api_is_a_clear_error(env, text):
+    with pytest.raises(RuntimeError, match=text):
+        proxima.PPO("MlpPolicy", env(), **SMALL).learn(64)
+
+
+def test_one_env_object_twice_is_refused():
+    env = Corridor()
+    with pytest.raises(ValueError, match="more than once"):
+        proxima.PPO("MlpPolicy", [env, env], **SMALL)
+    with pytest.raises(ValueError, match="returned an env object it returned before"):
+        proxima.PPO("MlpPolicy", [lambda: env, lambda: env], **SMALL)
+
+
+def test_float64_observations_and_one_element_rewards_are_taken_as_sb3_takes_them():
+    class Loose(Corridor):
+        def step(self, action):
+            obs, r, te, tr, info = super().step(action)
+            return obs.astype(np.float64), np.array([r]), te, tr, info
+
+    assert proxima.PPO("MlpPolicy", Loose(), **SMALL).learn(64).num_timesteps == 64
+
+    class Wordy(Corridor):
+        def step(self, action):
+            obs, r, te, tr, info = super().step(action)
+            return obs, "one", te, tr, info
+
+    with pytest.raises(RuntimeError, match="reward 'one', which is not one number"):
+        proxima.PPO("MlpPolicy", Wordy(), **SMALL).learn(64)
+
+
+def test_on_step_returning_none_stops_as_in_sb3():
+    class Forgets(BaseCallback):
+        def _on_step(self):
+            pass
+
+    assert proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL).learn(640, callback=Forgets()).num_timesteps == 1
+
+
+def test_load_takes_hyperparameters_and_save_makes_folders(tmp_path):
+    proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL).learn(64).save(tmp_path / "a" / "b" / "m")
+    m = proxima.PPO.load(tmp_path / "a" / "b" / "m", env="CartPole-v1", verbose=1, n_steps=32, tensorboard_log=None)
+    assert m.verbose == 1 and "n_steps = 32" in m._model.config_toml
+    with pytest.raises(TypeError, match="did you mean 'n_steps'"):
+        proxima.PPO.load(tmp_path / "a" / "b" / "m", env="CartPole-v1", n_step=32)
+
+
+def test_sb3s_vec_normalize_and_sb3s_callbacks_are_refused_by_name():
+    pytest.importorskip("stable_baselines3")
+    from stable_baselines3.common.callbacks import CheckpointCallback as SB3Checkpoint
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    with pytest.raises(NotImplementedError, match="normalize_observation=True"):
+        proxima.PPO("MlpPolicy", VecNormalize(make_vec_env("Pendulum-v1", n_envs=2)))
+    venv = make_vec_env("CartPole-v1", n_envs=2)
+    model = proxima.PPO("MlpPolicy", venv, **SMALL)
+    assert model._model.env_id == "CartPole-v1", "a VecEnv is saved under its env's id"
+    with pytest.raises(TypeError, match="proxima.callbacks.CheckpointCallback"):
+        model.learn(128, callback=SB3Checkpoint(64, "/tmp/never"))

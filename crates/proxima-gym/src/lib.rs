@@ -302,16 +302,18 @@ impl GymEnv {
         Ok(GymEnv { id, env: env.unbind(), np: np.unbind(), spaces, render_fps })
     }
 
-    /// Converts an observation to contiguous f32 after checking its shape and dtype.
+    /// Converts an observation to contiguous f32 after checking its shape (any numeric dtype is
+    /// cast, as Stable-Baselines3 casts: a float64 array from a float32 Box is common and fine).
     fn observation(&self, py: Python<'_>, obs: &Bound<'_, PyAny>) -> Result<Vec<f32>> {
         let np = self.np.bind(py);
         let arr = np.call_method1("asarray", (obs,)).map_err(|e| EnvError::Env(py_err(py, e)))?;
         let shape: Vec<usize> =
             arr.getattr("shape").and_then(|s| s.extract()).map_err(|e| EnvError::Env(py_err(py, e)))?;
         let dtype = arr.getattr("dtype").and_then(|d| d.str()).map(|s| s.to_string()).unwrap_or_default();
-        if shape != self.spaces.obs_shape || dtype != self.spaces.obs_dtype {
+        let numeric = arr.getattr("dtype").and_then(|d| d.getattr("kind")).and_then(|k| k.extract::<String>());
+        if shape != self.spaces.obs_shape || !matches!(numeric.as_deref(), Ok("f" | "i" | "u" | "b")) {
             return Err(EnvError::Env(format!(
-                "{} returned an observation of shape {shape:?} and dtype {dtype}; its observation_space declares shape {:?} and dtype {}",
+                "{} returned an observation of shape {shape:?} and dtype {dtype}; its observation_space declares shape {:?} (dtype {})",
                 self.id, self.spaces.obs_shape, self.spaces.obs_dtype
             )));
         }
@@ -321,6 +323,36 @@ impl GymEnv {
             .map_err(|e| EnvError::Env(py_err(py, e)))?;
         let bytes = bytes.cast::<PyBytes>().map_err(|e| EnvError::Env(e.to_string()))?;
         Ok(bytes.as_bytes().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+    }
+}
+
+/// What a Python value is, for an error message: its type, and its length when it has one.
+fn describe(v: &Bound<'_, PyAny>) -> String {
+    let ty = v.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into());
+    match v.len() {
+        Ok(n) if v.is_instance_of::<PyTuple>() => format!("a tuple of {n} values"),
+        Ok(n) => format!("a {ty} of length {n}"),
+        Err(_) => format!("a {ty}"),
+    }
+}
+
+impl GymEnv {
+    /// A reward as f64: a number, or any array of one element (as Stable-Baselines3 takes it).
+    fn reward(&self, py: Python<'_>, r: &Bound<'_, PyAny>) -> Result<f64> {
+        let np = self.np.bind(py);
+        np.call_method1("asarray", (r,))
+            .and_then(|a| a.call_method1("astype", ("float64",)))
+            .and_then(|a| {
+                if a.getattr("size")?.extract::<usize>()? == 1 {
+                    a.call_method0("item")?.extract::<f64>()
+                } else {
+                    Err(pyo3::exceptions::PyValueError::new_err(format!("{} values", a.getattr("size")?)))
+                }
+            })
+            .map_err(|e| {
+                let what = r.repr().map(|s| s.to_string()).unwrap_or_default();
+                EnvError::Env(format!("{}.step returned the reward {what}, which is not one number ({e})", self.id))
+            })
     }
 }
 
@@ -343,6 +375,13 @@ impl Env for GymEnv {
                 .bind(py)
                 .call_method("reset", (), Some(&kwargs))
                 .map_err(|e| EnvError::Env(format!("{}.reset raised:\n{}", self.id, py_err(py, e))))?;
+            if !out.is_instance_of::<PyTuple>() || out.len().ok() != Some(2) {
+                return Err(EnvError::Env(format!(
+                    "{}.reset returned {}; Gymnasium's reset returns (observation, info) (the old gym API returned the observation alone)",
+                    self.id,
+                    describe(&out)
+                )));
+            }
             let obs = out.get_item(0).map_err(|e| {
                 EnvError::Env(format!("{}.reset did not return (obs, info): {}", self.id, py_err(py, e)))
             })?;
@@ -378,15 +417,19 @@ impl Env for GymEnv {
                 .bind(py)
                 .call_method1("step", (a,))
                 .map_err(|e| EnvError::Env(format!("{}.step raised:\n{}", self.id, py_err(py, e))))?;
+            if !out.is_instance_of::<PyTuple>() || out.len().ok() != Some(5) {
+                return Err(EnvError::Env(format!(
+                    "{}.step returned {}; Gymnasium's step returns (observation, reward, terminated, truncated, info) (the old gym API returned 4 values with one `done`)",
+                    self.id,
+                    describe(&out)
+                )));
+            }
             let item = |i: usize| {
                 out.get_item(i)
                     .map_err(|e| EnvError::Env(format!("{}.step did not return 5 values: {}", self.id, py_err(py, e))))
             };
             let observation = self.observation(py, &item(0)?)?;
-            let reward: f64 = item(1)?
-                .call_method0("__float__")
-                .and_then(|r| r.extract())
-                .map_err(|e| EnvError::Env(format!("{}: reward is not a number: {}", self.id, py_err(py, e))))?;
+            let reward = self.reward(py, &item(1)?)?;
             let terminated = item(2)?.is_truthy().map_err(|e| EnvError::Env(py_err(py, e)))?;
             let truncated = item(3)?.is_truthy().map_err(|e| EnvError::Env(py_err(py, e)))?;
             Ok(StepResult { observation, reward, terminated, truncated, info: Info::default() })

@@ -56,6 +56,7 @@ impl EnvSource {
             EnvSource::Objects((kind, name, objs)) => {
                 let factories = kind == "factories";
                 let mut next = 0usize;
+                let mut made: Vec<Py<PyAny>> = Vec::new();
                 let objs: Vec<Py<PyAny>> = objs.iter().map(|o| o.clone_ref(py)).collect();
                 let make = move || -> proxima::env::Result<Box<dyn Env>> {
                     let i = next;
@@ -71,6 +72,13 @@ impl EnvSource {
                                 )
                             })?
                         };
+                        if made.iter().any(|m| m.as_ptr() == obj.as_ptr()) {
+                            return Err(EnvError::InvalidArgument(format!(
+                                "env factory {} returned an env object it returned before: each env must be its own instance (as SB3's DummyVecEnv requires)",
+                                i % objs.len()
+                            )));
+                        }
+                        made.push(obj.clone().unbind());
                         let name = env_name(&obj);
                         Ok(Box::new(GymEnv::from_object(py, obj, &name)?) as Box<dyn Env>)
                     })

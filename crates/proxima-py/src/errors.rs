@@ -8,12 +8,14 @@ use pyo3::PyErr;
 
 /// The Python exception for `e`.
 pub fn to_py(e: ProximaError) -> PyErr {
+    let msg = e.to_string();
     if matches!(e, ProximaError::Env(_)) {
-        if let Some(original) = proxima_gym::take_python_error() {
+        // The exception the error's text came from (not an older one left on this thread).
+        let original = proxima_gym::take_python_error();
+        if let Some(original) = original.filter(|o| msg.contains(&o.to_string())) {
             return original;
         }
     }
-    let msg = e.to_string();
     match e {
         ProximaError::Unsupported(_) => PyNotImplementedError::new_err(msg),
         ProximaError::Io { .. } => PyOSError::new_err(msg),

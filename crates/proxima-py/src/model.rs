@@ -65,7 +65,7 @@ impl Model {
         let Inner { state, rng } = &mut *guard;
         let State::Training(tr) = state else { return Err(PyValueError::new_err("this model has no env")) };
         if let Some(lr) = lr {
-            tr.cfg.learning_rate = lr;
+            tr.set_learning_rate(lr).py()?;
         }
         if let Some(c) = clip {
             tr.set_clip_range(c).py()?;

@@ -174,7 +174,9 @@ impl Trainer {
             *kl_coef = b;
         }
         self.global_step = ck.meta.global_step;
-        self.update = ck.meta.update;
+        // Iterations of this run's size (these envs may be more or fewer than the file's):
+        // the checkpoint's own count when the size is the same.
+        self.update = self.global_step / self.steps_per_iteration();
         self.clock.start_step = self.global_step;
         Ok(())
     }

@@ -134,6 +134,9 @@ pub struct Trainer {
     pub num_updates: u64,
     pub(crate) clock: Clock,
     last_stats: Option<UpdateStats>,
+    /// A learning rate set from outside for the next iterations (a schedule, such as
+    /// Stable-Baselines3's callable `learning_rate`); the config keeps its own.
+    lr_override: Option<f64>,
 }
 
 /// Builds the network spec for an env's spaces from the config.
@@ -349,6 +352,7 @@ impl Trainer {
                 update_seconds: 0.0,
             },
             last_stats: None,
+            lr_override: None,
         })
     }
 
@@ -392,8 +396,23 @@ impl Trainer {
         steps_per_iteration(&self.cfg, &self.algo)
     }
 
+    /// Sets the learning rate of the next iterations, in place of the config's (and its
+    /// annealing): a schedule such as Stable-Baselines3's callable `learning_rate`. The config,
+    /// and so a saved checkpoint, keeps its own value.
+    ///
+    /// # Errors
+    /// `Config` for a rate that is negative or not finite (0 is allowed: a linear schedule ends
+    /// there, as in SB3).
+    pub fn set_learning_rate(&mut self, learning_rate: f64) -> Result<()> {
+        if !(learning_rate.is_finite() && learning_rate >= 0.0) {
+            return Err(ProximaError::Config(format!("learning_rate must be ≥ 0 and finite, got {learning_rate}")));
+        }
+        self.lr_override = Some(learning_rate);
+        Ok(())
+    }
+
     /// Sets PPO's ε (`clip_range`) for the next iterations: a schedule such as
-    /// Stable-Baselines3's callable `clip_range`.
+    /// Stable-Baselines3's callable `clip_range`. The config keeps its own value.
     ///
     /// # Errors
     /// `Config` for an ε that is negative or not finite (0 is allowed: a linear schedule ends
@@ -405,7 +424,6 @@ impl Trainer {
         match &mut self.algo {
             Algo::Ppo { params, .. } => {
                 params.clip_range = clip_range;
-                self.cfg.clip_range = clip_range;
                 Ok(())
             }
             _ => Err(ProximaError::Config(format!("clip_range is PPO's; this run is {}", self.cfg.algo))),
@@ -420,6 +438,9 @@ impl Trainer {
     /// The learning rate for the next iteration: linearly annealed from `learning_rate` to 0
     /// over the run when `anneal_lr` (CleanRL: frac = 1 − (iteration − 1)/num_iterations).
     pub fn current_learning_rate(&self) -> f64 {
+        if let Some(lr) = self.lr_override {
+            return lr;
+        }
         let lr = self.cfg.learning_rate;
         let schedule = if self.cfg.anneal_lr {
             LrSchedule::Linear { initial: lr, total: self.num_updates }
