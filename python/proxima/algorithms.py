@@ -86,6 +86,24 @@ def _net_arch(value: Any) -> list[int]:
     return [int(h) for h in value]
 
 
+_ARGS_DOC = """
+
+    Parameters are SB3's, with SB3's defaults and meaning. What Proxima adds or differs in:
+
+    * ``policy``: ``"MlpPolicy"`` (or ``"ActorCriticPolicy"``); ``policy_kwargs`` takes ``net_arch``
+      (a list, or ``dict(pi=..., vf=...)`` with equal ``pi`` and ``vf``), ``activation_fn``
+      (``torch.nn.Tanh``/``ReLU`` or ``"tanh"``/``"relu"``), ``ortho_init``, ``log_std_init``,
+      ``share_features_extractor`` and Proxima's ``shared_trunk``.
+    * ``env``: a native id (``proxima.NATIVE_ENV_IDS``, stepped in Rust), any Gymnasium id, a
+      Gymnasium ``Env``, a list of envs or env factories, a Gymnasium vector env, an SB3 ``VecEnv``.
+    * ``learning_rate``, ``clip_range``: a float or a callable of ``progress_remaining`` (1 → 0).
+    * ``**kwargs``: Proxima's config keys (``proxima.CONFIG_KEYS``), e.g. ``n_envs=8`` for an env
+      id, ``normalize_observation=True``, ``anneal_lr=True``, ``backend="candle"``, ``num_threads=2``.
+    * Not supported yet (a clear ``NotImplementedError``): ``use_sde``, ``CnnPolicy``,
+      ``MultiInputPolicy``, ``stats_window_size`` other than 100, ``device="cuda"``.
+    """
+
+
 class BaseAlgorithm:
     """What PPO, A2C and TRPO share (SB3's ``BaseAlgorithm``/``OnPolicyAlgorithm`` surface)."""
 
@@ -728,3 +746,7 @@ class TRPO(BaseAlgorithm):
         """Trains for ``total_timesteps`` env steps and returns ``self`` (SB3's ``TRPO.learn``;
         see ``BaseAlgorithm.learn``)."""
         return super().learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar)
+
+
+for _cls in (PPO, A2C, TRPO):
+    _cls.__doc__ = (_cls.__doc__ or "") + _ARGS_DOC
