@@ -148,9 +148,9 @@ class SameStepAdapter:
             if not np.array_equal(np.asarray(obs)[~ended], kept[~ended]):
                 raise NotImplementedError(
                     f"{type(self.venv).__name__} reset envs whose episode had not ended when asked to reset only "
-                    "the ended ones (options={'reset_mask': ...}): make it with autoreset_mode=SAME_STEP, or use "
-                    "gymnasium.vector.SyncVectorEnv / AsyncVectorEnv (e.g. gymnasium.make_vec(id, n, "
-                    "vectorization_mode='sync'))"
+                    "the ended ones (options={'reset_mask': ...}), so it cannot train without cutting episodes: "
+                    "use gymnasium.make_vec(id, n, vectorization_mode='sync') (or 'async'), or a "
+                    "gymnasium.vector.SyncVectorEnv / AsyncVectorEnv"
                 )
         info = dict(info)
         info["final_obs"], info["_final_obs"] = final_obs, ended
@@ -181,6 +181,11 @@ def env_source(env: Any) -> tuple:
     if _is_env(env):
         check_spaces(env.observation_space, env.action_space)
         return ("objects", _name(env), [env]), (env.observation_space, env.action_space)
+    if isinstance(env, (list, tuple)) and not env:
+        raise ValueError("env is an empty list: give at least one env or env factory")
+    if isinstance(env, type):
+        raise TypeError(f"env is the class {env.__name__}, not an env: pass an instance ({env.__name__}()) "
+                        f"or a factory (lambda: {env.__name__}())")
     if isinstance(env, (list, tuple)) and env:
         if all(_is_env(e) for e in env):
             if len({id(e) for e in env}) != len(env):

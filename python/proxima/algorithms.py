@@ -115,6 +115,8 @@ class BaseAlgorithm:
         self.policy_class = policy
         self.verbose = int(hyper.pop("verbose", 0))
         self.seed = hyper.pop("seed", None)
+        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer))):
+            raise TypeError(f"seed must be an int or None, got {self.seed!r}")
         self._check_unsupported(hyper)
         self.learning_rate = hyper.get("learning_rate")
         self.clip_range = hyper.get("clip_range")
@@ -196,6 +198,7 @@ class BaseAlgorithm:
         self.n_envs = self._model.n_envs
         self._obs_dim = self._model.obs_dim
         self._action_kind = self._model.action_space[0]
+        self._config_toml = self._model.config_toml
 
     @classmethod
     def from_preset(cls, preset: str, env: Any, **overrides: Any):
@@ -323,6 +326,8 @@ class BaseAlgorithm:
         clipped to the space, observations normalised when training normalised them)."""
         if self._model is None:
             raise ValueError("this model has no policy yet")
+        if isinstance(observation, tuple) and len(observation) == 2 and isinstance(observation[1], dict):
+            raise TypeError("predict got (observation, info), what env.reset() returns: pass the observation alone")
         obs = np.asarray(observation)
         if obs.dtype == object or not (np.issubdtype(obs.dtype, np.number) or obs.dtype == np.bool_):
             raise TypeError(f"observation must be numeric, got dtype {obs.dtype}")
@@ -365,14 +370,16 @@ class BaseAlgorithm:
         to ``predict``; with ``env``, ready to ``learn`` on from where it was (its weights, Adam
         state, counters and normalisation statistics; the envs start new episodes).
         ``custom_objects``: ``learning_rate`` and ``clip_range`` (floats or schedules) replace the
-        saved ones, as in SB3 (a schedule is not stored in the file)."""
+        saved ones, as in SB3. A schedule is not stored in the file: without ``custom_objects`` a
+        model trained with one goes on at the schedule's starting value (``schedule(1.0)``, the
+        config's); pass the schedule again to continue it."""
         attrs = {k: kwargs.pop(k) for k in ("verbose", "tensorboard_log") if k in kwargs}
         config_keys = set(_proxima.CONFIG_KEYS) - {"algo", "preset", "seed", "total_timesteps"}
         for key in kwargs:
             if key in config_keys:
                 continue
-            names = ["custom_objects", "print_system_info", "force_reset", "device", "verbose", "tensorboard_log",
-                     *sorted(config_keys)]
+            names = ["env", "path", "custom_objects", "print_system_info", "force_reset", "device", "verbose",
+                     "tensorboard_log", *sorted(config_keys)]
             hint = difflib.get_close_matches(key, names, n=1)
             more = f"; did you mean {hint[0]!r}?" if hint else ""
             raise TypeError(f"{cls.__name__}.load() got an unexpected keyword argument {key!r}{more}")
@@ -417,6 +424,9 @@ class BaseAlgorithm:
     def set_parameters(self, load_path_or_dict: Any, exact_match: bool = True, device: str = "auto") -> None:
         """Sets parameters from a dict as ``get_parameters`` returns (or a saved file); with
         ``exact_match`` every parameter must be given. Nothing changes when one is wrong."""
+        if isinstance(load_path_or_dict, dict) and any(isinstance(v, dict) for v in load_path_or_dict.values()):
+            raise TypeError("set_parameters takes {name: array} as get_parameters() returns it (names such as "
+                            "'actor.0.weight'), not SB3's {'policy': state_dict} form")
         if isinstance(load_path_or_dict, (str, os.PathLike)):
             other = _proxima.Model.load(_resolve_model_file(os.fspath(load_path_or_dict)), None, [])
             params = {n: np.asarray(v, dtype=np.float32).reshape(s) for n, s, v in other.get_parameters()}
@@ -442,6 +452,17 @@ class BaseAlgorithm:
             return live
         return int(self._model.num_timesteps) if self._model is not None else 0
 
+    def __getattr__(self, name: str) -> Any:
+        """SB3's hyperparameter attributes (``model.n_steps``, ``model.gamma``, ...): the run's
+        config values."""
+        if name.startswith("_") or name not in _proxima.CONFIG_KEYS or "_config_toml" not in self.__dict__:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        for line in self.__dict__["_config_toml"].splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() == name:
+                return _toml_value(value.strip())
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     def get_env(self) -> Any:
         """The env this model trains on (as given)."""
         return self.env
@@ -454,6 +475,21 @@ class BaseAlgorithm:
     def __repr__(self) -> str:
         env = self._model.env_id if self._model is not None else None
         return f"{type(self).__name__}(env={env!r}, num_timesteps={self.num_timesteps})"
+
+
+def _toml_value(text: str) -> Any:
+    """One value of the config's TOML (numbers, booleans, strings, lists of numbers)."""
+    if text in ("true", "false"):
+        return text == "true"
+    if text.startswith('"'):
+        value = text.strip('"')
+        return None if value == "none" else value
+    if text.startswith("["):
+        return [int(x) for x in text.strip("[]").split(",") if x.strip()]
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
 
 
 def _resolve_model_file(path: str) -> str:
@@ -750,3 +786,4 @@ class TRPO(BaseAlgorithm):
 
 for _cls in (PPO, A2C, TRPO):
     _cls.__doc__ = (_cls.__doc__ or "") + _ARGS_DOC
+    _cls.learn.__doc__ = BaseAlgorithm.learn.__doc__

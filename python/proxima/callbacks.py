@@ -312,10 +312,14 @@ def _as_callback(callback: Union[None, BaseCallback, list, Callable]) -> BaseCal
         return callback
     if isinstance(callback, list):
         return CallbackList([_as_callback(c) for c in callback])
-    if type(callback).__module__.startswith(("stable_baselines3", "sb3_contrib")):
+    sb3 = [c for c in type(callback).__mro__ if c.__module__.startswith(("stable_baselines3", "sb3_contrib"))]
+    if sb3:
         name = type(callback).__name__
-        raise TypeError(f"callback is SB3's {name}: Proxima's callbacks have the same names and arguments — "
-                        f"use proxima.callbacks.{name} (or subclass proxima.callbacks.BaseCallback)")
+        if sb3[0] is type(callback):
+            raise TypeError(f"callback is SB3's {name}: Proxima's callbacks have the same names and arguments — "
+                            f"use proxima.callbacks.{name} (or subclass proxima.callbacks.BaseCallback)")
+        raise TypeError(f"callback {name} subclasses SB3's {sb3[0].__name__}: subclass "
+                        f"proxima.callbacks.{sb3[0].__name__} instead (the same hooks and attributes)")
     if callable(callback):
         return ConvertCallback(callback)
     raise TypeError(f"callback must be a BaseCallback, a list of them or a function; got {type(callback).__name__}")

@@ -609,3 +609,36 @@ def test_sb3s_vec_normalize_and_sb3s_callbacks_are_refused_by_name():
     assert model._model.env_id == "CartPole-v1", "a VecEnv is saved under its env's id"
     with pytest.raises(TypeError, match="proxima.callbacks.CheckpointCallback"):
         model.learn(128, callback=SB3Checkpoint(64, "/tmp/never"))
+
+
+def test_second_fresh_user_findings():
+    """SB3's attributes, and clear errors for: an SB3 BaseCallback subclass, SB3's set_parameters
+    form, an env class, an empty env list, a non-int seed, (obs, info) to predict, a None reward."""
+    m = proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL)
+    assert (m.n_steps, m.gamma, m.clip_range_vf, m.net_arch) == (64, 0.99, None, [64, 64])
+    with pytest.raises(TypeError, match="not SB3's"):
+        m.set_parameters({"policy": {}})
+    with pytest.raises(TypeError, match="pass an instance"):
+        proxima.PPO("MlpPolicy", Corridor)
+    with pytest.raises(ValueError, match="empty list"):
+        proxima.PPO("MlpPolicy", [])
+    with pytest.raises(TypeError, match="seed must be an int"):
+        proxima.PPO("MlpPolicy", "CartPole-v1", seed=1.5)
+    with pytest.raises(TypeError, match="observation alone"):
+        m.predict(gym.make("CartPole-v1").reset(seed=0))
+
+    class NoReward(Corridor):
+        def step(self, action):
+            obs, r, te, tr, info = super().step(action)
+            return obs, None, te, tr, info
+
+    with pytest.raises(RuntimeError, match="reward None"):
+        proxima.PPO("MlpPolicy", NoReward(), **SMALL).learn(64)
+    sb3 = pytest.importorskip("stable_baselines3.common.callbacks")
+
+    class Mine(sb3.BaseCallback):
+        def _on_step(self):
+            return True
+
+    with pytest.raises(TypeError, match="subclass proxima.callbacks.BaseCallback"):
+        m.learn(64, callback=Mine())

@@ -339,6 +339,9 @@ fn describe(v: &Bound<'_, PyAny>) -> String {
 impl GymEnv {
     /// A reward as f64: a number, or any array of one element (as Stable-Baselines3 takes it).
     fn reward(&self, py: Python<'_>, r: &Bound<'_, PyAny>) -> Result<f64> {
+        if r.is_none() {
+            return Err(EnvError::Env(format!("{}.step returned the reward None, which is not one number", self.id)));
+        }
         let np = self.np.bind(py);
         np.call_method1("asarray", (r,))
             .and_then(|a| a.call_method1("astype", ("float64",)))
