@@ -87,17 +87,25 @@ def check_spaces(observation_space: Any, action_space: Any) -> None:
         )
 
 
-class SB3VecEnvAdapter:
-    """A Stable-Baselines3 ``VecEnv`` seen as a Gymnasium vector env with same-step autoreset."""
+class _SameStepView:
+    """What both adapters below show the bridge: a vector env with same-step autoreset over the
+    user's ``venv`` (theirs to close), with its single spaces."""
 
     metadata = {"autoreset_mode": "SAME_STEP"}
 
+    def __init__(self, venv: Any, observation_space: Any, action_space: Any):
+        self.venv, self.num_envs, self.spec = venv, venv.num_envs, getattr(venv, "spec", None)
+        self.single_observation_space, self.single_action_space = observation_space, action_space
+
+    def close(self) -> None:
+        pass
+
+
+class SB3VecEnvAdapter(_SameStepView):
+    """A Stable-Baselines3 ``VecEnv`` seen as a Gymnasium vector env with same-step autoreset."""
+
     def __init__(self, venv: Any):
-        self.venv = venv
-        self.num_envs = venv.num_envs
-        self.single_observation_space = venv.observation_space
-        self.single_action_space = venv.action_space
-        self.spec = getattr(venv, "spec", None)
+        super().__init__(venv, venv.observation_space, venv.action_space)
 
     def reset(self, seed: int | None = None, options: Any = None):
         if seed is not None:
@@ -115,23 +123,14 @@ class SB3VecEnvAdapter:
         info = {"final_obs": final_obs, "_final_obs": dones.copy()}
         return obs, np.asarray(rewards, dtype=np.float64), terminated, truncated, info
 
-    def close(self) -> None:  # the user's VecEnv: theirs to close
-        pass
 
-
-class SameStepAdapter:
+class SameStepAdapter(_SameStepView):
     """A Gymnasium vector env in next-step (or disabled) autoreset mode seen with same-step
     autoreset: after a step, the envs whose episode ended are reset there and then (their last
     observation goes to ``info["final_obs"]``)."""
 
-    metadata = {"autoreset_mode": "SAME_STEP"}
-
     def __init__(self, venv: Any):
-        self.venv = venv
-        self.num_envs = venv.num_envs
-        self.single_observation_space = venv.single_observation_space
-        self.single_action_space = venv.single_action_space
-        self.spec = getattr(venv, "spec", None)
+        super().__init__(venv, venv.single_observation_space, venv.single_action_space)
 
     def reset(self, seed: int | None = None, options: Any = None):
         return self.venv.reset(seed=seed, options=options)
@@ -156,8 +155,6 @@ class SameStepAdapter:
         info["final_obs"], info["_final_obs"] = final_obs, ended
         return obs, rewards, terminated, truncated, info
 
-    def close(self) -> None:  # the user's vector env: theirs to close
-        pass
 
 
 def _autoreset_mode(venv: Any) -> str:
