@@ -156,7 +156,6 @@ class SameStepAdapter(_SameStepView):
         return obs, rewards, terminated, truncated, info
 
 
-
 def _autoreset_mode(venv: Any) -> str:
     mode = getattr(venv, "metadata", {}).get("autoreset_mode", "NEXT_STEP")
     return getattr(mode, "name", str(mode)).upper().replace("AUTORESETMODE.", "")
