@@ -201,6 +201,17 @@ class BaseAlgorithm:
         self._config_toml = self._model.config_toml
 
     @classmethod
+    def _blank(cls, env: Any):
+        """An instance with the attributes ``__init__`` sets, at their defaults (for
+        ``from_preset`` and ``load``, which build the model their own way)."""
+        self = cls.__new__(cls)
+        self.policy_class, self.verbose, self.seed = "MlpPolicy", 0, None
+        self.learning_rate = self.clip_range = self.tensorboard_log = None
+        self.policy_kwargs, self._hyper, self._sets, self.env, self._model = {}, {}, [], env, None
+        self.observation_space = self.action_space = None
+        return self
+
+    @classmethod
     def from_preset(cls, preset: str, env: Any, **overrides: Any):
         """The CLI's preset (``proxima.PRESETS``: ``cleanrl``, ``sb3``, ``paper-mujoco``, ...) on
         ``env``, with ``overrides`` in the config's names (SB3's, e.g. ``n_steps=256``)."""
@@ -208,14 +219,10 @@ class BaseAlgorithm:
             hint = difflib.get_close_matches(preset, list(_proxima.PRESETS), n=1)
             more = f" (did you mean {hint[0]!r}?)" if hint else ""
             raise ValueError(f"unknown preset {preset!r}{more}; presets: {', '.join(_proxima.PRESETS)}")
-        self = cls.__new__(cls)
-        self.policy_class, self.verbose = "MlpPolicy", int(overrides.pop("verbose", 0))
-        self.seed = overrides.pop("seed", 1)
-        self.learning_rate = overrides.get("learning_rate")
-        self.clip_range = overrides.get("clip_range")
-        self._sets = [f"algo={cls._algo}"] + cls._extra_sets(self, overrides) + [f"seed={int(self.seed)}"]
-        self.policy_kwargs, self._hyper, self.env, self._model = {}, {}, env, None
-        self.tensorboard_log = None
+        self = cls._blank(env)
+        self.verbose, self.seed = int(overrides.pop("verbose", 0)), overrides.pop("seed", 1)
+        self.learning_rate, self.clip_range = overrides.get("learning_rate"), overrides.get("clip_range")
+        self._sets = [f"algo={cls._algo}"] + self._extra_sets(overrides) + [f"seed={int(self.seed)}"]
         source, spaces = env_source(env)
         self.observation_space, self.action_space = spaces
         self._model = _proxima.Model.create(source, preset, self._sets)
@@ -397,12 +404,9 @@ class BaseAlgorithm:
             import platform
 
             print(f"proxima {_proxima.__version__}, Python {platform.python_version()}, {platform.platform()}")
-        self = cls.__new__(cls)
-        self.policy_class, self.verbose, self.seed = "MlpPolicy", 0, None
-        self.learning_rate = self.clip_range = None
+        self = cls._blank(env)
         for key, value in (custom_objects or {}).items():
             setattr(self, key, value if callable(value) else (lambda v: lambda _progress: v)(float(value)))
-        self.policy_kwargs, self._hyper, self.env = {}, {}, env
         self._sets = [f"{k}={_fmt(v)}" for k, v in kwargs.items()]
         self.tensorboard_log = attrs.get("tensorboard_log")
         self.verbose = int(attrs.get("verbose", 0))

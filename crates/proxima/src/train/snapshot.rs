@@ -129,9 +129,7 @@ impl Trainer {
         if snap.envs.len() != tr.cfg.n_envs {
             return Err(bad(&format!("the checkpoint holds {} envs, the config {}", snap.envs.len(), tr.cfg.n_envs)));
         }
-        ck.load_into(&mut tr.policy)?;
-        let state = ck.optimizer_state(OPTIMIZER, &ADAM_BUFFERS, tr.policy.spec())?;
-        restore_adam(&mut tr.opt, state);
+        tr.load_weights(ck)?;
         if snap.policy_obs.len() != tr.collector.obs.len() {
             return Err(bad("observations of the wrong size in trainer_state"));
         }
@@ -143,6 +141,14 @@ impl Trainer {
         Ok(tr)
     }
 
+    /// The checkpoint's parameters and optimiser state into this trainer's.
+    fn load_weights(&mut self, ck: &checkpoint::Checkpoint) -> Result<()> {
+        ck.load_into(&mut self.policy)?;
+        let state = ck.optimizer_state(OPTIMIZER, &ADAM_BUFFERS, self.policy.spec())?;
+        restore_adam(&mut self.opt, state);
+        Ok(())
+    }
+
     /// Takes a checkpoint's parameters, optimiser state, counters (so the learning-rate
     /// schedule continues), normalisation statistics and β into this trainer, whose envs stay
     /// its own: their running episodes and the sampling RNG are not restored (Stable-Baselines3's
@@ -152,9 +158,7 @@ impl Trainer {
     /// `Checkpoint` when the network, the optimiser state or the normalisation statistics do not
     /// fit this trainer's.
     pub fn load_state_from(&mut self, ck: &checkpoint::Checkpoint) -> Result<()> {
-        ck.load_into(&mut self.policy)?;
-        let state = ck.optimizer_state(OPTIMIZER, &ADAM_BUFFERS, self.policy.spec())?;
-        restore_adam(&mut self.opt, state);
+        self.load_weights(ck)?;
         if let Some(mut norm) = super::eval::saved_normalizer(ck)? {
             let obs_dim = self.policy.spec().obs_dim;
             if let Some(n) = norm.obs_rms.as_ref().map(|r| r.mean.len()).filter(|&n| n != obs_dim) {
