@@ -9,7 +9,8 @@ Each case is a sub-directory present in both trees. In it:
     without its wall-clock `time_elapsed`), but reported on its own: a changed layout of the
     metadata is not a changed result.
   * every `*.csv` (progress.csv, the ablation's results.csv): the same header and every column
-    equal, except wall-clock columns (`time_elapsed`, `sps`, `seconds`).
+    equal, except wall-clock columns (`time_elapsed`, `sps`, `seconds`); a cell not measured yet
+    (`NaN` before issue 14, empty since) equals either spelling.
   * every `*.json` (eval.json, `eval --json` output, ...): the same keys and values, except wall-clock
     keys (`train_seconds`, `sps`, `collect_seconds`, `update_seconds`, `seconds`) and `checkpoint`;
     the tree's own path inside strings (a run directory named in an lm config) reads `<tree>`.
@@ -59,8 +60,11 @@ NEW_KEY_LINES = {'backend = "candle"', 'vector_env = "off"'}
 
 
 def without_backend(text):
-    """A config's text without the lines of keys the reference predates (NEW_KEY_LINES)."""
-    return "".join(line for line in text.splitlines(keepends=True) if line.strip() not in NEW_KEY_LINES)
+    """A config's text without the lines of keys the reference predates (NEW_KEY_LINES), and
+    without `checkpoint_freq` (where checkpoints are written changes no result; the ablation's
+    runs checkpoint every 10 updates since issue 14, so that an interrupted grid continues)."""
+    lines = text.splitlines(keepends=True)
+    return "".join(l for l in lines if l.strip() not in NEW_KEY_LINES and not l.startswith("checkpoint_freq = "))
 
 
 def normalised_meta(meta):
@@ -110,9 +114,11 @@ def compare_csv(a, b):
         return [f"{len(ra)} rows vs {len(rb)}"]
     keep = [i for i, h in enumerate(ha) if h not in TIME_COLUMNS]
     diffs = []
+    # "Not measured yet": the string NaN before issue 14, an empty cell since.
+    missing = {"NaN", ""}
     for r, (x, y) in enumerate(zip(ra, rb)):
         for i in keep:
-            if x[i] != y[i]:
+            if x[i] != y[i] and not (x[i] in missing and y[i] in missing):
                 diffs.append(f"row {r + 1} `{ha[i]}`: {x[i]} vs {y[i]}")
     return diffs[:5] + ([f"... {len(diffs) - 5} more"] if len(diffs) > 5 else [])
 

@@ -2,11 +2,16 @@
 //! Every flag of a training command is a field of its settings struct in `proxima_lm::args`
 //! (`#[command(flatten)]`), so the two cannot drift apart.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use proxima_lm::resume::{latest_checkpoint, LmCheckpoint};
 use proxima_lm::run::{self, GrpoArgs, PpoArgs, Progress, RmArgs, SftArgs, Summary, Weights};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+/// A training command's body: it runs into a directory, calling its progress hook after every
+/// step (`false` from the hook: save and stop).
+type CommandFn<'a> = dyn FnMut(&Path, &mut dyn FnMut(&Progress) -> bool) -> proxima::Result<Summary> + 'a;
 
 /// Options every training subcommand shares besides its settings.
 #[derive(Args)]
@@ -50,6 +55,16 @@ pub enum LmCommand {
         args: PpoArgs,
         #[command(flatten)]
         common: Common,
+    },
+    /// Continue an interrupted sft, rm, grpo or ppo run from its latest checkpoint (written
+    /// with every evaluation row): the command and its settings are its config.json's, and the
+    /// run ends as the uninterrupted one would.
+    Resume {
+        /// The run directory.
+        run_dir: PathBuf,
+        /// No progress bar.
+        #[arg(long, short)]
+        quiet: bool,
     },
     /// Greedy exact-match accuracy on the 1000 held-out prompts; answers to --prompt.
     Eval {
@@ -100,7 +115,7 @@ fn run_command(
     steps: usize,
     common: &Common,
     claim: &dyn Fn(Option<PathBuf>, &str) -> Result<PathBuf>,
-    f: &mut dyn FnMut(&std::path::Path, &mut dyn FnMut(&Progress)) -> proxima::Result<Summary>,
+    f: &mut CommandFn<'_>,
 ) -> Result<()> {
     if let Some(d) = &common.run_dir {
         if d.is_dir() && std::fs::read_dir(d).map(|mut e| e.next().is_some()).unwrap_or(false) {
@@ -108,15 +123,31 @@ fn run_command(
         }
     }
     let dir = claim(common.run_dir.clone(), &format!("lm-addition__{name}__{seed}"))?;
-    let b = bar(steps, common.quiet);
-    let s = f(&dir, &mut |p: &Progress| {
+    with_bar(name, &dir, steps, common.quiet, f)
+}
+
+/// Runs `f` into `dir` with a progress bar, then reports. A first SIGINT/SIGTERM stops the run
+/// at the next evaluation row, whose checkpoint it has just written.
+fn with_bar(name: &str, dir: &Path, steps: usize, quiet: bool, f: &mut CommandFn<'_>) -> Result<()> {
+    crate::signals::install();
+    let b = bar(steps, quiet);
+    let s = f(dir, &mut |p: &Progress| {
         b.set_position(p.step as u64);
         b.set_message(p.message.clone());
+        crate::signals::received().is_none()
     });
     b.finish_and_clear();
-    let s = s?;
-    report(name, &dir, &s);
-    Ok(())
+    match s {
+        Err(e @ proxima::ProximaError::Stopped(_)) => {
+            let signal = crate::signals::received().unwrap_or(signal_hook::consts::SIGINT);
+            eprintln!("{}: {e}\ncontinue with: proxima lm resume {}", crate::signals::name(signal), dir.display());
+            Err(crate::signals::Interrupted { signal }.into())
+        }
+        s => {
+            report(name, dir, &s?);
+            Ok(())
+        }
+    }
 }
 
 pub fn dispatch(cmd: LmCommand, claim: impl Fn(Option<PathBuf>, &str) -> Result<PathBuf>) -> Result<()> {
@@ -125,19 +156,19 @@ pub fn dispatch(cmd: LmCommand, claim: impl Fn(Option<PathBuf>, &str) -> Result<
     match cmd {
         LmCommand::Sft { args, common } => {
             args.validate()?;
-            run_command("sft", args.seed, args.steps, &common, &claim, &mut |dir, p| run::run_sft(&args, dir, p))
+            run_command("sft", args.seed, args.steps, &common, &claim, &mut |dir, p| run::run_sft(&args, dir, None, p))
         }
         LmCommand::Rm { args, common } => {
             args.validate(&mut weights)?; // fail before creating a run directory
             run_command("rm", args.seed, args.steps, &common, &claim, &mut |dir, p| {
-                run::run_rm(&args, &mut weights, dir, p)
+                run::run_rm(&args, &mut weights, dir, None, p)
             })
         }
         LmCommand::Grpo { args, common } => {
             args.validate(&mut weights)?;
             let name = if args.shuffle_rewards { "grpo-shuffled" } else { "grpo" };
             run_command(name, args.seed, args.steps, &common, &claim, &mut |dir, p| {
-                run::run_grpo(&args, &mut weights, dir, p)
+                run::run_grpo(&args, &mut weights, dir, None, p)
             })
         }
         LmCommand::Ppo { args, common } => {
@@ -145,11 +176,62 @@ pub fn dispatch(cmd: LmCommand, claim: impl Fn(Option<PathBuf>, &str) -> Result<
             args.validate(&mut weights)?;
             let name = if args.rm.is_some() { "ppo" } else { "ppo-verifiable" };
             run_command(name, args.seed, args.steps, &common, &claim, &mut |dir, p| {
-                run::run_ppo(&args, &mut weights, dir, p)
+                run::run_ppo(&args, &mut weights, dir, None, p)
             })
         }
+        LmCommand::Resume { run_dir, quiet } => resume(&run_dir, quiet, &mut weights),
         LmCommand::Eval { path, prompt, json } => eval(&path, &prompt, json),
     }
+}
+
+/// `proxima lm resume RUN_DIR`: the command of the run's config.json, from its latest checkpoint.
+fn resume(dir: &Path, quiet: bool, weights: &mut Weights) -> Result<()> {
+    let path = dir.join("config.json");
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("{}: not an lm run directory", path.display()))?;
+    let cfg: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("{}: malformed", path.display()))?;
+    let command = cfg["command"].as_str().unwrap_or_default().to_string();
+    let args = cfg["args"].clone();
+    let parse = |what: &str| anyhow::anyhow!("{}: malformed `args` of lm {what}", path.display());
+    let ck = latest_checkpoint(dir)?;
+    match &ck {
+        Some(c) => eprintln!("resuming lm {command} in {} from step {}", dir.display(), c.step),
+        None => eprintln!("{} holds no checkpoint yet: restarting lm {command} from its config.json", dir.display()),
+    }
+    let ck: Option<&LmCheckpoint> = ck.as_ref();
+    if model_is_written(dir, &command) {
+        anyhow::bail!("{} is complete (its model.safetensors is written)", dir.display());
+    }
+    match command.as_str() {
+        "sft" => {
+            let a: SftArgs = serde_json::from_value(args).map_err(|_| parse("sft"))?;
+            a.validate()?;
+            with_bar("sft", dir, a.steps, quiet, &mut |d, p| run::run_sft(&a, d, ck, p))
+        }
+        "rm" => {
+            let a: RmArgs = serde_json::from_value(args).map_err(|_| parse("rm"))?;
+            a.validate(weights)?;
+            with_bar("rm", dir, a.steps, quiet, &mut |d, p| run::run_rm(&a, weights, d, ck, p))
+        }
+        "grpo" => {
+            let a: GrpoArgs = serde_json::from_value(args).map_err(|_| parse("grpo"))?;
+            a.validate(weights)?;
+            with_bar("grpo", dir, a.steps, quiet, &mut |d, p| run::run_grpo(&a, weights, d, ck, p))
+        }
+        "ppo" => {
+            let a: PpoArgs = serde_json::from_value(args).map_err(|_| parse("ppo"))?;
+            a.validate(weights)?;
+            with_bar("ppo", dir, a.steps, quiet, &mut |d, p| run::run_ppo(&a, weights, d, ck, p))
+        }
+        other => anyhow::bail!("{}: `command` is `{other}`; only sft, rm, grpo and ppo runs resume", path.display()),
+    }
+}
+
+/// Whether a run's final weights are written (a finished run: nothing to resume).
+fn model_is_written(dir: &Path, command: &str) -> bool {
+    let last = if command == "ppo" { "critic.safetensors" } else { "model.safetensors" };
+    dir.join(last).is_file()
 }
 
 /// `proxima lm eval`: held-out accuracy and the answers to `prompts`.

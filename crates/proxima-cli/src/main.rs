@@ -17,6 +17,7 @@ mod experiments;
 mod lm;
 mod plot;
 mod rundirs;
+mod signals;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
@@ -196,10 +197,14 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match dispatch(cli) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
+        Err(e) => match e.downcast_ref::<signals::Interrupted>() {
+            // What was saved and how to continue has been printed already.
+            Some(i) => ExitCode::from(i.status()),
+            None => {
+                eprintln!("error: {e:#}");
+                ExitCode::FAILURE
+            }
+        },
     }
 }
 
@@ -254,15 +259,21 @@ fn train(a: TrainArgs) -> Result<()> {
         ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {human_pos}/{human_len} steps | {msg}")
             .expect("valid template"),
     );
-    let summary = train::run(trainer, &run_dir, |r| {
+    signals::install();
+    let outcome = train::run(trainer, &run_dir, |r| {
         bar.set_position(r.global_step);
         let ret = r.ep_return_mean.map_or("-".to_string(), |m| format!("{m:.1}"));
         bar.set_message(format!(
             "{:.0} SPS | return {ret} | kl {:.4} | clip {:.3}",
             r.sps, r.stats.approx_kl, r.stats.clip_fraction
         ));
+        signals::received().is_none()
     })?;
     bar.finish_and_clear();
+    let summary = match outcome {
+        train::RunOutcome::Finished(summary) => summary,
+        train::RunOutcome::Stopped(s) => return Err(stopped_run(&s).into()),
+    };
     let (m, sd) = mean_std(&summary.eval_returns);
     let eval = if summary.eval_returns.is_empty() {
         "no evaluation (eval_episodes = 0)".to_string()
@@ -277,6 +288,21 @@ fn train(a: TrainArgs) -> Result<()> {
     Ok(())
 }
 
+/// Says where a run stopped on a signal and how to continue it; the error `main` exits with.
+fn stopped_run(s: &train::Stopped) -> signals::Interrupted {
+    let signal = signals::received().unwrap_or(signal_hook::consts::SIGINT);
+    eprintln!(
+        "{}: stopped after update {} (step {}); saved {} and {}\ncontinue with: proxima train --resume {}",
+        signals::name(signal),
+        s.update,
+        s.global_step,
+        s.checkpoint.display(),
+        s.run_dir.join("model.safetensors").display(),
+        s.run_dir.display()
+    );
+    signals::Interrupted { signal }
+}
+
 /// The trainer `--resume DIR` continues, or `None` when there is nothing to train: a complete
 /// run whose lost `model.safetensors` was just rewritten from its last checkpoint.
 fn resumed_trainer(
@@ -285,7 +311,13 @@ fn resumed_trainer(
     total_timesteps: Option<u64>,
     backend: Option<&str>,
 ) -> Result<Option<train::Trainer>> {
-    let file = latest_checkpoint(dir)?;
+    let file = match latest_checkpoint(dir) {
+        Ok(file) => file,
+        Err(_) if dir.join("config.toml").is_file() && no_checkpoint_files(dir) => {
+            return restarted_trainer(dir, env_id, total_timesteps, backend).map(Some);
+        }
+        Err(e) => return Err(e),
+    };
     let ck = proxima::checkpoint::load(&file)?;
     if let Some(e) = env_id {
         if e != ck.meta.env_id {
@@ -302,6 +334,11 @@ fn resumed_trainer(
             );
         }
         let model = dir.join("model.safetensors");
+        if model.is_file() && !dir.join("eval.json").is_file() && total_timesteps.is_none() {
+            // Stopped after its last update, before the evaluation: finish it.
+            eprintln!("{} has trained all its steps; finishing it (model and evaluation)", dir.display());
+            return Ok(Some(trainer));
+        }
         if !model.is_file() {
             trainer.save(&model)?;
             println!(
@@ -328,6 +365,42 @@ fn resumed_trainer(
         ck.meta.global_step
     );
     Ok(Some(trainer))
+}
+
+/// Whether a run directory holds no checkpoint file at all (damaged ones included: a damaged
+/// checkpoint is an error, never a silent restart).
+fn no_checkpoint_files(dir: &Path) -> bool {
+    let ckpts = std::fs::read_dir(dir.join("checkpoints")).map(|d| d.count()).unwrap_or(0);
+    !dir.join("model.safetensors").exists() && ckpts == 0
+}
+
+/// `--resume` of a run stopped before its first checkpoint: the run again from the start, from
+/// its `config.toml` (same seed, so it ends exactly where the uninterrupted run ends).
+fn restarted_trainer(
+    dir: &Path,
+    env_id: Option<&str>,
+    total_timesteps: Option<u64>,
+    backend: Option<&str>,
+) -> Result<train::Trainer> {
+    let path = dir.join("config.toml");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let table: toml::Table = text.parse().with_context(|| format!("{}: malformed TOML", path.display()))?;
+    let saved_env = table.get("env_id").and_then(|v| v.as_str()).map(str::to_string);
+    let saved_env = saved_env.with_context(|| format!("{}: has no env_id", path.display()))?;
+    if let Some(e) = env_id.filter(|e| *e != saved_env) {
+        bail!("{} was started on {saved_env}, not {e}", dir.display());
+    }
+    let preset = table.get("preset").and_then(|v| v.as_str()).unwrap_or("cleanrl");
+    let mut sets: Vec<String> = total_timesteps.map(|t| format!("total_timesteps={t}")).into_iter().collect();
+    sets.extend(backend.map(|b| format!("backend={b}")));
+    let cfg = Config::resolve(preset, Some(&text), &sets).with_context(|| format!("{}", path.display()))?;
+    set_threads(cfg.num_threads);
+    let trainer = train::Trainer::new(&saved_env, cfg)?;
+    eprintln!(
+        "{} holds no checkpoint yet: restarting the run from its config.toml (same seed: it ends where the uninterrupted run ends)",
+        dir.display()
+    );
+    Ok(trainer)
 }
 
 /// A fresh trainer from the command line's env id, preset, config file and overrides, and its
@@ -371,7 +444,9 @@ fn train_config(a: &TrainArgs) -> Result<(&str, Config)> {
     if let Some(w) = a.workers {
         sets.push(format!("n_workers={w}"));
     }
-    let mut cfg = Config::resolve(a.preset.as_deref().unwrap_or(default_preset), file.as_deref(), &sets)?;
+    let preset = a.preset.as_deref().unwrap_or(default_preset);
+    let mut cfg = Config::resolve(preset, file.as_deref(), &sets)?;
+    cfg.check_keys_used(&Config::chosen_keys(preset, file.as_deref(), &sets)).map_err(flag_names)?;
     if let Some(s) = a.seed {
         cfg.seed = s;
     }
@@ -381,6 +456,11 @@ fn train_config(a: &TrainArgs) -> Result<(&str, Config)> {
     cfg.validate()?;
     set_threads(cfg.num_threads);
     Ok((env_id, cfg))
+}
+
+/// An ignored-key error in the words of the command line: `n_workers` is set by `--workers`.
+fn flag_names(e: proxima::ProximaError) -> anyhow::Error {
+    anyhow::anyhow!("{}", e.to_string().replacen("`n_workers` (", "`--workers` / `n_workers` (", 1))
 }
 
 /// `proxima train ENV --seeds …`: one run per seed on the experiment pool, into one parent
@@ -428,6 +508,7 @@ fn train_seeds(a: &TrainArgs, resume: Option<&Path>) -> Result<()> {
     );
     let t0 = std::time::Instant::now();
     let quiet = a.quiet;
+    signals::install();
     let (m, runs) = seeds::run(&parent, jobs, backend, |r, done, total| {
         if quiet {
             return;
@@ -442,6 +523,14 @@ fn train_seeds(a: &TrainArgs, resume: Option<&Path>) -> Result<()> {
             }
         }
     })?;
+    if let Some(signal) = signals::received() {
+        eprintln!(
+            "{}: every running seed stopped after its current update and saved a checkpoint\ncontinue with: proxima train --resume {}",
+            signals::name(signal),
+            parent.display()
+        );
+        return Err(signals::Interrupted { signal }.into());
+    }
     let (title, curves) = seeds::curves(&m, &runs);
     plot::seed_curves(&title, &curves, m.config.total_timesteps as f64, &parent.join("learning_curves.png"))?;
     if let Some(e) = seeds::failures(&parent, &runs) {
@@ -532,11 +621,6 @@ fn ablation(a: AblationArgs) -> Result<()> {
     if jobs == 0 {
         bail!("--jobs must be at least 1");
     }
-    if out.exists()
-        && std::fs::read_dir(&out).with_context(|| format!("cannot read {}", out.display()))?.next().is_some()
-    {
-        bail!("{} exists and is not empty; choose a new --out directory", out.display());
-    }
     let spec = experiments::ablation::AblationSpec {
         envs,
         variants,
@@ -550,16 +634,26 @@ fn ablation(a: AblationArgs) -> Result<()> {
     // Bad configs, repeated or identical settings and unknown env ids fail before anything
     // is created or run.
     experiments::ablation::check(&spec)?;
-    std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
+    let continuing = claim_ablation_dir(&out, &experiments::ablation::manifest(&spec))?;
     let n_runs = spec.envs.len() * spec.variants.len() * spec.seeds.len();
-    eprintln!("ablation: {n_runs} runs of {total_timesteps} steps, {jobs} at a time, into {}", out.display());
+    let verb = if continuing { "continuing" } else { "ablation:" };
+    eprintln!("{verb} {n_runs} runs of {total_timesteps} steps, {jobs} at a time, into {}", out.display());
     let t0 = std::time::Instant::now();
+    signals::install();
     let res = experiments::ablation::run(&spec, |done, total, r| {
         eprintln!(
             "[{done}/{total}] {} on {} seed {}: score {:.1} ({:.0} s)",
             spec.variants[r.variant].label, r.env, r.seed, r.score, r.seconds
         );
-    })?;
+    });
+    if let Some(signal) = signals::received() {
+        eprintln!(
+            "{}: every running run stopped after its current update and saved a checkpoint\ncontinue with the same command (finished runs are kept, interrupted ones resume)",
+            signals::name(signal)
+        );
+        return Err(signals::Interrupted { signal }.into());
+    }
+    let res = res?;
     proxima::io::write_atomic(&out.join("results.csv"), res.to_csv().as_bytes())?;
     let md = res.to_markdown();
     proxima::io::write_atomic(&out.join("results.md"), md.as_bytes())?;
@@ -569,6 +663,32 @@ fn ablation(a: AblationArgs) -> Result<()> {
     println!("{md}");
     println!("{} runs in {:.0} s; results in {}", n_runs, t0.elapsed().as_secs_f64(), out.display());
     Ok(())
+}
+
+/// The ablation's output folder: a new or empty one (its manifest written; `false`), or the
+/// folder of the same ablation, which continues (`true`). Another ablation's folder, or one
+/// holding other files, is refused.
+fn claim_ablation_dir(out: &Path, manifest: &str) -> Result<bool> {
+    let path = out.join(experiments::ablation::MANIFEST);
+    if path.is_file() {
+        let saved = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        if saved != manifest {
+            bail!(
+                "{} holds another ablation (its {} differs from this command's envs, variants, seeds, preset, --set or --total-timesteps); rerun that command to continue it, or choose a new --out directory",
+                out.display(),
+                experiments::ablation::MANIFEST
+            );
+        }
+        return Ok(true);
+    }
+    if out.exists()
+        && std::fs::read_dir(out).with_context(|| format!("cannot read {}", out.display()))?.next().is_some()
+    {
+        bail!("{} exists and is not empty; choose a new --out directory", out.display());
+    }
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    proxima::io::write_atomic(&path, manifest.as_bytes())?;
+    Ok(false)
 }
 
 /// `proxima bench-env`: an env's own steps per second under uniformly random actions.

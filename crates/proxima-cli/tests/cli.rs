@@ -201,6 +201,8 @@ fn bad_input_gets_a_clear_error_and_nonzero_exit() {
     let under_file = bad_toml.join("run");
     let typo_toml = dir.join("typo.toml");
     std::fs::write(&typo_toml, "learning_rat = 0.001\n").unwrap();
+    let workers_toml = dir.join("workers.toml");
+    std::fs::write(&workers_toml, "n_workers = 8\n").unwrap();
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (
             vec!["train", "CartPol-v1", "--run-dir", rd],
@@ -262,6 +264,59 @@ fn bad_input_gets_a_clear_error_and_nonzero_exit() {
         (vec!["train", "CartPole-v1", "--seed", "18446744073709551615", "--run-dir", rd], "must be below 2^63"),
         (vec!["train", "CartPole-v1", "--set", "n_steps=9223372036854775807", "--run-dir", rd], "exceeds"),
         (vec!["train", "CartPole-v1", "--set", "net_arch=[2000000000]", "--run-dir", rd], "exceeds"),
+        // Options the chosen algorithm ignores.
+        (
+            vec!["train", "CartPole-v1", "--workers", "4", "--run-dir", rd],
+            "`--workers` / `n_workers` (A3C's worker threads) has no effect with algo = `ppo`",
+        ),
+        (
+            vec!["train", "CartPole-v1", "--set", "kl_target=0.02", "--run-dir", rd],
+            "`kl_target` (adaptive KL's d_targ) has no effect with algo = `ppo`, objective = `clip`",
+        ),
+        (
+            vec!["train", "CartPole-v1", "--set", "objective=fixed_kl", "--set", "clip_range=0.3", "--run-dir", rd],
+            "`clip_range` (PPO-Clip's ε) has no effect with algo = `ppo`, objective = `fixed_kl`",
+        ),
+        (
+            vec!["train", "CartPole-v1", "--algo", "a2c", "--set", "clip_range=0.1", "--run-dir", rd],
+            "`clip_range` (PPO-Clip's ε) has no effect with algo = `a2c`",
+        ),
+        (
+            vec!["train", "CartPole-v1", "--algo", "a2c", "--set", "n_epochs=4", "--run-dir", rd],
+            "`n_epochs` (PPO's K epochs over each rollout) has no effect with algo = `a2c`",
+        ),
+        (
+            vec!["train", "CartPole-v1", "--algo", "a3c", "--set", "batch_size=5", "--run-dir", rd],
+            "`batch_size` (the minibatch size; A2C takes one step on the whole rollout) has no effect with algo = `a3c`",
+        ),
+        (
+            vec!["train", "CartPole-v1", "--algo", "trpo", "--set", "ent_coef=0.01", "--run-dir", rd],
+            "`ent_coef` (a coefficient of the joint loss; TRPO steps the policy alone) has no effect with algo = `trpo`",
+        ),
+        (
+            vec!["train", "CartPole-v1", "--set", "cg_damping=0.2", "--run-dir", rd],
+            "`cg_damping` (TRPO's Fisher damping) has no effect with algo = `ppo`",
+        ),
+        (
+            vec!["train", "CartPole-v1", "--set", "rms_prop_alpha=0.9", "--run-dir", rd],
+            "`rms_prop_alpha` (RMSprop's settings) has no effect with optimizer = `adam`",
+        ),
+        (
+            vec!["train", "CartPole-v1", "--set", "clip_obs=5", "--run-dir", rd],
+            "`clip_obs` (the clip of normalised observations) has no effect with normalize_observation = false",
+        ),
+        (
+            vec!["train", "CartPole-v1", "--config", workers_toml.to_str().unwrap(), "--run-dir", rd],
+            "`n_workers` (A3C's worker threads) has no effect with algo = `ppo`",
+        ),
+        (
+            vec!["train", "CartPole-v1", "--seeds", "1,2", "--set", "kl_coef=3", "--run-dir", rd],
+            "`kl_coef` (the KL penalty's β) has no effect with algo = `ppo`, objective = `clip`",
+        ),
+        (
+            vec!["ablation", "--variants", "clip,none", "--set", "kl_target=0.1", "--out", rd],
+            "--set kl_target: no variant reads it",
+        ),
     ];
     for (args, want) in cases {
         let (code, _, se) = proxima(&args);
@@ -626,10 +681,15 @@ fn edge_cases_of_eval_and_resume() {
 /// directory is named after it, bad values are clear errors, and an A3C run refuses --resume.
 #[test]
 fn algorithms_through_the_cli() {
-    for (algo, steps) in [("a2c", "500"), ("trpo", "2048"), ("a3c", "400")] {
+    // Each with an option of its own (another algorithm's is an error: the bad-input test).
+    for (algo, steps, own) in [
+        ("a2c", "500", vec![]),
+        ("trpo", "2048", vec!["--set", "n_critic_updates=1"]),
+        ("a3c", "400", vec!["--workers", "2"]),
+    ] {
         let root = tmp(&format!("algo-{algo}"));
         let dir = root.join("run");
-        let (code, so, se) = proxima(&[
+        let mut args = vec![
             "train",
             "CartPole-v1",
             "--algo",
@@ -641,11 +701,9 @@ fn algorithms_through_the_cli() {
             dir.to_str().unwrap(),
             "--set",
             "eval_episodes=1",
-            "--set",
-            "n_critic_updates=1",
-            "--workers",
-            "2",
-        ]);
+        ];
+        args.extend(own);
+        let (code, so, se) = proxima(&args);
         assert_eq!(code, 0, "{algo}: {se}");
         assert!(so.contains("trained CartPole-v1"), "{so}");
         let cfg = std::fs::read_to_string(dir.join("config.toml")).unwrap();
@@ -714,8 +772,11 @@ fn ablation_writes_tables_and_plots() {
     }
     assert_eq!(&std::fs::read(out.join("curves_CartPole-v1.png")).unwrap()[1..4], b"PNG");
     assert!(out.join("runs/CartPole-v1__clip__1/progress.csv").exists());
-    // A non-empty --out is refused, nothing overwritten.
+    // Another ablation's --out is refused, nothing overwritten; so is a folder of other files.
     let (code, _, se) = proxima(&["ablation", "--out", out.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(se.contains("holds another ablation"), "{se}");
+    let (code, _, se) = proxima(&["ablation", "--out", out.join("runs").to_str().unwrap()]);
     assert_eq!(code, 1);
     assert!(se.contains("is not empty"), "{se}");
 }

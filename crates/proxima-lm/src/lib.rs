@@ -15,6 +15,7 @@ pub mod grpo;
 pub mod logs;
 pub mod model;
 pub mod ppo;
+pub mod resume;
 pub mod reward;
 pub mod rlhf;
 pub mod run;

@@ -23,12 +23,37 @@ pub(crate) struct Logs {
 }
 
 impl Logs {
-    pub(crate) fn create(dir: &Path, columns: &[&'static str]) -> Result<Logs> {
-        Ok(Logs {
-            csv: CsvLogger::create(&dir.join("progress.csv"), columns, false)?,
+    /// Opens the logs of a run: a new `progress.csv`, or (`resume_step` = the checkpoint's step)
+    /// the one there with its rows up to that step kept. Returns the logs and the `seconds` of
+    /// the last row kept (0 for a new run), which a resumed run's clock continues from. The last
+    /// column of every command's logs is `seconds`.
+    pub(crate) fn open(dir: &Path, columns: &[&'static str], resume_step: Option<usize>) -> Result<(Logs, f64)> {
+        let path = dir.join("progress.csv");
+        let mut seconds = 0.0;
+        if let Some(step) = resume_step {
+            let text = std::fs::read_to_string(&path).map_err(|e| ProximaError::io(&path, e))?;
+            let step_of = |l: &str| l.split(',').next().and_then(|x| x.parse::<f64>().ok());
+            let kept: Vec<&str> = text
+                .lines()
+                .enumerate()
+                .filter(|(i, l)| *i == 0 || step_of(l).is_some_and(|s| s <= step as f64))
+                .map(|(_, l)| l)
+                .collect();
+            seconds = kept
+                .iter()
+                .skip(1)
+                .last()
+                .and_then(|l| l.rsplit(',').next())
+                .and_then(|x| x.parse().ok())
+                .unwrap_or(0.0);
+            write_atomic(&path, format!("{}\n", kept.join("\n")).as_bytes())?;
+        }
+        let logs = Logs {
+            csv: CsvLogger::create(&path, columns, resume_step.is_some())?,
             tb: TensorBoardWriter::create(dir)?,
             columns: columns.to_vec(),
-        })
+        };
+        Ok((logs, seconds))
     }
     pub(crate) fn write(&mut self, row: &[f64]) -> Result<()> {
         self.csv.write(row)?;

@@ -11,6 +11,7 @@ pub use crate::weights::Weights;
 use crate::logs::{write_config, Logs};
 use crate::model::TinyLm;
 use crate::ppo::{ppo_lm_step, PpoLmConfig, PpoLmStats, PpoModels};
+use crate::resume::{save_checkpoint, LmCheckpoint};
 use crate::reward::{make_pairs, pairwise_accuracy, pairwise_accuracy_by_kind, rm_step};
 use crate::rlhf::KlController;
 use crate::task::{split, Problem};
@@ -18,7 +19,7 @@ use crate::train::{accuracy, grpo_step, sft_step, GrpoConfig};
 use crate::weights::{default_spec, load_model, save_model};
 use candle_core::Device;
 use proxima::algo::optim::{LrSchedule, Optimizer};
-use proxima::Result;
+use proxima::{ProximaError, Result};
 use rand::SeedableRng;
 use std::path::Path;
 
@@ -33,11 +34,40 @@ fn sampled_accuracy<R: rand::Rng + ?Sized>(model: &TinyLm, problems: &[Problem],
     Ok(problems.iter().enumerate().map(|(i, p)| p.reward(&s.response(i))).sum::<f64>() / problems.len().max(1) as f64)
 }
 
-/// Runs SFT into `dir` (which must exist), calling `progress` after every step.
+/// After step `step`: a checkpoint with every evaluation row, and one before stopping when
+/// `progress` said not to go on (then the error [`ProximaError::Stopped`]).
+#[allow(clippy::too_many_arguments)]
+fn checkpoint_or_stop(
+    dir: &Path,
+    step: usize,
+    eval_every: usize,
+    steps: usize,
+    go_on: bool,
+    models: &[(&str, &TinyLm)],
+    optimizers: &[(&str, &Optimizer)],
+    state: impl Fn() -> serde_json::Value,
+) -> Result<()> {
+    if step.is_multiple_of(eval_every) || step == steps || !go_on {
+        save_checkpoint(dir, step, models, optimizers, &state())?;
+    }
+    if go_on {
+        return Ok(());
+    }
+    Err(ProximaError::Stopped(format!("stopped after step {step} of {steps}; its checkpoint is saved")))
+}
+
+/// Runs SFT into `dir` (which must exist), calling `progress` after every step (`false` stops
+/// the run: a checkpoint, then [`ProximaError::Stopped`]); `resume` continues the run from its
+/// checkpoint ([`crate::resume`]).
 ///
 /// # Errors
-/// `Config` for a bad setting; I/O and tensor errors.
-pub fn run_sft(args: &SftArgs, dir: &Path, mut progress: impl FnMut(&Progress)) -> Result<Summary> {
+/// `Config` for a bad setting; I/O and tensor errors; `Checkpoint` for a damaged checkpoint.
+pub fn run_sft(
+    args: &SftArgs,
+    dir: &Path,
+    resume: Option<&LmCheckpoint>,
+    mut progress: impl FnMut(&Progress) -> bool,
+) -> Result<Summary> {
     args.validate()?;
     write_config(dir, &serde_json::json!({"command": "sft", "args": args, "spec": default_spec()}))?;
     let t0 = std::time::Instant::now();
@@ -45,17 +75,35 @@ pub fn run_sft(args: &SftArgs, dir: &Path, mut progress: impl FnMut(&Progress)) 
     let (train, held) = split();
     let mut opt = adam_for(&model, args.learning_rate);
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(args.seed);
-    let mut logs = Logs::create(dir, &["step", "loss", "held_out_accuracy", "sampled_accuracy", "seconds"])?;
+    let columns = ["step", "loss", "held_out_accuracy", "sampled_accuracy", "seconds"];
+    let (mut logs, before) = Logs::open(dir, &columns, resume.map(|c| c.step))?;
+    let seconds = || before + t0.elapsed().as_secs_f64();
     let start = accuracy(&model, &held)?;
     let mut acc = start;
-    for step in 1..=args.steps {
+    if let Some(ck) = resume {
+        ck.restore_model("policy", &model)?;
+        ck.restore_optimizer("opt", &mut opt)?;
+        (rng, acc) = (ck.get("rng")?, ck.get("acc")?);
+    }
+    for step in resume.map_or(1, |c| c.step + 1)..=args.steps {
         let loss = sft_step(&model, &mut opt, &train, args.batch_size, args.label_noise, &mut rng)?;
         if step % args.eval_every == 0 || step == args.steps {
             acc = accuracy(&model, &held)?;
             let sampled = sampled_accuracy(&model, &held, &mut rng)?;
-            logs.write(&[step as f64, loss, acc, sampled, t0.elapsed().as_secs_f64()])?;
+            logs.write(&[step as f64, loss, acc, sampled, seconds()])?;
         }
-        progress(&Progress { step, message: format!("loss {loss:.3} | held-out acc {acc:.3}") });
+        let go_on = progress(&Progress { step, message: format!("loss {loss:.3} | held-out acc {acc:.3}") });
+        let state = || serde_json::json!({"rng": rng, "acc": acc});
+        checkpoint_or_stop(
+            dir,
+            step,
+            args.eval_every,
+            args.steps,
+            go_on,
+            &[("policy", &model)],
+            &[("opt", &opt)],
+            state,
+        )?;
     }
     save_model(&dir.join("model.safetensors"), &model, "sft")?;
     let mut eval_rng = rand_chacha::ChaCha8Rng::seed_from_u64(args.seed ^ 0x5eed);
@@ -63,21 +111,24 @@ pub fn run_sft(args: &SftArgs, dir: &Path, mut progress: impl FnMut(&Progress)) 
     Ok(Summary {
         held_out_accuracy_start: start,
         held_out_accuracy_end: acc,
-        seconds: t0.elapsed().as_secs_f64(),
+        seconds: seconds(),
         extra: vec![("held_out_sampled_accuracy".into(), sampled)],
     })
 }
 
 /// Trains a reward model into `dir`; its held-out pairwise accuracy is in the summary
-/// (`held_out_pairwise_accuracy`) and progress.csv.
+/// (`held_out_pairwise_accuracy`) and progress.csv. `resume` continues from a checkpoint (the
+/// preference pairs are drawn again from the same seed, so they are the same).
 ///
 /// # Errors
-/// `Config` for a bad setting; `Checkpoint` when `sft` is not an SFT policy; I/O, tensor errors.
+/// `Config` for a bad setting; `Checkpoint` when `sft` is not an SFT policy or for a damaged
+/// checkpoint; I/O, tensor errors.
 pub fn run_rm(
     args: &RmArgs,
     weights: &mut Weights,
     dir: &Path,
-    mut progress: impl FnMut(&Progress),
+    resume: Option<&LmCheckpoint>,
+    mut progress: impl FnMut(&Progress) -> bool,
 ) -> Result<Summary> {
     args.validate(weights)?;
     let sft = weights.model(&args.sft, &["sft"])?;
@@ -93,23 +144,27 @@ pub fn run_rm(
         None => weights.model(&args.sft, &["sft"])?,
     };
     let mut opt = adam_for(&rm, args.learning_rate);
-    let mut logs = Logs::create(
-        dir,
-        &[
-            "step",
-            "loss",
-            "train_pairwise_accuracy",
-            "held_out_pairwise_accuracy",
-            "held_out_correct_vs_incorrect",
-            "held_out_incorrect_vs_incorrect",
-            "seconds",
-        ],
-    )?;
+    let columns = [
+        "step",
+        "loss",
+        "train_pairwise_accuracy",
+        "held_out_pairwise_accuracy",
+        "held_out_correct_vs_incorrect",
+        "held_out_incorrect_vs_incorrect",
+        "seconds",
+    ];
+    let (mut logs, before) = Logs::open(dir, &columns, resume.map(|c| c.step))?;
+    let seconds = || before + t0.elapsed().as_secs_f64();
     let probe: Vec<_> = train_pairs.iter().take(held_pairs.len()).cloned().collect();
     let mut held_acc = pairwise_accuracy(&rm, &held_pairs)?;
     let start = held_acc;
     let mut split_acc = [f64::NAN; 2];
-    for step in 1..=args.steps {
+    if let Some(ck) = resume {
+        ck.restore_model("rm", &rm)?;
+        ck.restore_optimizer("opt", &mut opt)?;
+        (rng, held_acc, split_acc) = (ck.get("rng")?, ck.get("held_acc")?, ck.get("split_acc")?);
+    }
+    for step in resume.map_or(1, |c| c.step + 1)..=args.steps {
         // Linear decay of the step size to 0 over the run (the noisy end of a constant rate
         // moved the held-out pairwise accuracy by ±3 points between evaluations).
         opt.lr = LrSchedule::Linear { initial: args.learning_rate, total: args.steps as u64 }.at(step as u64 - 1);
@@ -118,14 +173,16 @@ pub fn run_rm(
             let by_kind = pairwise_accuracy_by_kind(&rm, &held_pairs)?;
             held_acc = by_kind[0];
             let train_acc = pairwise_accuracy(&rm, &probe)?;
-            logs.write(&[step as f64, loss, train_acc, held_acc, by_kind[1], by_kind[2], t0.elapsed().as_secs_f64()])?;
+            logs.write(&[step as f64, loss, train_acc, held_acc, by_kind[1], by_kind[2], seconds()])?;
             split_acc = [by_kind[1], by_kind[2]];
         }
-        progress(&Progress { step, message: format!("loss {loss:.3} | held-out pair acc {held_acc:.3}") });
+        let go_on = progress(&Progress { step, message: format!("loss {loss:.3} | held-out pair acc {held_acc:.3}") });
+        let state = || serde_json::json!({"rng": rng, "held_acc": held_acc, "split_acc": split_acc});
+        checkpoint_or_stop(dir, step, args.eval_every, args.steps, go_on, &[("rm", &rm)], &[("opt", &opt)], state)?;
     }
     save_model(&dir.join("model.safetensors"), &rm, "rm")?;
     Ok(Summary {
-        seconds: t0.elapsed().as_secs_f64(),
+        seconds: seconds(),
         extra: vec![
             ("train_pairs".into(), train_pairs.len() as f64),
             ("held_out_pairs".into(), held_pairs.len() as f64),
@@ -138,15 +195,17 @@ pub fn run_rm(
     })
 }
 
-/// Runs GRPO into `dir`.
+/// Runs GRPO into `dir`; `resume` continues from a checkpoint.
 ///
 /// # Errors
-/// `Config` for a bad setting; `Checkpoint` when `sft` is not an SFT policy; I/O, tensor errors.
+/// `Config` for a bad setting; `Checkpoint` when `sft` is not an SFT policy or for a damaged
+/// checkpoint; I/O, tensor errors.
 pub fn run_grpo(
     args: &GrpoArgs,
     weights: &mut Weights,
     dir: &Path,
-    mut progress: impl FnMut(&Progress),
+    resume: Option<&LmCheckpoint>,
+    mut progress: impl FnMut(&Progress) -> bool,
 ) -> Result<Summary> {
     args.validate(weights)?;
     let cfg = GrpoConfig {
@@ -170,31 +229,43 @@ pub fn run_grpo(
     let (train, held) = split();
     let mut opt = adam_for(&policy, args.learning_rate);
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(args.seed);
-    let mut logs = Logs::create(
-        dir,
-        &["step", "reward_mean", "flat_group_fraction", "kl_k3", "loss", "held_out_accuracy", "seconds"],
-    )?;
+    let columns = ["step", "reward_mean", "flat_group_fraction", "kl_k3", "loss", "held_out_accuracy", "seconds"];
+    let (mut logs, before) = Logs::open(dir, &columns, resume.map(|c| c.step))?;
+    let seconds = || before + t0.elapsed().as_secs_f64();
     let start = accuracy(&policy, &held)?;
-    logs.write(&[0.0, f64::NAN, f64::NAN, 0.0, f64::NAN, start, 0.0])?;
     let mut acc = start;
-    for step in 1..=args.steps {
+    match resume {
+        Some(ck) => {
+            ck.restore_model("policy", &policy)?;
+            ck.restore_optimizer("opt", &mut opt)?;
+            (rng, acc) = (ck.get("rng")?, ck.get("acc")?);
+        }
+        None => logs.write(&[0.0, f64::NAN, f64::NAN, 0.0, f64::NAN, start, 0.0])?,
+    }
+    for step in resume.map_or(1, |c| c.step + 1)..=args.steps {
         let s = grpo_step(&policy, &reference, &mut opt, &train, &cfg, &mut rng)?;
         if step % args.eval_every == 0 || step == args.steps {
             acc = accuracy(&policy, &held)?;
-            logs.write(&[step as f64, s.reward_mean, s.flat_fraction, s.kl, s.loss, acc, t0.elapsed().as_secs_f64()])?;
+            logs.write(&[step as f64, s.reward_mean, s.flat_fraction, s.kl, s.loss, acc, seconds()])?;
         }
-        progress(&Progress {
+        let go_on = progress(&Progress {
             step,
             message: format!("reward {:.3} | kl {:.4} | held-out acc {acc:.3}", s.reward_mean, s.kl),
         });
+        let state = || serde_json::json!({"rng": rng, "acc": acc});
+        checkpoint_or_stop(
+            dir,
+            step,
+            args.eval_every,
+            args.steps,
+            go_on,
+            &[("policy", &policy)],
+            &[("opt", &opt)],
+            state,
+        )?;
     }
     save_model(&dir.join("model.safetensors"), &policy, "grpo")?;
-    Ok(Summary {
-        held_out_accuracy_start: start,
-        held_out_accuracy_end: acc,
-        seconds: t0.elapsed().as_secs_f64(),
-        extra: vec![],
-    })
+    Ok(Summary { held_out_accuracy_start: start, held_out_accuracy_end: acc, seconds: seconds(), extra: vec![] })
 }
 
 /// The columns of RLHF-PPO's `progress.csv`, one row per evaluation (row 0: before training).
@@ -237,15 +308,18 @@ fn ppo_row(step: usize, s: &PpoLmStats, held_out: [f64; 3], seconds: f64) -> [f6
     ]
 }
 
-/// Runs RLHF-PPO into `dir` (`model.safetensors` = policy, `critic.safetensors`).
+/// Runs RLHF-PPO into `dir` (`model.safetensors` = policy, `critic.safetensors`); `resume`
+/// continues from a checkpoint (policy, critic, both optimisers, both RNGs, β).
 ///
 /// # Errors
-/// `Config` for a bad setting; `Checkpoint` for wrong model kinds; I/O, tensor errors.
+/// `Config` for a bad setting; `Checkpoint` for wrong model kinds or a damaged checkpoint; I/O,
+/// tensor errors.
 pub fn run_ppo(
     args: &PpoArgs,
     weights: &mut Weights,
     dir: &Path,
-    mut progress: impl FnMut(&Progress),
+    resume: Option<&LmCheckpoint>,
+    mut progress: impl FnMut(&Progress) -> bool,
 ) -> Result<Summary> {
     args.validate(weights)?;
     let p = &args.ppo;
@@ -266,7 +340,8 @@ pub fn run_ppo(
     let mut opt_v = adam_for(&critic, args.critic_learning_rate);
     let mut kl = KlController { coef: args.kl_coef, target: args.kl_target, horizon: args.kl_horizon };
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(args.seed);
-    let mut logs = Logs::create(dir, &PPO_COLUMNS)?;
+    let (mut logs, before) = Logs::open(dir, &PPO_COLUMNS, resume.map(|c| c.step))?;
+    let seconds = || before + t0.elapsed().as_secs_f64();
     let models =
         PpoModels { policy: &policy, critic: &critic, reference: &reference, reward_model: reward_model.as_ref() };
     // The reward model's mean score of sampled (temperature 1) responses to the held-out prompts.
@@ -280,10 +355,37 @@ pub fn run_ppo(
     let start = accuracy(&policy, &held)?;
     let mut eval_rng = rand_chacha::ChaCha8Rng::seed_from_u64(args.seed ^ 0x5eed);
     let (start_score, start_sampled) = held_score(&mut eval_rng)?;
-    let nan = f64::NAN;
-    logs.write(&[0.0, nan, nan, 0.0, 0.0, kl.coef, nan, nan, nan, nan, start, start_score, start_sampled, 0.0])?;
     let (mut acc, mut score, mut sampled) = (start, start_score, start_sampled);
-    for step in 1..=args.steps {
+    match resume {
+        Some(ck) => {
+            ck.restore_model("policy", &policy)?;
+            ck.restore_model("critic", &critic)?;
+            ck.restore_optimizer("opt_pi", &mut opt_pi)?;
+            ck.restore_optimizer("opt_v", &mut opt_v)?;
+            (rng, eval_rng, kl) = (ck.get("rng")?, ck.get("eval_rng")?, ck.get("kl")?);
+            [acc, score, sampled] = ck.get("held_out")?;
+        }
+        None => {
+            let nan = f64::NAN;
+            logs.write(&[
+                0.0,
+                nan,
+                nan,
+                0.0,
+                0.0,
+                kl.coef,
+                nan,
+                nan,
+                nan,
+                nan,
+                start,
+                start_score,
+                start_sampled,
+                0.0,
+            ])?;
+        }
+    }
+    for step in resume.map_or(1, |c| c.step + 1)..=args.steps {
         let s = ppo_lm_step(
             &models,
             &mut opt_pi,
@@ -297,19 +399,23 @@ pub fn run_ppo(
         if step % args.eval_every == 0 || step == args.steps {
             acc = accuracy(&policy, &held)?;
             (score, sampled) = held_score(&mut eval_rng)?;
-            logs.write(&ppo_row(step, &s, [acc, score, sampled], t0.elapsed().as_secs_f64()))?;
+            logs.write(&ppo_row(step, &s, [acc, score, sampled], seconds()))?;
         }
-        progress(&Progress {
+        let go_on = progress(&Progress {
             step,
             message: format!("score {:.3} | kl/token {:.4} | held-out acc {acc:.3}", s.score_mean, s.kl_per_token),
         });
+        let state =
+            || serde_json::json!({"rng": rng, "eval_rng": eval_rng, "kl": kl, "held_out": [acc, score, sampled]});
+        let (models, opts) = ([("policy", &policy), ("critic", &critic)], [("opt_pi", &opt_pi), ("opt_v", &opt_v)]);
+        checkpoint_or_stop(dir, step, args.eval_every, args.steps, go_on, &models, &opts, state)?;
     }
     save_model(&dir.join("model.safetensors"), &policy, "ppo")?;
     save_model(&dir.join("critic.safetensors"), &critic, "critic")?;
     Ok(Summary {
         held_out_accuracy_start: start,
         held_out_accuracy_end: acc,
-        seconds: t0.elapsed().as_secs_f64(),
+        seconds: seconds(),
         extra: vec![
             ("held_out_score_start".into(), start_score),
             ("held_out_score_end".into(), score),

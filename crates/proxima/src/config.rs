@@ -12,6 +12,8 @@ use crate::policy::Activation;
 pub use crate::policy::Backend;
 use serde::{Deserialize, Serialize};
 
+mod ignored;
+
 /// The algorithms `algo` may name.
 pub const ALGOS: [&str; 4] = ["ppo", "a2c", "a3c", "trpo"];
 
@@ -433,6 +435,21 @@ impl Config {
             .map_err(|e: toml::de::Error| ProximaError::Config(e.to_string().trim().replace('\n', " ")))?;
         cfg.validate()?;
         Ok(cfg)
+    }
+
+    /// The keys a resolve of `preset`, `file_toml` and `sets` sets by the user's choice (the
+    /// input of [`Config::check_keys_used`]): every `--set` key, and a file's keys whose value
+    /// differs from the preset's (a run's own `config.toml` lists every key; those at the
+    /// preset's value are no choice). Unreadable input gives no keys: [`Config::resolve`]
+    /// reports it.
+    pub fn chosen_keys(preset: &str, file_toml: Option<&str>, sets: &[String]) -> Vec<String> {
+        let mut keys: Vec<String> =
+            sets.iter().filter_map(|s| s.split_once('=')).map(|(k, _)| k.trim().to_string()).collect();
+        let base = Config::preset(preset).ok().and_then(|c| toml::Table::try_from(&c).ok()).unwrap_or_default();
+        if let Some(file) = file_toml.and_then(|t| t.parse::<toml::Table>().ok()) {
+            keys.extend(file.into_iter().filter(|(k, v)| k != "env_id" && base.get(k) != Some(v)).map(|(k, _)| k));
+        }
+        keys
     }
 
     /// The backend the run's policy is on: `backend`, with `auto` resolved (candle for TRPO,

@@ -33,6 +33,10 @@ pub enum ProximaError {
     /// An operation the object does not support.
     #[error("unsupported: {0}")]
     Unsupported(String),
+    /// A run stopped at its caller's request (e.g. on Ctrl-C), after saving what it needs to
+    /// resume; the message says where.
+    #[error("{0}")]
+    Stopped(String),
     /// A tensor-library error.
     #[error("tensor error: {0}")]
     Tensor(#[from] candle_core::Error),

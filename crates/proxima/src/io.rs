@@ -64,7 +64,31 @@ pub fn write_f32_safetensors(
         })
         .collect::<Result<Vec<_>>>()?;
     let bytes = safetensors::serialize(views, Some(metadata)).map_err(|e| ProximaError::Checkpoint(e.to_string()))?;
-    write_atomic(path, &bytes)
+    write_atomic(path, &canonical_header(bytes)?)
+}
+
+/// The same safetensors file with its JSON header's keys (and the `__metadata__` map's) in
+/// sorted order: `safetensors::serialize` writes the metadata in a `HashMap`'s order, which
+/// differs from process to process, so two identical runs would write files that differ byte
+/// for byte. The tensor data and their offsets are untouched; the header is padded with spaces
+/// to a multiple of 8 bytes, as the format asks.
+fn canonical_header(bytes: Vec<u8>) -> Result<Vec<u8>> {
+    use std::collections::BTreeMap;
+    let bad = |m: String| ProximaError::Checkpoint(format!("serialised header: {m}"));
+    let n = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")) as usize;
+    let mut header: BTreeMap<String, serde_json::Value> =
+        serde_json::from_slice(&bytes[8..8 + n]).map_err(|e| bad(e.to_string()))?;
+    if let Some(md) = header.get_mut("__metadata__") {
+        let sorted: BTreeMap<String, String> = serde_json::from_value(md.take()).map_err(|e| bad(e.to_string()))?;
+        *md = serde_json::to_value(sorted).map_err(|e| bad(e.to_string()))?;
+    }
+    let mut text = serde_json::to_vec(&header).map_err(|e| bad(e.to_string()))?;
+    text.resize(text.len().next_multiple_of(8), b' ');
+    let mut out = Vec::with_capacity(8 + text.len() + bytes.len() - 8 - n);
+    out.extend((text.len() as u64).to_le_bytes());
+    out.extend(text);
+    out.extend(&bytes[8 + n..]);
+    Ok(out)
 }
 
 /// A safetensors file read by [`read_f32_safetensors`]: its metadata and f32 tensors by name.
@@ -169,6 +193,31 @@ mod tests {
         let e = read_f32_safetensors(&dir.join("trunc"), |_, _| Ok(())).unwrap_err().to_string();
         assert!(e.contains("not a valid safetensors"), "{e}");
         assert!(!dir.read_dir().unwrap().any(|e| e.unwrap().file_name().to_string_lossy().contains(".tmp.")));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_same_tensors_and_metadata_give_the_same_bytes() {
+        // Each HashMap iterates in its own random order; the file must not depend on it.
+        let dir = std::env::temp_dir().join(format!("proxima-io-canon-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let tensors: Vec<NamedTensor<'_>> = vec![
+            ("w".into(), vec![2], &[1.0, 2.0]),
+            ("b".into(), vec![1], &[0.5]),
+            ("a.m.w".into(), vec![2], &[3.0, 4.0]),
+        ];
+        let files: Vec<Vec<u8>> = (0..8)
+            .map(|i| {
+                let md: HashMap<String, String> = (0..40).map(|k| (format!("key{k}"), format!("v{k}"))).collect();
+                let path = dir.join(format!("f{i}"));
+                write_f32_safetensors(&path, &tensors, md).unwrap();
+                std::fs::read(&path).unwrap()
+            })
+            .collect();
+        assert!(files.iter().all(|f| f == &files[0]), "files of the same content differ");
+        // And the file is still one the reader (and safetensors itself) accepts.
+        let (_, f) = read_f32_safetensors(&dir.join("f0"), |_, _| Ok(())).unwrap();
+        assert_eq!((f.get("b"), f.metadata.len()), (Some((&[1usize][..], &[0.5f32][..])), 40));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -36,7 +36,9 @@ impl CsvLogger {
         Ok(CsvLogger { path: path.to_path_buf(), out, columns: columns.iter().map(|s| s.to_string()).collect() })
     }
 
-    /// Writes one row (values in column order) and flushes.
+    /// Writes one row (values in column order) and flushes. NaN means "not measured yet" (no
+    /// episode finished, a statistic the algorithm does not have) and is written as an empty
+    /// cell, as pandas and spreadsheets read a missing value.
     ///
     /// # Errors
     /// `InvalidArgument` for a row of the wrong width; `Io`.
@@ -50,7 +52,11 @@ impl CsvLogger {
         }
         let row: Vec<String> = values
             .iter()
-            .map(|v| if v.fract() == 0.0 && v.abs() < 1e15 { format!("{}", *v as i64) } else { format!("{v}") })
+            .map(|v| match v {
+                v if v.is_nan() => String::new(),
+                v if v.fract() == 0.0 && v.abs() < 1e15 => format!("{}", *v as i64),
+                v => format!("{v}"),
+            })
             .collect();
         writeln!(self.out, "{}", row.join(","))
             .and_then(|_| self.out.flush())
@@ -153,9 +159,12 @@ impl TensorBoardWriter {
         self.out.write_all(&rec).map_err(|e| ProximaError::io(&self.path, e))
     }
 
-    /// Adds scalar `tag` = `value` at `step` (non-finite values are written as they are;
-    /// TensorBoard shows them as NaN/inf).
+    /// Adds scalar `tag` = `value` at `step`. NaN ("not measured yet", as in [`CsvLogger`]) is
+    /// skipped, so a curve has no point there; ±inf is written as it is.
     pub fn add_scalar(&mut self, tag: &str, value: f64, step: u64) -> Result<()> {
+        if value.is_nan() {
+            return Ok(());
+        }
         let now =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
         self.record(&event(now, step as i64, None, Some((tag, value as f32))))
@@ -178,6 +187,23 @@ mod tests {
         let (a, b) = (TensorBoardWriter::create(&dir).unwrap(), TensorBoardWriter::create(&dir).unwrap());
         assert_ne!(a.path(), b.path());
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2, "the second did not overwrite the first");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn unmeasured_values_are_empty_cells_and_no_scalars() {
+        let dir = std::env::temp_dir().join(format!("proxima-csv-nan-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut csv = CsvLogger::create(&dir.join("p.csv"), &["step", "ret", "kl"], false).unwrap();
+        csv.write(&[1.0, f64::NAN, 0.25]).unwrap();
+        csv.write(&[2.0, -3.5, f64::NAN]).unwrap();
+        assert_eq!(std::fs::read_to_string(dir.join("p.csv")).unwrap(), "step,ret,kl\n1,,0.25\n2,-3.5,\n");
+        let mut tb = TensorBoardWriter::create(&dir).unwrap();
+        tb.add_scalar("a/skipped", f64::NAN, 1).unwrap();
+        tb.add_scalar("a/kept", 1.0, 1).unwrap();
+        tb.flush().unwrap();
+        let text = String::from_utf8_lossy(&std::fs::read(tb.path()).unwrap()).to_string();
+        assert!(text.contains("a/kept") && !text.contains("a/skipped"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -77,7 +77,7 @@ fn the_run_directory_is_one_observer() {
     let dir = std::env::temp_dir().join(format!("proxima-learn-rundir-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let mut tr = trainer(192);
-    let mut run_dir = RunDir::create(&dir, &tr).unwrap();
+    let mut run_dir = RunDir::create(&dir, &mut tr).unwrap();
     let t0 = std::time::Instant::now();
     tr.learn(192, &mut run_dir).unwrap();
     let summary = run_dir.finish(&tr, t0).unwrap();

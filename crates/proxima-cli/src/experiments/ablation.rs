@@ -121,6 +121,9 @@ pub struct AblationResults {
     pub random: Vec<f64>,
 }
 
+/// Updates between the checkpoints of an ablation's runs.
+pub const CHECKPOINT_FREQ: usize = 10;
+
 /// Builds the config of one run.
 ///
 /// # Errors
@@ -132,7 +135,8 @@ pub fn run_config(spec: &AblationSpec, v: &Variant, seed: u64) -> Result<Config>
     sets.extend(v.sets.iter().cloned());
     sets.push(format!("seed={seed}"));
     sets.push(format!("total_timesteps={}", spec.total_timesteps));
-    sets.push("checkpoint_freq=0".into());
+    // Checkpoints let an interrupted grid continue each run where it stopped.
+    sets.push(format!("checkpoint_freq={CHECKPOINT_FREQ}"));
     sets.push("eval_episodes=0".into());
     Config::resolve(v.preset.as_deref().unwrap_or(&spec.base_preset), None, &sets)
 }
@@ -202,6 +206,14 @@ pub fn check(spec: &AblationSpec) -> Result<()> {
             )));
         }
     }
+    // A `--set` every variant ignores (e.g. `kl_target` without an adaptive-KL variant) is a
+    // mistake; one that some variants read applies to those.
+    let configs = spec.variants.iter().map(|v| run_config(spec, v, first_seed)).collect::<Result<Vec<_>>>()?;
+    for key in Config::chosen_keys(&spec.base_preset, None, &spec.sets) {
+        if let Some(why) = configs.iter().map(|c| c.ignored_key(&key)).collect::<Option<Vec<_>>>() {
+            return Err(ProximaError::Config(format!("--set {key}: no variant reads it ({})", why[0])));
+        }
+    }
     for env in &spec.envs {
         make(env)?;
     }
@@ -253,21 +265,93 @@ pub fn run(spec: &AblationSpec, progress: impl Fn(usize, usize, &RunResult) + Sy
     Ok(AblationResults { spec: spec.clone(), runs, random })
 }
 
-fn run_one(env: &str, cfg: Config, dir: &Path) -> Result<(f64, Vec<(u64, f64)>, f64)> {
-    if dir.exists() {
-        std::fs::remove_dir_all(dir).map_err(|e| ProximaError::io(dir, e))?;
-    }
-    let t0 = std::time::Instant::now();
-    let trainer = Trainer::new(env, cfg)?;
-    let mut curve = Vec::new();
-    let mut last = f64::NAN;
-    train::run(trainer, dir, |r| {
-        if let Some(m) = r.ep_return_mean {
-            curve.push((r.global_step, m));
-            last = m;
+/// What a finished run of the grid reports: its score, its curve (global_step, mean return of
+/// the last 100 episodes) and its training seconds.
+type RunRecord = (f64, Vec<(u64, f64)>, f64);
+
+/// One run of the grid, into `dir`: read back when it finished before (its `eval.json` is
+/// there), resumed from its latest checkpoint when it was interrupted, else trained from the
+/// start. Score, curve and seconds are read from its `progress.csv` in every case, so a grid
+/// that was interrupted and continued reports what an uninterrupted one reports.
+fn run_one(env: &str, cfg: Config, dir: &Path) -> Result<RunRecord> {
+    if !dir.join("eval.json").is_file() {
+        if let Some(sig) = crate::signals::received() {
+            return Err(ProximaError::Stopped(format!("not started ({} received)", crate::signals::name(sig))));
         }
-    })?;
-    Ok((last, curve, t0.elapsed().as_secs_f64()))
+        let trainer = match crate::rundirs::latest_checkpoint(dir) {
+            Ok(file) => {
+                let ck = proxima::checkpoint::load(&file)?;
+                if ck.meta.config_toml != cfg.to_toml() {
+                    return Err(ProximaError::Config(format!(
+                        "{} holds a run of another config than this ablation's (delete it to train it again)",
+                        dir.display()
+                    )));
+                }
+                Trainer::resume(&ck, None)?
+            }
+            Err(_) => {
+                if dir.exists() {
+                    // Nothing learned is kept there: no checkpoint was written yet.
+                    std::fs::remove_dir_all(dir).map_err(|e| ProximaError::io(dir, e))?;
+                }
+                Trainer::new(env, cfg)?
+            }
+        };
+        if let train::RunOutcome::Stopped(s) = train::run(trainer, dir, |_| crate::signals::received().is_none())? {
+            return Err(ProximaError::Stopped(format!(
+                "stopped after update {} (saved {})",
+                s.update,
+                s.checkpoint.display()
+            )));
+        }
+    }
+    read_back(dir)
+}
+
+/// A finished run's score (the last mean return of the last 100 episodes), curve and training
+/// seconds, from its `progress.csv`.
+fn read_back(dir: &Path) -> Result<RunRecord> {
+    let path = dir.join("progress.csv");
+    let text = std::fs::read_to_string(&path).map_err(|e| ProximaError::io(&path, e))?;
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap_or("").split(',').collect();
+    let col = |name: &str| {
+        header
+            .iter()
+            .position(|h| *h == name)
+            .ok_or_else(|| ProximaError::Config(format!("{}: no `{name}` column", path.display())))
+    };
+    let (step, ret, time) = (col("global_step")?, col("ep_return_mean")?, col("time_elapsed")?);
+    let (mut curve, mut seconds) = (Vec::new(), 0.0);
+    for line in lines {
+        let f: Vec<&str> = line.split(',').collect();
+        let num = |i: usize| f.get(i).and_then(|x| x.parse::<f64>().ok());
+        seconds = num(time).unwrap_or(seconds);
+        if let (Some(x), Some(y)) = (num(step), num(ret)) {
+            curve.push((x as u64, y));
+        }
+    }
+    let score = curve.last().map_or(f64::NAN, |&(_, y)| y);
+    Ok((score, curve, seconds))
+}
+
+/// The ablation's own record in its output folder (`ablation.json`): what it compares, so that
+/// rerunning the same command there continues it, and another command is refused.
+pub const MANIFEST: &str = "ablation.json";
+
+/// `ablation.json`'s text for `spec` (all of it but `jobs` and `out`, which do not change any
+/// result).
+pub fn manifest(spec: &AblationSpec) -> String {
+    let variants: Vec<serde_json::Value> = spec
+        .variants
+        .iter()
+        .map(|v| serde_json::json!({"label": v.label, "preset": v.preset, "sets": v.sets}))
+        .collect();
+    let m = serde_json::json!({
+        "envs": spec.envs, "variants": variants, "seeds": spec.seeds, "preset": spec.base_preset,
+        "sets": spec.sets, "total_timesteps": spec.total_timesteps,
+    });
+    format!("{}\n", serde_json::to_string_pretty(&m).expect("manifest serialises"))
 }
 
 impl AblationResults {

@@ -188,6 +188,9 @@ fn run_seed(parent: &Path, m: &Manifest, seed: u64, backend: Option<Backend>) ->
         if is_complete(&dir) {
             return Ok(0.0);
         }
+        if let Some(sig) = crate::signals::received() {
+            bail!("not started ({} received)", crate::signals::name(sig));
+        }
         let trainer = match latest_checkpoint(&dir) {
             Ok(file) if dir.join("checkpoints").is_dir() => {
                 let ck = proxima::checkpoint::load(&file)?;
@@ -211,7 +214,12 @@ fn run_seed(parent: &Path, m: &Manifest, seed: u64, backend: Option<Backend>) ->
                 Trainer::new(&m.env_id, cfg)?
             }
         };
-        Ok(train::run(trainer, &dir, |_| {})?.train_seconds)
+        match train::run(trainer, &dir, |_| crate::signals::received().is_none())? {
+            train::RunOutcome::Finished(summary) => Ok(summary.train_seconds),
+            train::RunOutcome::Stopped(s) => {
+                bail!("stopped after update {} (saved {})", s.update, s.checkpoint.display())
+            }
+        }
     })();
     let mut r = SeedRun { seed, final_return: None, episodes: 0, train_seconds: 0.0, curve: Vec::new(), error: None };
     match outcome.and_then(|secs| read_back(&dir, &m.env_id, &mut r).map(|()| secs)) {

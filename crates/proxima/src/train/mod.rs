@@ -26,5 +26,5 @@ pub mod snapshot;
 mod trainer;
 
 pub use eval::{evaluate, evaluate_recorded, mean_std, saved_normalizer, Recording};
-pub use run_dir::{run, write_tensorboard, RunDir, RunSummary, CSV_COLUMNS};
+pub use run_dir::{run, write_tensorboard, RunDir, RunOutcome, RunSummary, Stopped, CSV_COLUMNS};
 pub use trainer::{policy_spec, Callback, NoCallback, Trainer, UpdateReport};

@@ -11,9 +11,10 @@ use crate::log::{CsvLogger, TensorBoardWriter};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-/// Drops the rows of `progress.csv` written after `update` (a resumed run rewrites them).
-fn keep_rows_up_to(path: &Path, update: u64) -> Result<()> {
-    let Ok(text) = std::fs::read_to_string(path) else { return Ok(()) };
+/// Drops the rows of `progress.csv` written after `update` (a resumed run rewrites them), and
+/// returns the `time_elapsed` of the last row kept (the training time before the resume).
+fn keep_rows_up_to(path: &Path, update: u64) -> Result<f64> {
+    let Ok(text) = std::fs::read_to_string(path) else { return Ok(0.0) };
     let kept: Vec<&str> = text
         .lines()
         .enumerate()
@@ -22,7 +23,9 @@ fn keep_rows_up_to(path: &Path, update: u64) -> Result<()> {
         })
         .map(|(_, l)| l)
         .collect();
-    io::write_atomic(path, format!("{}\n", kept.join("\n")).as_bytes())
+    io::write_atomic(path, format!("{}\n", kept.join("\n")).as_bytes())?;
+    let last_time = kept.iter().skip(1).last().and_then(|l| l.split(',').nth(2)).and_then(|t| t.parse().ok());
+    Ok(last_time.unwrap_or(0.0))
 }
 
 /// Columns of `progress.csv`, one row per iteration.
@@ -82,18 +85,19 @@ pub struct RunDir {
 
 impl RunDir {
     /// Writes `config.toml` and opens `progress.csv` (keeping the rows up to a resumed
-    /// trainer's update) and a new TensorBoard event file in `dir`.
+    /// trainer's update, whose last `time_elapsed` the trainer's clock continues from) and a
+    /// new TensorBoard event file in `dir`.
     ///
     /// # Errors
     /// `Io` naming the path that cannot be created or written.
-    pub fn create(dir: &Path, trainer: &Trainer) -> Result<RunDir> {
+    pub fn create(dir: &Path, trainer: &mut Trainer) -> Result<RunDir> {
         let ckpt_dir = dir.join("checkpoints");
         std::fs::create_dir_all(&ckpt_dir).map_err(|e| ProximaError::io(&ckpt_dir, e))?;
         let config = format!("env_id = {:?}\n{}", trainer.env_id, trainer.cfg.to_toml());
         io::write_atomic(&dir.join("config.toml"), config.as_bytes())?;
         let csv_path = dir.join("progress.csv");
         if trainer.update > 0 {
-            keep_rows_up_to(&csv_path, trainer.update)?;
+            trainer.clock.elapsed_offset = keep_rows_up_to(&csv_path, trainer.update)?;
         }
         let csv = CsvLogger::create(&csv_path, &CSV_COLUMNS, trainer.update > 0)?;
         let tb = TensorBoardWriter::create(dir)?;
@@ -211,24 +215,74 @@ pub fn write_tensorboard(tb: &mut TensorBoardWriter, r: &UpdateReport) -> Result
     tb.flush()
 }
 
+/// How [`run`] ended.
+#[derive(Clone, Debug)]
+pub enum RunOutcome {
+    /// Trained to `total_timesteps`: the model, its evaluation and `eval.json` are written.
+    Finished(RunSummary),
+    /// Stopped early at the caller's request (e.g. on Ctrl-C) after a whole update: a
+    /// checkpoint of that update and `model.safetensors` are written, and resuming from the
+    /// run directory continues exactly (no evaluation, no `eval.json`).
+    Stopped(Stopped),
+}
+
+/// Where a stopped run left off.
+#[derive(Clone, Debug)]
+pub struct Stopped {
+    /// The run directory.
+    pub run_dir: PathBuf,
+    /// The checkpoint written at the stop, `checkpoints/update_<n>.safetensors`.
+    pub checkpoint: PathBuf,
+    /// Updates completed.
+    pub update: u64,
+    /// Environment steps taken.
+    pub global_step: u64,
+}
+
+impl RunDir {
+    /// After a stop: a checkpoint of the last whole update (unless `checkpoint_freq` has just
+    /// written it) and `model.safetensors` holding the same state.
+    ///
+    /// # Errors
+    /// `Io`.
+    pub fn stop(self, trainer: &Trainer) -> Result<Stopped> {
+        let checkpoint = self.dir.join("checkpoints").join(format!("update_{:06}.safetensors", trainer.update));
+        if !checkpoint.is_file() {
+            trainer.save(&checkpoint)?;
+        }
+        trainer.save(&self.dir.join("model.safetensors"))?;
+        Ok(Stopped { run_dir: self.dir, checkpoint, update: trainer.update, global_step: trainer.global_step })
+    }
+}
+
 /// Trains into `run_dir` ([`RunDir`]): writes `config.toml`, `progress.csv`, a TensorBoard
 /// event file, `checkpoints/update_<n>.safetensors` every `checkpoint_freq` iterations,
 /// `model.safetensors` at the end, and `eval.json` with a deterministic evaluation. `trainer`
 /// is fresh ([`Trainer::new`]) or resumed ([`Trainer::resume`]); when resumed, `progress.csv`
 /// keeps the rows up to the resumed update and continues after them. `on_update` sees every
-/// iteration's report (the CLI draws its progress bar from it).
+/// iteration's report (the CLI draws its progress bar from it) and returns whether to go on:
+/// `false` stops the run there ([`RunOutcome::Stopped`], with a checkpoint to resume from).
 ///
 /// # Errors
 /// A run directory that cannot be created or written (nothing half-written is left: every
 /// model file is written atomically), plus everything [`Trainer::step`] can return.
-pub fn run(mut trainer: Trainer, run_dir: &Path, mut on_update: impl FnMut(&UpdateReport)) -> Result<RunSummary> {
+pub fn run(
+    mut trainer: Trainer,
+    run_dir: &Path,
+    mut on_update: impl FnMut(&UpdateReport) -> bool,
+) -> Result<RunOutcome> {
     let t0 = Instant::now();
-    let mut dir = RunDir::create(run_dir, &trainer)?;
+    let mut dir = RunDir::create(run_dir, &mut trainer)?;
     let total = trainer.cfg.total_timesteps;
+    let mut stopped = false;
     trainer.learn(total, &mut |tr: &Trainer, r: &UpdateReport| {
         dir.on_update(tr, r)?;
-        on_update(r);
-        Ok(true)
+        stopped = !on_update(r);
+        Ok(!stopped)
     })?;
-    dir.finish(&trainer, t0)
+    if stopped {
+        // Also after the last update: the evaluation is left for the resume to do.
+        return Ok(RunOutcome::Stopped(dir.stop(&trainer)?));
+    }
+    Ok(RunOutcome::Finished(dir.finish(&trainer, t0)?))
 }

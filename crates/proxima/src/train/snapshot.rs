@@ -39,8 +39,10 @@ struct TrainerSnapshot {
     /// The current observations as the policy sees them.
     policy_obs: Vec<f32>,
     norm: Normalizer,
-    /// Seconds of training up to this checkpoint.
-    #[serde(default)]
+    /// Seconds of training up to this checkpoint: read from files of earlier versions, no
+    /// longer written (a wall time would make two identical runs' checkpoints differ; a run
+    /// directory takes it from `progress.csv` on resume).
+    #[serde(default, skip_serializing)]
     time_elapsed: f64,
     /// β of the adaptive-KL objective at this checkpoint.
     #[serde(default)]
@@ -71,7 +73,7 @@ impl Trainer {
             recent: c.stats.records().copied().collect(),
             policy_obs: c.obs.clone(),
             norm: c.norm.clone(),
-            time_elapsed: self.clock.elapsed_offset + self.clock.start.elapsed().as_secs_f64(),
+            time_elapsed: 0.0,
             kl_coef: Some(self.kl_coef()),
         };
         let mut extra = BTreeMap::new();

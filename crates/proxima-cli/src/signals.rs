@@ -1,0 +1,70 @@
+//! SIGINT (Ctrl-C) and SIGTERM: the first one asks the running command to stop after the
+//! current update, save and exit with status 128 + the signal's number (130, 143); a second one
+//! exits at once with that status (files are written atomically, so nothing is left torn).
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+
+struct Flags {
+    /// The first signal's number, 0 before any.
+    signal: Arc<AtomicUsize>,
+    /// Set by the first signal: the second one then exits at once.
+    armed: Arc<AtomicBool>,
+}
+
+static FLAGS: OnceLock<Flags> = OnceLock::new();
+
+/// Installs the handlers (once; later calls do nothing). Without them (an error installing
+/// them), a signal keeps its default action: the process ends at once, as before.
+pub fn install() {
+    FLAGS.get_or_init(|| {
+        let flags = Flags { signal: Arc::new(AtomicUsize::new(0)), armed: Arc::new(AtomicBool::new(false)) };
+        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            // The order matters: the exit checks `armed` before this signal sets it.
+            let installed = signal_hook::flag::register_conditional_shutdown(sig, 128 + sig, flags.armed.clone())
+                .and_then(|_| signal_hook::flag::register_usize(sig, flags.signal.clone(), sig as usize))
+                .and_then(|_| signal_hook::flag::register(sig, flags.armed.clone()));
+            if let Err(e) = installed {
+                eprintln!("warning: cannot handle signal {sig} ({e}); it will end the process without saving");
+            }
+        }
+        flags
+    });
+}
+
+/// The number of the first signal received, if one was.
+pub fn received() -> Option<i32> {
+    let n = FLAGS.get()?.signal.load(Ordering::SeqCst);
+    (n != 0).then_some(n as i32)
+}
+
+/// The signal's name, for messages.
+pub fn name(sig: i32) -> &'static str {
+    match sig {
+        signal_hook::consts::SIGINT => "SIGINT",
+        signal_hook::consts::SIGTERM => "SIGTERM",
+        _ => "a signal",
+    }
+}
+
+/// The error a command returns after stopping on a signal: `main` exits with its status.
+#[derive(Debug)]
+pub struct Interrupted {
+    /// The signal's number.
+    pub signal: i32,
+}
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "stopped by {}", name(self.signal))
+    }
+}
+
+impl std::error::Error for Interrupted {}
+
+impl Interrupted {
+    /// The exit status: 128 + the signal's number (130 for SIGINT, 143 for SIGTERM).
+    pub fn status(&self) -> u8 {
+        (128 + self.signal).clamp(0, 255) as u8
+    }
+}

@@ -1,0 +1,385 @@
+//! Nothing lost: a run killed (SIGKILL) or stopped (SIGINT, SIGTERM) at any moment, from before
+//! its first checkpoint to its end, and resumed, ends with the very files of the uninterrupted
+//! run: `model.safetensors` byte for byte, `progress.csv` timings aside. The same for an
+//! ablation. And two identical runs write identical checkpoint files.
+//!
+//! The kill moments are set by the run's own progress (the number of rows in `progress.csv`), so
+//! they spread over the run however fast this machine is; where each kill landed is printed.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_proxima");
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("proxima-int-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn run(args: &[String]) -> (i32, String) {
+    let out = Command::new(BIN).args(args).output().expect("run proxima");
+    let se = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!se.contains("panicked"), "proxima {args:?} panicked:\n{se}");
+    (out.status.code().unwrap_or(-1), se)
+}
+
+/// 40 updates of 2 envs × 64 steps, a checkpoint every 5.
+const UPDATES: usize = 40;
+
+fn train_args(dir: &Path) -> Vec<String> {
+    let mut a: Vec<String> = ["train", "CartPole-v1", "--seed", "7", "--total-timesteps", "5120", "--quiet"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    a.extend(["--run-dir".to_string(), dir.to_str().unwrap().to_string()]);
+    for s in ["n_envs=2", "n_steps=64", "batch_size=64", "checkpoint_freq=5", "eval_episodes=0"] {
+        a.extend(["--set".to_string(), s.to_string()]);
+    }
+    a
+}
+
+/// progress.csv without its wall-clock columns (time_elapsed, sps).
+fn csv_without_timings(dir: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(dir.join("progress.csv")).unwrap();
+    text.lines()
+        .map(|l| {
+            l.split(',').enumerate().filter(|(i, _)| *i != 2 && *i != 3).map(|(_, x)| x).collect::<Vec<_>>().join(",")
+        })
+        .collect()
+}
+
+fn rows(dir: &Path) -> usize {
+    std::fs::read_to_string(dir.join("progress.csv")).map_or(0, |t| t.lines().count().saturating_sub(1))
+}
+
+fn checkpoints(dir: &Path) -> usize {
+    std::fs::read_dir(dir.join("checkpoints")).map_or(0, |d| d.count())
+}
+
+/// Starts a run and waits until it has written `k` rows (`k` = 0: until its config.toml
+/// exists, before any update). Returns the child, still running, and the rows seen.
+fn start_and_wait_for(args: &[String], dir: &Path, k: usize) -> (Child, usize) {
+    let mut child = Command::new(BIN).args(args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let t0 = Instant::now();
+    loop {
+        let ready = if k == 0 { dir.join("config.toml").is_file() } else { rows(dir) >= k };
+        if ready {
+            break;
+        }
+        assert!(child.try_wait().unwrap().is_none(), "the run ended before reaching {k} rows");
+        assert!(t0.elapsed() < Duration::from_secs(120), "no progress in 120 s");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    (child, rows(dir))
+}
+
+fn signal(child: &Child, sig: &str) {
+    let ok = Command::new("kill").args([sig, &child.id().to_string()]).status().unwrap().success();
+    assert!(ok, "kill {sig} failed");
+}
+
+fn uninterrupted(base: &Path) -> (PathBuf, Vec<u8>, Vec<String>) {
+    let full = base.join("full");
+    let (code, se) = run(&train_args(&full));
+    assert_eq!(code, 0, "{se}");
+    let model = std::fs::read(full.join("model.safetensors")).unwrap();
+    let csv = csv_without_timings(&full);
+    assert_eq!(csv.len(), 1 + UPDATES);
+    (full, model, csv)
+}
+
+/// Resumes `dir` (as often as it takes: a stop on the resumed run too is allowed) and checks
+/// it against the uninterrupted run.
+fn resume_and_compare(dir: &Path, model: &[u8], csv: &[String], what: &str) -> String {
+    let (code, se) = run(&["train".into(), "--resume".into(), dir.to_str().unwrap().into(), "--quiet".into()]);
+    assert_eq!(code, 0, "{what}: resume failed:\n{se}");
+    assert!(
+        std::fs::read(dir.join("model.safetensors")).unwrap() == model,
+        "{what}: the model differs from the uninterrupted run's"
+    );
+    assert_eq!(csv_without_timings(dir), csv, "{what}: progress.csv differs");
+    se
+}
+
+const MOMENTS: [usize; 10] = [0, 1, 3, 6, 11, 16, 22, 28, 34, 39];
+
+#[test]
+fn sigkill_at_ten_moments_then_resume_ends_as_the_uninterrupted_run() {
+    let base = tmp("sigkill");
+    let (_, model, csv) = uninterrupted(&base);
+    let mut restarted = 0;
+    for k in MOMENTS {
+        let dir = base.join(format!("killed-{k}"));
+        let (mut child, seen) = start_and_wait_for(&train_args(&dir), &dir, k);
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        let (at, ckpts) = (rows(&dir), checkpoints(&dir));
+        let se = resume_and_compare(&dir, &model, &csv, &format!("SIGKILL after {k} rows"));
+        restarted += usize::from(se.contains("restarting the run from its config.toml"));
+        println!("SIGKILL at {seen}..{at} of {UPDATES} updates ({ckpts} checkpoints): resumed, identical");
+    }
+    // The moments before the first checkpoint (update 5) restart from config.toml.
+    assert!(restarted >= 2, "only {restarted} kills landed before the first checkpoint");
+}
+
+#[test]
+fn sigint_at_ten_moments_saves_exits_130_and_resumes_exactly() {
+    let base = tmp("sigint");
+    let (_, model, csv) = uninterrupted(&base);
+    for k in MOMENTS {
+        let dir = base.join(format!("stopped-{k}"));
+        let (child, seen) = start_and_wait_for(&train_args(&dir), &dir, k);
+        signal(&child, "-INT");
+        let out = child.wait_with_output().unwrap();
+        let se = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(130), "SIGINT after {k} rows:\n{se}");
+        assert!(
+            se.contains("SIGINT: stopped after update") && se.contains("continue with: proxima train --resume"),
+            "{se}"
+        );
+        // The stop saved the update it finished: a checkpoint and the model of that update.
+        let at = rows(&dir);
+        let ck = proxima::checkpoint::load(&dir.join("model.safetensors")).unwrap();
+        assert_eq!(ck.meta.update as usize, at, "model.safetensors is not of the last update");
+        assert!(dir.join(format!("checkpoints/update_{at:06}.safetensors")).is_file());
+        resume_and_compare(&dir, &model, &csv, &format!("SIGINT after {k} rows"));
+        println!("SIGINT at {seen} rows: stopped after update {at}, resumed, identical");
+    }
+}
+
+#[test]
+fn sigterm_exits_143_and_a_second_signal_exits_at_once() {
+    let base = tmp("sigterm");
+    let (_, model, csv) = uninterrupted(&base);
+    let dir = base.join("term");
+    let (child, _) = start_and_wait_for(&train_args(&dir), &dir, 8);
+    signal(&child, "-TERM");
+    let out = child.wait_with_output().unwrap();
+    let se = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(143), "{se}");
+    assert!(se.contains("SIGTERM: stopped after update"), "{se}");
+    resume_and_compare(&dir, &model, &csv, "SIGTERM");
+    // Two signals in a row: the second ends the process at once, without the save (the files
+    // already there are whole, and the run resumes exactly from them).
+    let dir = base.join("twice");
+    let (child, _) = start_and_wait_for(&train_args(&dir), &dir, 8);
+    signal(&child, "-INT");
+    signal(&child, "-INT");
+    let out = child.wait_with_output().unwrap();
+    let se = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(130), "{se}");
+    resume_and_compare(&dir, &model, &csv, "two SIGINTs");
+}
+
+#[test]
+fn two_identical_runs_write_identical_checkpoint_files() {
+    let base = tmp("identical");
+    let (a, b) = (base.join("a"), base.join("b"));
+    for d in [&a, &b] {
+        let (code, se) = run(&train_args(d));
+        assert_eq!(code, 0, "{se}");
+    }
+    let mut files = vec!["model.safetensors".to_string()];
+    for e in std::fs::read_dir(a.join("checkpoints")).unwrap() {
+        files.push(format!("checkpoints/{}", e.unwrap().file_name().to_string_lossy()));
+    }
+    assert_eq!(files.len(), 1 + UPDATES / 5);
+    for f in &files {
+        let (x, y) = (std::fs::read(a.join(f)).unwrap(), std::fs::read(b.join(f)).unwrap());
+        assert!(x == y, "{f} differs between two identical runs");
+    }
+}
+
+fn ablation_args(out: &Path) -> Vec<String> {
+    let mut a: Vec<String> = [
+        "ablation",
+        "--envs",
+        "CartPole-v1,Pendulum-v1",
+        "--variants",
+        "clip,none",
+        "--seeds",
+        "1",
+        "--total-timesteps",
+        "640",
+        "--preset",
+        "cleanrl",
+        "--jobs",
+        "1",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    for s in ["n_envs=1", "n_steps=32", "batch_size=32"] {
+        a.extend(["--set".to_string(), s.to_string()]);
+    }
+    a.extend(["--out".to_string(), out.to_str().unwrap().to_string()]);
+    a
+}
+
+/// results.csv without its wall-time column.
+fn results_without_seconds(out: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    text.lines().map(|l| l.rsplit_once(',').unwrap().0.to_string()).collect()
+}
+
+fn finished_runs(out: &Path) -> Vec<PathBuf> {
+    let runs = std::fs::read_dir(out.join("runs")).into_iter().flatten().flatten().map(|e| e.path());
+    runs.filter(|d| d.join("eval.json").is_file()).collect()
+}
+
+/// Waits until 2 of the 4 runs have finished and the third has a checkpoint, then stops the
+/// ablation with `sig`.
+fn ablation_stopped_halfway(out: &Path, sig: &str) -> i32 {
+    let mut child =
+        Command::new(BIN).args(ablation_args(out)).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let t0 = Instant::now();
+    loop {
+        let runs = std::fs::read_dir(out.join("runs")).into_iter().flatten().flatten().map(|e| e.path());
+        let midway = runs.filter(|d| !d.join("eval.json").is_file() && checkpoints(d) > 0).count();
+        if finished_runs(out).len() >= 2 && midway > 0 {
+            break;
+        }
+        assert!(child.try_wait().unwrap().is_none(), "the ablation ended before the moment to stop it");
+        assert!(t0.elapsed() < Duration::from_secs(300), "no progress in 300 s");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    signal(&child, sig);
+    child.wait().unwrap().code().unwrap_or(-1)
+}
+
+#[test]
+fn an_ablation_stopped_halfway_and_rerun_gives_the_same_results() {
+    let base = tmp("ablation");
+    let full = base.join("full");
+    let (code, se) = run(&ablation_args(&full));
+    assert_eq!(code, 0, "{se}");
+    let expected = results_without_seconds(&full);
+    assert_eq!(expected.len(), 1 + 4);
+    for (sig, status) in [("-KILL", -1), ("-INT", 130)] {
+        let out = base.join(format!("stopped{sig}"));
+        assert_eq!(ablation_stopped_halfway(&out, sig), status, "{sig}");
+        let kept: Vec<(PathBuf, std::time::SystemTime)> = finished_runs(&out)
+            .into_iter()
+            .map(|d| {
+                let t = std::fs::metadata(d.join("model.safetensors")).unwrap().modified().unwrap();
+                (d, t)
+            })
+            .collect();
+        let (code, se) = run(&ablation_args(&out));
+        assert_eq!(code, 0, "{sig}: rerun failed:\n{se}");
+        assert!(se.contains("continuing 4 runs"), "{se}");
+        assert_eq!(results_without_seconds(&out), expected, "{sig}: results differ from the uninterrupted ablation's");
+        for (d, t) in kept {
+            let now = std::fs::metadata(d.join("model.safetensors")).unwrap().modified().unwrap();
+            assert_eq!(now, t, "{}: a finished run was trained again", d.display());
+        }
+    }
+    // Another ablation's folder is refused, nothing touched.
+    let mut other = ablation_args(&full);
+    other[6] = "2".into(); // --seeds 2
+    let (code, se) = run(&other);
+    assert_eq!(code, 1);
+    assert!(se.contains("holds another ablation"), "{se}");
+}
+
+/// `proxima lm` commands at toy sizes, evaluating (and checkpointing) every 2 steps.
+fn lm_args(command: &str, dir: &Path, sft: &Path, rm: &Path) -> Vec<String> {
+    let (sft, rm) = (sft.to_str().unwrap(), rm.to_str().unwrap());
+    let own: Vec<&str> = match command {
+        "sft" => vec!["--steps", "8", "--batch-size", "32"],
+        "rm" => vec!["--sft", sft, "--steps", "8", "--batch-size", "32"],
+        "grpo" => vec!["--sft", sft, "--steps", "6", "--prompts", "4", "--group-size", "4"],
+        "ppo" => vec![
+            "--sft",
+            sft,
+            "--rm",
+            rm,
+            "--steps",
+            "6",
+            "--prompts",
+            "8",
+            "--batch-size",
+            "4",
+            "--freezing-actor-steps",
+            "1",
+        ],
+        _ => unreachable!(),
+    };
+    let mut a: Vec<String> = ["lm", command].iter().chain(&own).map(|s| s.to_string()).collect();
+    a.extend(["--eval-every", "2", "-q", "--run-dir", dir.to_str().unwrap()].iter().map(|s| s.to_string()));
+    a
+}
+
+/// An lm run's results: its weights files, byte for byte, and progress.csv without `seconds`.
+fn lm_results(dir: &Path) -> (Vec<Vec<u8>>, Vec<String>) {
+    let files =
+        ["model.safetensors", "critic.safetensors"].iter().filter_map(|f| std::fs::read(dir.join(f)).ok()).collect();
+    let text = std::fs::read_to_string(dir.join("progress.csv")).unwrap();
+    (files, text.lines().map(|l| l.rsplit_once(',').unwrap().0.to_string()).collect())
+}
+
+fn lm_rows(dir: &Path) -> usize {
+    rows(dir)
+}
+
+fn lm_start_and_wait_for(args: &[String], dir: &Path, k: usize) -> Child {
+    let mut child = Command::new(BIN).args(args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let t0 = Instant::now();
+    while !(if k == 0 { dir.join("config.json").is_file() } else { lm_rows(dir) >= k }) {
+        assert!(child.try_wait().unwrap().is_none(), "the lm run ended before reaching {k} rows");
+        assert!(t0.elapsed() < Duration::from_secs(300), "no progress in 300 s");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    child
+}
+
+#[test]
+fn lm_runs_killed_or_stopped_resume_exactly() {
+    let base = tmp("lm");
+    let (sft, rm) = (base.join("sft"), base.join("rm"));
+    for command in ["sft", "rm", "grpo", "ppo"] {
+        let full = base.join(command);
+        let (code, se) = run(&lm_args(command, &full, &sft, &rm));
+        assert_eq!(code, 0, "lm {command}: {se}");
+        let expected = lm_results(&full);
+        for k in 0..4 {
+            let dir = base.join(format!("{command}-killed-{k}"));
+            let mut child = lm_start_and_wait_for(&lm_args(command, &dir, &sft, &rm), &dir, k);
+            child.kill().unwrap(); // SIGKILL
+            child.wait().unwrap();
+            let at = lm_rows(&dir);
+            let (code, se) = run(&["lm".into(), "resume".into(), dir.to_str().unwrap().into(), "-q".into()]);
+            assert_eq!(code, 0, "lm {command} killed at {k} rows: resume failed:\n{se}");
+            assert!(
+                lm_results(&dir) == expected,
+                "lm {command} killed at {k} rows: results differ from the uninterrupted run's"
+            );
+            println!("lm {command}: SIGKILL at {at} rows, resumed, identical");
+        }
+        // A finished run is not resumed.
+        let (code, se) = run(&["lm".into(), "resume".into(), full.to_str().unwrap().into()]);
+        assert_eq!(code, 1);
+        assert!(se.contains("is complete"), "{se}");
+        // SIGINT: saves where it stands, exits 130, resumes exactly (the stop is the CLI's one
+        // code path for every command: sft and grpo show it, rm and ppo would cost CI a minute).
+        if command == "rm" || command == "ppo" {
+            continue;
+        }
+        let dir = base.join(format!("{command}-stopped"));
+        let child = lm_start_and_wait_for(&lm_args(command, &dir, &sft, &rm), &dir, 2);
+        signal(&child, "-INT");
+        let out = child.wait_with_output().unwrap();
+        let se = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(130), "lm {command}: {se}");
+        assert!(se.contains("continue with: proxima lm resume"), "{se}");
+        let (code, se) = run(&["lm".into(), "resume".into(), dir.to_str().unwrap().into(), "-q".into()]);
+        assert_eq!(code, 0, "{se}");
+        assert!(lm_results(&dir) == expected, "lm {command} after SIGINT: results differ");
+    }
+    let (code, se) = run(&["lm".into(), "resume".into(), base.to_str().unwrap().into()]);
+    assert_eq!(code, 1);
+    assert!(se.contains("not an lm run directory"), "{se}");
+}

@@ -1,0 +1,137 @@
+//! Options the chosen algorithm would ignore: which keys of a [`Config`] have no effect under
+//! its `algo`, `objective`, `optimizer` and normalisation switches, so that setting one is an
+//! error naming the key and the algorithm rather than a silent no-op.
+
+use super::{Config, Objective, OptimizerName};
+use crate::error::{ProximaError, Result};
+
+/// Keys only PPO reads (besides the objective-specific ones below).
+const PPO_ONLY: [(&str, &str); 3] = [
+    ("n_epochs", "PPO's K epochs over each rollout"),
+    ("clip_range_vf", "PPO's value clipping"),
+    ("objective", "PPO's surrogate objective"),
+];
+
+/// Keys only TRPO reads.
+const TRPO_ONLY: [(&str, &str); 5] = [
+    ("cg_max_steps", "TRPO's conjugate-gradient iterations"),
+    ("cg_damping", "TRPO's Fisher damping"),
+    ("line_search_shrinking_factor", "TRPO's line search"),
+    ("line_search_max_iter", "TRPO's line search"),
+    ("n_critic_updates", "TRPO's critic epochs"),
+];
+
+impl Config {
+    /// Why setting `key` would change nothing under this config (`None` when it is read).
+    /// The reason names the key, what it is, and the setting that ignores it.
+    pub fn ignored_key(&self, key: &str) -> Option<String> {
+        let algo = self.algo.as_str();
+        let not_read = |what: &str, by: String| Some(format!("`{key}` ({what}) has no effect with {by}"));
+        let by_algo = || format!("algo = `{algo}`");
+        if let Some((_, what)) = PPO_ONLY.iter().find(|(k, _)| *k == key) {
+            return (algo != "ppo").then(|| not_read(what, by_algo())).flatten();
+        }
+        if let Some((_, what)) = TRPO_ONLY.iter().find(|(k, _)| *k == key) {
+            return (algo != "trpo").then(|| not_read(what, by_algo())).flatten();
+        }
+        let objective = format!("algo = `{algo}`, objective = `{}`", objective_name(self.objective));
+        match key {
+            "n_workers" if algo != "a3c" => not_read("A3C's worker threads", by_algo()),
+            "batch_size" if algo == "a2c" || algo == "a3c" => {
+                not_read("the minibatch size; A2C takes one step on the whole rollout", by_algo())
+            }
+            "target_kl" if algo == "a2c" || algo == "a3c" => not_read("PPO's early stop, TRPO's δ", by_algo()),
+            "vf_coef" | "ent_coef" if algo == "trpo" => {
+                not_read("a coefficient of the joint loss; TRPO steps the policy alone", by_algo())
+            }
+            "clip_range" if algo != "ppo" || self.objective != Objective::Clip => {
+                not_read("PPO-Clip's ε", if algo == "ppo" { objective } else { by_algo() })
+            }
+            "kl_coef" if algo != "ppo" || !matches!(self.objective, Objective::AdaptiveKl | Objective::FixedKl) => {
+                not_read("the KL penalty's β", if algo == "ppo" { objective } else { by_algo() })
+            }
+            "kl_target" if algo != "ppo" || self.objective != Objective::AdaptiveKl => {
+                not_read("adaptive KL's d_targ", if algo == "ppo" { objective } else { by_algo() })
+            }
+            "adam_eps" if self.optimizer != OptimizerName::Adam => not_read("Adam's ε", "optimizer = `rmsprop`".into()),
+            "rms_prop_alpha" | "rms_prop_eps" if self.optimizer != OptimizerName::Rmsprop => {
+                not_read("RMSprop's settings", "optimizer = `adam`".into())
+            }
+            "clip_obs" if !self.normalize_observation => {
+                not_read("the clip of normalised observations", "normalize_observation = false".into())
+            }
+            "clip_reward" if !self.normalize_reward => {
+                not_read("the clip of scaled rewards", "normalize_reward = false".into())
+            }
+            _ => None,
+        }
+    }
+
+    /// Refuses options this config would ignore: `keys` are the ones the user set (a `--set`,
+    /// a config file's key whose value differs from the preset's, a flag).
+    ///
+    /// # Errors
+    /// `Config` naming the first such key, what it is and the setting that ignores it.
+    pub fn check_keys_used<S: AsRef<str>>(&self, keys: &[S]) -> Result<()> {
+        match keys.iter().find_map(|k| self.ignored_key(k.as_ref())) {
+            Some(why) => Err(ProximaError::Config(format!("{why}: remove it, or choose a setting that uses it"))),
+            None => Ok(()),
+        }
+    }
+}
+
+fn objective_name(o: Objective) -> String {
+    serde_json::to_value(o).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_else(|| format!("{o:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(preset: &str, sets: &[&str]) -> Config {
+        Config::resolve(preset, None, &sets.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap()
+    }
+
+    #[test]
+    fn each_algorithm_refuses_what_it_does_not_read() {
+        let ppo = cfg("cleanrl", &[]);
+        let a2c = cfg("a2c", &[]);
+        let trpo = cfg("trpo", &[]);
+        let adaptive = cfg("cleanrl", &["objective=adaptive_kl"]);
+        for (c, key, by) in [
+            (&ppo, "n_workers", "algo = `ppo`"),
+            (&ppo, "kl_target", "objective = `clip`"),
+            (&ppo, "kl_coef", "objective = `clip`"),
+            (&ppo, "cg_damping", "algo = `ppo`"),
+            (&ppo, "rms_prop_alpha", "optimizer = `adam`"),
+            (&ppo, "clip_obs", "normalize_observation = false"),
+            (&adaptive, "clip_range", "objective = `adaptive_kl`"),
+            (&a2c, "clip_range", "algo = `a2c`"),
+            (&a2c, "n_epochs", "algo = `a2c`"),
+            (&a2c, "batch_size", "algo = `a2c`"),
+            (&a2c, "adam_eps", "optimizer = `rmsprop`"),
+            (&trpo, "ent_coef", "algo = `trpo`"),
+            (&trpo, "objective", "algo = `trpo`"),
+        ] {
+            let why = c.ignored_key(key).unwrap_or_else(|| panic!("{key} is read by {}", c.algo));
+            assert!(why.starts_with(&format!("`{key}`")) && why.contains(by), "{why}");
+            assert!(c.check_keys_used(&["seed", key]).is_err());
+        }
+        for (c, key) in [
+            (&ppo, "clip_range"),
+            (&ppo, "n_epochs"),
+            (&adaptive, "kl_target"),
+            (&adaptive, "kl_coef"),
+            (&a2c, "rms_prop_eps"),
+            (&trpo, "batch_size"),
+            (&trpo, "target_kl"),
+            (&trpo, "cg_damping"),
+            (&cfg("a3c", &[]), "n_workers"),
+            (&cfg("cleanrl", &["normalize_reward=true"]), "clip_reward"),
+        ] {
+            assert_eq!(c.ignored_key(key), None, "{key} with {}", c.algo);
+        }
+        // Every key that is never ignored stays allowed.
+        assert!(ppo.check_keys_used(&["seed", "n_steps", "learning_rate", "gamma", "net_arch"]).is_ok());
+    }
+}
