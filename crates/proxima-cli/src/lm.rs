@@ -1,4 +1,5 @@
-//! `proxima lm sft|rm|grpo|ppo|eval`: PPO for language models on the addition task (issue 6).
+//! `proxima lm sft|rm|grpo|ppo|dpo|resume|eval`: PPO, GRPO and DPO for language models on the
+//! addition task (issues 6 and 14).
 //! Every flag of a training command is a field of its settings struct in `proxima_lm::args`
 //! (`#[command(flatten)]`), so the two cannot drift apart.
 
@@ -6,7 +7,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use proxima_lm::resume::{latest_checkpoint, LmCheckpoint};
-use proxima_lm::run::{self, GrpoArgs, PpoArgs, Progress, RmArgs, SftArgs, Summary, Weights};
+use proxima_lm::run::{self, DpoArgs, GrpoArgs, PpoArgs, Progress, RmArgs, SftArgs, Summary, Weights};
 use std::path::{Path, PathBuf};
 
 /// A training command's body: it runs into a directory, calling its progress hook after every
@@ -56,7 +57,15 @@ pub enum LmCommand {
         #[command(flatten)]
         common: Common,
     },
-    /// Continue an interrupted sft, rm, grpo or ppo run from its latest checkpoint (written
+    /// DPO (Rafailov et al. 2023): the policy trained directly on the reward model's preference
+    /// pairs (--pairs RM_RUN), no reward model or RL step; π_ref = the SFT policy.
+    Dpo {
+        #[command(flatten)]
+        args: DpoArgs,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Continue an interrupted sft, rm, grpo, ppo or dpo run from its latest checkpoint (written
     /// with every evaluation row): the command and its settings are its config.json's, and the
     /// run ends as the uninterrupted one would.
     Resume {
@@ -76,6 +85,13 @@ pub enum LmCommand {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        /// Also measure, on one sampled response per held-out prompt, the sampled accuracy and
+        /// KL(π ‖ π_ref) per response against this reference policy (an SFT run).
+        #[arg(long, value_name = "SFT_RUN")]
+        reference: Option<PathBuf>,
+        /// Seed of those samples.
+        #[arg(long, default_value_t = 0, requires = "reference")]
+        seed: u64,
     },
 }
 
@@ -119,7 +135,11 @@ fn run_command(
 ) -> Result<()> {
     if let Some(d) = &common.run_dir {
         if d.is_dir() && std::fs::read_dir(d).map(|mut e| e.next().is_some()).unwrap_or(false) {
-            anyhow::bail!("--run-dir {} already holds files; choose an empty or new directory", d.display());
+            anyhow::bail!(
+                "--run-dir {} already holds files; continue that run with `proxima lm resume {}`, or choose an empty or new directory",
+                d.display(),
+                d.display()
+            );
         }
     }
     let dir = claim(common.run_dir.clone(), &format!("lm-addition__{name}__{seed}"))?;
@@ -179,8 +199,17 @@ pub fn dispatch(cmd: LmCommand, claim: impl Fn(Option<PathBuf>, &str) -> Result<
                 run::run_ppo(&args, &mut weights, dir, None, p)
             })
         }
+        LmCommand::Dpo { args, common } => {
+            let args = args.with_pairs_run()?;
+            args.validate(&mut weights)?;
+            run_command("dpo", args.seed, args.steps, &common, &claim, &mut |dir, p| {
+                run::run_dpo(&args, &mut weights, dir, None, p)
+            })
+        }
         LmCommand::Resume { run_dir, quiet } => resume(&run_dir, quiet, &mut weights),
-        LmCommand::Eval { path, prompt, json } => eval(&path, &prompt, json),
+        LmCommand::Eval { path, prompt, json, reference, seed } => {
+            eval(&path, &prompt, json, reference.as_deref(), seed)
+        }
     }
 }
 
@@ -224,7 +253,14 @@ fn resume(dir: &Path, quiet: bool, weights: &mut Weights) -> Result<()> {
             a.validate(weights)?;
             with_bar("ppo", dir, a.steps, quiet, &mut |d, p| run::run_ppo(&a, weights, d, ck, p))
         }
-        other => anyhow::bail!("{}: `command` is `{other}`; only sft, rm, grpo and ppo runs resume", path.display()),
+        "dpo" => {
+            let a: DpoArgs = serde_json::from_value(args).map_err(|_| parse("dpo"))?;
+            a.validate(weights)?;
+            with_bar("dpo", dir, a.steps, quiet, &mut |d, p| run::run_dpo(&a, weights, d, ck, p))
+        }
+        other => {
+            anyhow::bail!("{}: `command` is `{other}`; only sft, rm, grpo, ppo and dpo runs resume", path.display())
+        }
     }
 }
 
@@ -234,13 +270,23 @@ fn model_is_written(dir: &Path, command: &str) -> bool {
     dir.join(last).is_file()
 }
 
-/// `proxima lm eval`: held-out accuracy and the answers to `prompts`.
-fn eval(path: &std::path::Path, prompts: &[String], json: bool) -> Result<()> {
+/// `proxima lm eval`: held-out accuracy and the answers to `prompts`; with `reference`, also the
+/// sampled accuracy and the KL to it.
+fn eval(path: &Path, prompts: &[String], json: bool, reference: Option<&Path>, seed: u64) -> Result<()> {
     let (acc, answers) = run::eval(path, prompts)?;
+    let against = reference.map(|r| run::eval_against_reference(path, r, seed)).transpose()?;
     if json {
-        println!("{}", serde_json::json!({"held_out_accuracy": acc, "held_out_prompts": 1000, "answers": answers}));
+        let mut v = serde_json::json!({"held_out_accuracy": acc, "held_out_prompts": 1000, "answers": answers});
+        if let Some((kl, sampled)) = against {
+            v["held_out_sampled_accuracy"] = sampled.into();
+            v["kl_to_reference"] = kl.into();
+        }
+        println!("{v}");
     } else {
         println!("held-out greedy exact-match accuracy: {acc:.3} (1000 prompts)");
+        if let Some((kl, sampled)) = against {
+            println!("held-out sampled accuracy: {sampled:.3}; KL to the reference: {kl:.4} nats per response");
+        }
         for a in answers {
             let verdict = if a.correct { "correct" } else { "wrong" };
             println!("{} {} ({verdict}; generated {}, digits reversed, $ = end)", a.prompt, a.answer, a.raw);

@@ -5,7 +5,7 @@
 //!               [--seed N] [--total-timesteps N] [--run-dir DIR]     # or: train --resume RUN_DIR
 //! proxima eval RUN_DIR_OR_CHECKPOINT [--episodes N] [--deterministic] [--json] [--render FILE]
 //! proxima ablation [--envs …] [--variants …] [--seeds …] --out DIR   # the paper's comparison
-//! proxima lm sft|rm|grpo|ppo|eval …                                  # language models (proxima-lm)
+//! proxima lm sft|rm|grpo|ppo|dpo|resume|eval …                       # language models (proxima-lm)
 //! proxima envs                                                       # native envs and presets
 //! proxima bench-env ENV_ID [--steps N]                               # an env's own steps/s
 //! ```
@@ -47,7 +47,7 @@ enum Command {
     /// scores: random policy 0, best setting 1) and one learning-curve PNG per env.
     Ablation(AblationArgs),
     /// PPO for language models on two-digit addition: sft, rm (reward model), grpo, ppo
-    /// (RLHF-PPO), eval.
+    /// (RLHF-PPO), dpo, resume (an interrupted run), eval.
     Lm {
         #[command(subcommand)]
         command: lm::LmCommand,

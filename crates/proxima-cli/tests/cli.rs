@@ -853,6 +853,42 @@ fn lm_pipeline_and_its_bad_inputs() {
         csv.lines().next().unwrap().contains("kl_per_token") && csv.lines().count() == 3,
         "header, step 0, step 2:\n{csv}"
     );
+    // DPO on the reward model's very pairs; evaluated against π_ref.
+    let so = ok(&[
+        "lm",
+        "dpo",
+        "--sft",
+        &p("sft"),
+        "--pairs",
+        &p("rm"),
+        "--steps",
+        "2",
+        "--batch-size",
+        "8",
+        "--eval-every",
+        "1",
+        "--run-dir",
+        &p("dpo"),
+        "-q",
+    ]);
+    assert!(so.contains("held_out_reward_accuracy") && so.contains("kl_to_reference"), "{so}");
+    let cfg: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("dpo/config.json")).unwrap()).unwrap();
+    assert_eq!((cfg["command"].as_str(), cfg["args"]["labeller"].as_str()), (Some("dpo"), Some("graded")));
+    let csv = std::fs::read_to_string(d.join("dpo/progress.csv")).unwrap();
+    assert!(
+        csv.starts_with("step,loss,batch_reward_accuracy,batch_margin,held_out_accuracy") && csv.lines().count() == 4,
+        "{csv}"
+    );
+    let so = ok(&["lm", "eval", &p("dpo"), "--reference", &p("sft"), "--json"]);
+    let v: serde_json::Value = serde_json::from_str(so.trim()).unwrap();
+    assert!(v["kl_to_reference"].as_f64().unwrap().is_finite() && v["held_out_sampled_accuracy"].as_f64().is_some());
+    let so = ok(&["lm", "eval", &p("sft"), "--reference", &p("sft"), "--json"]);
+    let v: serde_json::Value = serde_json::from_str(so.trim()).unwrap();
+    assert_eq!(v["kl_to_reference"].as_f64(), Some(0.0), "π_ref against itself");
+
+    let (code, _, se) = proxima(&["lm", "resume", &p("sft")]);
+    assert!(code == 1 && se.contains("is complete"), "a finished run is not resumed: {se}");
     let so = ok(&["lm", "eval", &p("ppo"), "--prompt", "47+85=", "--json"]);
     let v: serde_json::Value = serde_json::from_str(so.trim()).unwrap();
     assert!((0.0..=1.0).contains(&v["held_out_accuracy"].as_f64().unwrap()));
@@ -903,6 +939,15 @@ fn lm_pipeline_and_its_bad_inputs() {
             "freezing_actor_steps must be less than steps",
         ),
         (vec!["sft".into(), "--run-dir".into(), p("sft")], "already holds files"),
+        (vec!["dpo".into(), "--sft".into(), p("sft"), "--pairs".into(), p("sft")], "not a reward-model (`lm rm`) run"),
+        (
+            vec!["dpo".into(), "--sft".into(), p("grpo"), "--pairs".into(), p("rm")],
+            "its pairs were drawn from the SFT run",
+        ),
+        (vec!["dpo".into(), "--sft".into(), p("sft"), "--beta".into(), "0".into()], "beta must be a positive number"),
+        (vec!["dpo".into(), "--sft".into(), p("rm")], "holds a model of kind `rm`; expected sft"),
+        (vec!["dpo".into(), "--sft".into(), p("sft"), "--pairs".into(), p("missing")], "No such file"),
+        (vec!["eval".into(), p("dpo"), "--reference".into(), p("dpo")], "holds a model of kind `dpo`; expected sft"),
         (
             vec!["ppo".into(), "--sft".into(), p("sft"), "--rm".into(), p("rm"), "--clip-range-vf".into(), "x".into()],
             "--clip-range-vf `x`",

@@ -306,6 +306,7 @@ fn lm_args(command: &str, dir: &Path, sft: &Path, rm: &Path) -> Vec<String> {
             "--freezing-actor-steps",
             "1",
         ],
+        "dpo" => vec!["--sft", sft, "--pairs", rm, "--steps", "6", "--batch-size", "16"],
         _ => unreachable!(),
     };
     let mut a: Vec<String> = ["lm", command].iter().chain(&own).map(|s| s.to_string()).collect();
@@ -340,7 +341,7 @@ fn lm_start_and_wait_for(args: &[String], dir: &Path, k: usize) -> Child {
 fn lm_runs_killed_or_stopped_resume_exactly() {
     let base = tmp("lm");
     let (sft, rm) = (base.join("sft"), base.join("rm"));
-    for command in ["sft", "rm", "grpo", "ppo"] {
+    for command in ["sft", "rm", "grpo", "ppo", "dpo"] {
         let full = base.join(command);
         let (code, se) = run(&lm_args(command, &full, &sft, &rm));
         assert_eq!(code, 0, "lm {command}: {se}");
@@ -364,8 +365,9 @@ fn lm_runs_killed_or_stopped_resume_exactly() {
         assert_eq!(code, 1);
         assert!(se.contains("is complete"), "{se}");
         // SIGINT: saves where it stands, exits 130, resumes exactly (the stop is the CLI's one
-        // code path for every command: sft and grpo show it, rm and ppo would cost CI a minute).
-        if command == "rm" || command == "ppo" {
+        // code path for every command: sft and grpo show it; rm, ppo and dpo would cost CI a
+        // minute more).
+        if command == "rm" || command == "ppo" || command == "dpo" {
             continue;
         }
         let dir = base.join(format!("{command}-stopped"));

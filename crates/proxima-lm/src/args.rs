@@ -1,4 +1,4 @@
-//! The settings of `proxima lm sft|rm|grpo|ppo`, their defaults (from the tuning runs in the
+//! The settings of `proxima lm sft|rm|grpo|ppo|dpo`, their defaults (from the tuning runs in the
 //! README) and their checks. Each struct is also the command's `clap` arguments (`#[derive(Args)]`,
 //! one flag per field) and what `config.json` records.
 
@@ -393,6 +393,122 @@ impl Default for PpoArgs {
             eval_every: 10,
             verifiable_reward: false,
             clip_range_vf_arg: None,
+        }
+    }
+}
+
+/// `proxima lm dpo`: Direct Preference Optimization (Rafailov et al. 2023) on preference pairs,
+/// from the SFT policy, which is also π_ref.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize, clap::Args)]
+pub struct DpoArgs {
+    /// The SFT run: the starting policy and π_ref.
+    #[arg(long)]
+    pub sft: PathBuf,
+    /// A reward-model run (`lm rm`) whose preference pairs to train on: its labeller, pair seed,
+    /// samples and pairs per prompt are taken (its --sft must be this --sft), so DPO and the
+    /// reward model see the very same pairs. Without it the pairs are drawn as `lm rm` draws
+    /// them, with --labeller and --pair-seed.
+    #[arg(long)]
+    pub pairs: Option<PathBuf>,
+    /// The scripted labeller of the pairs (without --pairs).
+    #[arg(long, value_enum, default_value_t = DpoArgs::default().labeller, conflicts_with = "pairs")]
+    pub labeller: Labeller,
+    /// The seed the pairs are drawn with (`lm rm`'s --seed; without --pairs).
+    #[arg(long, default_value_t = DpoArgs::default().pair_seed, conflicts_with = "pairs")]
+    pub pair_seed: u64,
+    /// Responses sampled per prompt as pair candidates (as `lm rm`).
+    #[arg(skip = DpoArgs::default().samples_per_prompt)]
+    pub samples_per_prompt: usize,
+    /// Pairs kept per prompt (as `lm rm`).
+    #[arg(skip = DpoArgs::default().pairs_per_prompt)]
+    pub pairs_per_prompt: usize,
+    /// Optimiser steps.
+    #[arg(long, default_value_t = DpoArgs::default().steps)]
+    pub steps: usize,
+    /// Pairs per step.
+    #[arg(long, default_value_t = DpoArgs::default().batch_size)]
+    pub batch_size: usize,
+    /// Adam step size.
+    #[arg(long, allow_negative_numbers = true, default_value_t = DpoArgs::default().learning_rate)]
+    pub learning_rate: f64,
+    /// β: the strength of the implicit KL constraint to π_ref (the paper's default 0.1).
+    #[arg(long, allow_negative_numbers = true, default_value_t = DpoArgs::default().beta)]
+    pub beta: f64,
+    /// Seed of the batches and of the evaluation's samples.
+    #[arg(long, default_value_t = DpoArgs::default().seed)]
+    pub seed: u64,
+    /// Evaluate (and log a row, and checkpoint) every this many steps.
+    #[arg(long, default_value_t = DpoArgs::default().eval_every)]
+    pub eval_every: usize,
+}
+
+impl DpoArgs {
+    /// With `--pairs`: the pair settings of that reward-model run, whose SFT run must be this
+    /// one's. Without: unchanged.
+    ///
+    /// # Errors
+    /// `Io`/`Config` for a run directory that is not a reward-model run, or one drawn from
+    /// another SFT run.
+    pub fn with_pairs_run(mut self) -> Result<Self> {
+        let Some(dir) = &self.pairs else { return Ok(self) };
+        let path = dir.join("config.json");
+        let text = std::fs::read_to_string(&path).map_err(|e| ProximaError::io(&path, e))?;
+        let cfg: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| ProximaError::Config(format!("{}: malformed ({e})", path.display())))?;
+        if cfg["command"] != "rm" {
+            return Err(ProximaError::Config(format!("--pairs {}: not a reward-model (`lm rm`) run", dir.display())));
+        }
+        let rm: RmArgs = serde_json::from_value(cfg["args"].clone())
+            .map_err(|e| ProximaError::Config(format!("{}: malformed `args` ({e})", path.display())))?;
+        let same =
+            |a: &PathBuf, b: &PathBuf| a.canonicalize().ok().zip(b.canonicalize().ok()).is_some_and(|(x, y)| x == y);
+        if !same(&rm.sft, &self.sft) {
+            return Err(ProximaError::Config(format!(
+                "--pairs {}: its pairs were drawn from the SFT run {}, not --sft {}",
+                dir.display(),
+                rm.sft.display(),
+                self.sft.display()
+            )));
+        }
+        (self.labeller, self.pair_seed) = (rm.labeller, rm.seed);
+        (self.samples_per_prompt, self.pairs_per_prompt) = (rm.samples_per_prompt, rm.pairs_per_prompt);
+        Ok(self)
+    }
+
+    /// Checks every setting and the kind of the `sft` weights (read into `weights`).
+    ///
+    /// # Errors
+    /// `Config` naming the bad setting; `Io`/`Checkpoint` for the weights.
+    pub fn validate(&self, weights: &mut Weights) -> Result<()> {
+        check_common(self.steps, self.learning_rate, self.eval_every, None)?;
+        check_batch(self.batch_size)?;
+        check(self.beta > 0.0 && self.beta.is_finite(), "beta must be a positive number")?;
+        check(
+            (1..=64).contains(&self.pairs_per_prompt) && (1..=64).contains(&self.samples_per_prompt),
+            "pairs_per_prompt and samples_per_prompt must be in 1..=64",
+        )?;
+        weights.model(&self.sft, &["sft"]).map(|_| ())
+    }
+}
+
+impl Default for DpoArgs {
+    /// The pairs of `lm rm`'s defaults; β = 0.1 as the paper; 600 steps of 64 pairs at 3e-5
+    /// (the README's tuning: at 1e-4 the policy collapses).
+    fn default() -> Self {
+        let rm = RmArgs::default();
+        DpoArgs {
+            sft: PathBuf::new(),
+            pairs: None,
+            labeller: rm.labeller,
+            pair_seed: rm.seed,
+            samples_per_prompt: rm.samples_per_prompt,
+            pairs_per_prompt: rm.pairs_per_prompt,
+            steps: 600,
+            batch_size: 64,
+            learning_rate: 3e-5,
+            beta: 0.1,
+            seed: 1,
+            eval_every: 50,
         }
     }
 }

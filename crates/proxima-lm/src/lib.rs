@@ -7,10 +7,13 @@
 //! * [`rlhf`]: RLHF-PPO's numerics over tokens (KL-penalised rewards, GAE, clipped losses, the
 //!   adaptive KL controller);
 //! * [`ppo`]: the RLHF-PPO step (policy, per-token critic, reference, reward model);
-//! * [`run`]: the drivers behind `proxima lm sft|rm|grpo|ppo|eval`, with their settings in
+//! * [`dpo`]: DPO (Rafailov et al. 2023): its loss, step, implicit-reward accuracy and KL to π_ref;
+//! * [`resume`]: the checkpoints that make every command resumable (issue 14);
+//! * [`run`]: the drivers behind `proxima lm sft|rm|grpo|ppo|dpo|eval`, with their settings in
 //!   [`args`], the weights files in [`weights`] and the logs in [`logs`].
 
 pub mod args;
+pub mod dpo;
 pub mod grpo;
 pub mod logs;
 pub mod model;

@@ -123,6 +123,27 @@ pub fn make_pairs<R: Rng + ?Sized>(
     Ok(out)
 }
 
+/// The preference pairs `lm rm` trains on (and `lm dpo`): the training prompts' pairs, then the
+/// held-out prompts', drawn from `sft` ([`make_pairs`]) with one RNG seeded `seed`, which is
+/// returned after them (`lm rm` draws its batches from it).
+///
+/// # Errors
+/// Tensor errors.
+pub fn preference_data(
+    labeller: Labeller,
+    sft: &TinyLm,
+    samples: usize,
+    pairs_per_prompt: usize,
+    seed: u64,
+) -> Result<(Vec<PreferencePair>, Vec<PreferencePair>, rand_chacha::ChaCha8Rng)> {
+    use rand::SeedableRng;
+    let (train, held) = crate::task::split();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let train_pairs = make_pairs(labeller, sft, &train, samples, pairs_per_prompt, &mut rng)?;
+    let held_pairs = make_pairs(labeller, sft, &held, samples, pairs_per_prompt, &mut rng)?;
+    Ok((train_pairs, held_pairs, rng))
+}
+
 /// Full sequences `[B, SEQ_LEN]` (prompt, response, PAD) and response lengths for responses.
 ///
 /// # Errors

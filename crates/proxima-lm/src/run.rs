@@ -1,18 +1,19 @@
-//! The drivers of `proxima lm sft|rm|grpo|ppo|eval`: each runs a command into its run
+//! The drivers of `proxima lm sft|rm|grpo|ppo|dpo|eval`: each runs a command into its run
 //! directory, like the rest of Proxima: `config.json` (every setting), `progress.csv`, a
 //! TensorBoard event file and safetensors weights (`model.safetensors`; RLHF-PPO also
 //! `critic.safetensors`), written atomically. The settings are in [`crate::args`], the weights
 //! format in [`crate::weights`], the logs in [`crate::logs`].
 
-pub use crate::args::{parse_aggregation, GrpoArgs, PpoArgs, RmArgs, SftArgs, MAX_BATCH};
+pub use crate::args::{parse_aggregation, DpoArgs, GrpoArgs, PpoArgs, RmArgs, SftArgs, MAX_BATCH};
 pub use crate::logs::{Progress, Summary};
 pub use crate::weights::Weights;
 
+use crate::dpo::{dpo_step, kl_to_reference, reward_accuracy};
 use crate::logs::{write_config, Logs};
 use crate::model::TinyLm;
 use crate::ppo::{ppo_lm_step, PpoLmConfig, PpoLmStats, PpoModels};
 use crate::resume::{save_checkpoint, LmCheckpoint};
-use crate::reward::{make_pairs, pairwise_accuracy, pairwise_accuracy_by_kind, rm_step};
+use crate::reward::{pairwise_accuracy, pairwise_accuracy_by_kind, preference_data, rm_step};
 use crate::rlhf::KlController;
 use crate::task::{split, Problem};
 use crate::train::{accuracy, grpo_step, sft_step, GrpoConfig};
@@ -134,11 +135,8 @@ pub fn run_rm(
     let sft = weights.model(&args.sft, &["sft"])?;
     write_config(dir, &serde_json::json!({"command": "rm", "args": args, "spec": sft.spec()}))?;
     let t0 = std::time::Instant::now();
-    let (train, held) = split();
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(args.seed);
-    let train_pairs =
-        make_pairs(args.labeller, &sft, &train, args.samples_per_prompt, args.pairs_per_prompt, &mut rng)?;
-    let held_pairs = make_pairs(args.labeller, &sft, &held, args.samples_per_prompt, args.pairs_per_prompt, &mut rng)?;
+    let (train_pairs, held_pairs, mut rng) =
+        preference_data(args.labeller, &sft, args.samples_per_prompt, args.pairs_per_prompt, args.seed)?;
     let rm = match &args.init {
         Some(init) => weights.model(init, &["sft"])?,
         None => weights.model(&args.sft, &["sft"])?,
@@ -425,6 +423,107 @@ pub fn run_ppo(
     })
 }
 
+/// The columns of DPO's `progress.csv`, one row per evaluation (row 0: before training).
+const DPO_COLUMNS: [&str; 9] = [
+    "step",
+    "loss",
+    "batch_reward_accuracy",
+    "batch_margin",
+    "held_out_accuracy",
+    "held_out_sampled_accuracy",
+    "held_out_reward_accuracy",
+    "kl_to_reference",
+    "seconds",
+];
+
+/// Runs DPO into `dir` from the SFT policy (also π_ref) on the preference pairs of `lm rm`
+/// (`--pairs RM_RUN`: that run's very pairs); `resume` continues from a checkpoint. Each
+/// evaluation row has the held-out greedy and sampled accuracy, the implicit-reward accuracy on
+/// the held-out pairs and KL(π_θ ‖ π_ref) per response on one sampled response per held-out
+/// prompt.
+///
+/// # Errors
+/// `Config` for a bad setting; `Checkpoint` when `sft` is not an SFT policy or for a damaged
+/// checkpoint; I/O, tensor errors.
+pub fn run_dpo(
+    args: &DpoArgs,
+    weights: &mut Weights,
+    dir: &Path,
+    resume: Option<&LmCheckpoint>,
+    mut progress: impl FnMut(&Progress) -> bool,
+) -> Result<Summary> {
+    args.validate(weights)?;
+    let policy = weights.model(&args.sft, &["sft"])?;
+    let reference = weights.model(&args.sft, &["sft"])?;
+    write_config(dir, &serde_json::json!({"command": "dpo", "args": args, "spec": policy.spec()}))?;
+    let t0 = std::time::Instant::now();
+    let (_, held) = split();
+    let (train_pairs, held_pairs, _) =
+        preference_data(args.labeller, &reference, args.samples_per_prompt, args.pairs_per_prompt, args.pair_seed)?;
+    let mut opt = adam_for(&policy, args.learning_rate);
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(args.seed);
+    let mut eval_rng = rand_chacha::ChaCha8Rng::seed_from_u64(args.seed ^ 0x5eed);
+    let (mut logs, before) = Logs::open(dir, &DPO_COLUMNS, resume.map(|c| c.step))?;
+    let seconds = || before + t0.elapsed().as_secs_f64();
+    let start = accuracy(&policy, &held)?;
+    // [greedy accuracy, sampled accuracy, reward accuracy, KL], as of the last evaluation.
+    let mut held_out: [f64; 4];
+    let evaluate = |rng: &mut rand_chacha::ChaCha8Rng| -> Result<[f64; 4]> {
+        let (kl, sampled) = kl_to_reference(&policy, &reference, &held, rng)?;
+        Ok([accuracy(&policy, &held)?, sampled, reward_accuracy(&policy, &reference, &held_pairs, args.beta)?, kl])
+    };
+    let start_sampled: f64;
+    match resume {
+        Some(ck) => {
+            ck.restore_model("policy", &policy)?;
+            ck.restore_optimizer("opt", &mut opt)?;
+            (rng, eval_rng, held_out) = (ck.get("rng")?, ck.get("eval_rng")?, ck.get("held_out")?);
+            start_sampled = ck.get("start_sampled")?;
+        }
+        None => {
+            held_out = evaluate(&mut eval_rng)?;
+            start_sampled = held_out[1];
+            let nan = f64::NAN;
+            logs.write(&[0.0, nan, nan, nan, held_out[0], held_out[1], held_out[2], held_out[3], 0.0])?;
+        }
+    }
+    for step in resume.map_or(1, |c| c.step + 1)..=args.steps {
+        let s = dpo_step(&policy, &reference, &mut opt, &train_pairs, args.batch_size, args.beta, &mut rng)?;
+        if step % args.eval_every == 0 || step == args.steps {
+            held_out = evaluate(&mut eval_rng)?;
+            let [acc, sampled, rew, kl] = held_out;
+            logs.write(&[step as f64, s.loss, s.reward_accuracy, s.margin, acc, sampled, rew, kl, seconds()])?;
+        }
+        let message = format!("loss {:.3} | held-out acc {:.3} | kl {:.3}", s.loss, held_out[0], held_out[3]);
+        let go_on = progress(&Progress { step, message });
+        let state = || serde_json::json!({"rng": rng, "eval_rng": eval_rng, "held_out": held_out, "start_sampled": start_sampled});
+        checkpoint_or_stop(
+            dir,
+            step,
+            args.eval_every,
+            args.steps,
+            go_on,
+            &[("policy", &policy)],
+            &[("opt", &opt)],
+            state,
+        )?;
+    }
+    save_model(&dir.join("model.safetensors"), &policy, "dpo")?;
+    let [acc, sampled, rew, kl] = held_out;
+    Ok(Summary {
+        held_out_accuracy_start: start,
+        held_out_accuracy_end: acc,
+        seconds: seconds(),
+        extra: vec![
+            ("train_pairs".into(), train_pairs.len() as f64),
+            ("held_out_sampled_accuracy_start".into(), start_sampled),
+            ("held_out_sampled_accuracy_end".into(), sampled),
+            ("held_out_reward_accuracy".into(), rew),
+            ("kl_to_reference".into(), kl),
+        ],
+    })
+}
+
 /// A greedy answer to one prompt.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Answer {
@@ -438,6 +537,19 @@ pub struct Answer {
     pub correct: bool,
 }
 
+/// KL(π ‖ π_ref) per response and the sampled accuracy of the policy in `path` against the SFT
+/// policy in `reference`, on one sampled response per held-out prompt (seed `seed`): the one
+/// measure of every method's distance from its start ([`kl_to_reference`]).
+///
+/// # Errors
+/// `Checkpoint` for a file that is not a policy or a reference that is not an SFT policy.
+pub fn eval_against_reference(path: &Path, reference: &Path, seed: u64) -> Result<(f64, f64)> {
+    let (model, _) = load_model(path, &["sft", "grpo", "ppo", "dpo"])?;
+    let (reference, _) = load_model(reference, &["sft"])?;
+    let (_, held) = split();
+    kl_to_reference(&model, &reference, &held, &mut rand_chacha::ChaCha8Rng::seed_from_u64(seed))
+}
+
 /// `proxima lm eval`: greedy exact-match accuracy on the held-out prompts, and greedy answers
 /// to `prompts` (text like `12+34=`).
 ///
@@ -446,7 +558,7 @@ pub struct Answer {
 pub fn eval(path: &Path, prompts: &[String]) -> Result<(f64, Vec<Answer>)> {
     use crate::task::{detokenize, parse_prompt};
     let problems = prompts.iter().map(|p| parse_prompt(p)).collect::<Result<Vec<_>>>()?;
-    let (model, _) = load_model(path, &["sft", "grpo", "ppo"])?;
+    let (model, _) = load_model(path, &["sft", "grpo", "ppo", "dpo"])?;
     let (_, held) = split();
     let acc = accuracy(&model, &held)?;
     let mut answers = Vec::new();

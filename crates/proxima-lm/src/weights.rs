@@ -1,5 +1,5 @@
 //! The language models' weights files: safetensors (through [`proxima::io`]) whose header says
-//! what they hold (`format` `proxima-lm/1`, `kind` sft|rm|grpo|ppo|critic, the network spec),
+//! what they hold (`format` `proxima-lm/1`, `kind` sft|rm|grpo|ppo|dpo|critic, the network spec),
 //! so a reward model cannot be passed where a policy is expected; and [`Weights`], which reads
 //! each file once per command however many models start from it.
 

@@ -278,8 +278,10 @@ fn run_one(env: &str, cfg: Config, dir: &Path) -> Result<RunRecord> {
         if let Some(sig) = crate::signals::received() {
             return Err(ProximaError::Stopped(format!("not started ({} received)", crate::signals::name(sig))));
         }
-        let trainer = match crate::rundirs::latest_checkpoint(dir) {
-            Ok(file) => {
+        // An A3C run cannot resume (its workers' interleaving is not reproducible): it restarts.
+        let checkpoint = if cfg.algo == "a3c" { None } else { crate::rundirs::latest_checkpoint(dir).ok() };
+        let trainer = match checkpoint {
+            Some(file) => {
                 let ck = proxima::checkpoint::load(&file)?;
                 if ck.meta.config_toml != cfg.to_toml() {
                     return Err(ProximaError::Config(format!(
@@ -289,7 +291,7 @@ fn run_one(env: &str, cfg: Config, dir: &Path) -> Result<RunRecord> {
                 }
                 Trainer::resume(&ck, None)?
             }
-            Err(_) => {
+            None => {
                 if dir.exists() {
                     // Nothing learned is kept there: no checkpoint was written yet.
                     std::fs::remove_dir_all(dir).map_err(|e| ProximaError::io(dir, e))?;
