@@ -8,7 +8,7 @@
 //! reward model ([`bradley_terry_loss`]) on r̂, which is how it is computed here.
 
 use crate::model::TinyLm;
-use crate::reward::{sequences, PreferencePair};
+use crate::reward::{pair_sequences, sample_pairs, PreferencePair};
 use crate::rlhf::bradley_terry_loss;
 use crate::task::{Problem, MAX_ANSWER_LEN};
 use crate::train::{generate, response_log_probs, MAX_GRAD_NORM};
@@ -23,16 +23,11 @@ use rand::Rng;
 ///
 /// # Errors
 /// `InvalidArgument` for an empty or too long response; tensor errors.
-pub fn pair_sequences(pairs: &[PreferencePair], dtype: candle_core::DType) -> Result<(Tensor, Tensor)> {
-    let items: Vec<(Problem, &[u32])> = pairs
-        .iter()
-        .map(|p| (p.problem, p.chosen.as_slice()))
-        .chain(pairs.iter().map(|p| (p.problem, p.rejected.as_slice())))
-        .collect();
-    let (tokens, lengths) = sequences(&items)?;
+pub fn pair_tokens_and_mask(pairs: &[PreferencePair], dtype: candle_core::DType) -> Result<(Tensor, Tensor)> {
+    let (tokens, lengths) = pair_sequences(pairs)?;
     let mask: Vec<f32> =
         lengths.iter().flat_map(|&l| (0..MAX_ANSWER_LEN).map(move |k| if k < l { 1.0 } else { 0.0 })).collect();
-    let mask = Tensor::from_vec(mask, (items.len(), MAX_ANSWER_LEN), &Device::Cpu)?.to_dtype(dtype)?;
+    let mask = Tensor::from_vec(mask, (lengths.len(), MAX_ANSWER_LEN), &Device::Cpu)?.to_dtype(dtype)?;
     Ok((tokens, mask))
 }
 
@@ -82,7 +77,7 @@ fn implicit_rewards(
     pairs: &[PreferencePair],
     beta: f64,
 ) -> Result<(Tensor, Tensor)> {
-    let (tokens, mask) = pair_sequences(pairs, policy.dtype())?;
+    let (tokens, mask) = pair_tokens_and_mask(pairs, policy.dtype())?;
     let lp = sequence_log_probs(policy, &tokens, &mask)?;
     let lp_ref = sequence_log_probs(reference, &tokens, &mask)?.detach();
     let rewards = ((&lp - &lp_ref)? * beta)?.detach();
@@ -109,10 +104,7 @@ pub fn dpo_step<R: Rng + ?Sized>(
     beta: f64,
     rng: &mut R,
 ) -> Result<DpoStats> {
-    if pairs.is_empty() {
-        return Err(ProximaError::InvalidArgument("no preference pairs to train on".into()));
-    }
-    let picked: Vec<PreferencePair> = (0..batch).map(|_| pairs[rng.random_range(0..pairs.len())].clone()).collect();
+    let picked = sample_pairs(pairs, batch, rng)?;
     let (r, loss) = implicit_rewards(policy, reference, &picked, beta)?;
     let (reward_accuracy, margin) = accuracy_and_margin(&r.to_dtype(candle_core::DType::F32)?.to_vec1::<f32>()?);
     let l = loss.to_dtype(candle_core::DType::F64)?.to_scalar::<f64>()?;

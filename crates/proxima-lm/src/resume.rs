@@ -33,6 +33,12 @@ fn checkpoint_path(dir: &Path, step: usize) -> PathBuf {
     dir.join("checkpoints").join(format!("step_{step:06}.safetensors"))
 }
 
+/// The step of a checkpoint file named `step_<n>.safetensors`.
+fn checkpoint_step(path: &Path) -> Option<usize> {
+    let name = path.file_name()?.to_str()?;
+    name.strip_prefix("step_")?.strip_suffix(".safetensors")?.parse().ok()
+}
+
 /// Writes the checkpoint of step `step` into `dir/checkpoints/`, then removes older ones.
 ///
 /// # Errors
@@ -70,12 +76,7 @@ pub fn save_checkpoint(
     write_f32_safetensors(&path, &data, md)?;
     for e in std::fs::read_dir(&ckpts).map_err(|e| ProximaError::io(&ckpts, e))?.flatten() {
         let p = e.path();
-        let older = p
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.strip_prefix("step_"))
-            .and_then(|n| n.strip_suffix(".safetensors"));
-        if older.and_then(|n| n.parse::<usize>().ok()).is_some_and(|s| s < step) {
+        if checkpoint_step(&p).is_some_and(|s| s < step) {
             let _ = std::fs::remove_file(&p); // the newer checkpoint is on disk already
         }
     }
@@ -92,12 +93,7 @@ pub fn latest_checkpoint(dir: &Path) -> Result<Option<LmCheckpoint>> {
     let mut best: Option<(usize, PathBuf)> = None;
     for e in entries.flatten() {
         let p = e.path();
-        let n = p
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.strip_prefix("step_"))
-            .and_then(|n| n.strip_suffix(".safetensors"));
-        if let Some(s) = n.and_then(|n| n.parse::<usize>().ok()) {
+        if let Some(s) = checkpoint_step(&p) {
             if best.as_ref().is_none_or(|(b, _)| s > *b) {
                 best = Some((s, p));
             }

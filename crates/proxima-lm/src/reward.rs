@@ -180,16 +180,41 @@ pub fn scores(rm: &TinyLm, tokens: &Tensor, lengths: &[usize]) -> Result<Tensor>
     Ok(values.gather(&idx, 1)?.squeeze(1)?)
 }
 
-fn pair_scores(rm: &TinyLm, pairs: &[PreferencePair]) -> Result<(Tensor, Tensor)> {
+/// The [`sequences`] of n pairs: the n chosen responses, then the n rejected ones (`[2n, SEQ_LEN]`
+/// tokens and 2n lengths).
+///
+/// # Errors
+/// `InvalidArgument` for an empty or too long response.
+pub fn pair_sequences(pairs: &[PreferencePair]) -> Result<(Tensor, Vec<usize>)> {
     let items: Vec<(Problem, &[u32])> = pairs
         .iter()
         .map(|p| (p.problem, p.chosen.as_slice()))
         .chain(pairs.iter().map(|p| (p.problem, p.rejected.as_slice())))
         .collect();
-    let (tokens, lengths) = sequences(&items)?;
+    sequences(&items)
+}
+
+fn pair_scores(rm: &TinyLm, pairs: &[PreferencePair]) -> Result<(Tensor, Tensor)> {
+    let (tokens, lengths) = pair_sequences(pairs)?;
     let s = scores(rm, &tokens, &lengths)?;
     let n = pairs.len();
     Ok((s.narrow(0, 0, n)?, s.narrow(0, n, n)?))
+}
+
+/// A batch of `batch` pairs drawn uniformly with replacement (the batches of `lm rm` and
+/// `lm dpo`).
+///
+/// # Errors
+/// `InvalidArgument` for no pairs.
+pub fn sample_pairs<R: Rng + ?Sized>(
+    pairs: &[PreferencePair],
+    batch: usize,
+    rng: &mut R,
+) -> Result<Vec<PreferencePair>> {
+    if pairs.is_empty() {
+        return Err(ProximaError::InvalidArgument("no preference pairs to train on".into()));
+    }
+    Ok((0..batch).map(|_| pairs[rng.random_range(0..pairs.len())].clone()).collect())
 }
 
 /// One Bradley–Terry step on a random batch of `batch` pairs. Returns the loss.
@@ -203,10 +228,7 @@ pub fn rm_step<R: Rng + ?Sized>(
     batch: usize,
     rng: &mut R,
 ) -> Result<f64> {
-    if pairs.is_empty() {
-        return Err(ProximaError::InvalidArgument("no preference pairs to train on".into()));
-    }
-    let picked: Vec<PreferencePair> = (0..batch).map(|_| pairs[rng.random_range(0..pairs.len())].clone()).collect();
+    let picked = sample_pairs(pairs, batch, rng)?;
     let (c, r) = pair_scores(rm, &picked)?;
     let loss = bradley_terry_loss(&c, &r)?;
     let l = loss.to_scalar::<f32>()? as f64;

@@ -35,26 +35,33 @@ fn sampled_accuracy<R: rand::Rng + ?Sized>(model: &TinyLm, problems: &[Problem],
     Ok(problems.iter().enumerate().map(|(i, p)| p.reward(&s.response(i))).sum::<f64>() / problems.len().max(1) as f64)
 }
 
-/// After step `step`: a checkpoint with every evaluation row, and one before stopping when
-/// `progress` said not to go on (then the error [`ProximaError::Stopped`]).
-#[allow(clippy::too_many_arguments)]
-fn checkpoint_or_stop(
-    dir: &Path,
-    step: usize,
+/// Where and how often a driver checkpoints: with every evaluation row (every `eval_every`
+/// steps and the last), and before stopping when its `progress` hook said not to go on.
+struct Checkpoints<'a> {
+    dir: &'a Path,
     eval_every: usize,
     steps: usize,
-    go_on: bool,
-    models: &[(&str, &TinyLm)],
-    optimizers: &[(&str, &Optimizer)],
-    state: impl Fn() -> serde_json::Value,
-) -> Result<()> {
-    if step.is_multiple_of(eval_every) || step == steps || !go_on {
-        save_checkpoint(dir, step, models, optimizers, &state())?;
+}
+
+impl Checkpoints<'_> {
+    /// After step `step`: the checkpoint if one is due, then [`ProximaError::Stopped`] unless
+    /// `go_on`.
+    fn after_step(
+        &self,
+        step: usize,
+        go_on: bool,
+        models: &[(&str, &TinyLm)],
+        optimizers: &[(&str, &Optimizer)],
+        state: impl Fn() -> serde_json::Value,
+    ) -> Result<()> {
+        if step.is_multiple_of(self.eval_every) || step == self.steps || !go_on {
+            save_checkpoint(self.dir, step, models, optimizers, &state())?;
+        }
+        if go_on {
+            return Ok(());
+        }
+        Err(ProximaError::Stopped(format!("stopped after step {step} of {}; its checkpoint is saved", self.steps)))
     }
-    if go_on {
-        return Ok(());
-    }
-    Err(ProximaError::Stopped(format!("stopped after step {step} of {steps}; its checkpoint is saved")))
 }
 
 /// Runs SFT into `dir` (which must exist), calling `progress` after every step (`false` stops
@@ -79,6 +86,7 @@ pub fn run_sft(
     let columns = ["step", "loss", "held_out_accuracy", "sampled_accuracy", "seconds"];
     let (mut logs, before) = Logs::open(dir, &columns, resume.map(|c| c.step))?;
     let seconds = || before + t0.elapsed().as_secs_f64();
+    let ckpt = Checkpoints { dir, eval_every: args.eval_every, steps: args.steps };
     let start = accuracy(&model, &held)?;
     let mut acc = start;
     if let Some(ck) = resume {
@@ -95,16 +103,7 @@ pub fn run_sft(
         }
         let go_on = progress(&Progress { step, message: format!("loss {loss:.3} | held-out acc {acc:.3}") });
         let state = || serde_json::json!({"rng": rng, "acc": acc});
-        checkpoint_or_stop(
-            dir,
-            step,
-            args.eval_every,
-            args.steps,
-            go_on,
-            &[("policy", &model)],
-            &[("opt", &opt)],
-            state,
-        )?;
+        ckpt.after_step(step, go_on, &[("policy", &model)], &[("opt", &opt)], state)?;
     }
     save_model(&dir.join("model.safetensors"), &model, "sft")?;
     let mut eval_rng = rand_chacha::ChaCha8Rng::seed_from_u64(args.seed ^ 0x5eed);
@@ -153,6 +152,7 @@ pub fn run_rm(
     ];
     let (mut logs, before) = Logs::open(dir, &columns, resume.map(|c| c.step))?;
     let seconds = || before + t0.elapsed().as_secs_f64();
+    let ckpt = Checkpoints { dir, eval_every: args.eval_every, steps: args.steps };
     let probe: Vec<_> = train_pairs.iter().take(held_pairs.len()).cloned().collect();
     let mut held_acc = pairwise_accuracy(&rm, &held_pairs)?;
     let start = held_acc;
@@ -176,7 +176,7 @@ pub fn run_rm(
         }
         let go_on = progress(&Progress { step, message: format!("loss {loss:.3} | held-out pair acc {held_acc:.3}") });
         let state = || serde_json::json!({"rng": rng, "held_acc": held_acc, "split_acc": split_acc});
-        checkpoint_or_stop(dir, step, args.eval_every, args.steps, go_on, &[("rm", &rm)], &[("opt", &opt)], state)?;
+        ckpt.after_step(step, go_on, &[("rm", &rm)], &[("opt", &opt)], state)?;
     }
     save_model(&dir.join("model.safetensors"), &rm, "rm")?;
     Ok(Summary {
@@ -230,6 +230,7 @@ pub fn run_grpo(
     let columns = ["step", "reward_mean", "flat_group_fraction", "kl_k3", "loss", "held_out_accuracy", "seconds"];
     let (mut logs, before) = Logs::open(dir, &columns, resume.map(|c| c.step))?;
     let seconds = || before + t0.elapsed().as_secs_f64();
+    let ckpt = Checkpoints { dir, eval_every: args.eval_every, steps: args.steps };
     let start = accuracy(&policy, &held)?;
     let mut acc = start;
     match resume {
@@ -251,16 +252,7 @@ pub fn run_grpo(
             message: format!("reward {:.3} | kl {:.4} | held-out acc {acc:.3}", s.reward_mean, s.kl),
         });
         let state = || serde_json::json!({"rng": rng, "acc": acc});
-        checkpoint_or_stop(
-            dir,
-            step,
-            args.eval_every,
-            args.steps,
-            go_on,
-            &[("policy", &policy)],
-            &[("opt", &opt)],
-            state,
-        )?;
+        ckpt.after_step(step, go_on, &[("policy", &policy)], &[("opt", &opt)], state)?;
     }
     save_model(&dir.join("model.safetensors"), &policy, "grpo")?;
     Ok(Summary { held_out_accuracy_start: start, held_out_accuracy_end: acc, seconds: seconds(), extra: vec![] })
@@ -340,6 +332,7 @@ pub fn run_ppo(
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(args.seed);
     let (mut logs, before) = Logs::open(dir, &PPO_COLUMNS, resume.map(|c| c.step))?;
     let seconds = || before + t0.elapsed().as_secs_f64();
+    let ckpt = Checkpoints { dir, eval_every: args.eval_every, steps: args.steps };
     let models =
         PpoModels { policy: &policy, critic: &critic, reference: &reference, reward_model: reward_model.as_ref() };
     // The reward model's mean score of sampled (temperature 1) responses to the held-out prompts.
@@ -406,7 +399,7 @@ pub fn run_ppo(
         let state =
             || serde_json::json!({"rng": rng, "eval_rng": eval_rng, "kl": kl, "held_out": [acc, score, sampled]});
         let (models, opts) = ([("policy", &policy), ("critic", &critic)], [("opt_pi", &opt_pi), ("opt_v", &opt_v)]);
-        checkpoint_or_stop(dir, step, args.eval_every, args.steps, go_on, &models, &opts, state)?;
+        ckpt.after_step(step, go_on, &models, &opts, state)?;
     }
     save_model(&dir.join("model.safetensors"), &policy, "ppo")?;
     save_model(&dir.join("critic.safetensors"), &critic, "critic")?;
@@ -465,6 +458,7 @@ pub fn run_dpo(
     let mut eval_rng = rand_chacha::ChaCha8Rng::seed_from_u64(args.seed ^ 0x5eed);
     let (mut logs, before) = Logs::open(dir, &DPO_COLUMNS, resume.map(|c| c.step))?;
     let seconds = || before + t0.elapsed().as_secs_f64();
+    let ckpt = Checkpoints { dir, eval_every: args.eval_every, steps: args.steps };
     let start = accuracy(&policy, &held)?;
     // [greedy accuracy, sampled accuracy, reward accuracy, KL], as of the last evaluation.
     let mut held_out: [f64; 4];
@@ -497,16 +491,7 @@ pub fn run_dpo(
         let message = format!("loss {:.3} | held-out acc {:.3} | kl {:.3}", s.loss, held_out[0], held_out[3]);
         let go_on = progress(&Progress { step, message });
         let state = || serde_json::json!({"rng": rng, "eval_rng": eval_rng, "held_out": held_out, "start_sampled": start_sampled});
-        checkpoint_or_stop(
-            dir,
-            step,
-            args.eval_every,
-            args.steps,
-            go_on,
-            &[("policy", &policy)],
-            &[("opt", &opt)],
-            state,
-        )?;
+        ckpt.after_step(step, go_on, &[("policy", &policy)], &[("opt", &opt)], state)?;
     }
     save_model(&dir.join("model.safetensors"), &policy, "dpo")?;
     let [acc, sampled, rew, kl] = held_out;
