@@ -12,7 +12,7 @@ Each case is a sub-directory present in both trees. In it:
     equal, except wall-clock columns (`time_elapsed`, `sps`, `seconds`); a cell not measured yet
     (`NaN` before issue 14, empty since) equals either spelling.
   * every `*.json` (eval.json, `eval --json` output, ...): the same keys and values, except wall-clock
-    keys (`train_seconds`, `sps`, `collect_seconds`, `update_seconds`, `seconds`) and `checkpoint`;
+    keys (`train_seconds`, `time_elapsed`, `sps`, `collect_seconds`, `update_seconds`, `seconds`) and `checkpoint`;
     the tree's own path inside strings (a run directory named in an lm config) reads `<tree>`.
   * every other file named `*.md`, `*.txt` or `*.toml` (config.toml): byte-equal.
 The lines `backend = "candle"` and `vector_env = "off"` are dropped from configs (config.toml, a
@@ -28,7 +28,7 @@ import struct
 import sys
 
 TIME_COLUMNS = {"time_elapsed", "sps", "seconds"}
-IGNORED_JSON_KEYS = {"checkpoint", "train_seconds", "sps", "collect_seconds", "update_seconds", "seconds"}
+IGNORED_JSON_KEYS = {"checkpoint", "train_seconds", "time_elapsed", "sps", "collect_seconds", "update_seconds", "seconds"}
 
 
 def read_safetensors(path):

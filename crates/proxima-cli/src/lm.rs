@@ -178,13 +178,16 @@ pub fn dispatch(cmd: LmCommand, claim: impl Fn(Option<PathBuf>, &str) -> Result<
             args.validate()?;
             run_command("sft", args.seed, args.steps, &common, &claim, &mut |dir, p| run::run_sft(&args, dir, None, p))
         }
-        LmCommand::Rm { args, common } => {
+        LmCommand::Rm { mut args, common } => {
+            absolute(&mut args.sft);
+            args.init.iter_mut().for_each(absolute);
             args.validate(&mut weights)?; // fail before creating a run directory
             run_command("rm", args.seed, args.steps, &common, &claim, &mut |dir, p| {
                 run::run_rm(&args, &mut weights, dir, None, p)
             })
         }
-        LmCommand::Grpo { args, common } => {
+        LmCommand::Grpo { mut args, common } => {
+            absolute(&mut args.sft);
             args.validate(&mut weights)?;
             let name = if args.shuffle_rewards { "grpo-shuffled" } else { "grpo" };
             run_command(name, args.seed, args.steps, &common, &claim, &mut |dir, p| {
@@ -192,14 +195,18 @@ pub fn dispatch(cmd: LmCommand, claim: impl Fn(Option<PathBuf>, &str) -> Result<
             })
         }
         LmCommand::Ppo { args, common } => {
-            let args = args.with_cli_flags()?;
+            let mut args = args.with_cli_flags()?;
+            absolute(&mut args.sft);
+            args.rm.iter_mut().for_each(absolute);
             args.validate(&mut weights)?;
             let name = if args.rm.is_some() { "ppo" } else { "ppo-verifiable" };
             run_command(name, args.seed, args.steps, &common, &claim, &mut |dir, p| {
                 run::run_ppo(&args, &mut weights, dir, None, p)
             })
         }
-        LmCommand::Dpo { args, common } => {
+        LmCommand::Dpo { mut args, common } => {
+            absolute(&mut args.sft);
+            args.pairs.iter_mut().for_each(absolute);
             let args = args.with_pairs_run()?;
             args.validate(&mut weights)?;
             run_command("dpo", args.seed, args.steps, &common, &claim, &mut |dir, p| {
@@ -213,6 +220,15 @@ pub fn dispatch(cmd: LmCommand, claim: impl Fn(Option<PathBuf>, &str) -> Result<
     }
 }
 
+/// The absolute form of an input run's path, so that the run's `config.json` names it from
+/// anywhere (`lm resume` from another directory); a path that does not exist is left as given
+/// (its command then reports it).
+fn absolute(path: &mut PathBuf) {
+    if let Ok(p) = path.canonicalize() {
+        *path = p;
+    }
+}
+
 /// `proxima lm resume RUN_DIR`: the command of the run's config.json, from its latest checkpoint.
 fn resume(dir: &Path, quiet: bool, weights: &mut Weights) -> Result<()> {
     let path = dir.join("config.json");
@@ -223,15 +239,18 @@ fn resume(dir: &Path, quiet: bool, weights: &mut Weights) -> Result<()> {
     let command = cfg["command"].as_str().unwrap_or_default().to_string();
     let args = cfg["args"].clone();
     let parse = |what: &str| anyhow::anyhow!("{}: malformed `args` of lm {what}", path.display());
+    if !["sft", "rm", "grpo", "ppo", "dpo"].contains(&command.as_str()) {
+        anyhow::bail!("{}: `command` is `{command}`; only sft, rm, grpo, ppo and dpo runs resume", path.display());
+    }
+    if model_is_written(dir, &command) {
+        anyhow::bail!("{} is complete (its model.safetensors is written)", dir.display());
+    }
     let ck = latest_checkpoint(dir)?;
     match &ck {
         Some(c) => eprintln!("resuming lm {command} in {} from step {}", dir.display(), c.step),
         None => eprintln!("{} holds no checkpoint yet: restarting lm {command} from its config.json", dir.display()),
     }
     let ck: Option<&LmCheckpoint> = ck.as_ref();
-    if model_is_written(dir, &command) {
-        anyhow::bail!("{} is complete (its model.safetensors is written)", dir.display());
-    }
     match command.as_str() {
         "sft" => {
             let a: SftArgs = serde_json::from_value(args).map_err(|_| parse("sft"))?;

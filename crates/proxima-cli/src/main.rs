@@ -250,6 +250,7 @@ fn train(a: TrainArgs) -> Result<()> {
     };
     let env_id = trainer.env_id.clone();
     let total = trainer.cfg.total_timesteps;
+    let (a3c, last_update) = (trainer.cfg.algo == "a3c", trainer.num_updates);
     let bar = if a.quiet {
         ProgressBar::hidden()
     } else {
@@ -267,12 +268,17 @@ fn train(a: TrainArgs) -> Result<()> {
             "{:.0} SPS | return {ret} | kl {:.4} | clip {:.3}",
             r.sps, r.stats.approx_kl, r.stats.clip_fraction
         ));
-        signals::received().is_none()
+        let go_on = signals::received().is_none();
+        if go_on && r.update >= last_update {
+            // Trained: the model is written next, then evaluated; a signal now ends the process.
+            signals::training_over();
+        }
+        go_on
     })?;
     bar.finish_and_clear();
     let summary = match outcome {
         train::RunOutcome::Finished(summary) => summary,
-        train::RunOutcome::Stopped(s) => return Err(stopped_run(&s).into()),
+        train::RunOutcome::Stopped(s) => return Err(stopped_run(&s, a3c).into()),
     };
     let (m, sd) = mean_std(&summary.eval_returns);
     let eval = if summary.eval_returns.is_empty() {
@@ -280,8 +286,14 @@ fn train(a: TrainArgs) -> Result<()> {
     } else {
         format!("deterministic eval over {} episodes: {m:.2} ± {sd:.2}", summary.eval_returns.len())
     };
+    let earlier = summary.time_elapsed - summary.train_seconds;
+    let all = if earlier > 0.05 {
+        format!(" ({:.1} s with the earlier processes)", summary.time_elapsed)
+    } else {
+        String::new()
+    };
     println!(
-        "trained {env_id} for {} steps in {:.1} s ({:.0} SPS; rollout {:.1} s, update {:.1} s); {eval}",
+        "trained {env_id} for {} steps in {:.1} s{all} ({:.0} SPS; rollout {:.1} s, update {:.1} s); {eval}",
         summary.global_step, summary.train_seconds, summary.sps, summary.collect_seconds, summary.update_seconds,
     );
     println!("run directory: {}", summary.run_dir.display());
@@ -289,8 +301,19 @@ fn train(a: TrainArgs) -> Result<()> {
 }
 
 /// Says where a run stopped on a signal and how to continue it; the error `main` exits with.
-fn stopped_run(s: &train::Stopped) -> signals::Interrupted {
+fn stopped_run(s: &train::Stopped, a3c: bool) -> signals::Interrupted {
     let signal = signals::received().unwrap_or(signal_hook::consts::SIGINT);
+    if a3c {
+        eprintln!(
+            "{}: stopped after update {} (step {}); saved {} (A3C runs cannot be resumed: evaluate it with proxima eval {})",
+            signals::name(signal),
+            s.update,
+            s.global_step,
+            s.run_dir.join("model.safetensors").display(),
+            s.run_dir.display()
+        );
+        return signals::Interrupted { signal };
+    }
     eprintln!(
         "{}: stopped after update {} (step {}); saved {} and {}\ncontinue with: proxima train --resume {}",
         signals::name(signal),
@@ -410,6 +433,7 @@ fn new_trainer(a: &TrainArgs) -> Result<(train::Trainer, PathBuf)> {
     let (seed, label) = (cfg.seed, cfg.algo.clone());
     // Build everything that can fail on bad input before touching the file system.
     let trainer = train::Trainer::new(env_id, cfg)?;
+    check_env_keys(a, &trainer)?;
     let dir = claim_run_dir(a.run_dir.clone(), &format!("{}__{label}__{seed}", safe_id(env_id)))?;
     Ok((trainer, dir))
 }
@@ -446,7 +470,10 @@ fn train_config(a: &TrainArgs) -> Result<(&str, Config)> {
     }
     let preset = a.preset.as_deref().unwrap_or(default_preset);
     let mut cfg = Config::resolve(preset, file.as_deref(), &sets)?;
-    cfg.check_keys_used(&Config::chosen_keys(preset, file.as_deref(), &sets)).map_err(flag_names)?;
+    // A config file's keys count where they differ from the preset the resolved config names (a
+    // run's own config.toml names its own preset, e.g. a2c).
+    let chosen = Config::chosen_keys(&cfg.preset, file.as_deref(), &sets);
+    cfg.check_keys_used(&chosen).map_err(|e| flag_names(e, a.workers.is_some()))?;
     if let Some(s) = a.seed {
         cfg.seed = s;
     }
@@ -458,9 +485,29 @@ fn train_config(a: &TrainArgs) -> Result<(&str, Config)> {
     Ok((env_id, cfg))
 }
 
-/// An ignored-key error in the words of the command line: `n_workers` is set by `--workers`.
-fn flag_names(e: proxima::ProximaError) -> anyhow::Error {
-    anyhow::anyhow!("{}", e.to_string().replacen("`n_workers` (", "`--workers` / `n_workers` (", 1))
+/// An ignored-key error in the words of the command line: `n_workers` set by `--workers`.
+fn flag_names(e: proxima::ProximaError, workers_flag: bool) -> anyhow::Error {
+    let text = e.to_string();
+    match workers_flag {
+        true => anyhow::anyhow!("{}", text.replacen("`n_workers` (", "`--workers` / `n_workers` (", 1)),
+        false => e.into(),
+    }
+}
+
+/// `log_std_init` on an env whose actions are not continuous: the Gaussian it sets does not
+/// exist there (the one ignored key that depends on the env, so it is checked once the env is
+/// made).
+fn check_env_keys(a: &TrainArgs, trainer: &train::Trainer) -> Result<()> {
+    use proxima::policy::Policy;
+    let set_here = a.sets.iter().any(|s| s.split_once('=').is_some_and(|(k, _)| k.trim() == "log_std_init"));
+    let continuous = matches!(trainer.policy.spec().action, proxima::policy::ActionKind::Continuous { .. });
+    if set_here && !continuous {
+        bail!(
+            "invalid config: `log_std_init` (the Gaussian's initial log-std) has no effect with {}'s discrete actions: remove it",
+            trainer.env_id
+        );
+    }
+    Ok(())
 }
 
 /// `proxima train ENV --seeds …`: one run per seed on the experiment pool, into one parent
@@ -486,7 +533,7 @@ fn train_seeds(a: &TrainArgs, resume: Option<&Path>) -> Result<()> {
             let list = seeds::parse_seeds(a.seeds.as_deref().unwrap_or_default())?;
             let (env_id, cfg) = train_config(a)?;
             // Bad input fails before the file system is touched: build the first seed's trainer.
-            drop(train::Trainer::new(env_id, Config { seed: list[0], ..cfg.clone() })?);
+            check_env_keys(a, &train::Trainer::new(env_id, Config { seed: list[0], ..cfg.clone() })?)?;
             let list_name: String =
                 a.seeds.as_deref().unwrap_or_default().chars().filter(|c| !c.is_whitespace()).collect();
             let base = format!("{}__{}__seeds{}", safe_id(env_id), cfg.algo, safe_id(&list_name.replace(',', "_")));
@@ -514,6 +561,7 @@ fn train_seeds(a: &TrainArgs, resume: Option<&Path>) -> Result<()> {
             return;
         }
         match (&r.error, r.final_return) {
+            (Some(e), _) if signals::received().is_some() => eprintln!("[{done}/{total}] seed {}: {e}", r.seed),
             (Some(e), _) => eprintln!("[{done}/{total}] seed {}: failed: {e}", r.seed),
             (None, Some(v)) => {
                 eprintln!("[{done}/{total}] seed {}: final return {v:.2} ({:.1} s)", r.seed, r.train_seconds)

@@ -6,6 +6,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 struct Flags {
+    /// Set once training is over (the model is being written and evaluated): a signal then
+    /// takes its default action and ends the process at once.
+    over: Arc<AtomicBool>,
     /// The first signal's number, 0 before any.
     signal: Arc<AtomicUsize>,
     /// Set by the first signal: the second one then exits at once.
@@ -18,10 +21,15 @@ static FLAGS: OnceLock<Flags> = OnceLock::new();
 /// them), a signal keeps its default action: the process ends at once, as before.
 pub fn install() {
     FLAGS.get_or_init(|| {
-        let flags = Flags { signal: Arc::new(AtomicUsize::new(0)), armed: Arc::new(AtomicBool::new(false)) };
+        let flags = Flags {
+            over: Arc::new(AtomicBool::new(false)),
+            signal: Arc::new(AtomicUsize::new(0)),
+            armed: Arc::new(AtomicBool::new(false)),
+        };
         for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-            // The order matters: the exit checks `armed` before this signal sets it.
-            let installed = signal_hook::flag::register_conditional_shutdown(sig, 128 + sig, flags.armed.clone())
+            // The order matters: the exits check `over` and `armed` before this signal sets them.
+            let installed = signal_hook::flag::register_conditional_default(sig, flags.over.clone())
+                .and_then(|_| signal_hook::flag::register_conditional_shutdown(sig, 128 + sig, flags.armed.clone()))
                 .and_then(|_| signal_hook::flag::register_usize(sig, flags.signal.clone(), sig as usize))
                 .and_then(|_| signal_hook::flag::register(sig, flags.armed.clone()));
             if let Err(e) = installed {
@@ -30,6 +38,14 @@ pub fn install() {
         }
         flags
     });
+}
+
+/// Training is over (its last update is done; what follows is writing and evaluating the model):
+/// from now on a signal ends the process at once, as without these handlers.
+pub fn training_over() {
+    if let Some(f) = FLAGS.get() {
+        f.over.store(true, Ordering::SeqCst);
+    }
 }
 
 /// The number of the first signal received, if one was.

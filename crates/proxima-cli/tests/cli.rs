@@ -317,6 +317,10 @@ fn bad_input_gets_a_clear_error_and_nonzero_exit() {
             vec!["ablation", "--variants", "clip,none", "--set", "kl_target=0.1", "--out", rd],
             "--set kl_target: no variant reads it",
         ),
+        (
+            vec!["train", "CartPole-v1", "--set", "log_std_init=-0.5", "--run-dir", rd],
+            "`log_std_init` (the Gaussian's initial log-std) has no effect with CartPole-v1's discrete actions",
+        ),
     ];
     for (args, want) in cases {
         let (code, _, se) = proxima(&args);
@@ -712,6 +716,20 @@ fn algorithms_through_the_cli() {
         assert!(header.lines().next().unwrap().ends_with("kl_divergence,kl_coef,step_fraction"));
         let (code, _, se) = proxima(&["eval", dir.to_str().unwrap(), "--episodes", "1"]);
         assert_eq!(code, 0, "{se}");
+        // Its own config.toml feeds back as --config, without --algo (the file names its preset).
+        let again = root.join("again");
+        let (code, _, se) = proxima(&[
+            "train",
+            "CartPole-v1",
+            "--config",
+            dir.join("config.toml").to_str().unwrap(),
+            "--total-timesteps",
+            "64",
+            "--quiet",
+            "--run-dir",
+            again.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{algo}: its config.toml fed back: {se}");
         if algo == "a3c" {
             let (code, _, se) = proxima(&["train", "--resume", dir.to_str().unwrap()]);
             assert_eq!(code, 1);

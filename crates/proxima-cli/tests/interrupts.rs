@@ -55,8 +55,10 @@ fn rows(dir: &Path) -> usize {
     std::fs::read_to_string(dir.join("progress.csv")).map_or(0, |t| t.lines().count().saturating_sub(1))
 }
 
+/// Checkpoint files written (a temp file being written does not count).
 fn checkpoints(dir: &Path) -> usize {
-    std::fs::read_dir(dir.join("checkpoints")).map_or(0, |d| d.count())
+    let names = std::fs::read_dir(dir.join("checkpoints")).into_iter().flatten().flatten();
+    names.filter(|e| !e.file_name().to_string_lossy().starts_with('.')).count()
 }
 
 /// Starts a run and waits until it has written `k` rows (`k` = 0: until its config.toml
@@ -172,6 +174,31 @@ fn sigterm_exits_143_and_a_second_signal_exits_at_once() {
     let se = String::from_utf8_lossy(&out.stderr).to_string();
     assert_eq!(out.status.code(), Some(130), "{se}");
     resume_and_compare(&dir, &model, &csv, "two SIGINTs");
+    // A3C saves its model but cannot resume: the message says so instead of a resume hint.
+    let dir = base.join("a3c");
+    let args: Vec<String> = [
+        "train",
+        "CartPole-v1",
+        "--algo",
+        "a3c",
+        "--workers",
+        "1",
+        "--total-timesteps",
+        "1000000",
+        "--quiet",
+        "--run-dir",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([dir.to_str().unwrap().to_string()])
+    .collect();
+    let (child, _) = start_and_wait_for(&args, &dir, 2);
+    signal(&child, "-INT");
+    let out = child.wait_with_output().unwrap();
+    let se = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(130), "{se}");
+    assert!(se.contains("A3C runs cannot be resumed") && !se.contains("continue with"), "{se}");
+    assert!(dir.join("model.safetensors").is_file());
 }
 
 #[test]
@@ -384,4 +411,58 @@ fn lm_runs_killed_or_stopped_resume_exactly() {
     let (code, se) = run(&["lm".into(), "resume".into(), base.to_str().unwrap().into()]);
     assert_eq!(code, 1);
     assert!(se.contains("not an lm run directory"), "{se}");
+    lm_resume_from_elsewhere_and_changed_inputs(&base);
+}
+
+/// A run started with relative paths resumes from another working directory (its config.json
+/// names its inputs absolutely), and one whose π_ref has changed since is refused.
+fn lm_resume_from_elsewhere_and_changed_inputs(base: &Path) {
+    let args = |dir: &str, sft: &str| -> Vec<String> {
+        let a =
+            ["lm", "grpo", "--sft", sft, "--steps", "6", "--prompts", "4", "--group-size", "4", "--eval-every", "2"];
+        a.iter().chain(&["-q", "--run-dir", dir]).map(|s| s.to_string()).collect()
+    };
+    let expected = lm_results(&base.join("grpo"));
+    let mut child = Command::new(BIN)
+        .args(args("grpo-rel", "sft"))
+        .current_dir(base)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    while lm_rows(&base.join("grpo-rel")) < 2 {
+        assert!(child.try_wait().unwrap().is_none(), "the run ended too soon");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let out = Command::new(BIN)
+        .args(["lm", "resume", base.join("grpo-rel").to_str().unwrap(), "-q"])
+        .current_dir("/")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(lm_results(&base.join("grpo-rel")) == expected, "resumed from / : results differ");
+    // π_ref replaced between the kill and the resume: refused, not silently continued.
+    let other = base.join("sft-other");
+    let (code, se) = run(&lm_args("sft", &other, &other, &other)
+        .into_iter()
+        .map(|a| if a == "8" { "2".into() } else { a })
+        .collect::<Vec<_>>());
+    assert_eq!(code, 0, "{se}");
+    let dir = base.join("grpo-changed");
+    let sft_copy = base.join("sft-copy");
+    std::fs::create_dir_all(&sft_copy).unwrap();
+    std::fs::copy(base.join("sft/model.safetensors"), sft_copy.join("model.safetensors")).unwrap();
+    let mut child = lm_start_and_wait_for(&args(dir.to_str().unwrap(), sft_copy.to_str().unwrap()), &dir, 0);
+    while checkpoints(&dir) == 0 {
+        assert!(child.try_wait().unwrap().is_none(), "the run ended before its first checkpoint");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::fs::copy(other.join("model.safetensors"), sft_copy.join("model.safetensors")).unwrap();
+    let (code, se) = run(&["lm".into(), "resume".into(), dir.to_str().unwrap().into()]);
+    assert_eq!(code, 1, "{se}");
+    assert!(se.contains("hold other weights now"), "{se}");
 }

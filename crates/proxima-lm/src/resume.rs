@@ -33,6 +33,25 @@ fn checkpoint_path(dir: &Path, step: usize) -> PathBuf {
     dir.join("checkpoints").join(format!("step_{step:06}.safetensors"))
 }
 
+/// A fingerprint of models' weights (64-bit FNV-1a over their f32 bits, hex): equal weights, equal
+/// fingerprint; what a checkpoint records of the frozen models a run reads.
+///
+/// # Errors
+/// Tensor errors.
+pub fn fingerprint(models: &[&TinyLm]) -> Result<String> {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for m in models {
+        for (_, var) in m.named_params() {
+            for x in var.as_tensor().flatten_all()?.to_dtype(candle_core::DType::F32)?.to_vec1::<f32>()? {
+                for b in x.to_bits().to_le_bytes() {
+                    h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+                }
+            }
+        }
+    }
+    Ok(format!("{h:016x}"))
+}
+
 /// The step of a checkpoint file named `step_<n>.safetensors`.
 fn checkpoint_step(path: &Path) -> Option<usize> {
     let name = path.file_name()?.to_str()?;

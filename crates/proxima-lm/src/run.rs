@@ -12,7 +12,7 @@ use crate::dpo::{dpo_step, kl_to_reference, reward_accuracy};
 use crate::logs::{write_config, Logs};
 use crate::model::TinyLm;
 use crate::ppo::{ppo_lm_step, PpoLmConfig, PpoLmStats, PpoModels};
-use crate::resume::{save_checkpoint, LmCheckpoint};
+use crate::resume::{fingerprint, save_checkpoint, LmCheckpoint};
 use crate::reward::{pairwise_accuracy, pairwise_accuracy_by_kind, preference_data, rm_step};
 use crate::rlhf::KlController;
 use crate::task::{split, Problem};
@@ -41,9 +41,23 @@ struct Checkpoints<'a> {
     dir: &'a Path,
     eval_every: usize,
     steps: usize,
+    /// The fingerprint of the frozen models the run reads (π_ref, the reward model): a resume
+    /// from other weights would not continue the same run.
+    inputs: String,
 }
 
 impl Checkpoints<'_> {
+    /// Refuses to resume from `ck` when the frozen models have changed since it was written.
+    fn check_resume(&self, ck: &LmCheckpoint) -> Result<()> {
+        match ck.get::<String>("inputs") {
+            Ok(saved) if saved == self.inputs => Ok(()),
+            _ => Err(ProximaError::Checkpoint(format!(
+                "{}: the SFT / reward-model runs this run started from hold other weights now; resuming would not continue the same run",
+                self.dir.display()
+            ))),
+        }
+    }
+
     /// After step `step`: the checkpoint if one is due, then [`ProximaError::Stopped`] unless
     /// `go_on`.
     fn after_step(
@@ -55,7 +69,9 @@ impl Checkpoints<'_> {
         state: impl Fn() -> serde_json::Value,
     ) -> Result<()> {
         if step.is_multiple_of(self.eval_every) || step == self.steps || !go_on {
-            save_checkpoint(self.dir, step, models, optimizers, &state())?;
+            let mut state = state();
+            state["inputs"] = self.inputs.clone().into();
+            save_checkpoint(self.dir, step, models, optimizers, &state)?;
         }
         if go_on {
             return Ok(());
@@ -86,10 +102,11 @@ pub fn run_sft(
     let columns = ["step", "loss", "held_out_accuracy", "sampled_accuracy", "seconds"];
     let (mut logs, before) = Logs::open(dir, &columns, resume.map(|c| c.step))?;
     let seconds = || before + t0.elapsed().as_secs_f64();
-    let ckpt = Checkpoints { dir, eval_every: args.eval_every, steps: args.steps };
+    let ckpt = Checkpoints { dir, eval_every: args.eval_every, steps: args.steps, inputs: String::new() };
     let start = accuracy(&model, &held)?;
     let mut acc = start;
     if let Some(ck) = resume {
+        ckpt.check_resume(ck)?;
         ck.restore_model("policy", &model)?;
         ck.restore_optimizer("opt", &mut opt)?;
         (rng, acc) = (ck.get("rng")?, ck.get("acc")?);
@@ -152,12 +169,13 @@ pub fn run_rm(
     ];
     let (mut logs, before) = Logs::open(dir, &columns, resume.map(|c| c.step))?;
     let seconds = || before + t0.elapsed().as_secs_f64();
-    let ckpt = Checkpoints { dir, eval_every: args.eval_every, steps: args.steps };
+    let ckpt = Checkpoints { dir, eval_every: args.eval_every, steps: args.steps, inputs: fingerprint(&[&sft])? };
     let probe: Vec<_> = train_pairs.iter().take(held_pairs.len()).cloned().collect();
     let mut held_acc = pairwise_accuracy(&rm, &held_pairs)?;
     let start = held_acc;
     let mut split_acc = [f64::NAN; 2];
     if let Some(ck) = resume {
+        ckpt.check_resume(ck)?;
         ck.restore_model("rm", &rm)?;
         ck.restore_optimizer("opt", &mut opt)?;
         (rng, held_acc, split_acc) = (ck.get("rng")?, ck.get("held_acc")?, ck.get("split_acc")?);
@@ -230,11 +248,12 @@ pub fn run_grpo(
     let columns = ["step", "reward_mean", "flat_group_fraction", "kl_k3", "loss", "held_out_accuracy", "seconds"];
     let (mut logs, before) = Logs::open(dir, &columns, resume.map(|c| c.step))?;
     let seconds = || before + t0.elapsed().as_secs_f64();
-    let ckpt = Checkpoints { dir, eval_every: args.eval_every, steps: args.steps };
+    let ckpt = Checkpoints { dir, eval_every: args.eval_every, steps: args.steps, inputs: fingerprint(&[&reference])? };
     let start = accuracy(&policy, &held)?;
     let mut acc = start;
     match resume {
         Some(ck) => {
+            ckpt.check_resume(ck)?;
             ck.restore_model("policy", &policy)?;
             ck.restore_optimizer("opt", &mut opt)?;
             (rng, acc) = (ck.get("rng")?, ck.get("acc")?);
@@ -332,7 +351,12 @@ pub fn run_ppo(
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(args.seed);
     let (mut logs, before) = Logs::open(dir, &PPO_COLUMNS, resume.map(|c| c.step))?;
     let seconds = || before + t0.elapsed().as_secs_f64();
-    let ckpt = Checkpoints { dir, eval_every: args.eval_every, steps: args.steps };
+    let ckpt = Checkpoints {
+        dir,
+        eval_every: args.eval_every,
+        steps: args.steps,
+        inputs: fingerprint(&[Some(&reference), reward_model.as_ref()].into_iter().flatten().collect::<Vec<_>>())?,
+    };
     let models =
         PpoModels { policy: &policy, critic: &critic, reference: &reference, reward_model: reward_model.as_ref() };
     // The reward model's mean score of sampled (temperature 1) responses to the held-out prompts.
@@ -349,6 +373,7 @@ pub fn run_ppo(
     let (mut acc, mut score, mut sampled) = (start, start_score, start_sampled);
     match resume {
         Some(ck) => {
+            ckpt.check_resume(ck)?;
             ck.restore_model("policy", &policy)?;
             ck.restore_model("critic", &critic)?;
             ck.restore_optimizer("opt_pi", &mut opt_pi)?;
@@ -458,7 +483,7 @@ pub fn run_dpo(
     let mut eval_rng = rand_chacha::ChaCha8Rng::seed_from_u64(args.seed ^ 0x5eed);
     let (mut logs, before) = Logs::open(dir, &DPO_COLUMNS, resume.map(|c| c.step))?;
     let seconds = || before + t0.elapsed().as_secs_f64();
-    let ckpt = Checkpoints { dir, eval_every: args.eval_every, steps: args.steps };
+    let ckpt = Checkpoints { dir, eval_every: args.eval_every, steps: args.steps, inputs: fingerprint(&[&reference])? };
     let start = accuracy(&policy, &held)?;
     // [greedy accuracy, sampled accuracy, reward accuracy, KL], as of the last evaluation.
     let mut held_out: [f64; 4];
@@ -469,6 +494,7 @@ pub fn run_dpo(
     let start_sampled: f64;
     match resume {
         Some(ck) => {
+            ckpt.check_resume(ck)?;
             ck.restore_model("policy", &policy)?;
             ck.restore_optimizer("opt", &mut opt)?;
             (rng, eval_rng, held_out) = (ck.get("rng")?, ck.get("eval_rng")?, ck.get("held_out")?);

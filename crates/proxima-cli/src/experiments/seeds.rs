@@ -155,7 +155,10 @@ pub fn run(
         progress(&r, n, m.seeds.len());
         r
     });
-    write_summary(parent, &m, &runs)?;
+    if crate::signals::received().is_none() {
+        // (A stopped run's summary would count its unfinished seeds as failures.)
+        write_summary(parent, &m, &runs)?;
+    }
     Ok((m, runs))
 }
 
@@ -215,7 +218,7 @@ fn run_seed(parent: &Path, m: &Manifest, seed: u64, backend: Option<Backend>) ->
             }
         };
         match train::run(trainer, &dir, |_| crate::signals::received().is_none())? {
-            train::RunOutcome::Finished(summary) => Ok(summary.train_seconds),
+            train::RunOutcome::Finished(summary) => Ok(summary.time_elapsed),
             train::RunOutcome::Stopped(s) => {
                 bail!("stopped after update {} (saved {})", s.update, s.checkpoint.display())
             }
@@ -247,7 +250,8 @@ fn read_back(dir: &Path, env_id: &str, r: &mut SeedRun) -> Result<()> {
     }
     r.final_return = eval["mean_return"].as_f64();
     r.episodes = eval["episodes"].as_u64().unwrap_or(0) as usize;
-    r.train_seconds = eval["train_seconds"].as_f64().unwrap_or(0.0);
+    // The whole run's training time (eval.json of a run before issue 14: this process's only).
+    r.train_seconds = eval["time_elapsed"].as_f64().or(eval["train_seconds"].as_f64()).unwrap_or(0.0);
     let csv = std::fs::read_to_string(dir.join("progress.csv")).unwrap_or_default();
     let mut lines = csv.lines();
     let header: Vec<&str> = lines.next().unwrap_or("").split(',').collect();

@@ -62,6 +62,9 @@ pub struct RunSummary {
     pub global_step: u64,
     /// Wall time of training in this process (seconds), start-up included.
     pub train_seconds: f64,
+    /// Wall time of training over every process of the run (a resumed run adds its earlier
+    /// ones, as `progress.csv`'s `time_elapsed` does), seconds.
+    pub time_elapsed: f64,
     /// Steps per second taken by this process.
     pub sps: f64,
     /// Final deterministic evaluation returns (`eval_episodes` of them).
@@ -137,6 +140,7 @@ impl RunDir {
     /// `Io`; evaluation errors.
     pub fn finish(self, trainer: &Trainer, t0: Instant) -> Result<RunSummary> {
         let train_seconds = t0.elapsed().as_secs_f64();
+        let time_elapsed = trainer.clock.elapsed_offset + train_seconds;
         let sps = (trainer.global_step - trainer.clock.start_step) as f64 / train_seconds.max(1e-9);
         let model = self.dir.join("model.safetensors");
         trainer.save(&model)?;
@@ -151,7 +155,7 @@ impl RunDir {
         let (m, sd) = if eval_returns.is_empty() { (None, None) } else { (Some(m), Some(sd)) };
         let (collect_seconds, update_seconds) = self.seconds;
         let eval = serde_json::json!({
-            "env_id": trainer.env_id, "seed": cfg.seed, "global_step": trainer.global_step, "train_seconds": train_seconds,
+            "env_id": trainer.env_id, "seed": cfg.seed, "global_step": trainer.global_step, "train_seconds": train_seconds, "time_elapsed": time_elapsed,
             "sps": sps, "collect_seconds": collect_seconds, "update_seconds": update_seconds, "episodes": eval_returns.len(), "deterministic": true,
             "mean_return": m, "std_return": sd, "returns": eval_returns,
         });
@@ -161,6 +165,7 @@ impl RunDir {
             model,
             global_step: trainer.global_step,
             train_seconds,
+            time_elapsed,
             sps,
             eval_returns,
             collect_seconds,
