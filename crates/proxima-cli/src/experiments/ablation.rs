@@ -293,7 +293,7 @@ fn run_one(env: &str, cfg: Config, dir: &Path) -> Result<RunRecord> {
             }
             None => {
                 if dir.exists() {
-                    // Nothing learned is kept there: no checkpoint was written yet.
+                    // No checkpoint was written yet (or an A3C run): it trains again from the start.
                     std::fs::remove_dir_all(dir).map_err(|e| ProximaError::io(dir, e))?;
                 }
                 Trainer::new(env, cfg)?
