@@ -2,7 +2,7 @@
 //! draws, `progress.csv` and TensorBoard rows, `config.json`, and the final summary.
 
 use proxima::io::write_atomic;
-use proxima::log::{CsvLogger, TensorBoardWriter};
+use proxima::log::{keep_rows_up_to, CsvLogger, TensorBoardWriter};
 use proxima::{ProximaError, Result};
 use std::path::Path;
 
@@ -31,22 +31,8 @@ impl Logs {
         let path = dir.join("progress.csv");
         let mut seconds = 0.0;
         if let Some(step) = resume_step {
-            let text = std::fs::read_to_string(&path).map_err(|e| ProximaError::io(&path, e))?;
-            let step_of = |l: &str| l.split(',').next().and_then(|x| x.parse::<f64>().ok());
-            let kept: Vec<&str> = text
-                .lines()
-                .enumerate()
-                .filter(|(i, l)| *i == 0 || step_of(l).is_some_and(|s| s <= step as f64))
-                .map(|(_, l)| l)
-                .collect();
-            seconds = kept
-                .iter()
-                .skip(1)
-                .last()
-                .and_then(|l| l.rsplit(',').next())
-                .and_then(|x| x.parse().ok())
-                .unwrap_or(0.0);
-            write_atomic(&path, format!("{}\n", kept.join("\n")).as_bytes())?;
+            let kept = keep_rows_up_to(&path, "step", step as f64, "seconds")?;
+            seconds = kept.ok_or_else(|| ProximaError::Checkpoint(format!("{}: missing", path.display())))?;
         }
         let logs = Logs {
             csv: CsvLogger::create(&path, columns, resume_step.is_some())?,

@@ -64,6 +64,34 @@ impl CsvLogger {
     }
 }
 
+/// For a resume: drops the rows of the CSV file at `path` whose `key` column (e.g. `update`,
+/// `step`) exceeds `upto` (the resumed run writes them again), atomically, and returns the
+/// `time` column of the last row kept (0 when only the header is left): the training time the
+/// resumed clock continues from. `None` when there is no such file.
+///
+/// # Errors
+/// `Io`; `Config` for a header without `key` or `time`.
+pub fn keep_rows_up_to(path: &Path, key: &str, upto: f64, time: &str) -> Result<Option<f64>> {
+    let Ok(text) = std::fs::read_to_string(path) else { return Ok(None) };
+    let header: Vec<&str> = text.lines().next().unwrap_or("").split(',').collect();
+    let col = |name: &str| {
+        header
+            .iter()
+            .position(|h| *h == name)
+            .ok_or_else(|| ProximaError::Config(format!("{}: no `{name}` column", path.display())))
+    };
+    let (k, t) = (col(key)?, col(time)?);
+    let cell = |l: &str, i: usize| l.split(',').nth(i).and_then(|x| x.parse::<f64>().ok());
+    let kept: Vec<&str> = text
+        .lines()
+        .enumerate()
+        .filter(|(i, l)| *i == 0 || cell(l, k).is_some_and(|v| v <= upto))
+        .map(|(_, l)| l)
+        .collect();
+    crate::io::write_atomic(path, format!("{}\n", kept.join("\n")).as_bytes())?;
+    Ok(Some(kept.iter().skip(1).last().and_then(|l| cell(l, t)).unwrap_or(0.0)))
+}
+
 /// Writes scalars to a TensorBoard event file (`events.out.tfevents.<time>.<host>.<pid>.proxima`, a
 /// new file for every process, so a resumed run keeps the earlier ones).
 pub struct TensorBoardWriter {

@@ -7,26 +7,9 @@ use super::eval::{evaluate, mean_std};
 use super::trainer::{Callback, Trainer, UpdateReport};
 use crate::error::{ProximaError, Result};
 use crate::io;
-use crate::log::{CsvLogger, TensorBoardWriter};
+use crate::log::{keep_rows_up_to, CsvLogger, TensorBoardWriter};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-
-/// Drops the rows of `progress.csv` written after `update` (a resumed run rewrites them), and
-/// returns the `time_elapsed` of the last row kept (the training time before the resume).
-fn keep_rows_up_to(path: &Path, update: u64) -> Result<f64> {
-    let Ok(text) = std::fs::read_to_string(path) else { return Ok(0.0) };
-    let kept: Vec<&str> = text
-        .lines()
-        .enumerate()
-        .filter(|(i, l)| {
-            *i == 0 || l.split(',').nth(1).and_then(|u| u.parse::<u64>().ok()).is_some_and(|u| u <= update)
-        })
-        .map(|(_, l)| l)
-        .collect();
-    io::write_atomic(path, format!("{}\n", kept.join("\n")).as_bytes())?;
-    let last_time = kept.iter().skip(1).last().and_then(|l| l.split(',').nth(2)).and_then(|t| t.parse().ok());
-    Ok(last_time.unwrap_or(0.0))
-}
 
 /// Columns of `progress.csv`, one row per iteration.
 pub const CSV_COLUMNS: [&str; 19] = [
@@ -100,7 +83,8 @@ impl RunDir {
         io::write_atomic(&dir.join("config.toml"), config.as_bytes())?;
         let csv_path = dir.join("progress.csv");
         if trainer.update > 0 {
-            trainer.clock.elapsed_offset = keep_rows_up_to(&csv_path, trainer.update)?;
+            let before = keep_rows_up_to(&csv_path, "update", trainer.update as f64, "time_elapsed")?;
+            trainer.clock.elapsed_offset = before.unwrap_or(0.0);
         }
         let csv = CsvLogger::create(&csv_path, &CSV_COLUMNS, trainer.update > 0)?;
         let tb = TensorBoardWriter::create(dir)?;
