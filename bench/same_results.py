@@ -15,7 +15,7 @@ Each case is a sub-directory present in both trees. In it:
     keys (`train_seconds`, `time_elapsed`, `sps`, `collect_seconds`, `update_seconds`, `seconds`) and `checkpoint`;
     the tree's own path inside strings (a run directory named in an lm config) reads `<tree>`.
   * every other file named `*.md`, `*.txt` or `*.toml` (config.toml): byte-equal.
-The lines `backend = "candle"` and `vector_env = "off"` are dropped from configs (config.toml, a
+The lines `backend = "candle"`, `vector_env = "off"` and `baseline = true` are dropped from configs (config.toml, a
 checkpoint's `config` metadata) before comparing: keys a reference from before them cannot write (the
 current binary runs with the first, bench/same_results.sh; the second is the default: bridged envs
 stepped one by one, as before).
@@ -55,8 +55,9 @@ def max_abs_diff(dtype, x, y):
 
 
 # Config lines a reference from before these keys cannot write: the backend the current binary is
-# run with here, and the default vector-env mode (bridged envs stepped one by one, as before).
-NEW_KEY_LINES = {'backend = "candle"', 'vector_env = "off"'}
+# run with here, the default vector-env mode (bridged envs stepped one by one, as before), and the
+# default of REINFORCE's `baseline` (issue 15; read by no other algorithm).
+NEW_KEY_LINES = {'backend = "candle"', 'vector_env = "off"', "baseline = true"}
 
 
 def without_backend(text):

@@ -38,7 +38,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Train an agent (PPO by default; A2C, A3C, TRPO with --algo) on an environment.
+    /// Train an agent (PPO by default; A2C, A3C, TRPO, REINFORCE with --algo) on an environment.
     Train(TrainArgs),
     /// Evaluate a trained policy: mean and std of the episodic return.
     Eval(EvalArgs),
@@ -70,14 +70,16 @@ struct TrainArgs {
     /// --total-timesteps (single runs), --backend, --jobs (multi-seed) and --quiet may accompany it.
     #[arg(long, value_name = "RUN_DIR", conflicts_with_all = ["preset", "config", "sets", "seed", "run_dir", "algo", "workers"])]
     resume: Option<PathBuf>,
-    /// Algorithm: ppo, a2c, a3c or trpo. Without --preset it also picks that algorithm's
-    /// preset (ppo: cleanrl; a2c: a2c = SB3's A2C; a3c: a3c; trpo: trpo = sb3-contrib's TRPO).
+    /// Algorithm: ppo, a2c, a3c, trpo or reinforce. Without --preset it also picks that
+    /// algorithm's preset (ppo: cleanrl; a2c: a2c = SB3's A2C; a3c: a3c; trpo: trpo =
+    /// sb3-contrib's TRPO; reinforce: reinforce, with a baseline unless --set baseline=false).
     #[arg(long)]
     algo: Option<String>,
     /// A3C: number of asynchronous worker threads (n_workers).
     #[arg(long)]
     workers: Option<usize>,
-    /// Hyperparameter preset: cleanrl (default), sb3, paper-mujoco, paper-atari, a2c, a3c, trpo.
+    /// Hyperparameter preset: cleanrl (default), sb3, paper-mujoco, paper-atari, a2c, a3c, trpo,
+    /// reinforce.
     #[arg(long)]
     preset: Option<String>,
     /// A TOML file of hyperparameters overriding the preset (SB3 names, e.g. `n_steps = 256`).
@@ -156,7 +158,8 @@ struct AblationArgs {
         default_value = "CartPole-v1,Acrobot-v1,MountainCar-v0,MountainCarContinuous-v0,Pendulum-v1"
     )]
     envs: Vec<String>,
-    /// Comma-separated settings: clip[=ε], adaptive_kl[=d_targ], fixed_kl[=β], none, a2c, a3c, trpo.
+    /// Comma-separated settings: clip[=ε], adaptive_kl[=d_targ], fixed_kl[=β], none, a2c, a3c, trpo,
+    /// reinforce, reinforce_no_baseline.
     #[arg(long, value_delimiter = ',', default_value = "none,clip=0.2,adaptive_kl=0.01,fixed_kl=1")]
     variants: Vec<String>,
     /// Comma-separated seeds.
@@ -194,6 +197,17 @@ struct BenchEnvArgs {
 fn main() -> ExitCode {
     #[cfg(feature = "gym")]
     proxima_gym::register();
+    // The library's warnings (and, with RUST_LOG=info, its notes) on stderr.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi)
+        .with_target(false)
+        .without_time()
+        .init();
     let cli = Cli::parse();
     match dispatch(cli) {
         Ok(()) => ExitCode::SUCCESS,

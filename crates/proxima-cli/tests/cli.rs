@@ -287,7 +287,7 @@ fn bad_input_gets_a_clear_error_and_nonzero_exit() {
         ),
         (
             vec!["train", "CartPole-v1", "--algo", "a3c", "--set", "batch_size=5", "--run-dir", rd],
-            "`batch_size` (the minibatch size; A2C takes one step on the whole rollout) has no effect with algo = `a3c`",
+            "`batch_size` (the minibatch size; A3C takes one step on the whole rollout) has no effect with algo = `a3c`",
         ),
         (
             vec!["train", "CartPole-v1", "--algo", "trpo", "--set", "ent_coef=0.01", "--run-dir", rd],
@@ -375,7 +375,10 @@ fn csv_without_timings(p: &Path) -> Vec<String> {
 /// progress.csv (timings aside) as the uninterrupted run, bit for bit. CartPole's short
 /// episodes exercise autoresets (env RNG state); Acrobot's long ones the time-limit counters.
 fn interrupted_and_resumed(env: &str, extra: &[&str]) -> PathBuf {
-    let full = tmp(&format!("resume-full-{env}"));
+    let algo = extra.iter().position(|s| *s == "--algo").map_or("ppo", |i| extra[i + 1]);
+    let full = tmp(&format!("resume-full-{env}-{algo}"));
+    // REINFORCE takes no minibatch size (setting one is an error).
+    let batch: &[&str] = if algo == "reinforce" { &[] } else { &["--set", "batch_size=32"] };
     let args = |dir: &Path| -> Vec<String> {
         [
             "train",
@@ -392,13 +395,12 @@ fn interrupted_and_resumed(env: &str, extra: &[&str]) -> PathBuf {
             "--set",
             "n_steps=64",
             "--set",
-            "batch_size=32",
-            "--set",
             "checkpoint_freq=4",
             "--set",
             "eval_episodes=0",
         ]
         .iter()
+        .chain(batch)
         .chain(extra)
         .map(|s| s.to_string())
         .collect()
@@ -408,7 +410,7 @@ fn interrupted_and_resumed(env: &str, extra: &[&str]) -> PathBuf {
     assert_eq!(code, 0, "{se}");
     // The "interrupted" run: the same directory as it stood right after checkpoint 4 was written
     // (the later rows of progress.csv are left in place, as a crash would leave them).
-    let cut = tmp(&format!("resume-cut-{env}"));
+    let cut = tmp(&format!("resume-cut-{env}-{algo}"));
     std::fs::create_dir_all(cut.join("checkpoints")).unwrap();
     for f in ["config.toml", "progress.csv", "checkpoints/update_000004.safetensors"] {
         std::fs::copy(full.join(f), cut.join(f)).unwrap();
@@ -432,6 +434,8 @@ fn resume_is_exact() {
     // and adaptive-KL PPO with value clipping switched off (β is part of the resumed state).
     interrupted_and_resumed("MountainCarContinuous-v0", &["--algo", "trpo", "--set", "n_critic_updates=2"]);
     interrupted_and_resumed("MountainCar-v0", &["--set", "clip_range_vf=none", "--set", "objective=adaptive_kl"]);
+    // REINFORCE without a baseline (the rollouts' unfinished episodes carry into the next).
+    interrupted_and_resumed("CartPole-v1", &["--algo", "reinforce", "--set", "baseline=false"]);
     let full = interrupted_and_resumed("Acrobot-v1", &[]);
     // A finished run is not resumed silently; bad combinations are refused.
     let (code, _, se) = proxima(&["train", "--resume", full.to_str().unwrap()]);
@@ -690,6 +694,7 @@ fn algorithms_through_the_cli() {
         ("a2c", "500", vec![]),
         ("trpo", "2048", vec!["--set", "n_critic_updates=1"]),
         ("a3c", "400", vec!["--workers", "2"]),
+        ("reinforce", "4096", vec!["--set", "baseline=false"]),
     ] {
         let root = tmp(&format!("algo-{algo}"));
         let dir = root.join("run");
@@ -737,7 +742,8 @@ fn algorithms_through_the_cli() {
         }
     }
     for (args, want) in [
-        (vec!["train", "CartPole-v1", "--algo", "sac"], "unknown --algo `sac`"),
+        (vec!["train", "CartPole-v1", "--algo", "sarsa"], "unknown --algo `sarsa`"),
+        (vec!["train", "CartPole-v1", "--algo", "reinforce", "--set", "gae_lambda=0.9"], "`gae_lambda`"),
         (vec!["train", "CartPole-v1", "--algo", "a3c", "--workers", "0"], "n_workers = 0"),
         (vec!["train", "CartPole-v1", "--set", "objective=clipped"], "objective"),
         (vec!["train", "CartPole-v1", "--algo", "trpo", "--set", "target_kl=none"], "needs target_kl"),

@@ -15,14 +15,14 @@ use serde::{Deserialize, Serialize};
 mod ignored;
 
 /// The algorithms `algo` may name.
-pub const ALGOS: [&str; 4] = ["ppo", "a2c", "a3c", "trpo"];
+pub const ALGOS: [&str; 5] = ["ppo", "a2c", "a3c", "trpo", "reinforce"];
 
 /// A full training configuration. Field names are Stable-Baselines3's where SB3 has the
 /// hyperparameter; the paper's symbols are given in each doc line.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
-    /// Algorithm: `ppo`, `a2c`, `a3c` or `trpo`.
+    /// Algorithm: `ppo`, `a2c`, `a3c`, `trpo` or `reinforce`.
     pub algo: String,
     /// Name of the preset the config started from (informational).
     pub preset: String,
@@ -146,6 +146,10 @@ pub struct Config {
     /// (sb3-contrib: 10). TRPO's KL bound δ is `target_kl`.
     #[serde(default = "ten_usize")]
     pub n_critic_updates: usize,
+    /// REINFORCE: subtract a learned baseline V(s) from the Monte-Carlo return G_t (and train V
+    /// on G_t), or weight ∇log π by G_t itself.
+    #[serde(default = "yes")]
+    pub baseline: bool,
 }
 
 /// Keys that may be absent (`--set key=none` clears them).
@@ -159,7 +163,7 @@ pub const MAX_ENVS: usize = 1 << 16;
 pub const MAX_WIDTH: usize = 1 << 16;
 
 /// Names of the presets, in the order `--help` lists them.
-pub const PRESETS: [&str; 7] = ["cleanrl", "sb3", "paper-mujoco", "paper-atari", "a2c", "a3c", "trpo"];
+pub const PRESETS: [&str; 8] = ["cleanrl", "sb3", "paper-mujoco", "paper-atari", "a2c", "a3c", "trpo", "reinforce"];
 
 impl Config {
     /// The keys a config file or `--set` may name.
@@ -211,6 +215,7 @@ impl Config {
             "line_search_shrinking_factor",
             "line_search_max_iter",
             "n_critic_updates",
+            "baseline",
         ]
     }
 
@@ -233,6 +238,12 @@ impl Config {
     /// * `trpo`: sb3-contrib `TRPO` defaults: 1 env × 2048 steps, δ (`target_kl`) .01, 15 CG
     ///   iterations, damping .1, line search 10 × 0.8, critic: 10 epochs of Adam lr 1e-3 on
     ///   minibatches of 128, γ .99, λ .95, Â normalised over the rollout; 1M steps.
+    ///
+    /// * `reinforce`: REINFORCE with a learned baseline (Williams 1992; Sutton & Barto 2018,
+    ///   §13.4; no library ships one to copy, so these are the textbook's choices at CleanRL's
+    ///   scale): 1 env × 2048 steps (well above CartPole's 500-step episodes: only finished
+    ///   episodes train), one Adam step per rollout at lr 1e-3 constant, γ .99, weights
+    ///   G − V normalised over the rollout, c₁ .5, c₂ 0, no gradient clipping; 500k steps.
     ///
     /// # Errors
     /// `Config` naming the unknown preset and the known ones.
@@ -287,6 +298,7 @@ impl Config {
             line_search_shrinking_factor: 0.8,
             line_search_max_iter: 10,
             n_critic_updates: 10,
+            baseline: true,
         };
         Ok(match name {
             "cleanrl" => cleanrl,
@@ -350,6 +362,21 @@ impl Config {
                 ent_coef: 0.0,
                 max_grad_norm: None,
                 target_kl: Some(0.01),
+                ..cleanrl
+            },
+            "reinforce" => Config {
+                algo: "reinforce".into(),
+                preset: "reinforce".into(),
+                n_envs: 1,
+                n_steps: 2048,
+                batch_size: 2048,
+                n_epochs: 1,
+                learning_rate: 1e-3,
+                anneal_lr: false,
+                clip_range_vf: None,
+                normalize_advantage: AdvantageNorm::Batch,
+                ent_coef: 0.0,
+                max_grad_norm: None,
                 ..cleanrl
             },
             "paper-atari" => Config {
@@ -544,7 +571,9 @@ impl Config {
                 ))
             }
         };
-        if rollout % self.batch_size != 0 || self.batch_size > rollout {
+        // A2C, A3C and REINFORCE take one step on the whole rollout: no minibatch size to check.
+        let one_batch = matches!(self.algo.as_str(), "a2c" | "a3c" | "reinforce");
+        if !one_batch && (rollout % self.batch_size != 0 || self.batch_size > rollout) {
             return bad(format!(
                 "batch_size = {} does not divide the rollout n_steps × n_envs = {} × {} = {rollout}",
                 self.batch_size, self.n_steps, self.n_envs
@@ -683,6 +712,10 @@ pub enum VectorEnv {
 fn candle_backend() -> Backend {
     Backend::Candle
 }
+fn yes() -> bool {
+    true
+}
+
 fn one() -> f64 {
     1.0
 }

@@ -113,6 +113,48 @@ pub fn gae(input: &GaeInput<'_>, gamma: f64, gae_lambda: f64) -> Result<(Vec<f32
     Ok((adv, ret))
 }
 
+/// Monte-Carlo returns G_t = Σ_{k≥0} γ^k·r_{t+k} to the end of each episode (Williams 1992;
+/// Sutton & Barto 2018, §13.3), over a `[n_steps, n_envs]` rollout of `rewards` with its
+/// `terminated` / `truncated` flags. A time-limit cut ends the sum like a terminal (the return is
+/// the episode's as it happened: nothing is bootstrapped, as REINFORCE asks).
+///
+/// Returns `(returns, complete)`, both `[n_steps, n_envs]`: `complete[i]` is false for the steps
+/// after an env's last episode end in the rollout, whose episode goes on past it (their return
+/// is not known yet; their G_t is 0). Computed in f64, stored as f32.
+///
+/// # Errors
+/// `InvalidArgument` when the lengths disagree or `n_envs` is 0.
+pub fn monte_carlo_returns(
+    rewards: &[f32],
+    terminated: &[bool],
+    truncated: &[bool],
+    n_envs: usize,
+    gamma: f64,
+) -> Result<(Vec<f32>, Vec<bool>)> {
+    let len = rewards.len();
+    if n_envs == 0 || len % n_envs != 0 || terminated.len() != len || truncated.len() != len {
+        return Err(ProximaError::InvalidArgument(format!(
+            "monte_carlo_returns: {len} rewards, {} terminated, {} truncated flags for rows of n_envs = {n_envs}",
+            terminated.len(),
+            truncated.len()
+        )));
+    }
+    let mut returns = vec![0f32; len];
+    let mut complete = vec![false; len];
+    for e in 0..n_envs {
+        let (mut g, mut seen_end) = (0f64, false);
+        for i in (e..len).step_by(n_envs).rev() {
+            if terminated[i] || truncated[i] {
+                (g, seen_end) = (0.0, true);
+            }
+            g = rewards[i] as f64 + gamma * g;
+            returns[i] = if seen_end { g as f32 } else { 0.0 };
+            complete[i] = seen_end;
+        }
+    }
+    Ok((returns, complete))
+}
+
 /// Normalises advantages in place to mean 0 and (Bessel-corrected) std 1:
 /// Â ← (Â − mean) / (std + 1e-8), as SB3 and CleanRL do. Statistics are computed in f64.
 ///
@@ -421,6 +463,23 @@ mod tests {
         // Continuing: δ0 = 1 + .9*.5 - .5, δ1 = 1 + .9*10 - .5, Â0 = δ0 + .45 δ1.
         let (d0, d1) = (1.0 + 0.45 - 0.5, 1.0 + 9.0 - 0.5);
         assert!((base(false, false)[0] - (d0 + 0.45 * d1) as f32).abs() < 1e-5);
+    }
+
+    #[test]
+    fn monte_carlo_returns_stop_at_episode_ends_and_mark_unfinished_tails() {
+        // Two envs, four steps. Env 0: episode ends at t=1 (terminated), then runs on unfinished.
+        // Env 1: truncated at t=3 (no bootstrap).
+        let rewards = [1.0, 2.0, 1.0, 2.0, 1.0, 2.0, 1.0, 2.0];
+        let term = [false, false, true, false, false, false, false, false];
+        let trunc = [false, false, false, false, false, false, false, true];
+        let (g, done) = monte_carlo_returns(&rewards, &term, &trunc, 2, 0.5).unwrap();
+        assert_eq!(&done[..], &[true, true, true, true, false, true, false, true]);
+        // Env 0: G_1 = 1, G_0 = 1 + 0.5·1 = 1.5; tails 0.
+        assert_eq!((g[0], g[2], g[4], g[6]), (1.5, 1.0, 0.0, 0.0));
+        // Env 1: G_3 = 2, G_2 = 2 + 1 = 3, G_1 = 3.5, G_0 = 3.75.
+        assert_eq!((g[1], g[3], g[5], g[7]), (3.75, 3.5, 3.0, 2.0));
+        assert!(monte_carlo_returns(&rewards, &term[..7], &trunc, 2, 0.5).is_err());
+        assert!(monte_carlo_returns(&rewards, &term, &trunc, 3, 0.5).is_err());
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! The paper's variants and baselines: KL-penalty PPO, A2C, A3C and TRPO (its Fisher-vector
-//! products against an explicitly built Fisher matrix, conjugate gradient, the line search).
+//! The paper's variants and baselines: KL-penalty PPO, A2C, A3C, TRPO and REINFORCE (TRPO's
+//! Fisher-vector products against an explicitly built Fisher matrix, conjugate gradient, the line
+//! search).
 
 use candle_core::{Device, Tensor};
 use proxima::algo::ppo::adapt_kl_coef;
@@ -274,4 +275,76 @@ fn config_errors_name_the_problem() {
     assert!(err(&["normalize_observation=true"], "a3c").contains("a3c"));
     assert!(err(&["line_search_shrinking_factor=1.5"], "trpo").contains("(0, 1)"));
     assert!(err(&["kl_coef=-1"], "cleanrl").contains("kl_coef"));
+}
+
+/// REINFORCE trains on the transitions whose episode ended within the rollout, weighted by
+/// Â = G − V_old (with a baseline) or G, with the value target G.
+#[test]
+fn reinforce_weights_finished_episodes_by_their_returns() {
+    use proxima::algo::reinforce::{episode_batch, ReinforceParams};
+    use proxima::algo::AdvantageNorm;
+    use proxima::rollout::RolloutBuffer;
+    // Two envs × four steps; env 0 ends an episode at t = 1 and runs on; env 1 is cut at t = 3.
+    let mut buf = RolloutBuffer::new(4, 2, 1, 1, 0);
+    buf.rewards = vec![1.0, 2.0, 1.0, 2.0, 1.0, 2.0, 1.0, 2.0];
+    buf.terminated[2] = true;
+    buf.truncated[7] = true;
+    buf.values = vec![0.5; 8];
+    buf.observations = (0..8).map(|i| i as f32).collect();
+    let mut p = ReinforceParams {
+        gamma: 0.5,
+        baseline: true,
+        vf_coef: 0.5,
+        ent_coef: 0.0,
+        max_grad_norm: None,
+        normalize_advantage: AdvantageNorm::Off,
+    };
+    let b = episode_batch(&buf, &p).unwrap().unwrap();
+    assert_eq!(b.len, 6);
+    assert_eq!(b.observations, vec![0.0, 1.0, 2.0, 3.0, 5.0, 7.0], "env 0's last two steps are unfinished");
+    assert_eq!(b.returns, vec![1.5, 3.75, 1.0, 3.5, 3.0, 2.0]);
+    assert_eq!(b.advantages, vec![1.0, 3.25, 0.5, 3.0, 2.5, 1.5]);
+    p.baseline = false;
+    assert_eq!(episode_batch(&buf, &p).unwrap().unwrap().advantages, b.returns);
+    p.normalize_advantage = AdvantageNorm::Batch;
+    let normed = episode_batch(&buf, &p).unwrap().unwrap().advantages;
+    assert!(normed.iter().sum::<f32>().abs() < 1e-5, "return normalisation: mean 0 ({normed:?})");
+    buf.terminated[2] = false;
+    buf.truncated[7] = false;
+    assert!(episode_batch(&buf, &p).unwrap().is_none(), "no episode ended: nothing to train on");
+}
+
+/// A REINFORCE run is one optimiser step per rollout; without a baseline the critic never
+/// moves (it gets no gradient), on both backends, while the actor learns.
+#[test]
+fn reinforce_without_baseline_leaves_the_critic_alone() {
+    for backend in ["fused", "candle"] {
+        let b = format!("backend={backend}");
+        let cfg = quick("reinforce", &["baseline=false", "n_steps=256", "total_timesteps=2048", &b]);
+        let mut tr = Trainer::new("CartPole-v1", cfg).unwrap();
+        let names = tr.policy.param_names();
+        let before = tr.policy.params().unwrap();
+        while !tr.is_done() {
+            let r = tr.step().unwrap();
+            assert_eq!((r.stats.minibatches, r.stats.epochs), (1, 1));
+            assert!(r.stats.value_loss.is_nan(), "no value loss without a baseline");
+        }
+        assert_eq!(tr.opt.t, 8);
+        let after = tr.policy.params().unwrap();
+        for ((name, b), a) in names.iter().zip(&before).zip(&after) {
+            if name.starts_with("critic") {
+                assert_eq!(b, a, "{backend}: {name} moved without a baseline");
+            } else {
+                assert_ne!(b, a, "{backend}: {name} did not learn");
+            }
+        }
+        // With the baseline the critic learns too.
+        let cfg = quick("reinforce", &["n_steps=256", "total_timesteps=512", &b]);
+        let mut tr = Trainer::new("CartPole-v1", cfg).unwrap();
+        let before = tr.policy.params().unwrap();
+        tr.step().unwrap();
+        let after = tr.policy.params().unwrap();
+        let critic = names.iter().position(|n| n.starts_with("critic")).unwrap();
+        assert_ne!(before[critic], after[critic], "{backend}: the baseline is trained");
+    }
 }

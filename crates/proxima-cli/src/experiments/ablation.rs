@@ -11,8 +11,8 @@
 //!   the environment cannot be normalised and is left out of the averages (reported as such).
 //!
 //! Variants (`--variants`): `clip[=ε]`, `adaptive_kl[=d_targ]`, `fixed_kl[=β]`, `none` (PPO
-//! objectives on the base preset), and `a2c`, `a3c`, `trpo` (those algorithms with their own
-//! presets). All runs share `total_timesteps`.
+//! objectives on the base preset), and `a2c`, `a3c`, `trpo`, `reinforce` (those algorithms with
+//! their own presets) and `reinforce_no_baseline`. All runs share `total_timesteps`.
 
 use super::pool;
 use proxima::config::Config;
@@ -36,7 +36,7 @@ pub struct Variant {
 
 impl Variant {
     /// Parses `clip`, `clip=0.1`, `adaptive_kl=0.003`, `fixed_kl=3`, `none`, `a2c`, `a3c`,
-    /// `trpo`.
+    /// `trpo`, `reinforce`, `reinforce_no_baseline`.
     ///
     /// # Errors
     /// `Config` for an unknown name or a parameter that is not a positive number.
@@ -61,10 +61,15 @@ impl Variant {
             ("fixed_kl", None) => v("fixed KL".into(), vec!["objective=fixed_kl".into()]),
             ("fixed_kl", Some(b)) => v(format!("fixed KL β={b}"), vec!["objective=fixed_kl".into(), format!("kl_coef={b}")]),
             ("none", None) => v("no clipping or penalty".into(), vec!["objective=none".into()]),
-            ("a2c" | "a3c" | "trpo", None) => Variant { label: name.to_uppercase(), preset: Some(name.into()), sets: vec![] },
+            ("a2c" | "a3c" | "trpo" | "reinforce", None) => Variant { label: name.to_uppercase(), preset: Some(name.into()), sets: vec![] },
+            ("reinforce_no_baseline", None) => Variant {
+                label: "REINFORCE without baseline".into(),
+                preset: Some("reinforce".into()),
+                sets: vec!["baseline=false".into()],
+            },
             _ => {
                 return Err(ProximaError::Config(format!(
-                    "unknown variant `{text}`; variants: clip[=ε], adaptive_kl[=d_targ], fixed_kl[=β], none, a2c, a3c, trpo"
+                    "unknown variant `{text}`; variants: clip[=ε], adaptive_kl[=d_targ], fixed_kl[=β], none, a2c, a3c, trpo, reinforce, reinforce_no_baseline"
                 )))
             }
         })

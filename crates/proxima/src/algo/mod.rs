@@ -1,12 +1,13 @@
 //! Algorithms. Each goes through the same policy seam ([`crate::policy::Policy`]), rollout buffer and
 //! [`crate::collect::Collector`]; none has its own copy of the training loop ([`crate::train`]
-//! owns it). Each takes its own parameters (`PpoParams`, `A2cParams`, `TrpoParams`), which the
+//! owns it). Each takes its own parameters (`PpoParams`, `A2cParams`, `TrpoParams`, `ReinforceParams`), which the
 //! trainer projects from the run's config once: no algorithm reads the config.
 
 pub mod a2c;
 pub mod a3c;
 pub mod optim;
 pub mod ppo;
+pub mod reinforce;
 pub mod trpo;
 pub mod update;
 

@@ -37,10 +37,20 @@ impl Config {
         let objective = format!("algo = `{algo}`, objective = `{}`", objective_name(self.objective));
         match key {
             "n_workers" if algo != "a3c" => not_read("A3C's worker threads", by_algo()),
-            "batch_size" if algo == "a2c" || algo == "a3c" => {
-                not_read("the minibatch size; A2C takes one step on the whole rollout", by_algo())
+            "batch_size" if matches!(algo, "a2c" | "a3c" | "reinforce") => {
+                let what = format!("the minibatch size; {} takes one step on the whole rollout", algo.to_uppercase());
+                not_read(&what, by_algo())
             }
-            "target_kl" if algo == "a2c" || algo == "a3c" => not_read("PPO's early stop, TRPO's δ", by_algo()),
+            "target_kl" if matches!(algo, "a2c" | "a3c" | "reinforce") => {
+                not_read("PPO's early stop, TRPO's δ", by_algo())
+            }
+            "gae_lambda" if algo == "reinforce" => {
+                not_read("GAE's λ; REINFORCE weights by Monte-Carlo returns", by_algo())
+            }
+            "baseline" if algo != "reinforce" => not_read("REINFORCE's baseline switch", by_algo()),
+            "vf_coef" if algo == "reinforce" && !self.baseline => {
+                not_read("the value-loss coefficient", "algo = `reinforce`, baseline = false".into())
+            }
             "vf_coef" | "ent_coef" if algo == "trpo" => {
                 not_read("a coefficient of the joint loss; TRPO steps the policy alone", by_algo())
             }
@@ -98,6 +108,8 @@ mod tests {
         let a2c = cfg("a2c", &[]);
         let trpo = cfg("trpo", &[]);
         let adaptive = cfg("cleanrl", &["objective=adaptive_kl"]);
+        let reinforce = cfg("reinforce", &[]);
+        let no_baseline = cfg("reinforce", &["baseline=false"]);
         for (c, key, by) in [
             (&ppo, "n_workers", "algo = `ppo`"),
             (&ppo, "kl_target", "objective = `clip`"),
@@ -112,6 +124,11 @@ mod tests {
             (&a2c, "adam_eps", "optimizer = `rmsprop`"),
             (&trpo, "ent_coef", "algo = `trpo`"),
             (&trpo, "objective", "algo = `trpo`"),
+            (&reinforce, "gae_lambda", "algo = `reinforce`"),
+            (&reinforce, "batch_size", "algo = `reinforce`"),
+            (&reinforce, "clip_range", "algo = `reinforce`"),
+            (&no_baseline, "vf_coef", "baseline = false"),
+            (&ppo, "baseline", "algo = `ppo`"),
         ] {
             let why = c.ignored_key(key).unwrap_or_else(|| panic!("{key} is read by {}", c.algo));
             assert!(why.starts_with(&format!("`{key}`")) && why.contains(by), "{why}");
@@ -127,6 +144,9 @@ mod tests {
             (&trpo, "target_kl"),
             (&trpo, "cg_damping"),
             (&cfg("a3c", &[]), "n_workers"),
+            (&reinforce, "vf_coef"),
+            (&reinforce, "baseline"),
+            (&no_baseline, "ent_coef"),
             (&cfg("cleanrl", &["normalize_reward=true"]), "clip_reward"),
         ] {
             assert_eq!(c.ignored_key(key), None, "{key} with {}", c.algo);

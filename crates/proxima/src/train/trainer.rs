@@ -5,6 +5,7 @@ use crate::algo::a2c::{self, A2cParams};
 use crate::algo::a3c::{self, Worker};
 use crate::algo::optim::{LrSchedule, Optimizer};
 use crate::algo::ppo::{self, PpoParams};
+use crate::algo::reinforce::{self, ReinforceParams};
 use crate::algo::trpo::{self, TrpoParams};
 use crate::algo::UpdateStats;
 use crate::collect::{Collector, StepObserver};
@@ -92,6 +93,8 @@ pub(crate) enum Algo {
     A2c(A2cParams),
     /// TRPO: the natural-gradient step, then the critic's epochs.
     Trpo(TrpoParams),
+    /// REINFORCE: one gradient step per rollout on its finished episodes' Monte-Carlo returns.
+    Reinforce(ReinforceParams),
     /// A3C: asynchronous workers applying A2C gradients to the global network.
     A3c { params: A2cParams, workers: Vec<Worker>, global_updates: u64 },
 }
@@ -194,6 +197,18 @@ fn ppo_params(c: &Config) -> PpoParams {
 /// The config's A2C (and A3C) parameters.
 fn a2c_params(c: &Config) -> A2cParams {
     A2cParams {
+        vf_coef: c.vf_coef,
+        ent_coef: c.ent_coef,
+        max_grad_norm: c.max_grad_norm,
+        normalize_advantage: c.normalize_advantage,
+    }
+}
+
+/// The config's REINFORCE parameters.
+fn reinforce_params(c: &Config) -> ReinforceParams {
+    ReinforceParams {
+        gamma: c.gamma,
+        baseline: c.baseline,
         vf_coef: c.vf_coef,
         ent_coef: c.ent_coef,
         max_grad_norm: c.max_grad_norm,
@@ -322,6 +337,7 @@ impl Trainer {
         let algo = match cfg.algo.as_str() {
             "a2c" => Algo::A2c(a2c_params(&cfg)),
             "trpo" => Algo::Trpo(trpo_params(&cfg)?),
+            "reinforce" => Algo::Reinforce(reinforce_params(&cfg)),
             "a3c" => {
                 Algo::A3c { params: a2c_params(&cfg), workers: a3c_workers(&cfg, &spec, make_env)?, global_updates: 0 }
             }
@@ -330,7 +346,7 @@ impl Trainer {
         // PPO and TRPO measure KL[π_θold, π_θ]: the buffer keeps π_θold's parameters for them.
         let head_dim = match algo {
             Algo::Ppo { .. } | Algo::Trpo(_) => spec.action.head_dim(),
-            Algo::A2c(_) | Algo::A3c { .. } => 0,
+            Algo::A2c(_) | Algo::A3c { .. } | Algo::Reinforce(_) => 0,
         };
         Ok(Trainer {
             num_updates: cfg.total_timesteps.div_ceil(steps_per_iteration(&cfg, &algo)),
@@ -504,7 +520,7 @@ impl Trainer {
             if let Some(o) = observer {
                 o.on_rollout_end(&self.policy, &self.collector.norm)?;
             }
-            // Â_1 … Â_T by GAE(γ, λ).
+            // Â_1 … Â_T by GAE(γ, λ) (REINFORCE computes its Monte-Carlo returns itself).
             let last_values = self.collector.last_values(&self.policy)?;
             self.buf.compute_advantages(&last_values, self.cfg.gamma, self.cfg.gae_lambda)?;
             // The update.
@@ -512,6 +528,7 @@ impl Trainer {
             let stats = match &mut self.algo {
                 Algo::Ppo { params, kl_coef } => ppo::update(policy, opt, buf, params, lr, kl_coef, rng),
                 Algo::A2c(params) => a2c::update(policy, opt, buf, params, lr),
+                Algo::Reinforce(params) => reinforce::update(policy, opt, buf, params, lr),
                 Algo::Trpo(params) => match policy {
                     Network::Candle(net) => trpo::update(net, opt, buf, params, lr, rng),
                     Network::Fused(_) => Err(ProximaError::InvalidArgument("TRPO runs on the candle backend".into())),
