@@ -38,7 +38,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Train an agent (PPO by default; A2C, A3C, TRPO, REINFORCE with --algo) on an environment.
+    /// Train an agent (PPO by default; A2C, A3C, TRPO, REINFORCE, SAC, TD3, DDPG with --algo) on an environment.
     Train(TrainArgs),
     /// Evaluate a trained policy: mean and std of the episodic return.
     Eval(EvalArgs),
@@ -70,16 +70,17 @@ struct TrainArgs {
     /// --total-timesteps (single runs), --backend, --jobs (multi-seed) and --quiet may accompany it.
     #[arg(long, value_name = "RUN_DIR", conflicts_with_all = ["preset", "config", "sets", "seed", "run_dir", "algo", "workers"])]
     resume: Option<PathBuf>,
-    /// Algorithm: ppo, a2c, a3c, trpo or reinforce. Without --preset it also picks that
-    /// algorithm's preset (ppo: cleanrl; a2c: a2c = SB3's A2C; a3c: a3c; trpo: trpo =
-    /// sb3-contrib's TRPO; reinforce: reinforce, with a baseline unless --set baseline=false).
+    /// Algorithm: ppo, a2c, a3c, trpo, reinforce, sac, td3 or ddpg. Without --preset it also
+    /// picks that algorithm's preset (ppo: cleanrl; a2c: a2c = SB3's A2C; a3c: a3c; trpo: trpo =
+    /// sb3-contrib's TRPO; reinforce: reinforce, with a baseline unless --set baseline=false;
+    /// sac, td3, ddpg: SB3's SAC, TD3, DDPG).
     #[arg(long)]
     algo: Option<String>,
     /// A3C: number of asynchronous worker threads (n_workers).
     #[arg(long)]
     workers: Option<usize>,
     /// Hyperparameter preset: cleanrl (default), sb3, paper-mujoco, paper-atari, a2c, a3c, trpo,
-    /// reinforce.
+    /// reinforce, sac, td3, ddpg.
     #[arg(long)]
     preset: Option<String>,
     /// A TOML file of hyperparameters overriding the preset (SB3 names, e.g. `n_steps = 256`).
@@ -265,6 +266,16 @@ fn train(a: TrainArgs) -> Result<()> {
     let env_id = trainer.env_id.clone();
     let total = trainer.cfg.total_timesteps;
     let (a3c, last_update) = (trainer.cfg.algo == "a3c", trainer.num_updates);
+    if let Some(rb) = trainer.replay_buffer().filter(|_| !a.quiet) {
+        eprintln!(
+            "replay buffer: {} transitions of {} observation and {} action values, {} in memory{}",
+            rb.capacity * rb.n_envs,
+            rb.obs_dim,
+            rb.act_dim,
+            proxima::replay::human_bytes(rb.memory_bytes()),
+            if trainer.cfg.save_replay_buffer { ", saved with every checkpoint" } else { "" }
+        );
+    }
     let bar = if a.quiet {
         ProgressBar::hidden()
     } else {
@@ -278,10 +289,13 @@ fn train(a: TrainArgs) -> Result<()> {
     let outcome = train::run(trainer, &run_dir, |r| {
         bar.set_position(r.global_step);
         let ret = r.ep_return_mean.map_or("-".to_string(), |m| format!("{m:.1}"));
-        bar.set_message(format!(
-            "{:.0} SPS | return {ret} | kl {:.4} | clip {:.3}",
-            r.sps, r.stats.approx_kl, r.stats.clip_fraction
-        ));
+        bar.set_message(match r.stats.ent_coef {
+            Some(alpha) => format!("{:.0} SPS | return {ret} | α {alpha:.3}", r.sps),
+            None => format!(
+                "{:.0} SPS | return {ret} | kl {:.4} | clip {:.3}",
+                r.sps, r.stats.approx_kl, r.stats.clip_fraction
+            ),
+        });
         let go_on = signals::received().is_none();
         if go_on && r.update >= last_update {
             // Trained: the model is written next, then evaluated; a signal now ends the process.

@@ -48,7 +48,9 @@ pub fn latest_checkpoint(dir: &Path) -> Result<PathBuf> {
     let mut files = vec![dir.join("model.safetensors")];
     if let Ok(d) = std::fs::read_dir(dir.join("checkpoints")) {
         files.extend(
-            d.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "safetensors")),
+            d.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
+                .filter(|p| !p.to_string_lossy().ends_with(proxima::train::REPLAY_SUFFIX)),
         );
     }
     let mut best: Option<(u64, PathBuf)> = None;

@@ -321,6 +321,19 @@ fn bad_input_gets_a_clear_error_and_nonzero_exit() {
             vec!["train", "CartPole-v1", "--set", "log_std_init=-0.5", "--run-dir", rd],
             "`log_std_init` (the Gaussian's initial log-std) has no effect with CartPole-v1's discrete actions",
         ),
+        // SAC's bad inputs (issue 15).
+        (vec!["train", "CartPole-v1", "--algo", "sac", "--run-dir", rd], "SAC needs a continuous (Box) action space"),
+        (
+            vec!["train", "Pendulum-v1", "--algo", "sac", "--set", "buffer_size=100000000000000", "--run-dir", rd],
+            "a replay buffer of 100000000000000 transitions",
+        ),
+        (
+            vec!["train", "Pendulum-v1", "--algo", "sac", "--total-timesteps", "50", "--run-dir", rd],
+            "learning_starts = 100 is not below total_timesteps = 50",
+        ),
+        (vec!["train", "Pendulum-v1", "--set", "tau=0.01", "--run-dir", rd], "`tau` (the target networks' Polyak τ) has no effect with algo = `ppo`"),
+        (vec!["train", "Pendulum-v1", "--algo", "sac", "--set", "gae_lambda=0.9", "--run-dir", rd], "`gae_lambda` (GAE's λ) has no effect with algo = `sac`"),
+        (vec!["train", "Pendulum-v1", "--set", "ent_coef=auto", "--run-dir", rd], "SAC's learned temperature"),
     ];
     for (args, want) in cases {
         let (code, _, se) = proxima(&args);
@@ -695,12 +708,15 @@ fn algorithms_through_the_cli() {
         ("trpo", "2048", vec!["--set", "n_critic_updates=1"]),
         ("a3c", "400", vec!["--workers", "2"]),
         ("reinforce", "4096", vec!["--set", "baseline=false"]),
+        ("sac", "300", vec!["--set", "learning_starts=50", "--set", "n_steps=100", "--set", "net_arch=[32, 32]"]),
+        ("td3", "300", vec!["--set", "learning_starts=50", "--set", "n_steps=100", "--set", "net_arch=[32, 32]"]),
     ] {
         let root = tmp(&format!("algo-{algo}"));
+        let env = if algo == "sac" || algo == "td3" { "Pendulum-v1" } else { "CartPole-v1" };
         let dir = root.join("run");
         let mut args = vec![
             "train",
-            "CartPole-v1",
+            env,
             "--algo",
             algo,
             "--total-timesteps",
@@ -714,18 +730,18 @@ fn algorithms_through_the_cli() {
         args.extend(own);
         let (code, so, se) = proxima(&args);
         assert_eq!(code, 0, "{algo}: {se}");
-        assert!(so.contains("trained CartPole-v1"), "{so}");
+        assert!(so.contains(&format!("trained {env}")), "{so}");
         let cfg = std::fs::read_to_string(dir.join("config.toml")).unwrap();
         assert!(cfg.contains(&format!("algo = \"{algo}\"")), "{cfg}");
         let header = std::fs::read_to_string(dir.join("progress.csv")).unwrap();
-        assert!(header.lines().next().unwrap().ends_with("kl_divergence,kl_coef,step_fraction"));
+        assert!(header.lines().next().unwrap().ends_with("kl_divergence,kl_coef,step_fraction,ent_coef"));
         let (code, _, se) = proxima(&["eval", dir.to_str().unwrap(), "--episodes", "1"]);
         assert_eq!(code, 0, "{se}");
         // Its own config.toml feeds back as --config, without --algo (the file names its preset).
         let again = root.join("again");
         let (code, _, se) = proxima(&[
             "train",
-            "CartPole-v1",
+            env,
             "--config",
             dir.join("config.toml").to_str().unwrap(),
             "--total-timesteps",

@@ -58,7 +58,7 @@ pub fn save(
     optimizers: &[(&str, &OptimizerState)],
     meta: &CheckpointMeta,
 ) -> Result<()> {
-    let shapes = policy.spec().param_shapes();
+    let shapes = policy.param_shapes();
     let values = policy.params()?;
     let mut data: Vec<NamedTensor<'_>> = Vec::new();
     for (i, ((name, shape), v)) in shapes.iter().zip(&values).enumerate() {
@@ -153,6 +153,14 @@ impl Checkpoint {
             || name.split_once('.').is_some_and(|(opt, _)| self.file.metadata.contains_key(&format!("{opt}.t")))
     }
 
+    /// The off-policy networks the checkpoint holds (from its config's `algo` and `n_critics`):
+    /// `(kind, n_critics)`, or `None` for an actor-critic.
+    pub fn off_policy_nets(&self) -> Option<(crate::policy::ActorKind, usize)> {
+        let t = self.meta.config_toml.parse::<toml::Table>().ok()?;
+        let n = t.get("n_critics").and_then(|v| v.as_integer()).map_or(2, |n| n.max(0) as usize);
+        crate::policy::offpolicy::nets_of_algo(t.get("algo")?.as_str()?, n)
+    }
+
     /// Builds the network the checkpoint describes and loads its parameters.
     ///
     /// # Errors
@@ -174,7 +182,12 @@ impl Checkpoint {
     pub fn build_network(&self, backend: Backend) -> Result<Network> {
         self.check_spec_shapes()?;
         let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(0); // overwritten by the file
-        let mut net = Network::new(self.meta.policy.clone(), backend, &mut rng).map_err(|e| self.file.error(e))?;
+        let spec = self.meta.policy.clone();
+        let net = match self.off_policy_nets() {
+            Some((kind, n)) => Network::off_policy(spec, kind, n, &mut rng),
+            None => Network::new(spec, backend, &mut rng),
+        };
+        let mut net = net.map_err(|e| self.file.error(e))?;
         self.load_into(&mut net)?;
         Ok(net)
     }
@@ -183,7 +196,11 @@ impl Checkpoint {
     /// network is built, so a corrupt or hostile spec cannot make us allocate a network larger
     /// than the file.
     fn check_spec_shapes(&self) -> Result<()> {
-        for (name, shape) in self.meta.policy.param_shapes() {
+        let shapes = match self.off_policy_nets() {
+            Some((kind, n)) => crate::policy::offpolicy::param_shapes_for(&self.meta.policy, kind, n),
+            None => self.meta.policy.param_shapes(),
+        };
+        for (name, shape) in shapes {
             match self.file.get(&name) {
                 Some((s, _)) if *s == shape[..] => {}
                 Some((s, _)) => {
@@ -202,7 +219,7 @@ impl Checkpoint {
     /// `Checkpoint` naming the first missing, extra or mis-shaped tensor; nothing is changed then.
     pub fn load_into(&self, policy: &mut dyn Policy) -> Result<()> {
         let bad = |m: String| Err(self.file.error(format!("does not match the network: {m}")));
-        let shapes = policy.spec().param_shapes();
+        let shapes = policy.param_shapes();
         for (name, shape) in &shapes {
             match self.file.get(name) {
                 None => return bad(format!("parameter `{name}` is missing")),
@@ -236,15 +253,28 @@ impl Checkpoint {
     /// `Checkpoint` when the file holds no such optimiser state or a buffer is missing or
     /// mis-sized.
     pub fn optimizer_state(&self, name: &str, buffers: &[&str], spec: &PolicySpec) -> Result<OptimizerState> {
+        self.optimizer_state_for(name, buffers, &spec.param_shapes())
+    }
+
+    /// [`Checkpoint::optimizer_state`] for the parameters `shapes` (a network's own,
+    /// [`Policy::param_shapes`]).
+    ///
+    /// # Errors
+    /// As [`Checkpoint::optimizer_state`].
+    pub fn optimizer_state_for(
+        &self,
+        name: &str,
+        buffers: &[&str],
+        shapes: &[(String, Vec<usize>)],
+    ) -> Result<OptimizerState> {
         let t = match self.file.metadata.get(&format!("{name}.t")) {
             Some(t) => t.parse().map_err(|_| self.file.error(format!("`{name}.t` is not a number")))?,
             None => return Err(self.file.error("holds no optimiser state")),
         };
-        let shapes = spec.param_shapes();
         let mut out = Vec::new();
         for b in buffers {
             let mut arrays = Vec::with_capacity(shapes.len());
-            for (param, shape) in &shapes {
+            for (param, shape) in shapes {
                 let key = format!("{name}.{b}.{param}");
                 match self.file.get(&key) {
                     Some((_, data)) if data.len() == shape.iter().product::<usize>() => arrays.push(data.to_vec()),

@@ -241,6 +241,26 @@ impl Collector {
         Ok((finished, None))
     }
 
+    /// One step of the N envs with `env_actions` `[N, act_dim]` (already in the env's own
+    /// range) chosen by the caller — an off-policy algorithm's loop: the current observations
+    /// move on (normalised when configured), the episodes that ended at global step `step` go
+    /// into the statistics and `finished`; the step's rewards, flags and final observations stay
+    /// in [`Collector::venv`] until the next step.
+    ///
+    /// # Errors
+    /// The envs' errors.
+    pub fn step_with(
+        &mut self,
+        env_actions: &[f32],
+        step: u64,
+        finished: &mut Vec<(u64, EpisodeRecord)>,
+    ) -> Result<()> {
+        self.venv.step(env_actions)?;
+        self.norm.update_and_normalize_into(self.venv.obs(), &mut self.obs);
+        self.record_finished(step, finished);
+        Ok(())
+    }
+
     /// This step as an observer sees it.
     fn view<'a>(&'a self, global_step: u64, policy: &'a dyn Policy) -> StepView<'a> {
         let v = &self.venv;

@@ -6,6 +6,7 @@
 //! [`Config::validate`].
 
 pub use crate::algo::optim::OptimizerName;
+pub use crate::algo::sac::EntCoef;
 pub use crate::algo::{AdvantageNorm, Objective};
 use crate::error::{ProximaError, Result};
 use crate::policy::Activation;
@@ -15,14 +16,14 @@ use serde::{Deserialize, Serialize};
 mod ignored;
 
 /// The algorithms `algo` may name.
-pub const ALGOS: [&str; 5] = ["ppo", "a2c", "a3c", "trpo", "reinforce"];
+pub const ALGOS: [&str; 8] = ["ppo", "a2c", "a3c", "trpo", "reinforce", "sac", "td3", "ddpg"];
 
 /// A full training configuration. Field names are Stable-Baselines3's where SB3 has the
 /// hyperparameter; the paper's symbols are given in each doc line.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
-    /// Algorithm: `ppo`, `a2c`, `a3c`, `trpo` or `reinforce`.
+    /// Algorithm: `ppo`, `a2c`, `a3c`, `trpo`, `reinforce`, `sac`, `td3` or `ddpg`.
     pub algo: String,
     /// Name of the preset the config started from (informational).
     pub preset: String,
@@ -54,8 +55,9 @@ pub struct Config {
     pub clip_range_vf: Option<f64>,
     /// Where Â is normalised: `minibatch` (default), `batch` or `off`.
     pub normalize_advantage: AdvantageNorm,
-    /// c₂: entropy bonus coefficient.
-    pub ent_coef: f64,
+    /// c₂: entropy bonus coefficient; for SAC its temperature α: a number (fixed), `"auto"`
+    /// (learned from 1) or `"auto_<initial value>"`, as SB3 spells them.
+    pub ent_coef: EntCoef,
     /// c₁: value-loss coefficient (the value loss carries a 0.5 factor, as CleanRL/SB3).
     pub vf_coef: f64,
     /// Global gradient-norm clip; absent = none.
@@ -93,8 +95,8 @@ pub struct Config {
     /// from 4 also splits each minibatch's rows into `threads / 2` shards (gradients added in a
     /// fixed order: bit-reproducible for a given value). Many seeds use `--jobs` instead.
     pub num_threads: usize,
-    /// The policy network's implementation: `auto` (the fused CPU kernels for PPO, A2C and A3C,
-    /// candle for TRPO), `fused` or `candle` (every result as before the fused backend, bit for
+    /// The policy network's implementation: `auto` (the fused CPU kernels for PPO, A2C, A3C and
+    /// REINFORCE, candle for TRPO, SAC, TD3 and DDPG), `fused` or `candle` (every result as before the fused backend, bit for
     /// bit). A saved config without the key was trained on candle, and resumes there.
     #[serde(default = "candle_backend")]
     pub backend: Backend,
@@ -150,6 +152,49 @@ pub struct Config {
     /// on G_t), or weight ∇log π by G_t itself.
     #[serde(default = "yes")]
     pub baseline: bool,
+    /// SAC: transitions the replay buffer holds (SB3: 1e6).
+    #[serde(default = "million")]
+    pub buffer_size: usize,
+    /// SAC: env steps (over all envs) of uniformly random actions before the first gradient
+    /// step (SB3: 100).
+    #[serde(default = "hundred")]
+    pub learning_starts: u64,
+    /// SAC: τ of the target networks' Polyak averaging (SB3: 0.005).
+    #[serde(default = "tau")]
+    pub tau: f64,
+    /// SAC: env steps per env between trainings (SB3: 1).
+    #[serde(default = "one_usize")]
+    pub train_freq: usize,
+    /// SAC: gradient steps per training (SB3: 1).
+    #[serde(default = "one_usize")]
+    pub gradient_steps: usize,
+    /// SAC: gradient steps between target updates (SB3: 1).
+    #[serde(default = "one_usize")]
+    pub target_update_interval: usize,
+    /// SAC: the target entropy H̄ of the learned temperature: `"auto"` (−dim(A), SB3's) or a number.
+    #[serde(default, with = "crate::algo::sac::target_entropy_serde")]
+    pub target_entropy: Option<f64>,
+    /// SAC: checkpoints also write the replay buffer (`<checkpoint>.replay.safetensors`), so that
+    /// `--resume` continues bit for bit (SB3's `save_replay_buffer`; without it a resumed run
+    /// starts from an empty buffer).
+    #[serde(default = "yes")]
+    pub save_replay_buffer: bool,
+    /// SAC, TD3: the number of Q critics (SB3's `n_critics`, 2; DDPG has 1).
+    #[serde(default = "two")]
+    pub n_critics: usize,
+    /// TD3: gradient steps per actor and target update (SB3: 2).
+    #[serde(default = "two")]
+    pub policy_delay: usize,
+    /// TD3: σ of the target policy smoothing noise (SB3: 0.2).
+    #[serde(default = "point_two")]
+    pub target_policy_noise: f64,
+    /// TD3: the clip of the smoothing noise (SB3: 0.5).
+    #[serde(default = "half")]
+    pub target_noise_clip: f64,
+    /// TD3, DDPG: σ of the Gaussian exploration noise on the actor's action in the scaled
+    /// [−1, 1] space (rl-zoo's `noise_std` with `noise_type: normal`; 0 = none, SB3's default).
+    #[serde(default = "point_one")]
+    pub noise_std: f64,
 }
 
 /// Keys that may be absent (`--set key=none` clears them).
@@ -163,7 +208,8 @@ pub const MAX_ENVS: usize = 1 << 16;
 pub const MAX_WIDTH: usize = 1 << 16;
 
 /// Names of the presets, in the order `--help` lists them.
-pub const PRESETS: [&str; 8] = ["cleanrl", "sb3", "paper-mujoco", "paper-atari", "a2c", "a3c", "trpo", "reinforce"];
+pub const PRESETS: [&str; 11] =
+    ["cleanrl", "sb3", "paper-mujoco", "paper-atari", "a2c", "a3c", "trpo", "reinforce", "sac", "td3", "ddpg"];
 
 impl Config {
     /// The keys a config file or `--set` may name.
@@ -216,6 +262,19 @@ impl Config {
             "line_search_max_iter",
             "n_critic_updates",
             "baseline",
+            "buffer_size",
+            "learning_starts",
+            "tau",
+            "train_freq",
+            "gradient_steps",
+            "target_update_interval",
+            "target_entropy",
+            "save_replay_buffer",
+            "n_critics",
+            "policy_delay",
+            "target_policy_noise",
+            "target_noise_clip",
+            "noise_std",
         ]
     }
 
@@ -244,6 +303,16 @@ impl Config {
     ///   scale): 1 env × 2048 steps (well above CartPole's 500-step episodes: only finished
     ///   episodes train), one Adam step per rollout at lr 1e-3 constant, γ .99, weights
     ///   G − V normalised over the rollout, c₁ .5, c₂ 0, no gradient clipping; 500k steps.
+    /// * `sac`: Stable-Baselines3's `SAC` defaults: 1 env, Adam lr 3e-4 (ε 1e-8, PyTorch's), buffer
+    ///   1e6, 100 random steps first, batch 256, τ .005, γ .99, one gradient step per env step,
+    ///   α learned (`ent_coef = "auto"`, H̄ = −dim(A)), 2×256 ReLU actor and twin critics; 1M steps.
+    ///   `n_steps` (1000) is only how many env steps one logged iteration takes.
+    /// * `td3`: Stable-Baselines3's `TD3` defaults (lr 1e-3, buffer 1e6, 100 random steps, batch
+    ///   256, τ .005, γ .99, `policy_delay` 2, smoothing noise .2 clipped at .5, 400×300 ReLU
+    ///   networks) with Gaussian exploration noise σ .1 (SB3 has none by default; rl-zoo and the
+    ///   paper add it); 1M steps.
+    /// * `ddpg`: Stable-Baselines3's `DDPG`: the `td3` values with one critic, no smoothing noise
+    ///   and no delay.
     ///
     /// # Errors
     /// `Config` naming the unknown preset and the known ones.
@@ -267,7 +336,7 @@ impl Config {
             clip_range: 0.2,
             clip_range_vf: Some(0.2),
             normalize_advantage: AdvantageNorm::Minibatch,
-            ent_coef: 0.01,
+            ent_coef: EntCoef::Fixed(0.01),
             vf_coef: 0.5,
             max_grad_norm: Some(0.5),
             target_kl: None,
@@ -299,6 +368,19 @@ impl Config {
             line_search_max_iter: 10,
             n_critic_updates: 10,
             baseline: true,
+            buffer_size: 1_000_000,
+            learning_starts: 100,
+            tau: 0.005,
+            train_freq: 1,
+            gradient_steps: 1,
+            target_update_interval: 1,
+            target_entropy: None,
+            save_replay_buffer: true,
+            n_critics: 2,
+            policy_delay: 2,
+            target_policy_noise: 0.2,
+            target_noise_clip: 0.5,
+            noise_std: 0.1,
         };
         Ok(match name {
             "cleanrl" => cleanrl,
@@ -312,7 +394,7 @@ impl Config {
                 learning_rate: 3e-4,
                 anneal_lr: false,
                 clip_range_vf: None,
-                ent_coef: 0.0,
+                ent_coef: EntCoef::Fixed(0.0),
                 ..cleanrl
             },
             "paper-mujoco" => Config {
@@ -325,7 +407,7 @@ impl Config {
                 learning_rate: 3e-4,
                 anneal_lr: true,
                 clip_range_vf: None,
-                ent_coef: 0.0,
+                ent_coef: EntCoef::Fixed(0.0),
                 normalize_observation: true,
                 normalize_reward: true,
                 ..cleanrl
@@ -343,7 +425,7 @@ impl Config {
                 gae_lambda: 1.0,
                 clip_range_vf: None,
                 normalize_advantage: AdvantageNorm::Off,
-                ent_coef: 0.0,
+                ent_coef: EntCoef::Fixed(0.0),
                 optimizer: OptimizerName::Rmsprop,
                 ..cleanrl
             },
@@ -359,7 +441,7 @@ impl Config {
                 anneal_lr: false,
                 clip_range_vf: None,
                 normalize_advantage: AdvantageNorm::Batch,
-                ent_coef: 0.0,
+                ent_coef: EntCoef::Fixed(0.0),
                 max_grad_norm: None,
                 target_kl: Some(0.01),
                 ..cleanrl
@@ -375,8 +457,52 @@ impl Config {
                 anneal_lr: false,
                 clip_range_vf: None,
                 normalize_advantage: AdvantageNorm::Batch,
-                ent_coef: 0.0,
+                ent_coef: EntCoef::Fixed(0.0),
                 max_grad_norm: None,
+                ..cleanrl
+            },
+            "sac" => Config {
+                algo: "sac".into(),
+                preset: "sac".into(),
+                total_timesteps: 1_000_000,
+                n_envs: 1,
+                n_steps: 1000,
+                batch_size: 256,
+                n_epochs: 1,
+                learning_rate: 3e-4,
+                anneal_lr: false,
+                clip_range_vf: None,
+                ent_coef: EntCoef::Auto(1.0),
+                max_grad_norm: None,
+                adam_eps: 1e-8,
+                net_arch: vec![256, 256],
+                activation: Activation::Relu,
+                ortho_init: false,
+                checkpoint_freq: 25,
+                ..cleanrl
+            },
+            "td3" | "ddpg" => Config {
+                algo: name.into(),
+                preset: name.into(),
+                total_timesteps: 1_000_000,
+                n_envs: 1,
+                n_steps: 1000,
+                batch_size: 256,
+                n_epochs: 1,
+                learning_rate: 1e-3,
+                anneal_lr: false,
+                clip_range_vf: None,
+                ent_coef: EntCoef::Fixed(0.0),
+                max_grad_norm: None,
+                adam_eps: 1e-8,
+                net_arch: vec![400, 300],
+                activation: Activation::Relu,
+                ortho_init: false,
+                checkpoint_freq: 25,
+                policy_delay: if name == "td3" { 2 } else { 1 },
+                target_policy_noise: if name == "td3" { 0.2 } else { 0.0 },
+                target_noise_clip: if name == "td3" { 0.5 } else { 0.0 },
+                n_critics: if name == "td3" { 2 } else { 1 },
                 ..cleanrl
             },
             "paper-atari" => Config {
@@ -390,7 +516,7 @@ impl Config {
                 anneal_lr: true,
                 clip_range: 0.1,
                 clip_range_vf: None,
-                ent_coef: 0.01,
+                ent_coef: EntCoef::Fixed(0.01),
                 vf_coef: 1.0,
                 ..cleanrl
             },
@@ -483,7 +609,7 @@ impl Config {
     /// fused for the others).
     pub fn resolved_backend(&self) -> Backend {
         match self.backend {
-            Backend::Auto if self.algo == "trpo" => Backend::Candle,
+            Backend::Auto if self.algo == "trpo" || self.is_off_policy() => Backend::Candle,
             Backend::Auto => Backend::Fused,
             b => b,
         }
@@ -523,6 +649,9 @@ impl Config {
         if self.algo == "a3c" && (self.normalize_observation || self.normalize_reward) {
             return bad("algo = `a3c` does not support normalize_observation / normalize_reward (each worker would keep its own statistics)".into());
         }
+        if self.is_off_policy() {
+            self.validate_off_policy()?;
+        }
         if self.n_workers == 0 || self.n_workers > 256 {
             return bad(format!("n_workers = {}: must be between 1 and 256", self.n_workers));
         }
@@ -534,6 +663,71 @@ impl Config {
             if v == 0 {
                 return bad(format!("{k} = 0: must be at least 1"));
             }
+        }
+        Ok(())
+    }
+
+    /// Whether `algo` is an off-policy algorithm (SAC, TD3, DDPG).
+    pub fn is_off_policy(&self) -> bool {
+        matches!(self.algo.as_str(), "sac" | "td3" | "ddpg")
+    }
+
+    /// The off-policy algorithms' own settings, and what they do not support.
+    fn validate_off_policy(&self) -> Result<()> {
+        let bad = |m: String| Err(ProximaError::Config(m));
+        let algo = &self.algo;
+        if self.backend == Backend::Fused {
+            return bad(format!("backend = `fused` does not cover algo = `{algo}` (its networks are on candle): use backend = `auto` or `candle`"));
+        }
+        if self.normalize_observation || self.normalize_reward {
+            return bad(format!("algo = `{algo}` does not support normalize_observation / normalize_reward yet (the replay buffer would hold observations normalised by changing statistics)"));
+        }
+        if self.optimizer != OptimizerName::Adam {
+            return bad(format!("algo = `{algo}` trains with Adam (optimizer = `adam`)"));
+        }
+        if self.n_critics == 0 || self.n_critics > 16 {
+            return bad(format!("n_critics = {}: must be between 1 and 16", self.n_critics));
+        }
+        if self.policy_delay == 0 {
+            return bad("policy_delay = 0: must be at least 1".into());
+        }
+        for (k, v) in [
+            ("target_policy_noise", self.target_policy_noise),
+            ("target_noise_clip", self.target_noise_clip),
+            ("noise_std", self.noise_std),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return bad(format!("{k} = {v}: must be a finite number ≥ 0"));
+            }
+        }
+        if !(self.tau > 0.0 && self.tau <= 1.0) {
+            return bad(format!("tau = {}: must lie in (0, 1]", self.tau));
+        }
+        for (k, v) in [
+            ("buffer_size", self.buffer_size),
+            ("train_freq", self.train_freq),
+            ("gradient_steps", self.gradient_steps),
+            ("target_update_interval", self.target_update_interval),
+            ("batch_size", self.batch_size),
+        ] {
+            if v == 0 {
+                return bad(format!("{k} = 0: must be at least 1"));
+            }
+        }
+        if self.learning_starts >= self.total_timesteps {
+            return bad(format!(
+                "learning_starts = {} is not below total_timesteps = {}: the run would end before its first gradient step",
+                self.learning_starts, self.total_timesteps
+            ));
+        }
+        match self.ent_coef {
+            EntCoef::Auto(a) if !(a.is_finite() && a > 0.0) => {
+                return bad(format!("ent_coef = `auto_{a}`: the initial α must be a finite number > 0"))
+            }
+            _ => {}
+        }
+        if self.target_entropy.is_some_and(|h| !h.is_finite()) {
+            return bad("target_entropy must be finite (or `auto`)".into());
         }
         Ok(())
     }
@@ -572,7 +766,8 @@ impl Config {
             }
         };
         // A2C, A3C and REINFORCE take one step on the whole rollout: no minibatch size to check.
-        let one_batch = matches!(self.algo.as_str(), "a2c" | "a3c" | "reinforce");
+        // SAC draws its batches from the replay buffer.
+        let one_batch = matches!(self.algo.as_str(), "a2c" | "a3c" | "reinforce") || self.is_off_policy();
         if !one_batch && (rollout % self.batch_size != 0 || self.batch_size > rollout) {
             return bad(format!(
                 "batch_size = {} does not divide the rollout n_steps × n_envs = {} × {} = {rollout}",
@@ -623,7 +818,12 @@ impl Config {
                 return bad(format!("{k} = {v}: must lie in [0, 1]"));
             }
         }
-        for (k, v) in [("ent_coef", self.ent_coef), ("vf_coef", self.vf_coef)] {
+        if self.algo != "sac" && matches!(self.ent_coef, EntCoef::Auto(_)) {
+            return bad(
+                "ent_coef = `auto` is SAC's learned temperature; the other algorithms take a number (c₂)".into()
+            );
+        }
+        for (k, v) in [("ent_coef", self.ent_coef.value()), ("vf_coef", self.vf_coef)] {
             if !v.is_finite() || v < 0.0 {
                 return bad(format!("{k} = {v}: must be a finite number ≥ 0"));
             }
@@ -712,6 +912,34 @@ pub enum VectorEnv {
 fn candle_backend() -> Backend {
     Backend::Candle
 }
+fn million() -> usize {
+    1_000_000
+}
+
+fn hundred() -> u64 {
+    100
+}
+
+fn tau() -> f64 {
+    0.005
+}
+
+fn one_usize() -> usize {
+    1
+}
+
+fn point_two() -> f64 {
+    0.2
+}
+
+fn half() -> f64 {
+    0.5
+}
+
+fn point_one() -> f64 {
+    0.1
+}
+
 fn yes() -> bool {
     true
 }

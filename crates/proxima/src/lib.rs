@@ -16,6 +16,7 @@ pub mod log;
 pub mod loss;
 pub mod normalize;
 pub mod policy;
+pub mod replay;
 pub mod rollout;
 pub mod simd;
 pub mod train;

@@ -5,9 +5,12 @@
 
 pub mod a2c;
 pub mod a3c;
+pub mod offpolicy;
 pub mod optim;
 pub mod ppo;
 pub mod reinforce;
+pub mod sac;
+pub mod td3;
 pub mod trpo;
 pub mod update;
 

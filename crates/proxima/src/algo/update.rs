@@ -47,6 +47,8 @@ pub struct UpdateStats {
     pub kl_coef: f64,
     /// TRPO: the fraction of the natural-gradient step the line search accepted (0 = rejected).
     pub step_fraction: f64,
+    /// SAC: the temperature α after the iteration (`None` for the other algorithms).
+    pub ent_coef: Option<f64>,
 }
 
 /// One optimiser step on `policy`'s parameters with the gradient of the loss it evaluated last

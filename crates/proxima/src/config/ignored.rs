@@ -2,7 +2,7 @@
 //! its `algo`, `objective`, `optimizer` and normalisation switches, so that setting one is an
 //! error naming the key and the algorithm rather than a silent no-op.
 
-use super::{Config, Objective, OptimizerName};
+use super::{Config, EntCoef, Objective, OptimizerName};
 use crate::error::{ProximaError, Result};
 
 /// Keys only PPO reads (besides the objective-specific ones below).
@@ -21,6 +21,42 @@ const TRPO_ONLY: [(&str, &str); 5] = [
     ("n_critic_updates", "TRPO's critic epochs"),
 ];
 
+/// Keys only the off-policy algorithms (SAC, TD3, DDPG) read.
+const OFF_POLICY_ONLY: [(&str, &str); 6] = [
+    ("buffer_size", "the replay buffer's size"),
+    ("learning_starts", "the random steps before learning"),
+    ("tau", "the target networks' Polyak τ"),
+    ("train_freq", "the env steps between trainings"),
+    ("gradient_steps", "the gradient steps per training"),
+    ("save_replay_buffer", "saving the replay buffer"),
+];
+
+/// Keys only SAC reads.
+const SAC_ONLY: [(&str, &str); 2] =
+    [("target_update_interval", "SAC's target update interval"), ("target_entropy", "SAC's temperature target")];
+
+/// Keys only TD3 reads (DDPG fixes them: one critic, no smoothing, no delay).
+const TD3_ONLY: [(&str, &str); 4] = [
+    ("policy_delay", "TD3's delayed actor updates"),
+    ("target_policy_noise", "TD3's target smoothing noise"),
+    ("target_noise_clip", "TD3's target smoothing clip"),
+    ("n_critics", "the number of critics"),
+];
+
+/// On-policy keys the off-policy algorithms do not read.
+const NOT_SAC: [(&str, &str); 10] = [
+    ("gae_lambda", "GAE's λ"),
+    ("vf_coef", "the value-loss coefficient"),
+    ("normalize_advantage", "advantage normalisation"),
+    ("max_grad_norm", "gradient clipping"),
+    ("target_kl", "PPO's early stop, TRPO's δ"),
+    ("log_std_init", "the state-independent log-std"),
+    ("ortho_init", "orthogonal init; SAC's layers use PyTorch's default"),
+    ("shared_trunk", "a shared trunk; SAC's actor and critics are separate"),
+    ("activation", "the activation; SAC's networks use ReLU"),
+    ("num_threads", "the fused backend's threads"),
+];
+
 impl Config {
     /// Why setting `key` would change nothing under this config (`None` when it is read).
     /// The reason names the key, what it is, and the setting that ignores it.
@@ -33,6 +69,9 @@ impl Config {
         }
         if let Some((_, what)) = TRPO_ONLY.iter().find(|(k, _)| *k == key) {
             return (algo != "trpo").then(|| not_read(what, by_algo())).flatten();
+        }
+        if let Some(why) = self.ignored_off_policy_key(key) {
+            return why;
         }
         let objective = format!("algo = `{algo}`, objective = `{}`", objective_name(self.objective));
         match key {
@@ -75,6 +114,43 @@ impl Config {
             }
             _ => None,
         }
+    }
+
+    /// [`Config::ignored_key`] for the off-policy keys, and the on-policy keys an off-policy
+    /// algorithm ignores: `Some(answer)` when `key` is one of those, `None` to look further.
+    fn ignored_off_policy_key(&self, key: &str) -> Option<Option<String>> {
+        let algo = self.algo.as_str();
+        let off = self.is_off_policy();
+        let not_read = |what: &str, by: String| Some(format!("`{key}` ({what}) has no effect with {by}"));
+        let by_algo = || format!("algo = `{algo}`");
+        let find = |list: &[(&'static str, &'static str)]| list.iter().find(|(k, _)| *k == key).map(|(_, w)| *w);
+        if let Some(what) = find(&OFF_POLICY_ONLY) {
+            return Some((!off).then(|| not_read(what, by_algo())).flatten());
+        }
+        if let Some(what) = find(&SAC_ONLY) {
+            if algo != "sac" {
+                return Some(not_read(what, by_algo()));
+            }
+            let fixed = key == "target_entropy" && matches!(self.ent_coef, EntCoef::Fixed(_));
+            return Some(fixed.then(|| not_read(what, "a fixed ent_coef".into())).flatten());
+        }
+        if let Some(what) = find(&TD3_ONLY) {
+            let reads = algo == "td3" || (key == "n_critics" && algo == "sac");
+            return Some((!reads).then(|| not_read(what, by_algo())).flatten());
+        }
+        if key == "noise_std" {
+            let reads = algo == "td3" || algo == "ddpg";
+            return Some((!reads).then(|| not_read("the exploration noise of TD3 and DDPG", by_algo())).flatten());
+        }
+        if off {
+            if let Some(what) = find(&NOT_SAC) {
+                return Some(not_read(what, by_algo()));
+            }
+            if key == "ent_coef" && algo != "sac" {
+                return Some(not_read("SAC's temperature", by_algo()));
+            }
+        }
+        None
     }
 
     /// Refuses options this config would ignore: `keys` are the ones the user set (a `--set`,

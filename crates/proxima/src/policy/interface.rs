@@ -110,9 +110,15 @@ pub trait Policy: Send {
     /// As [`Policy::act`].
     fn rollout_kl(&self, obs: &[f32], old_head: &[f32], old_log_std: &[f32]) -> Result<f64>;
 
+    /// Every parameter's name and shape, in order (the spec's, [`PolicySpec::param_shapes`], for
+    /// the actor-critics; SAC's networks have their own).
+    fn param_shapes(&self) -> Vec<(String, Vec<usize>)> {
+        self.spec().param_shapes()
+    }
+
     /// The parameters' names, in the spec's order.
     fn param_names(&self) -> Vec<String> {
-        self.spec().param_shapes().into_iter().map(|(n, _)| n).collect()
+        self.param_shapes().into_iter().map(|(n, _)| n).collect()
     }
 
     /// Every parameter's values, row-major, in the spec's order.

@@ -21,10 +21,12 @@ pub mod distributions;
 pub mod fused;
 mod interface;
 mod network;
+pub mod offpolicy;
 pub mod ops;
 mod spec;
 
 pub use self::candle::{ActorCritic, DistParams};
 pub use self::interface::{ActOutput, FlatParams, LossReport, Policy};
 pub use self::network::{Backend, Network};
+pub use self::offpolicy::{ActorKind, OffPolicyNets};
 pub use self::spec::{orthogonal, ActionKind, Activation, PolicySpec};

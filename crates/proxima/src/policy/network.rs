@@ -4,6 +4,7 @@
 use super::candle::ActorCritic;
 use super::fused::FusedMlp;
 use super::interface::{ActOutput, FlatParams, LossReport, Policy};
+use super::offpolicy::{ActorKind, OffPolicyNets};
 use super::spec::PolicySpec;
 use crate::error::Result;
 use crate::loss::PpoCoefs;
@@ -46,6 +47,8 @@ pub enum Network {
     Candle(ActorCritic),
     /// On the fused CPU kernels.
     Fused(FusedMlp),
+    /// An off-policy algorithm's actor, critics and targets (SAC, TD3, DDPG; on candle).
+    OffPolicy(OffPolicyNets),
 }
 
 impl Network {
@@ -69,19 +72,40 @@ impl Network {
         }
     }
 
-    /// Which backend this network is on (`Fused` or `Candle`).
+    /// An off-policy algorithm's networks for `spec` (`kind`, `n_critics`), initialised from `rng`.
+    ///
+    /// # Errors
+    /// As [`OffPolicyNets::new`].
+    pub fn off_policy<R: Rng + ?Sized>(
+        spec: PolicySpec,
+        kind: ActorKind,
+        n_critics: usize,
+        rng: &mut R,
+    ) -> Result<Self> {
+        Ok(Network::OffPolicy(OffPolicyNets::new(spec, kind, n_critics, rng)?))
+    }
+
+    /// Which backend this network is on (`Fused` or `Candle`; the off-policy networks are on candle).
     pub fn backend(&self) -> Backend {
         match self {
-            Network::Candle(_) => Backend::Candle,
+            Network::Candle(_) | Network::OffPolicy(_) => Backend::Candle,
             Network::Fused(_) => Backend::Fused,
         }
     }
 
-    /// The candle network, when on candle.
+    /// The candle actor-critic, when on candle.
     pub fn candle(&self) -> Option<&ActorCritic> {
         match self {
             Network::Candle(n) => Some(n),
-            Network::Fused(_) => None,
+            Network::Fused(_) | Network::OffPolicy(_) => None,
+        }
+    }
+
+    /// An off-policy algorithm's networks, when this is one.
+    pub fn off_policy_nets(&self) -> Option<&OffPolicyNets> {
+        match self {
+            Network::OffPolicy(n) => Some(n),
+            _ => None,
         }
     }
 
@@ -89,6 +113,7 @@ impl Network {
         match self {
             Network::Candle(n) => n,
             Network::Fused(n) => n,
+            Network::OffPolicy(n) => n,
         }
     }
 
@@ -96,6 +121,7 @@ impl Network {
         match self {
             Network::Candle(n) => n,
             Network::Fused(n) => n,
+            Network::OffPolicy(n) => n,
         }
     }
 }
@@ -134,8 +160,14 @@ impl Policy for Network {
     fn rollout_kl(&self, obs: &[f32], old_head: &[f32], old_log_std: &[f32]) -> Result<f64> {
         self.inner().rollout_kl(obs, old_head, old_log_std)
     }
+    fn param_shapes(&self) -> Vec<(String, Vec<usize>)> {
+        self.inner().param_shapes()
+    }
     fn param_names(&self) -> Vec<String> {
         self.inner().param_names()
+    }
+    fn env_action(&self, action: &mut [f32]) {
+        self.inner().env_action(action)
     }
     fn params(&self) -> Result<Vec<Vec<f32>>> {
         self.inner().params()

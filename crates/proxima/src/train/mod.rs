@@ -12,7 +12,11 @@
 //! line: `a2c` one gradient step (`algo::a2c::update`), `trpo` the natural-gradient step with
 //! line search plus the critic's epochs (`algo::trpo::update`), `a3c` asynchronous workers that
 //! each run this same collect → returns → gradient cycle on their own collector
-//! (`algo::a3c::run_iteration`).
+//! (`algo::a3c::run_iteration`), `reinforce` one gradient step on Monte-Carlo returns
+//! (`algo::reinforce::update`). The off-policy algorithms (SAC, TD3, DDPG) replace the whole
+//! iteration: `n_steps` env steps into a replay buffer, with `gradient_steps` gradient steps every
+//! `train_freq` of them (`Trainer::off_policy_iteration`, `algo::offpolicy`, `algo::sac`,
+//! `algo::td3`).
 //!
 //! [`Trainer`] holds the explicit training state and writes no file: `step()` runs one
 //! iteration, `learn(total_timesteps, callback)` runs them all and tells a [`Callback`] after
@@ -27,4 +31,5 @@ mod trainer;
 
 pub use eval::{evaluate, evaluate_recorded, mean_std, saved_normalizer, Recording};
 pub use run_dir::{run, write_tensorboard, RunDir, RunOutcome, RunSummary, Stopped, CSV_COLUMNS};
+pub use snapshot::{replay_path, REPLAY_SUFFIX};
 pub use trainer::{policy_spec, Callback, NoCallback, Trainer, UpdateReport};

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// Columns of `progress.csv`, one row per iteration.
-pub const CSV_COLUMNS: [&str; 19] = [
+pub const CSV_COLUMNS: [&str; 20] = [
     "global_step",
     "update",
     "time_elapsed",
@@ -32,6 +32,7 @@ pub const CSV_COLUMNS: [&str; 19] = [
     "kl_divergence",
     "kl_coef",
     "step_fraction",
+    "ent_coef",
 ];
 
 /// What a finished run leaves behind.
@@ -92,7 +93,7 @@ impl RunDir {
     }
 
     /// One row of `progress.csv` (in [`CSV_COLUMNS`]' order) for an iteration's report.
-    fn csv_row(r: &UpdateReport) -> [f64; 19] {
+    fn csv_row(r: &UpdateReport) -> [f64; 20] {
         let (s, nan) = (&r.stats, f64::NAN);
         [
             r.global_step as f64,
@@ -114,6 +115,7 @@ impl RunDir {
             s.kl_divergence,
             s.kl_coef,
             s.step_fraction,
+            s.ent_coef.unwrap_or(nan),
         ]
     }
 
@@ -167,7 +169,8 @@ impl Callback for RunDir {
         write_tensorboard(&mut self.tb, r)?;
         let freq = trainer.cfg.checkpoint_freq as u64;
         if freq > 0 && r.update % freq == 0 {
-            trainer.save(&self.dir.join("checkpoints").join(format!("update_{:06}.safetensors", r.update)))?;
+            trainer
+                .save_checkpoint(&self.dir.join("checkpoints").join(format!("update_{:06}.safetensors", r.update)))?;
         }
         Ok(true)
     }
@@ -200,6 +203,9 @@ pub fn write_tensorboard(tb: &mut TensorBoardWriter, r: &UpdateReport) -> Result
         ("charts/step_fraction", s.step_fraction),
     ] {
         tb.add_scalar(tag, v, r.global_step)?;
+    }
+    if let Some(alpha) = s.ent_coef {
+        tb.add_scalar("losses/alpha", alpha, r.global_step)?;
     }
     tb.flush()
 }
@@ -237,7 +243,7 @@ impl RunDir {
     pub fn stop(self, trainer: &Trainer) -> Result<Stopped> {
         let checkpoint = self.dir.join("checkpoints").join(format!("update_{:06}.safetensors", trainer.update));
         if !checkpoint.is_file() {
-            trainer.save(&checkpoint)?;
+            trainer.save_checkpoint(&checkpoint)?;
         }
         trainer.save(&self.dir.join("model.safetensors"))?;
         Ok(Stopped { run_dir: self.dir, checkpoint, update: trainer.update, global_step: trainer.global_step })

@@ -3,6 +3,7 @@
 //! normalisation statistics, PPO's β), and rebuilding a [`Trainer`] from it.
 
 use super::trainer::{Algo, Trainer};
+use crate::algo::offpolicy::{Learner, OffPolicySnapshot};
 use crate::algo::optim::Optimizer;
 use crate::checkpoint::{self, CheckpointMeta, OptimizerState, OPTIMIZER};
 use crate::collect::EpisodeStats;
@@ -11,7 +12,7 @@ use crate::env::vec_env::EpisodeRecord;
 use crate::env::EnvRng;
 use crate::error::{ProximaError, Result};
 use crate::normalize::Normalizer;
-use crate::policy::Policy;
+use crate::policy::{Network, Policy};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -81,6 +82,12 @@ impl Trainer {
         if c.norm.is_active() {
             extra.insert("normalization".to_string(), serde_json::to_string(&c.norm).expect("normaliser serialises"));
         }
+        if let Algo::OffPolicy(l) = &self.algo {
+            extra.insert(
+                "off_policy_state".to_string(),
+                serde_json::to_string(&l.snapshot()).expect("state serialises"),
+            );
+        }
         CheckpointMeta {
             env_id: self.env_id.clone(),
             policy: self.policy.spec().clone(),
@@ -143,11 +150,45 @@ impl Trainer {
         Ok(tr)
     }
 
-    /// The checkpoint's parameters and optimiser state into this trainer's.
+    /// The checkpoint's parameters and optimiser state into this trainer's (for SAC also its
+    /// counters, log α and, where it was saved, the replay buffer).
     fn load_weights(&mut self, ck: &checkpoint::Checkpoint) -> Result<()> {
         ck.load_into(&mut self.policy)?;
-        let state = ck.optimizer_state(OPTIMIZER, &ADAM_BUFFERS, self.policy.spec())?;
-        restore_adam(&mut self.opt, state);
+        let state = ck.optimizer_state_for(OPTIMIZER, &ADAM_BUFFERS, &self.policy.param_shapes())?;
+        match (&mut self.algo, &self.policy) {
+            (Algo::OffPolicy(l), Network::OffPolicy(nets)) => restore_off_policy(l, nets, state, ck),
+            _ => {
+                restore_adam(&mut self.opt, state);
+                Ok(())
+            }
+        }
+    }
+
+    /// [`Trainer::save`], plus an off-policy run's replay buffer beside it (`<name>.replay.safetensors`, with
+    /// `save_replay_buffer`; the earlier checkpoints' buffer files in the same folder are removed,
+    /// so that one buffer, the latest, is kept): what a run directory's checkpoints are.
+    ///
+    /// # Errors
+    /// `Io`.
+    pub fn save_checkpoint(&self, path: &Path) -> Result<()> {
+        self.save(path)?;
+        let Algo::OffPolicy(learner) = &self.algo else { return Ok(()) };
+        if !self.cfg.save_replay_buffer {
+            return Ok(());
+        }
+        let replay = replay_path(path);
+        let (arrays, meta) = learner.state().replay.to_parts();
+        let shaped: Vec<crate::io::NamedTensor<'_>> =
+            arrays.iter().map(|(n, v)| (n.to_string(), vec![v.len()], v.as_slice())).collect();
+        let md = [("replay_buffer".to_string(), meta)].into_iter().collect();
+        crate::io::write_f32_safetensors(&replay, &shaped, md)?;
+        if let Some(dir) = path.parent() {
+            for old in std::fs::read_dir(dir).into_iter().flatten().filter_map(|e| e.ok().map(|e| e.path())) {
+                if old != replay && old.to_string_lossy().ends_with(REPLAY_SUFFIX) {
+                    let _ = std::fs::remove_file(old); // an older buffer: the newest one is written
+                }
+            }
+        }
         Ok(())
     }
 
@@ -192,8 +233,23 @@ impl Trainer {
         checkpoint::save(path, &self.policy, &[(OPTIMIZER, &self.optimizer_state())], &self.checkpoint_meta())
     }
 
-    /// The optimiser's state as a checkpoint stores it (under [`OPTIMIZER`]).
+    /// The optimiser's state as a checkpoint stores it (under [`OPTIMIZER`]): for the off-policy
+    /// algorithms one array per parameter of their networks, the actor's moments from the
+    /// actor's Adam, the critics' from the critics' Adam, zeros for the targets (their step
+    /// counts are in the trainer state).
     pub fn optimizer_state(&self) -> OptimizerState {
+        if let (Algo::OffPolicy(l), Network::OffPolicy(nets)) = (&self.algo, &self.policy) {
+            let zeros: Vec<Vec<f32>> = nets.target_params().iter().map(|(_, v)| vec![0.0; v.elem_count()]).collect();
+            let join = |a: &[Vec<f32>], b: &[Vec<f32>]| [a, b, &zeros].concat();
+            let st = l.state();
+            return OptimizerState {
+                t: st.critic_opt.t,
+                buffers: vec![
+                    ("m".into(), join(&st.actor_opt.m, &st.critic_opt.m)),
+                    ("v".into(), join(&st.actor_opt.v, &st.critic_opt.v)),
+                ],
+            };
+        }
         OptimizerState {
             t: self.opt.t,
             buffers: vec![("m".into(), self.opt.m.clone()), ("v".into(), self.opt.v.clone())],
@@ -204,6 +260,51 @@ impl Trainer {
 /// The buffers of [`Optimizer`]'s state in a checkpoint: its first and second moments (RMSprop uses
 /// `v` only; `m` stays 0).
 const ADAM_BUFFERS: [&str; 2] = ["m", "v"];
+
+/// Where a checkpoint's SAC replay buffer is written: `update_000010.safetensors` →
+/// `update_000010.replay.safetensors`.
+pub fn replay_path(checkpoint: &Path) -> std::path::PathBuf {
+    checkpoint.with_extension(REPLAY_SUFFIX.trim_start_matches('.'))
+}
+
+/// The ending of a replay-buffer file's name.
+pub const REPLAY_SUFFIX: &str = ".replay.safetensors";
+
+/// An off-policy run's optimisers, counters (SAC: log α) and, where saved, replay buffer from a
+/// checkpoint.
+fn restore_off_policy(
+    learner: &mut Learner,
+    nets: &crate::policy::OffPolicyNets,
+    state: OptimizerState,
+    ck: &checkpoint::Checkpoint,
+) -> Result<()> {
+    let bad = |m: &str| ProximaError::Checkpoint(format!("{}: {m}", ck.path()));
+    let (na, nc) = (nets.actor_params().len(), nets.critic_params().len());
+    let mut bufs = state.buffers.into_iter().map(|(_, b)| b);
+    let (m, v) = (bufs.next().unwrap_or_default(), bufs.next().unwrap_or_default());
+    if m.len() < na + nc || v.len() < na + nc {
+        return Err(bad("the optimiser state does not cover the networks"));
+    }
+    let st = learner.state_mut();
+    (st.actor_opt.m, st.actor_opt.v) = (m[..na].to_vec(), v[..na].to_vec());
+    (st.critic_opt.m, st.critic_opt.v) = (m[na..na + nc].to_vec(), v[na..na + nc].to_vec());
+    let text = ck.meta.extra.get("off_policy_state").ok_or_else(|| bad("no off_policy_state"))?;
+    let snap: OffPolicySnapshot =
+        serde_json::from_str(text).map_err(|e| bad(&format!("malformed off_policy_state ({e})")))?;
+    learner.restore(&snap);
+    let replay = replay_path(Path::new(ck.path()));
+    if !replay.is_file() {
+        tracing::warn!(
+            "{}: no replay buffer beside the checkpoint (save_replay_buffer = false?): training continues from an empty buffer, so the run is not the uninterrupted one",
+            ck.path()
+        );
+        return Ok(());
+    }
+    let (meta, file) = crate::io::read_f32_safetensors(&replay, |md, err| {
+        md.get("replay_buffer").cloned().ok_or_else(|| err("not a replay buffer (no `replay_buffer` metadata)".into()))
+    })?;
+    learner.state_mut().replay.load_parts(&meta, &|name| file.get(name).map(|(_, v)| v.to_vec()))
+}
 
 /// Puts a checkpoint's optimiser state (read with [`ADAM_BUFFERS`]) back into `opt`.
 fn restore_adam(opt: &mut Optimizer, state: OptimizerState) {

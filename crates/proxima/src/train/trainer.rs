@@ -3,9 +3,12 @@
 
 use crate::algo::a2c::{self, A2cParams};
 use crate::algo::a3c::{self, Worker};
+use crate::algo::offpolicy::{Learner, LoopParams};
 use crate::algo::optim::{LrSchedule, Optimizer};
 use crate::algo::ppo::{self, PpoParams};
 use crate::algo::reinforce::{self, ReinforceParams};
+use crate::algo::sac::{Sac, SacParams};
+use crate::algo::td3::{Td3, Td3Params};
 use crate::algo::trpo::{self, TrpoParams};
 use crate::algo::UpdateStats;
 use crate::collect::{Collector, StepObserver};
@@ -14,7 +17,8 @@ use crate::env::vec_env::{EpisodeRecord, SyncVectorEnv, VectorMode};
 use crate::env::{make, Env};
 use crate::error::{ProximaError, Result};
 use crate::normalize::Normalizer;
-use crate::policy::{ActionKind, Network, PolicySpec};
+use crate::policy::{ActionKind, Activation, Network, Policy, PolicySpec};
+use crate::replay::ReplayBuffer;
 use crate::rollout::RolloutBuffer;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -95,8 +99,49 @@ pub(crate) enum Algo {
     Trpo(TrpoParams),
     /// REINFORCE: one gradient step per rollout on its finished episodes' Monte-Carlo returns.
     Reinforce(ReinforceParams),
+    /// SAC, TD3, DDPG: the replay buffer, the optimisers and counters (the networks are the
+    /// trainer's policy, [`Network::OffPolicy`]).
+    OffPolicy(Box<Learner>),
     /// A3C: asynchronous workers applying A2C gradients to the global network.
     A3c { params: A2cParams, workers: Vec<Worker>, global_updates: u64 },
+}
+
+/// The sums of an off-policy iteration's gradient steps' losses.
+#[derive(Default)]
+struct Sums {
+    actor: (f64, usize),
+    critic: (f64, usize),
+    entropy: (f64, usize),
+}
+
+impl Sums {
+    fn add(&mut self, l: crate::algo::offpolicy::Losses) {
+        let add = |s: &mut (f64, usize), v: Option<f64>| {
+            if let Some(v) = v {
+                *s = (s.0 + v, s.1 + 1);
+            }
+        };
+        add(&mut self.actor, l.actor_loss);
+        add(&mut self.critic, Some(l.critic_loss));
+        add(&mut self.entropy, l.entropy);
+    }
+
+    /// The means as the iteration's diagnostics (NaN where nothing was measured).
+    fn stats(&self, lr: f64, ent_coef: Option<f64>) -> UpdateStats {
+        let mean = |(s, n): (f64, usize)| if n > 0 { s / n as f64 } else { f64::NAN };
+        UpdateStats {
+            policy_loss: mean(self.actor),
+            value_loss: mean(self.critic),
+            entropy: mean(self.entropy),
+            explained_variance: f64::NAN,
+            grad_norm: f64::NAN,
+            learning_rate: lr,
+            minibatches: self.critic.1,
+            epochs: usize::from(self.critic.1 > 0),
+            ent_coef,
+            ..Default::default()
+        }
+    }
 }
 
 /// Wall-clock bookkeeping of a trainer (not part of any result).
@@ -185,7 +230,7 @@ fn ppo_params(c: &Config) -> PpoParams {
         clip_range: c.clip_range,
         clip_range_vf: c.clip_range_vf,
         vf_coef: c.vf_coef,
-        ent_coef: c.ent_coef,
+        ent_coef: c.ent_coef.value(),
         max_grad_norm: c.max_grad_norm,
         target_kl: c.target_kl,
         normalize_advantage: c.normalize_advantage,
@@ -198,7 +243,7 @@ fn ppo_params(c: &Config) -> PpoParams {
 fn a2c_params(c: &Config) -> A2cParams {
     A2cParams {
         vf_coef: c.vf_coef,
-        ent_coef: c.ent_coef,
+        ent_coef: c.ent_coef.value(),
         max_grad_norm: c.max_grad_norm,
         normalize_advantage: c.normalize_advantage,
     }
@@ -210,10 +255,64 @@ fn reinforce_params(c: &Config) -> ReinforceParams {
         gamma: c.gamma,
         baseline: c.baseline,
         vf_coef: c.vf_coef,
-        ent_coef: c.ent_coef,
+        ent_coef: c.ent_coef.value(),
         max_grad_norm: c.max_grad_norm,
         normalize_advantage: c.normalize_advantage,
     }
+}
+
+/// The config's off-policy loop parameters.
+fn loop_params(c: &Config) -> LoopParams {
+    LoopParams {
+        learning_starts: c.learning_starts,
+        train_freq: c.train_freq,
+        gradient_steps: c.gradient_steps,
+        batch_size: c.batch_size,
+    }
+}
+
+/// The config's SAC parameters for an action space of `act_dim` dims.
+fn sac_params(c: &Config, act_dim: usize) -> SacParams {
+    SacParams {
+        looping: loop_params(c),
+        gamma: c.gamma,
+        tau: c.tau,
+        target_update_interval: c.target_update_interval,
+        target_entropy: c.target_entropy.unwrap_or(-(act_dim as f64)),
+        ent_coef: c.ent_coef,
+    }
+}
+
+/// The config's TD3 (and DDPG) parameters.
+fn td3_params(c: &Config) -> Td3Params {
+    Td3Params {
+        looping: loop_params(c),
+        gamma: c.gamma,
+        tau: c.tau,
+        policy_delay: c.policy_delay,
+        target_policy_noise: c.target_policy_noise,
+        target_noise_clip: c.target_noise_clip,
+        noise_std: c.noise_std,
+    }
+}
+
+/// An off-policy algorithm's networks (SB3's `MlpPolicy`: ReLU, `net_arch` for the actor and
+/// each critic) and state, or `None` for an on-policy algorithm.
+fn off_policy_parts(cfg: &Config, spec: &PolicySpec) -> Result<Option<(Network, Algo)>> {
+    let Some((kind, n_critics)) = crate::policy::offpolicy::nets_of_algo(&cfg.algo, cfg.n_critics) else {
+        return Ok(None);
+    };
+    let spec = PolicySpec { activation: Activation::Relu, shared_trunk: false, ortho_init: false, ..spec.clone() };
+    let act_dim = spec.action.act_dim();
+    let net = Network::off_policy(spec.clone(), kind, n_critics, &mut ChaCha8Rng::seed_from_u64(cfg.seed))?;
+    let replay = ReplayBuffer::new(cfg.buffer_size, cfg.n_envs, spec.obs_dim, act_dim)?;
+    let nets = net.off_policy_nets().expect("built as off-policy");
+    let (lr, eps) = (cfg.learning_rate, cfg.adam_eps);
+    let learner = match cfg.algo.as_str() {
+        "sac" => Learner::Sac(Sac::new(sac_params(cfg, act_dim), replay, nets, lr, eps)),
+        _ => Learner::Td3(Td3::new(td3_params(cfg), replay, nets, lr, eps)),
+    };
+    Ok(Some((net, Algo::OffPolicy(Box::new(learner)))))
 }
 
 /// The config's TRPO parameters.
@@ -323,6 +422,9 @@ impl Trainer {
     /// workers' envs.
     fn with_collector(env_id: &str, cfg: Config, collector: Collector, make_env: MakeEnv<'_>) -> Result<Self> {
         let spec = policy_spec(&cfg, &collector.venv)?;
+        if let Some((policy, algo)) = off_policy_parts(&cfg, &spec)? {
+            return Ok(Self::assemble(env_id, cfg, collector, policy, Optimizer::adam(&[], 0.0, 1e-8), algo, 0));
+        }
         let backend = cfg.resolved_backend();
         let mut policy = Network::new(spec.clone(), backend, &mut ChaCha8Rng::seed_from_u64(cfg.seed))?;
         policy.set_threads(cfg.num_threads);
@@ -346,12 +448,28 @@ impl Trainer {
         // PPO and TRPO measure KL[π_θold, π_θ]: the buffer keeps π_θold's parameters for them.
         let head_dim = match algo {
             Algo::Ppo { .. } | Algo::Trpo(_) => spec.action.head_dim(),
-            Algo::A2c(_) | Algo::A3c { .. } | Algo::Reinforce(_) => 0,
+            Algo::A2c(_) | Algo::A3c { .. } | Algo::Reinforce(_) | Algo::OffPolicy(_) => 0,
         };
-        Ok(Trainer {
+        Ok(Self::assemble(env_id, cfg, collector, policy, opt, algo, head_dim))
+    }
+
+    /// The trainer of a fresh run from its parts.
+    fn assemble(
+        env_id: &str,
+        cfg: Config,
+        collector: Collector,
+        policy: Network,
+        opt: Optimizer,
+        algo: Algo,
+        head_dim: usize,
+    ) -> Self {
+        let (obs_dim, act_dim) = (policy.spec().obs_dim, policy.spec().action.act_dim());
+        // Off-policy runs step their envs themselves: their rollout buffer stays empty.
+        let n_steps = if matches!(algo, Algo::OffPolicy(_)) { 0 } else { cfg.n_steps };
+        Trainer {
             num_updates: cfg.total_timesteps.div_ceil(steps_per_iteration(&cfg, &algo)),
             rng: sampling_rng(cfg.seed),
-            buf: RolloutBuffer::new(cfg.n_steps, cfg.n_envs, spec.obs_dim, spec.action.act_dim(), head_dim),
+            buf: RolloutBuffer::new(n_steps, cfg.n_envs, obs_dim, act_dim, head_dim),
             env_id: env_id.to_string(),
             cfg,
             collector,
@@ -369,7 +487,7 @@ impl Trainer {
             },
             last_stats: None,
             lr_override: None,
-        })
+        }
     }
 
     /// Trains until the run has taken `total_timesteps` env steps (the run's total, as
@@ -498,13 +616,17 @@ impl Trainer {
     ) -> Result<Option<UpdateReport>> {
         let lr = self.current_learning_rate();
         let t0 = Instant::now();
-        let (finished, t1, stats) = if matches!(self.algo, Algo::A3c { .. }) {
+        let (finished, t1, stats) = if matches!(self.algo, Algo::A3c { .. } | Algo::OffPolicy(_)) {
             if observer.is_some() {
-                return Err(ProximaError::Unsupported(
-                    "a step observer on A3C (its workers collect in parallel)".into(),
-                ));
+                return Err(ProximaError::Unsupported(format!(
+                    "a step observer on {} (it steps its envs in its own loop)",
+                    self.cfg.algo.to_uppercase()
+                )));
             }
-            let (finished, stats) = self.a3c_iteration(lr);
+            let (finished, stats) = match self.algo {
+                Algo::OffPolicy(_) => self.off_policy_iteration(lr),
+                _ => self.a3c_iteration(lr),
+            };
             (finished, t0, stats)
         } else {
             // collect: run π_θold in the N envs for T steps.
@@ -531,9 +653,13 @@ impl Trainer {
                 Algo::Reinforce(params) => reinforce::update(policy, opt, buf, params, lr),
                 Algo::Trpo(params) => match policy {
                     Network::Candle(net) => trpo::update(net, opt, buf, params, lr, rng),
-                    Network::Fused(_) => Err(ProximaError::InvalidArgument("TRPO runs on the candle backend".into())),
+                    Network::Fused(_) | Network::OffPolicy(_) => {
+                        Err(ProximaError::InvalidArgument("TRPO runs on the candle backend".into()))
+                    }
                 },
-                Algo::A3c { .. } => Err(ProximaError::InvalidArgument("A3C updates in its workers".into())),
+                Algo::A3c { .. } | Algo::OffPolicy(_) => Err(ProximaError::InvalidArgument(
+                    "A3C and the off-policy algorithms update in their own loops".into(),
+                )),
             };
             (finished, t1, stats)
         };
@@ -561,6 +687,68 @@ impl Trainer {
                 (it.finished, Ok(it.stats))
             }
             Err(e) => (Vec::new(), Err(e)),
+        }
+    }
+
+    /// The off-policy iteration (SB3's `collect_rollouts` + `train`, `n_steps` times): each env
+    /// step acts (uniformly at random in the Box before `learning_starts` steps, then as the
+    /// algorithm explores: SAC samples π, TD3 adds Gaussian noise to μ), stores (s, a, r, s',
+    /// terminated, truncated) with s' the episode's real last observation where it ended, and
+    /// every `train_freq` steps, once more than `learning_starts` steps are taken, takes
+    /// `gradient_steps` gradient steps. The losses reported are their means.
+    fn off_policy_iteration(&mut self, lr: f64) -> (Vec<(u64, EpisodeRecord)>, Result<UpdateStats>) {
+        let mut finished = Vec::new();
+        let out = self.off_policy_steps(lr, &mut finished);
+        (finished, out)
+    }
+
+    fn off_policy_steps(&mut self, lr: f64, finished: &mut Vec<(u64, EpisodeRecord)>) -> Result<UpdateStats> {
+        let (Algo::OffPolicy(learner), Network::OffPolicy(nets)) = (&mut self.algo, &self.policy) else {
+            return Err(ProximaError::InvalidArgument("not an off-policy run".into()));
+        };
+        let (n, ad) = (self.cfg.n_envs, nets.spec().action.act_dim());
+        let p = learner.loop_params();
+        let mut sums = Sums::default();
+        for _ in 0..self.cfg.n_steps {
+            let obs = self.collector.obs.clone();
+            let actions: Vec<f32> = if self.global_step < p.learning_starts {
+                (0..n * ad).map(|_| rand::Rng::random_range(&mut self.rng, -1.0f32..1.0)).collect()
+            } else {
+                learner.explore(nets, &obs, &mut self.rng)?
+            };
+            let mut env_actions = actions.clone();
+            env_actions.chunks_mut(ad).for_each(|a| nets.env_action(a));
+            self.collector.step_with(&env_actions, self.global_step + n as u64, finished)?;
+            let v = &self.collector.venv;
+            let od = obs.len() / n;
+            let mut next_obs = self.collector.obs.clone();
+            for e in 0..n {
+                if let (true, Some(last)) = (v.terminated[e] || v.truncated[e], &v.final_obs[e]) {
+                    next_obs[e * od..(e + 1) * od].copy_from_slice(last);
+                }
+            }
+            let st = learner.state_mut();
+            st.replay.add(&obs, &next_obs, &actions, &v.rewards, &v.terminated, &v.truncated)?;
+            self.global_step += n as u64;
+            st.steps_since_train += 1;
+            if st.steps_since_train < p.train_freq {
+                continue;
+            }
+            st.steps_since_train = 0;
+            if self.global_step > p.learning_starts {
+                for _ in 0..p.gradient_steps {
+                    sums.add(learner.gradient_step(nets, lr, &mut self.rng)?);
+                }
+            }
+        }
+        Ok(sums.stats(lr, learner.ent_coef()))
+    }
+
+    /// The off-policy algorithm's replay buffer (`None` for the on-policy ones).
+    pub fn replay_buffer(&self) -> Option<&ReplayBuffer> {
+        match &self.algo {
+            Algo::OffPolicy(l) => Some(&l.state().replay),
+            _ => None,
         }
     }
 
