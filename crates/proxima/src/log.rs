@@ -10,6 +10,22 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
+/// `text` (a CSV file with a header) with its rows rearranged into `columns` by name (cells of
+/// columns `columns` lacks are dropped, columns `text` lacks are empty).
+fn with_columns(text: &str, columns: &[&str]) -> String {
+    let mut lines = text.lines();
+    let old: Vec<&str> = lines.next().unwrap_or("").split(',').collect();
+    let at: Vec<Option<usize>> = columns.iter().map(|c| old.iter().position(|o| o == c)).collect();
+    let mut out = format!("{}\n", columns.join(","));
+    for line in lines.filter(|l| !l.is_empty()) {
+        let cells: Vec<&str> = line.split(',').collect();
+        let row: Vec<&str> = at.iter().map(|i| i.and_then(|i| cells.get(i).copied()).unwrap_or("")).collect();
+        out.push_str(&row.join(","));
+        out.push('\n');
+    }
+    out
+}
+
 /// Appends rows to a CSV file with a fixed header.
 pub struct CsvLogger {
     path: PathBuf,
@@ -19,14 +35,19 @@ pub struct CsvLogger {
 
 impl CsvLogger {
     /// Creates (or truncates) `path` and writes the header. When `append` is set and the file
-    /// exists with the same header, rows are appended instead (resume).
+    /// exists, rows are appended instead (resume); a file written with other columns (an
+    /// earlier version's) is first rewritten, atomically, with these columns: each old row's
+    /// cells moved to their column by name, empty where the old file had no such column.
     ///
     /// # Errors
     /// `Io` naming the path.
     pub fn create(path: &Path, columns: &[&str], append: bool) -> Result<Self> {
         let header = columns.join(",");
         let existing = if append { std::fs::read_to_string(path).ok() } else { None };
-        let keep = existing.as_deref().is_some_and(|t| t.lines().next() == Some(header.as_str()));
+        if let Some(text) = existing.as_deref().filter(|t| t.lines().next().is_some_and(|h| h != header)) {
+            crate::io::write_atomic(path, with_columns(text, columns).as_bytes())?;
+        }
+        let keep = existing.is_some_and(|t| t.lines().next().is_some());
         let file = if keep { OpenOptions::new().append(true).open(path) } else { File::create(path) }
             .map_err(|e| ProximaError::io(path, e))?;
         let mut out = BufWriter::new(file);
@@ -206,6 +227,22 @@ impl TensorBoardWriter {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_file_of_an_earlier_version_keeps_its_rows_under_the_new_columns() {
+        let dir = std::env::temp_dir().join(format!("proxima-csv-columns-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("progress.csv");
+        std::fs::write(&path, "global_step,update,gone\n10,1,x\n20,2,y\n").unwrap();
+        let mut log = CsvLogger::create(&path, &["global_step", "update", "ent_coef"], true).unwrap();
+        log.write(&[30.0, 3.0, 0.5]).unwrap();
+        drop(log);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "global_step,update,ent_coef\n10,1,\n20,2,\n30,3,0.5\n");
+        std::fs::write(&path, "").unwrap();
+        CsvLogger::create(&path, &["a"], true).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "a\n", "an empty file gets its header");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     use super::*;
 
     #[test]
