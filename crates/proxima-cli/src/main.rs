@@ -106,8 +106,9 @@ struct TrainArgs {
     /// With --seeds (or --resume of a multi-seed run): runs at a time (default: one per core).
     #[arg(long)]
     jobs: Option<usize>,
-    /// The policy network's implementation: auto (default: the fused CPU kernels for PPO, A2C
-    /// and A3C, candle for TRPO), fused or candle. With --resume it moves the run to that backend.
+    /// The policy network's implementation: auto (default: the fused CPU kernels for PPO, A2C,
+    /// A3C and REINFORCE, candle for TRPO, SAC, TD3 and DDPG), fused or candle. With --resume it
+    /// moves the run to that backend.
     #[arg(long, value_parser = ["auto", "fused", "candle"])]
     backend: Option<String>,
     /// No progress bar; print one summary line at the end.
@@ -144,8 +145,8 @@ struct EvalArgs {
     /// Playback frames per second of the recording (default: the env's render_fps).
     #[arg(long, requires = "render")]
     fps: Option<u32>,
-    /// The policy network's implementation: auto (default, the fused CPU kernels), fused or
-    /// candle; a checkpoint of either backend loads into both.
+    /// The policy network's implementation: auto (default, the fused CPU kernels; candle for
+    /// SAC/TD3/DDPG), fused or candle; a checkpoint of either backend loads into both.
     #[arg(long, value_parser = ["auto", "fused", "candle"], default_value = "auto")]
     backend: String,
 }
@@ -497,6 +498,16 @@ fn train_config(a: &TrainArgs) -> Result<(&str, Config)> {
         sets.push(format!("n_workers={w}"));
     }
     let preset = a.preset.as_deref().unwrap_or(default_preset);
+    if let (Some(algo), Ok(p)) = (a.algo.as_deref(), Config::preset(preset)) {
+        let off = |x: &str| matches!(x, "sac" | "td3" | "ddpg");
+        if off(algo) != p.is_off_policy() {
+            bail!(
+                "--preset {preset} holds {}'s hyperparameters, which do not fit --algo {algo} ({} algorithm): leave --preset out (it defaults to --algo's own) or pick one of the same kind",
+                p.algo.to_uppercase(),
+                if off(algo) { "an off-policy" } else { "an on-policy" }
+            );
+        }
+    }
     let mut cfg = Config::resolve(preset, file.as_deref(), &sets)?;
     // A config file's keys count where they differ from the preset the resolved config names (a
     // run's own config.toml names its own preset, e.g. a2c).
@@ -561,7 +572,21 @@ fn train_seeds(a: &TrainArgs, resume: Option<&Path>) -> Result<()> {
             let list = seeds::parse_seeds(a.seeds.as_deref().unwrap_or_default())?;
             let (env_id, cfg) = train_config(a)?;
             // Bad input fails before the file system is touched: build the first seed's trainer.
-            check_env_keys(a, &train::Trainer::new(env_id, Config { seed: list[0], ..cfg.clone() })?)?;
+            let first = train::Trainer::new(env_id, Config { seed: list[0], ..cfg.clone() })?;
+            check_env_keys(a, &first)?;
+            if let Some(rb) = first.replay_buffer() {
+                // The runs that train at once each hold a replay buffer.
+                let at_once = jobs.min(list.len()) as u64;
+                let (need, limit) = (at_once * rb.memory_bytes(), proxima::replay::memory_limit());
+                if need > limit {
+                    bail!(
+                        "{at_once} runs at a time would hold {at_once} replay buffers of {} each, {} in all, more than the {} this machine can give them: lower --jobs or buffer_size",
+                        proxima::replay::human_bytes(rb.memory_bytes()),
+                        proxima::replay::human_bytes(need),
+                        proxima::replay::human_bytes(limit)
+                    );
+                }
+            }
             let list_name: String =
                 a.seeds.as_deref().unwrap_or_default().chars().filter(|c| !c.is_whitespace()).collect();
             let base = format!("{}__{}__seeds{}", safe_id(env_id), cfg.algo, safe_id(&list_name.replace(',', "_")));
@@ -649,6 +674,13 @@ fn eval(a: EvalArgs) -> Result<()> {
     }
     let file = resolve_checkpoint(&path)?;
     let ck = proxima::checkpoint::load(&file)?;
+    let off_policy = ck.off_policy_nets();
+    if off_policy.is_some() && backend == "fused" {
+        bail!("--backend fused does not cover this checkpoint's off-policy networks (SAC/TD3/DDPG run on candle): leave --backend out");
+    }
+    // A deterministic actor (TD3, DDPG) acts the same either way.
+    let deterministic =
+        deterministic || off_policy.is_some_and(|(k, _)| k == proxima::policy::ActorKind::Deterministic);
     let policy = ck.build_network(parse_backend(&backend)?)?;
     let env_id = env.unwrap_or_else(|| ck.meta.env_id.clone());
     // Normalisation statistics saved with the model are applied, frozen.

@@ -44,7 +44,9 @@ pub fn latest_checkpoint(dir: &Path) -> Result<PathBuf> {
     if !dir.is_dir() {
         bail!("{}: no such run directory", dir.display());
     }
-    // model.safetensors first: on a tie with the last checkpoint, the final model is the one taken.
+    // model.safetensors first: on a tie with the last checkpoint, the final model is the one taken,
+    // unless the checkpoint has an off-policy run's replay buffer beside it (the same state, and
+    // the buffer an exact resume needs).
     let mut files = vec![dir.join("model.safetensors")];
     if let Ok(d) = std::fs::read_dir(dir.join("checkpoints")) {
         files.extend(
@@ -58,6 +60,12 @@ pub fn latest_checkpoint(dir: &Path) -> Result<PathBuf> {
     for f in files.into_iter().filter(|f| f.is_file()) {
         match proxima::checkpoint::load(&f) {
             Ok(ck) if best.as_ref().is_none_or(|(u, _)| ck.meta.update > *u) => best = Some((ck.meta.update, f)),
+            Ok(ck)
+                if best.as_ref().is_some_and(|(u, _)| ck.meta.update == *u)
+                    && proxima::train::replay_path(&f).is_file() =>
+            {
+                best = Some((ck.meta.update, f))
+            }
             Ok(_) => {}
             Err(e) => {
                 eprintln!("warning: skipping {e}");
@@ -83,5 +91,12 @@ pub fn resolve_checkpoint(path: &Path) -> Result<PathBuf> {
     if !path.is_dir() {
         bail!("{}: no such run directory or checkpoint file", path.display());
     }
-    latest_checkpoint(path)
+    let best = latest_checkpoint(path)?;
+    // The final model where it holds the same state as the checkpoint a resume would take.
+    let model = path.join("model.safetensors");
+    let update = |f: &Path| proxima::checkpoint::load(f).ok().map(|c| c.meta.update);
+    if best != model && model.is_file() && update(&model).is_some_and(|u| Some(u) == update(&best)) {
+        return Ok(model);
+    }
+    Ok(best)
 }

@@ -1126,3 +1126,54 @@ fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+/// An off-policy run continued from its run directory (after it finished, with a larger
+/// --total-timesteps; a Ctrl-C leaves the same two files: model.safetensors and the checkpoint
+/// of the same update) takes the checkpoint with its replay buffer and ends with the weights of
+/// the run that never stopped; its budget is the one asked for, not rounded up to iterations.
+#[test]
+fn off_policy_runs_continue_exactly_from_their_run_directory() {
+    let root = tmp("offpolicy-continue");
+    let run = |dir: &Path, total: &str| {
+        let d = dir.to_str().unwrap();
+        let args = [
+            "train",
+            "Pendulum-v1",
+            "--algo",
+            "sac",
+            "--seed",
+            "5",
+            "--total-timesteps",
+            total,
+            "--quiet",
+            "--run-dir",
+            d,
+            "--set",
+            "learning_starts=50",
+            "--set",
+            "net_arch=[16, 16]",
+            "--set",
+            "batch_size=32",
+            "--set",
+            "eval_episodes=0",
+        ];
+        let (code, _, se) = proxima(&args);
+        assert_eq!(code, 0, "{se}");
+    };
+    let (full, part) = (root.join("full"), root.join("part"));
+    run(&full, "450");
+    run(&part, "230");
+    let progress = std::fs::read_to_string(part.join("progress.csv")).unwrap();
+    assert!(progress.lines().last().unwrap().starts_with("230,3,"), "230 steps, not 300: {progress}");
+    let (code, _, se) = proxima(&["train", "--resume", part.to_str().unwrap(), "--total-timesteps", "450", "--quiet"]);
+    assert_eq!(code, 0, "{se}");
+    assert!(!se.contains("empty buffer"), "the replay buffer was found: {se}");
+    use proxima::policy::Policy;
+    let params = |p: &Path| {
+        let ck = proxima::checkpoint::load(p).unwrap();
+        ck.build_network(proxima::policy::Backend::Auto).unwrap().params().unwrap()
+    };
+    assert_eq!(params(&full.join("model.safetensors")), params(&part.join("model.safetensors")));
+    let last = std::fs::read_to_string(part.join("progress.csv")).unwrap();
+    assert!(last.lines().last().unwrap().starts_with("450,"), "{last}");
+}

@@ -306,7 +306,8 @@ impl Config {
     /// * `sac`: Stable-Baselines3's `SAC` defaults: 1 env, Adam lr 3e-4 (ε 1e-8, PyTorch's), buffer
     ///   1e6, 100 random steps first, batch 256, τ .005, γ .99, one gradient step per env step,
     ///   α learned (`ent_coef = "auto"`, H̄ = −dim(A)), 2×256 ReLU actor and twin critics; 1M steps.
-    ///   `n_steps` (1000) is only how many env steps one logged iteration takes.
+    ///   `n_steps` (100) is only how many env steps one logged iteration takes (and how often a
+    ///   Ctrl-C is looked at); a checkpoint every 250 iterations (25k steps).
     /// * `td3`: Stable-Baselines3's `TD3` defaults (lr 1e-3, buffer 1e6, 100 random steps, batch
     ///   256, τ .005, γ .99, `policy_delay` 2, smoothing noise .2 clipped at .5, 400×300 ReLU
     ///   networks) with Gaussian exploration noise σ .1 (SB3 has none by default; rl-zoo and the
@@ -466,7 +467,7 @@ impl Config {
                 preset: "sac".into(),
                 total_timesteps: 1_000_000,
                 n_envs: 1,
-                n_steps: 1000,
+                n_steps: 100,
                 batch_size: 256,
                 n_epochs: 1,
                 learning_rate: 3e-4,
@@ -478,7 +479,7 @@ impl Config {
                 net_arch: vec![256, 256],
                 activation: Activation::Relu,
                 ortho_init: false,
-                checkpoint_freq: 25,
+                checkpoint_freq: 250,
                 ..cleanrl
             },
             "td3" | "ddpg" => Config {
@@ -486,7 +487,7 @@ impl Config {
                 preset: name.into(),
                 total_timesteps: 1_000_000,
                 n_envs: 1,
-                n_steps: 1000,
+                n_steps: 100,
                 batch_size: 256,
                 n_epochs: 1,
                 learning_rate: 1e-3,
@@ -498,7 +499,7 @@ impl Config {
                 net_arch: vec![400, 300],
                 activation: Activation::Relu,
                 ortho_init: false,
-                checkpoint_freq: 25,
+                checkpoint_freq: 250,
                 policy_delay: if name == "td3" { 2 } else { 1 },
                 target_policy_noise: if name == "td3" { 0.2 } else { 0.0 },
                 target_noise_clip: if name == "td3" { 0.5 } else { 0.0 },
@@ -684,6 +685,9 @@ impl Config {
         }
         if self.optimizer != OptimizerName::Adam {
             return bad(format!("algo = `{algo}` trains with Adam (optimizer = `adam`)"));
+        }
+        if self.activation != Activation::Relu || self.ortho_init || self.shared_trunk {
+            return bad(format!("algo = `{algo}` builds SB3's networks: ReLU layers (activation = `relu`), PyTorch's default initialisation (ortho_init = false), separate actor and critics (shared_trunk = false); this config asks otherwise (an on-policy preset?): use --preset {algo}"));
         }
         if self.n_critics == 0 || self.n_critics > 16 {
             return bad(format!("n_critics = {}: must be between 1 and 16", self.n_critics));

@@ -228,7 +228,8 @@ impl ReplayBuffer {
     /// shape).
     ///
     /// # Errors
-    /// `Checkpoint` when the metadata or an array does not fit this buffer.
+    /// `Checkpoint` when the metadata or an array does not fit this buffer, a value is not
+    /// finite or a flag is not 0 or 1; nothing is changed then.
     pub fn load_parts(&mut self, meta: &str, get: &dyn Fn(&str) -> Option<Vec<f32>>) -> Result<()> {
         let bad = |m: String| Err(ProximaError::Checkpoint(format!("replay buffer: {m}")));
         let m: serde_json::Value = match serde_json::from_str(meta) {
@@ -238,9 +239,10 @@ impl ReplayBuffer {
         let num = |k: &str| m.get(k).and_then(|v| v.as_u64()).map(|v| v as usize);
         let shape = [num("capacity"), num("n_envs"), num("obs_dim"), num("act_dim")];
         if shape != [Some(self.capacity), Some(self.n_envs), Some(self.obs_dim), Some(self.act_dim)] {
+            let saved: Vec<String> = shape.iter().map(|v| v.map_or("?".into(), |v| v.to_string())).collect();
             return bad(format!(
-                "saved for capacity/n_envs/obs_dim/act_dim {shape:?}, this run's is {:?}",
-                [self.capacity, self.n_envs, self.obs_dim, self.act_dim]
+                "saved for capacity {}, n_envs {}, obs_dim {}, act_dim {}; this run's are {}, {}, {}, {}",
+                saved[0], saved[1], saved[2], saved[3], self.capacity, self.n_envs, self.obs_dim, self.act_dim
             ));
         }
         let (Some(pos), Some(full)) = (num("pos"), m.get("full").and_then(|v| v.as_bool())) else {
@@ -250,26 +252,37 @@ impl ReplayBuffer {
             return bad(format!("pos {pos} outside capacity {}", self.capacity));
         }
         let rows = if full { self.capacity } else { pos } * self.n_envs;
-        let load = |name: &str, dst: &mut [f32], width: usize| -> Result<()> {
-            match get(name) {
-                Some(v) if v.len() == rows * width => {
-                    dst[..v.len()].copy_from_slice(&v);
-                    Ok(())
+        // Read and check every array first: nothing is changed unless all of them fit.
+        let read = |name: &str, width: usize, flag: bool| -> Result<Vec<f32>> {
+            let v = get(name).ok_or_else(|| ProximaError::Checkpoint(format!("replay buffer: `{name}` is missing")))?;
+            if v.len() != rows * width {
+                let m = format!("replay buffer: `{name}` holds {} values, expected {}", v.len(), rows * width);
+                return Err(ProximaError::Checkpoint(m));
+            }
+            match v.iter().position(|&x| if flag { x != 0.0 && x != 1.0 } else { !x.is_finite() }) {
+                Some(i) => {
+                    let why = if flag { "a flag must be 0 or 1" } else { "not finite" };
+                    Err(ProximaError::Checkpoint(format!("replay buffer: `{name}`[{i}] is {} ({why})", v[i])))
                 }
-                Some(v) => bad(format!("`{name}` holds {} values, expected {}", v.len(), rows * width)),
-                None => bad(format!("`{name}` is missing")),
+                None => Ok(v),
             }
         };
         let (od, ad) = (self.obs_dim, self.act_dim);
-        load("observations", &mut self.observations, od)?;
-        load("next_observations", &mut self.next_observations, od)?;
-        load("actions", &mut self.actions, ad)?;
-        load("rewards", &mut self.rewards, 1)?;
-        let mut flags = vec![0f32; self.terminated.len()];
-        load("terminated", &mut flags, 1)?;
-        self.terminated.iter_mut().zip(&flags).for_each(|(d, &f)| *d = (f != 0.0) as u8);
-        load("truncated", &mut flags, 1)?;
-        self.truncated.iter_mut().zip(&flags).for_each(|(d, &f)| *d = (f != 0.0) as u8);
+        let arrays = [
+            read("observations", od, false)?,
+            read("next_observations", od, false)?,
+            read("actions", ad, false)?,
+            read("rewards", 1, false)?,
+            read("terminated", 1, true)?,
+            read("truncated", 1, true)?,
+        ];
+        let [o, no, a, r, te, tr] = arrays;
+        self.observations[..o.len()].copy_from_slice(&o);
+        self.next_observations[..no.len()].copy_from_slice(&no);
+        self.actions[..a.len()].copy_from_slice(&a);
+        self.rewards[..r.len()].copy_from_slice(&r);
+        self.terminated.iter_mut().zip(&te).for_each(|(d, &f)| *d = f as u8);
+        self.truncated.iter_mut().zip(&tr).for_each(|(d, &f)| *d = f as u8);
         self.pos = pos;
         self.full = full;
         Ok(())
@@ -341,6 +354,19 @@ mod tests {
         assert_eq!(back, buf);
         let mut other = ReplayBuffer::new(8, 1, 1, 1).unwrap();
         assert!(other.load_parts(&meta, &|_| None).unwrap_err().to_string().contains("capacity"));
+        for (name, bad, why) in [("rewards", f32::NAN, "not finite"), ("terminated", 7.0, "0 or 1")] {
+            let mut fresh = ReplayBuffer::new(4, 1, 1, 1).unwrap();
+            let get = |n: &str| {
+                let mut v = arrays.iter().find(|(k, _)| *k == n).map(|(_, v)| v.clone())?;
+                if n == name {
+                    v[1] = bad;
+                }
+                Some(v)
+            };
+            let e = fresh.load_parts(&meta, &get).unwrap_err().to_string();
+            assert!(e.contains(name) && e.contains(why), "{e}");
+            assert_eq!(fresh, ReplayBuffer::new(4, 1, 1, 1).unwrap(), "nothing loaded from a damaged buffer");
+        }
         // A 1M-transition buffer of a 17-dim observation, 6-dim action env: ~150 MB.
         assert_eq!(human_bytes(1_000_000 * bytes_per_transition(17, 6) as u64), "158.3 MB");
     }

@@ -130,6 +130,12 @@ impl RunDir {
         let sps = (trainer.global_step - trainer.clock.start_step) as f64 / train_seconds.max(1e-9);
         let model = self.dir.join("model.safetensors");
         trainer.save(&model)?;
+        // An off-policy run keeps its last state with the replay buffer too, so that extending it
+        // (`--resume --total-timesteps`) continues exactly.
+        let last = self.dir.join("checkpoints").join(format!("update_{:06}.safetensors", trainer.update));
+        if trainer.replay_buffer().is_some() && trainer.cfg.save_replay_buffer && !last.is_file() {
+            trainer.save_checkpoint(&last)?;
+        }
         let cfg = &trainer.cfg;
         let eval_returns = if cfg.eval_episodes > 0 {
             let norm = Some(&trainer.collector.norm);

@@ -146,6 +146,7 @@ impl Trainer {
         restore_collector(&mut tr, snap)?;
         tr.global_step = ck.meta.global_step;
         tr.update = ck.meta.update;
+        tr.recount_updates();
         tr.clock.start_step = tr.global_step;
         Ok(tr)
     }
@@ -224,6 +225,7 @@ impl Trainer {
         // Iterations of this run's size (these envs may be more or fewer than the file's):
         // the checkpoint's own count when the size is the same.
         self.update = self.global_step / self.steps_per_iteration();
+        self.recount_updates();
         self.clock.start_step = self.global_step;
         Ok(())
     }
@@ -295,15 +297,23 @@ fn restore_off_policy(
     let replay = replay_path(Path::new(ck.path()));
     if !replay.is_file() {
         tracing::warn!(
-            "{}: no replay buffer beside the checkpoint (save_replay_buffer = false?): training continues from an empty buffer, so the run is not the uninterrupted one",
-            ck.path()
+            "{}: no replay buffer beside this checkpoint ({} is written beside checkpoints/update_<n>.safetensors when save_replay_buffer = true): training continues from an empty buffer, so the run is not the uninterrupted one",
+            ck.path(),
+            replay.display()
         );
         return Ok(());
     }
+    let hint = |e: ProximaError| {
+        ProximaError::Checkpoint(format!(
+            "{e} (the replay buffer {} cannot be used: remove it to resume from an empty buffer, not exactly)",
+            replay.display()
+        ))
+    };
     let (meta, file) = crate::io::read_f32_safetensors(&replay, |md, err| {
         md.get("replay_buffer").cloned().ok_or_else(|| err("not a replay buffer (no `replay_buffer` metadata)".into()))
-    })?;
-    learner.state_mut().replay.load_parts(&meta, &|name| file.get(name).map(|(_, v)| v.to_vec()))
+    })
+    .map_err(hint)?;
+    learner.state_mut().replay.load_parts(&meta, &|name| file.get(name).map(|(_, v)| v.to_vec())).map_err(hint)
 }
 
 /// Puts a checkpoint's optimiser state (read with [`ADAM_BUFFERS`]) back into `opt`.

@@ -521,8 +521,20 @@ impl Trainer {
             cfg.validate()?;
             self.num_updates = total_timesteps.div_ceil(steps_per_iteration(&cfg, &self.algo));
             self.cfg = cfg;
+            self.recount_updates();
         }
         Ok(())
+    }
+
+    /// An off-policy run's iterations: those done and those its remaining steps need (its last
+    /// iteration may be shorter, [`Trainer::off_policy_iteration`], so a run resumed from one
+    /// does not fall on the multiples of `n_steps`). Nothing for the on-policy runs, whose
+    /// iterations are all whole.
+    pub(crate) fn recount_updates(&mut self) {
+        if matches!(self.algo, Algo::OffPolicy(_)) {
+            let left = self.cfg.total_timesteps.saturating_sub(self.global_step);
+            self.num_updates = self.update + left.div_ceil(self.steps_per_iteration());
+        }
     }
 
     /// Env steps of one iteration (N·T; A3C: all its workers' rollouts).
@@ -623,11 +635,17 @@ impl Trainer {
                     self.cfg.algo.to_uppercase()
                 )));
             }
-            let (finished, stats) = match self.algo {
-                Algo::OffPolicy(_) => self.off_policy_iteration(lr),
-                _ => self.a3c_iteration(lr),
-            };
-            (finished, t0, stats)
+            match self.algo {
+                // It times its env steps and gradient steps itself.
+                Algo::OffPolicy(_) => {
+                    let (finished, stats) = self.off_policy_iteration(lr);
+                    (finished, Instant::now(), stats)
+                }
+                _ => {
+                    let (finished, stats) = self.a3c_iteration(lr);
+                    (finished, t0, stats)
+                }
+            }
         } else {
             // collect: run π_θold in the N envs for T steps.
             let (policy, buf, rng) = (&self.policy, &mut self.buf, &mut self.rng);
@@ -709,7 +727,11 @@ impl Trainer {
         let (n, ad) = (self.cfg.n_envs, nets.spec().action.act_dim());
         let p = learner.loop_params();
         let mut sums = Sums::default();
-        for _ in 0..self.cfg.n_steps {
+        let (t0, mut gradient_seconds) = (Instant::now(), 0.0);
+        // The last iteration takes only the steps left to `total_timesteps` (rounded up to whole
+        // steps of the N envs), so a run takes the budget asked for, as SB3's.
+        let left = self.cfg.total_timesteps.saturating_sub(self.global_step).div_ceil(n as u64).max(1);
+        for _ in 0..(self.cfg.n_steps as u64).min(left) {
             let obs = self.collector.obs.clone();
             let actions: Vec<f32> = if self.global_step < p.learning_starts {
                 (0..n * ad).map(|_| rand::Rng::random_range(&mut self.rng, -1.0f32..1.0)).collect()
@@ -736,11 +758,15 @@ impl Trainer {
             }
             st.steps_since_train = 0;
             if self.global_step > p.learning_starts {
+                let tg = Instant::now();
                 for _ in 0..p.gradient_steps {
                     sums.add(learner.gradient_step(nets, lr, &mut self.rng)?);
                 }
+                gradient_seconds += tg.elapsed().as_secs_f64();
             }
         }
+        self.clock.collect_seconds += t0.elapsed().as_secs_f64() - gradient_seconds;
+        self.clock.update_seconds += gradient_seconds;
         Ok(sums.stats(lr, learner.ent_coef()))
     }
 
