@@ -916,6 +916,7 @@ pub enum VectorEnv {
 fn candle_backend() -> Backend {
     Backend::Candle
 }
+
 fn million() -> usize {
     1_000_000
 }

@@ -194,6 +194,15 @@ impl EntCoef {
     }
 }
 
+/// A config value that is a number or a word (`"auto"`).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum NumberOrText {
+    Int(i64),
+    Num(f64),
+    Text(String),
+}
+
 /// A number is a fixed value (as every on-policy `ent_coef`), `"auto"` / `"auto_<init>"` SAC's
 /// learned α, as SB3 spells them.
 impl Serialize for EntCoef {
@@ -208,19 +217,12 @@ impl Serialize for EntCoef {
 
 impl<'de> Deserialize<'de> for EntCoef {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Int(i64),
-            Num(f64),
-            Text(String),
-        }
         let bad = || serde::de::Error::custom("ent_coef must be a number, \"auto\" or \"auto_<initial value>\" (SAC)");
-        match Raw::deserialize(d)? {
-            Raw::Int(i) => Ok(EntCoef::Fixed(i as f64)),
-            Raw::Num(x) => Ok(EntCoef::Fixed(x)),
-            Raw::Text(t) if t == "auto" => Ok(EntCoef::Auto(1.0)),
-            Raw::Text(t) => match t.strip_prefix("auto_").and_then(|x| x.parse::<f64>().ok()) {
+        match NumberOrText::deserialize(d)? {
+            NumberOrText::Int(i) => Ok(EntCoef::Fixed(i as f64)),
+            NumberOrText::Num(x) => Ok(EntCoef::Fixed(x)),
+            NumberOrText::Text(t) if t == "auto" => Ok(EntCoef::Auto(1.0)),
+            NumberOrText::Text(t) => match t.strip_prefix("auto_").and_then(|x| x.parse::<f64>().ok()) {
                 Some(a) => Ok(EntCoef::Auto(a)),
                 None => Err(bad()),
             },
@@ -230,6 +232,7 @@ impl<'de> Deserialize<'de> for EntCoef {
 
 /// SAC's target entropy H̄: `"auto"` (−dim(A), SB3's default) or a number.
 pub mod target_entropy_serde {
+    use super::NumberOrText;
     use serde::{Deserialize, Deserializer, Serializer};
 
     /// `None` ↔ `"auto"`.
@@ -242,18 +245,13 @@ pub mod target_entropy_serde {
 
     /// `"auto"` → `None`, a number → `Some`.
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<f64>, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Int(i64),
-            Num(f64),
-            Text(String),
-        }
-        match Raw::deserialize(d)? {
-            Raw::Int(i) => Ok(Some(i as f64)),
-            Raw::Num(x) => Ok(Some(x)),
-            Raw::Text(t) if t == "auto" => Ok(None),
-            Raw::Text(_) => Err(serde::de::Error::custom("target_entropy must be a number or \"auto\" (−dim(A))")),
+        match NumberOrText::deserialize(d)? {
+            NumberOrText::Int(i) => Ok(Some(i as f64)),
+            NumberOrText::Num(x) => Ok(Some(x)),
+            NumberOrText::Text(t) if t == "auto" => Ok(None),
+            NumberOrText::Text(_) => {
+                Err(serde::de::Error::custom("target_entropy must be a number or \"auto\" (−dim(A))"))
+            }
         }
     }
 }

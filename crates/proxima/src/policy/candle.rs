@@ -16,16 +16,16 @@ use crate::rollout::Minibatch;
 use candle_core::{Device, Tensor, Var};
 use rand::{Rng, RngCore};
 
-/// One dense layer: `y = x·Wᵀ + b`, W `[out, in]`.
+/// One dense layer: `y = x·Wᵀ + b`, W `[out, in]` (also the off-policy networks' layer).
 #[derive(Clone, Debug)]
-struct Dense {
-    w: Var,
-    b: Var,
+pub(super) struct Dense {
+    pub(super) w: Var,
+    pub(super) b: Var,
 }
 
 impl Dense {
     /// `x·Wᵀ + b`, the bias broadcast over the batch.
-    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+    pub(super) fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         x.matmul(&self.w.as_tensor().t()?)?.broadcast_add(self.b.as_tensor())
     }
 }

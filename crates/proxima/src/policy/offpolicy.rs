@@ -19,6 +19,7 @@
 //! `[out, in]`. Initialisation is PyTorch's default for `nn.Linear` (weights and biases
 //! U(±1/√fan_in)), as SB3's.
 
+use super::candle::Dense;
 use super::interface::{ActOutput, LossReport, Policy};
 use super::spec::{ActionKind, PolicySpec};
 use crate::error::{ProximaError, Result};
@@ -32,19 +33,6 @@ use rand_distr::StandardNormal;
 pub const LOG_STD_MIN: f64 = -20.0;
 /// SB3's bounds of the actor's log σ.
 pub const LOG_STD_MAX: f64 = 2.0;
-
-/// One dense layer `x·Wᵀ + b`.
-#[derive(Clone, Debug)]
-struct Dense {
-    w: Var,
-    b: Var,
-}
-
-impl Dense {
-    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        x.matmul(&self.w.as_tensor().t()?)?.broadcast_add(self.b.as_tensor())
-    }
-}
 
 /// Dense layers with ReLU between them (and after the last when `relu_last`).
 fn mlp(layers: &[Dense], x: &Tensor, relu_last: bool) -> candle_core::Result<Tensor> {
