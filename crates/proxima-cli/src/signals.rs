@@ -36,8 +36,26 @@ pub fn install() {
                 eprintln!("warning: cannot handle signal {sig} ({e}); it will end the process without saving");
             }
         }
+        acknowledge_the_first_signal();
         flags
     });
+}
+
+/// Says at once that the first signal was heard (the stop itself waits for the current update
+/// or step to end): from a thread of its own, since a signal handler may not print.
+fn acknowledge_the_first_signal() {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    if let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) {
+        let spawned = std::thread::Builder::new().name("signals".into()).spawn(move || {
+            if let Some(sig) = signals.forever().next() {
+                eprintln!(
+                    "\n{}: stopping after the current update (or step), then saving; a second signal quits at once",
+                    name(sig)
+                );
+            }
+        });
+        drop(spawned); // without the thread, the stop still happens, only unannounced
+    }
 }
 
 /// Training is over (its last update is done; what follows is writing and evaluating the model):

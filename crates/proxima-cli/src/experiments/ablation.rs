@@ -126,8 +126,13 @@ pub struct AblationResults {
     pub random: Vec<f64>,
 }
 
-/// Updates between the checkpoints of an ablation's runs.
+/// Updates between the checkpoints of an ablation's runs, at least.
 pub const CHECKPOINT_FREQ: usize = 10;
+
+/// Env steps between the checkpoints of an ablation's runs, at least, in runs long enough for
+/// four such stretches (A2C's 5-step updates would otherwise write 10,000 checkpoints in a
+/// 500k-step run).
+pub const CHECKPOINT_STEPS: u64 = 10_000;
 
 /// Builds the config of one run.
 ///
@@ -140,10 +145,15 @@ pub fn run_config(spec: &AblationSpec, v: &Variant, seed: u64) -> Result<Config>
     sets.extend(v.sets.iter().cloned());
     sets.push(format!("seed={seed}"));
     sets.push(format!("total_timesteps={}", spec.total_timesteps));
-    // Checkpoints let an interrupted grid continue each run where it stopped.
-    sets.push(format!("checkpoint_freq={CHECKPOINT_FREQ}"));
     sets.push("eval_episodes=0".into());
-    Config::resolve(v.preset.as_deref().unwrap_or(&spec.base_preset), None, &sets)
+    let mut cfg = Config::resolve(v.preset.as_deref().unwrap_or(&spec.base_preset), None, &sets)?;
+    // Checkpoints let an interrupted grid continue each run where it stopped: every 10 updates
+    // or more — 10k env steps apart where the run has 4 such stretches, else a quarter of its
+    // updates apart.
+    let per_update = ((cfg.n_steps * cfg.n_envs) as u64).max(1);
+    let quarter = cfg.total_timesteps.div_ceil(per_update).div_ceil(4);
+    cfg.checkpoint_freq = CHECKPOINT_FREQ.max(CHECKPOINT_STEPS.div_ceil(per_update).min(quarter) as usize);
+    Ok(cfg)
 }
 
 /// Mean return of a uniformly random policy over `episodes` episodes of `env_id`.

@@ -44,16 +44,16 @@ const TD3_ONLY: [(&str, &str); 4] = [
 ];
 
 /// On-policy keys the off-policy algorithms do not read.
-const NOT_SAC: [(&str, &str); 10] = [
+const NOT_OFF_POLICY: [(&str, &str); 10] = [
     ("gae_lambda", "GAE's λ"),
     ("vf_coef", "the value-loss coefficient"),
     ("normalize_advantage", "advantage normalisation"),
     ("max_grad_norm", "gradient clipping"),
     ("target_kl", "PPO's early stop, TRPO's δ"),
     ("log_std_init", "the state-independent log-std"),
-    ("ortho_init", "orthogonal init; SAC's layers use PyTorch's default"),
-    ("shared_trunk", "a shared trunk; SAC's actor and critics are separate"),
-    ("activation", "the activation; SAC's networks use ReLU"),
+    ("ortho_init", "orthogonal init; the off-policy layers use PyTorch's default"),
+    ("shared_trunk", "a shared trunk; the off-policy actor and critics are separate"),
+    ("activation", "the activation; the off-policy networks use ReLU"),
     ("num_threads", "the fused backend's threads"),
 ];
 
@@ -143,7 +143,7 @@ impl Config {
             return Some((!reads).then(|| not_read("the exploration noise of TD3 and DDPG", by_algo())).flatten());
         }
         if off {
-            if let Some(what) = find(&NOT_SAC) {
+            if let Some(what) = find(&NOT_OFF_POLICY) {
                 return Some(not_read(what, by_algo()));
             }
             if key == "ent_coef" && algo != "sac" {
