@@ -96,8 +96,9 @@ pub struct Config {
     /// fixed order: bit-reproducible for a given value). Many seeds use `--jobs` instead.
     pub num_threads: usize,
     /// The policy network's implementation: `auto` (the fused CPU kernels for PPO, A2C, A3C and
-    /// REINFORCE, candle for TRPO, SAC, TD3 and DDPG), `fused` or `candle` (every result as before the fused backend, bit for
-    /// bit). A saved config without the key was trained on candle, and resumes there.
+    /// REINFORCE, candle for TRPO, SAC, TD3 and DDPG), `fused` or `candle` (every result as
+    /// before the fused backend, bit for bit). A saved config without the key was trained on
+    /// candle, and resumes there.
     #[serde(default = "candle_backend")]
     pub backend: Backend,
     /// How bridged `gym:` envs are stepped: `off` (default; Proxima steps each env object itself,
@@ -152,20 +153,20 @@ pub struct Config {
     /// on G_t), or weight ∇log π by G_t itself.
     #[serde(default = "yes")]
     pub baseline: bool,
-    /// SAC: transitions the replay buffer holds (SB3: 1e6).
+    /// SAC, TD3, DDPG: transitions the replay buffer holds (SB3: 1e6).
     #[serde(default = "million")]
     pub buffer_size: usize,
-    /// SAC: env steps (over all envs) of uniformly random actions before the first gradient
+    /// SAC, TD3, DDPG: env steps (over all envs) of uniformly random actions before the first gradient
     /// step (SB3: 100).
     #[serde(default = "hundred")]
     pub learning_starts: u64,
-    /// SAC: τ of the target networks' Polyak averaging (SB3: 0.005).
+    /// SAC, TD3, DDPG: τ of the target networks' Polyak averaging (SB3: 0.005).
     #[serde(default = "tau")]
     pub tau: f64,
-    /// SAC: env steps per env between trainings (SB3: 1).
+    /// SAC, TD3, DDPG: env steps per env between trainings (SB3: 1).
     #[serde(default = "one_usize")]
     pub train_freq: usize,
-    /// SAC: gradient steps per training (SB3: 1).
+    /// SAC, TD3, DDPG: gradient steps per training (SB3: 1).
     #[serde(default = "one_usize")]
     pub gradient_steps: usize,
     /// SAC: gradient steps between target updates (SB3: 1).
@@ -174,7 +175,7 @@ pub struct Config {
     /// SAC: the target entropy H̄ of the learned temperature: `"auto"` (−dim(A), SB3's) or a number.
     #[serde(default, with = "crate::algo::sac::target_entropy_serde")]
     pub target_entropy: Option<f64>,
-    /// SAC: checkpoints also write the replay buffer (`<checkpoint>.replay.safetensors`), so that
+    /// SAC, TD3, DDPG: checkpoints also write the replay buffer (`<checkpoint>.replay.safetensors`), so that
     /// `--resume` continues bit for bit (SB3's `save_replay_buffer`; without it a resumed run
     /// starts from an empty buffer).
     #[serde(default = "yes")]
