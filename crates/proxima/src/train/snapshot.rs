@@ -304,8 +304,12 @@ fn restore_off_policy(
         return Ok(());
     }
     let hint = |e: ProximaError| {
+        let why = match e {
+            ProximaError::Checkpoint(m) => m, // already says it is a checkpoint error
+            other => other.to_string(),
+        };
         ProximaError::Checkpoint(format!(
-            "{e} (the replay buffer {} cannot be used: remove it to resume from an empty buffer, not exactly)",
+            "{why} (the replay buffer {} cannot be used: remove it to resume from an empty buffer, not exactly)",
             replay.display()
         ))
     };

@@ -660,9 +660,12 @@ impl Trainer {
             if let Some(o) = observer {
                 o.on_rollout_end(&self.policy, &self.collector.norm)?;
             }
-            // Â_1 … Â_T by GAE(γ, λ) (REINFORCE computes its Monte-Carlo returns itself).
-            let last_values = self.collector.last_values(&self.policy)?;
-            self.buf.compute_advantages(&last_values, self.cfg.gamma, self.cfg.gae_lambda)?;
+            // Â_1 … Â_T by GAE(γ, λ) (REINFORCE computes its Monte-Carlo returns itself, and
+            // needs neither V(s_T) nor GAE).
+            if !matches!(self.algo, Algo::Reinforce(_)) {
+                let last_values = self.collector.last_values(&self.policy)?;
+                self.buf.compute_advantages(&last_values, self.cfg.gamma, self.cfg.gae_lambda)?;
+            }
             // The update.
             let (policy, opt, buf, rng) = (&mut self.policy, &mut self.opt, &self.buf, &mut self.rng);
             let stats = match &mut self.algo {
