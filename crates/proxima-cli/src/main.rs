@@ -38,7 +38,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Train an agent (PPO by default; A2C, A3C, TRPO, REINFORCE, SAC, TD3, DDPG with --algo) on an environment.
+    /// Train an agent (PPO by default; A2C, A3C, TRPO, REINFORCE, PPG, SAC, TD3, DDPG with --algo) on an environment.
     Train(TrainArgs),
     /// Evaluate a trained policy: mean and std of the episodic return.
     Eval(EvalArgs),
@@ -70,10 +70,10 @@ struct TrainArgs {
     /// --total-timesteps (single runs), --backend, --jobs (multi-seed) and --quiet may accompany it.
     #[arg(long, value_name = "RUN_DIR", conflicts_with_all = ["preset", "config", "sets", "seed", "run_dir", "algo", "workers"])]
     resume: Option<PathBuf>,
-    /// Algorithm: ppo, a2c, a3c, trpo, reinforce, sac, td3 or ddpg. Without --preset it also
+    /// Algorithm: ppo, a2c, a3c, trpo, reinforce, ppg, sac, td3 or ddpg. Without --preset it also
     /// picks that algorithm's preset (ppo: cleanrl; a2c: a2c = SB3's A2C; a3c: a3c; trpo: trpo =
     /// sb3-contrib's TRPO; reinforce: reinforce, with a baseline unless --set baseline=false;
-    /// sac, td3, ddpg: SB3's SAC, TD3, DDPG).
+    /// ppg: CleanRL's ppg_procgen.py values; sac, td3, ddpg: SB3's SAC, TD3, DDPG).
     #[arg(long)]
     algo: Option<String>,
     /// A3C: number of asynchronous worker threads (n_workers).
@@ -107,7 +107,7 @@ struct TrainArgs {
     #[arg(long)]
     jobs: Option<usize>,
     /// The policy network's implementation: auto (default: the fused CPU kernels for PPO, A2C,
-    /// A3C and REINFORCE, candle for TRPO, SAC, TD3 and DDPG), fused or candle. With --resume it
+    /// A3C and REINFORCE, candle for TRPO, PPG, SAC, TD3 and DDPG), fused or candle. With --resume it
     /// moves the run to that backend.
     #[arg(long, value_parser = ["auto", "fused", "candle"])]
     backend: Option<String>,

@@ -99,6 +99,7 @@ fn evaluate_records_a_gif_of_a_bridged_env() {
         shared_trunk: false,
         log_std_init: 0.0,
         ortho_init: true,
+        aux_value_head: false,
     };
     let policy =
         ActorCritic::new(spec, &candle_core::Device::Cpu, &mut rand_chacha::ChaCha8Rng::seed_from_u64(0)).unwrap();

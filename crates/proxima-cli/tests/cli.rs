@@ -449,6 +449,9 @@ fn resume_is_exact() {
     interrupted_and_resumed("MountainCar-v0", &["--set", "clip_range_vf=none", "--set", "objective=adaptive_kl"]);
     // REINFORCE without a baseline (the rollouts' unfinished episodes carry into the next).
     interrupted_and_resumed("CartPole-v1", &["--algo", "reinforce", "--set", "baseline=false"]);
+    // PPG with auxiliary phases after updates 3 and 6: the checkpoint after update 4 holds one
+    // rollout in the auxiliary buffer and the auxiliary Adam's moments.
+    interrupted_and_resumed("Pendulum-v1", &["--algo", "ppg", "--set", "n_iteration=3", "--set", "num_aux_rollouts=1"]);
     let full = interrupted_and_resumed("Acrobot-v1", &[]);
     // A finished run is not resumed silently; bad combinations are refused.
     let (code, _, se) = proxima(&["train", "--resume", full.to_str().unwrap()]);
@@ -708,6 +711,11 @@ fn algorithms_through_the_cli() {
         ("trpo", "2048", vec!["--set", "n_critic_updates=1"]),
         ("a3c", "400", vec!["--workers", "2"]),
         ("reinforce", "4096", vec!["--set", "baseline=false"]),
+        (
+            "ppg",
+            "512",
+            vec!["--set", "n_envs=2", "--set", "n_steps=64", "--set", "batch_size=64", "--set", "n_iteration=2"],
+        ),
         ("sac", "300", vec!["--set", "learning_starts=50", "--set", "n_steps=100", "--set", "net_arch=[32, 32]"]),
         ("td3", "300", vec!["--set", "learning_starts=50", "--set", "n_steps=100", "--set", "net_arch=[32, 32]"]),
     ] {
@@ -763,6 +771,15 @@ fn algorithms_through_the_cli() {
         (vec!["train", "CartPole-v1", "--algo", "a3c", "--workers", "0"], "n_workers = 0"),
         (vec!["train", "CartPole-v1", "--set", "objective=clipped"], "objective"),
         (vec!["train", "CartPole-v1", "--algo", "trpo", "--set", "target_kl=none"], "needs target_kl"),
+        (
+            vec!["train", "CartPole-v1", "--algo", "ppg", "--set", "shared_trunk=true"],
+            "separate policy and value networks",
+        ),
+        (vec!["train", "CartPole-v1", "--algo", "ppg", "--backend", "fused"], "does not cover algo = `ppg`"),
+        (vec!["train", "CartPole-v1", "--algo", "ppg", "--set", "n_epochs=3"], "runs e_policy epochs"),
+        (vec!["train", "CartPole-v1", "--algo", "ppg", "--set", "num_aux_rollouts=0"], "num_aux_rollouts = 0"),
+        (vec!["train", "CartPole-v1", "--algo", "ppg", "--set", "beta_clone=-1"], "beta_clone = -1"),
+        (vec!["train", "CartPole-v1", "--set", "e_auxiliary=3"], "`e_auxiliary`"),
         (vec!["ablation", "--variants", "clip,bogus"], "unknown variant `bogus`"),
         (vec!["ablation", "--variants", "clip,clip"], "listed twice"),
         (vec!["ablation", "--variants", "clip=0.2,clip"], "are the same setting"),

@@ -24,6 +24,7 @@ fn spec() -> PolicySpec {
         shared_trunk: false,
         log_std_init: 0.0,
         ortho_init: true,
+        aux_value_head: false,
     }
 }
 

@@ -58,6 +58,26 @@ pub fn save(
     optimizers: &[(&str, &OptimizerState)],
     meta: &CheckpointMeta,
 ) -> Result<()> {
+    save_with_data(path, policy, optimizers, meta, &[])
+}
+
+/// Names of the tensors of an algorithm's own state in a checkpoint start with this (PPG's
+/// auxiliary buffer: `data.ppg.observations`, …); they are neither parameters nor optimiser
+/// moments.
+pub const DATA_PREFIX: &str = "data.";
+
+/// [`save`], with `data` — an algorithm's state that is not per parameter, `(name, shape,
+/// values)`, each name without [`DATA_PREFIX`], which is added — in the same file.
+///
+/// # Errors
+/// As [`save`].
+pub fn save_with_data(
+    path: &Path,
+    policy: &dyn Policy,
+    optimizers: &[(&str, &OptimizerState)],
+    meta: &CheckpointMeta,
+    state: &[NamedTensor<'_>],
+) -> Result<()> {
     let shapes = policy.param_shapes();
     let values = policy.params()?;
     let mut data: Vec<NamedTensor<'_>> = Vec::new();
@@ -71,6 +91,9 @@ pub fn save(
                 data.push((format!("{opt}.{buffer}.{name}"), shape.clone(), a));
             }
         }
+    }
+    for (name, shape, v) in state {
+        data.push((format!("{DATA_PREFIX}{name}"), shape.clone(), v));
     }
     let mut md: HashMap<String, String> = meta.extra.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     md.insert("format".into(), FORMAT.into());
@@ -144,6 +167,12 @@ impl Checkpoint {
     /// The file's path, as errors show it.
     pub fn path(&self) -> &str {
         &self.file.path
+    }
+
+    /// An algorithm's state tensor saved with [`save_with_data`] under `name` (without
+    /// [`DATA_PREFIX`]): its shape and values.
+    pub fn data(&self, name: &str) -> Option<(&[usize], &[f32])> {
+        self.file.get(&format!("{DATA_PREFIX}{name}"))
     }
 
     /// Whether tensor `name` belongs to a saved optimiser state: the trainer's (`optim.…`), or
@@ -232,7 +261,8 @@ impl Checkpoint {
         let is_param = |k: &str| shapes.iter().any(|(n, _)| n == k);
         let mut names: Vec<&str> = self.file.names().collect();
         names.sort_unstable(); // name the same tensor every time
-        if let Some(extra) = names.into_iter().find(|k| !self.is_optimizer_tensor(k) && !is_param(k)) {
+        let is_data = |k: &str| k.starts_with(DATA_PREFIX);
+        if let Some(extra) = names.into_iter().find(|k| !self.is_optimizer_tensor(k) && !is_param(k) && !is_data(k)) {
             return bad(format!("the file holds `{extra}`, which the network lacks"));
         }
         let mut values = Vec::with_capacity(shapes.len());
@@ -302,6 +332,7 @@ mod tests {
             shared_trunk: false,
             log_std_init: 0.0,
             ortho_init: true,
+            aux_value_head: false,
         }
     }
     fn meta(width: usize) -> CheckpointMeta {

@@ -16,14 +16,14 @@ use serde::{Deserialize, Serialize};
 mod ignored;
 
 /// The algorithms `algo` may name.
-pub const ALGOS: [&str; 8] = ["ppo", "a2c", "a3c", "trpo", "reinforce", "sac", "td3", "ddpg"];
+pub const ALGOS: [&str; 9] = ["ppo", "a2c", "a3c", "trpo", "reinforce", "ppg", "sac", "td3", "ddpg"];
 
 /// A full training configuration. Field names are Stable-Baselines3's where SB3 has the
 /// hyperparameter; the paper's symbols are given in each doc line.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
-    /// Algorithm: `ppo`, `a2c`, `a3c`, `trpo`, `reinforce`, `sac`, `td3` or `ddpg`.
+    /// Algorithm: `ppo`, `a2c`, `a3c`, `trpo`, `reinforce`, `ppg`, `sac`, `td3` or `ddpg`.
     pub algo: String,
     /// Name of the preset the config started from (informational).
     pub preset: String,
@@ -96,7 +96,7 @@ pub struct Config {
     /// fixed order: bit-reproducible for a given value). Many seeds use `--jobs` instead.
     pub num_threads: usize,
     /// The policy network's implementation: `auto` (the fused CPU kernels for PPO, A2C, A3C and
-    /// REINFORCE, candle for TRPO, SAC, TD3 and DDPG), `fused` or `candle` (every result as
+    /// REINFORCE, candle for TRPO, PPG, SAC, TD3 and DDPG), `fused` or `candle` (every result as
     /// before the fused backend, bit for bit). A saved config without the key was trained on
     /// candle, and resumes there.
     #[serde(default = "candle_backend")]
@@ -196,6 +196,23 @@ pub struct Config {
     /// [−1, 1] space (rl-zoo's `noise_std` with `noise_type: normal`; 0 = none, SB3's default).
     #[serde(default = "point_one")]
     pub noise_std: f64,
+    /// PPG: N_π, policy-phase iterations (rollouts) per auxiliary phase (CleanRL's
+    /// `n_iteration`, the paper's 32).
+    #[serde(default = "thirty_two")]
+    pub n_iteration: usize,
+    /// PPG: E_π, PPO epochs over each policy-phase rollout, policy and value alike (CleanRL's
+    /// `e_policy`, 1; PPG's counterpart of `n_epochs`).
+    #[serde(default = "one_usize")]
+    pub e_policy: usize,
+    /// PPG: E_aux, epochs over the auxiliary buffer per auxiliary phase (`e_auxiliary`, 6).
+    #[serde(default = "six")]
+    pub e_auxiliary: usize,
+    /// PPG: β_clone, the weight of the behavioural-cloning KL in the auxiliary loss (1.0).
+    #[serde(default = "one")]
+    pub beta_clone: f64,
+    /// PPG: whole env rollouts (of `n_steps` steps) per auxiliary minibatch (`num_aux_rollouts`, 4).
+    #[serde(default = "four")]
+    pub num_aux_rollouts: usize,
 }
 
 /// Keys that may be absent (`--set key=none` clears them).
@@ -209,8 +226,8 @@ pub const MAX_ENVS: usize = 1 << 16;
 pub const MAX_WIDTH: usize = 1 << 16;
 
 /// Names of the presets, in the order `--help` lists them.
-pub const PRESETS: [&str; 11] =
-    ["cleanrl", "sb3", "paper-mujoco", "paper-atari", "a2c", "a3c", "trpo", "reinforce", "sac", "td3", "ddpg"];
+pub const PRESETS: [&str; 12] =
+    ["cleanrl", "sb3", "paper-mujoco", "paper-atari", "a2c", "a3c", "trpo", "reinforce", "ppg", "sac", "td3", "ddpg"];
 
 impl Config {
     /// The keys a config file or `--set` may name.
@@ -276,6 +293,11 @@ impl Config {
             "target_policy_noise",
             "target_noise_clip",
             "noise_std",
+            "n_iteration",
+            "e_policy",
+            "e_auxiliary",
+            "beta_clone",
+            "num_aux_rollouts",
         ]
     }
 
@@ -304,6 +326,12 @@ impl Config {
     ///   scale): 1 env × 2048 steps (well above CartPole's 500-step episodes: only finished
     ///   episodes train), one Adam step per rollout at lr 1e-3 constant, γ .99, weights
     ///   G − V normalised over the rollout, c₁ .5, c₂ 0, no gradient clipping; 500k steps.
+    /// * `ppg`: CleanRL's `ppg_procgen.py` defaults (Cobbe et al. 2021's values): 64 envs × 256
+    ///   steps, 8 minibatches (2048), lr 5e-4 constant (Adam ε 1e-8), γ .999, λ .95, Â normalised
+    ///   over the rollout, ε .2, value clipping .2, c₂ .01, c₁ .5, max_grad_norm .5, reward
+    ///   normalisation (clip 10); N_π 32, E_π 1, E_aux 6, β_clone 1, 4 rollouts per auxiliary
+    ///   minibatch; 25M steps. The networks are the MLPs of the other presets (CleanRL's is an
+    ///   IMPALA CNN for Procgen).
     /// * `sac`: Stable-Baselines3's `SAC` defaults: 1 env, Adam lr 3e-4 (ε 1e-8, PyTorch's), buffer
     ///   1e6, 100 random steps first, batch 256, τ .005, γ .99, one gradient step per env step,
     ///   α learned (`ent_coef = "auto"`, H̄ = −dim(A)), 2×256 ReLU actor and twin critics; 1M steps.
@@ -383,6 +411,11 @@ impl Config {
             target_policy_noise: 0.2,
             target_noise_clip: 0.5,
             noise_std: 0.1,
+            n_iteration: 32,
+            e_policy: 1,
+            e_auxiliary: 6,
+            beta_clone: 1.0,
+            num_aux_rollouts: 4,
         };
         Ok(match name {
             "cleanrl" => cleanrl,
@@ -461,6 +494,21 @@ impl Config {
                 normalize_advantage: AdvantageNorm::Batch,
                 ent_coef: EntCoef::Fixed(0.0),
                 max_grad_norm: None,
+                ..cleanrl
+            },
+            "ppg" => Config {
+                algo: "ppg".into(),
+                preset: "ppg".into(),
+                total_timesteps: 25_000_000,
+                n_envs: 64,
+                n_steps: 256,
+                batch_size: 2048,
+                learning_rate: 5e-4,
+                anneal_lr: false,
+                gamma: 0.999,
+                normalize_advantage: AdvantageNorm::Batch,
+                adam_eps: 1e-8,
+                normalize_reward: true,
                 ..cleanrl
             },
             "sac" => Config {
@@ -607,11 +655,11 @@ impl Config {
         keys
     }
 
-    /// The backend the run's policy is on: `backend`, with `auto` resolved (candle for TRPO,
+    /// The backend the run's policy is on: `backend`, with `auto` resolved (candle for TRPO, PPG,
     /// fused for the others).
     pub fn resolved_backend(&self) -> Backend {
         match self.backend {
-            Backend::Auto if self.algo == "trpo" || self.is_off_policy() => Backend::Candle,
+            Backend::Auto if matches!(self.algo.as_str(), "trpo" | "ppg") || self.is_off_policy() => Backend::Candle,
             Backend::Auto => Backend::Fused,
             b => b,
         }
@@ -654,6 +702,9 @@ impl Config {
         if self.is_off_policy() {
             self.validate_off_policy()?;
         }
+        if self.algo == "ppg" {
+            self.validate_ppg()?;
+        }
         if self.n_workers == 0 || self.n_workers > 256 {
             return bad(format!("n_workers = {}: must be between 1 and 256", self.n_workers));
         }
@@ -665,6 +716,38 @@ impl Config {
             if v == 0 {
                 return bad(format!("{k} = 0: must be at least 1"));
             }
+        }
+        Ok(())
+    }
+
+    /// PPG's own settings, and what it does not support.
+    fn validate_ppg(&self) -> Result<()> {
+        let bad = |m: String| Err(ProximaError::Config(m));
+        if self.backend == Backend::Fused {
+            return bad("backend = `fused` does not cover algo = `ppg` (its auxiliary value head and loss are on candle): use backend = `auto` or `candle`".into());
+        }
+        if self.shared_trunk {
+            return bad("algo = `ppg` trains separate policy and value networks (shared_trunk = false): the auxiliary phase distils the value into the policy network's own head".into());
+        }
+        for (k, v) in [
+            ("n_iteration", self.n_iteration),
+            ("e_policy", self.e_policy),
+            ("e_auxiliary", self.e_auxiliary),
+            ("num_aux_rollouts", self.num_aux_rollouts),
+        ] {
+            if v == 0 || v > 1 << 20 {
+                return bad(format!("{k} = {v}: must be between 1 and {}", 1 << 20));
+            }
+        }
+        if !(self.beta_clone.is_finite() && self.beta_clone >= 0.0) {
+            return bad(format!("beta_clone = {}: must be a finite number ≥ 0", self.beta_clone));
+        }
+        let held = (self.n_steps * self.n_envs).checked_mul(self.n_iteration).filter(|&r| r <= MAX_ROLLOUT);
+        if held.is_none() {
+            return bad(format!(
+                "n_iteration × n_steps × n_envs = {} × {} × {}: the auxiliary buffer would exceed {MAX_ROLLOUT} transitions",
+                self.n_iteration, self.n_steps, self.n_envs
+            ));
         }
         Ok(())
     }
@@ -967,6 +1050,15 @@ fn eps5() -> f64 {
 }
 fn two() -> usize {
     2
+}
+fn four() -> usize {
+    4
+}
+fn six() -> usize {
+    6
+}
+fn thirty_two() -> usize {
+    32
 }
 fn fifteen() -> usize {
     15

@@ -81,6 +81,7 @@ fn tiny_spec() -> PolicySpec {
         shared_trunk: false,
         log_std_init: 0.0,
         ortho_init: false,
+        aux_value_head: false,
     }
 }
 

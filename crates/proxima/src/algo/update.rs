@@ -49,6 +49,22 @@ pub struct UpdateStats {
     pub step_fraction: f64,
     /// SAC: the temperature α after the iteration (`None` for the other algorithms).
     pub ent_coef: Option<f64>,
+    /// PPG: the auxiliary phase that followed this iteration's policy phase, if one did.
+    pub aux: Option<AuxStats>,
+}
+
+/// What PPG's auxiliary phase reports ([`crate::algo::ppg::auxiliary_phase`]): means over its
+/// minibatches.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct AuxStats {
+    /// KL[π_old ‖ π_θ], the behavioural-cloning term before β_clone.
+    pub kl: f64,
+    /// ½·(V_aux − V̂_targ)².
+    pub aux_value_loss: f64,
+    /// ½·(V − V̂_targ)², the value network's distillation.
+    pub value_loss: f64,
+    /// Optimiser steps taken.
+    pub minibatches: usize,
 }
 
 /// One optimiser step on `policy`'s parameters with the gradient of the loss it evaluated last

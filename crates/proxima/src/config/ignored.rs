@@ -12,6 +12,15 @@ const PPO_ONLY: [(&str, &str); 3] = [
     ("objective", "PPO's surrogate objective"),
 ];
 
+/// Keys only PPG reads.
+const PPG_ONLY: [(&str, &str); 5] = [
+    ("n_iteration", "PPG's policy-phase iterations per auxiliary phase"),
+    ("e_policy", "PPG's policy-phase epochs"),
+    ("e_auxiliary", "PPG's auxiliary epochs"),
+    ("beta_clone", "PPG's behavioural-cloning weight"),
+    ("num_aux_rollouts", "PPG's auxiliary minibatch size"),
+];
+
 /// Keys only TRPO reads.
 const TRPO_ONLY: [(&str, &str); 5] = [
     ("cg_max_steps", "TRPO's conjugate-gradient iterations"),
@@ -65,7 +74,17 @@ impl Config {
         let not_read = |what: &str, by: String| Some(format!("`{key}` ({what}) has no effect with {by}"));
         let by_algo = || format!("algo = `{algo}`");
         if let Some((_, what)) = PPO_ONLY.iter().find(|(k, _)| *k == key) {
-            return (algo != "ppo").then(|| not_read(what, by_algo())).flatten();
+            // PPG's policy phase is PPO-Clip with value clipping, for `e_policy` epochs.
+            let read = algo == "ppo" || (algo == "ppg" && key == "clip_range_vf");
+            let what = if algo == "ppg" && key == "n_epochs" {
+                "PPO's K; PPG's policy phase runs e_policy epochs"
+            } else {
+                what
+            };
+            return (!read).then(|| not_read(what, by_algo())).flatten();
+        }
+        if let Some((_, what)) = PPG_ONLY.iter().find(|(k, _)| *k == key) {
+            return (algo != "ppg").then(|| not_read(what, by_algo())).flatten();
         }
         if let Some((_, what)) = TRPO_ONLY.iter().find(|(k, _)| *k == key) {
             return (algo != "trpo").then(|| not_read(what, by_algo())).flatten();
@@ -93,6 +112,7 @@ impl Config {
             "vf_coef" | "ent_coef" if algo == "trpo" => {
                 not_read("a coefficient of the joint loss; TRPO steps the policy alone", by_algo())
             }
+            "clip_range" if algo == "ppg" => None,
             "clip_range" if algo != "ppo" || self.objective != Objective::Clip => {
                 not_read("PPO-Clip's ε", if algo == "ppo" { objective } else { by_algo() })
             }
@@ -186,7 +206,13 @@ mod tests {
         let adaptive = cfg("cleanrl", &["objective=adaptive_kl"]);
         let reinforce = cfg("reinforce", &[]);
         let no_baseline = cfg("reinforce", &["baseline=false"]);
+        let ppg = cfg("ppg", &[]);
         for (c, key, by) in [
+            (&ppg, "n_epochs", "algo = `ppg`"),
+            (&ppg, "objective", "algo = `ppg`"),
+            (&ppg, "kl_coef", "algo = `ppg`"),
+            (&ppo, "e_auxiliary", "algo = `ppo`"),
+            (&ppo, "beta_clone", "algo = `ppo`"),
             (&ppo, "n_workers", "algo = `ppo`"),
             (&ppo, "kl_target", "objective = `clip`"),
             (&ppo, "kl_coef", "objective = `clip`"),
@@ -223,6 +249,11 @@ mod tests {
             (&reinforce, "vf_coef"),
             (&reinforce, "baseline"),
             (&no_baseline, "ent_coef"),
+            (&ppg, "clip_range"),
+            (&ppg, "clip_range_vf"),
+            (&ppg, "e_policy"),
+            (&ppg, "n_iteration"),
+            (&ppg, "target_kl"),
             (&cfg("cleanrl", &["normalize_reward=true"]), "clip_reward"),
         ] {
             assert_eq!(c.ignored_key(key), None, "{key} with {}", c.algo);

@@ -7,7 +7,7 @@
 //! policy head, 1.0 on the value head, biases 0. The hidden tanh is [`ops::tanh`], a fast
 //! rational approximation.
 
-use super::interface::{ActOutput, LossReport, Policy};
+use super::interface::{ActOutput, AuxBatch, LossReport, Policy};
 use super::ops;
 use super::spec::{ActionKind, Activation, PolicySpec};
 use crate::error::{ProximaError, Result};
@@ -41,9 +41,19 @@ struct Mlp {
 
 impl Mlp {
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        Ok(self.forward_with_features(x)?.1)
+    }
+
+    /// The output and the input of the last layer (the features a head reads; `x` itself for
+    /// a one-layer MLP): `(features, output)`.
+    fn forward_with_features(&self, x: &Tensor) -> candle_core::Result<(Tensor, Tensor)> {
         let mut h = x.clone();
+        let mut features = x.clone();
         let n = self.layers.len();
         for (i, l) in self.layers.iter().enumerate() {
+            if i + 1 == n {
+                features = h.clone();
+            }
             h = l.forward(&h)?;
             if i + 1 < n || self.activate_last {
                 h = match self.activation {
@@ -52,7 +62,7 @@ impl Mlp {
                 };
             }
         }
-        Ok(h)
+        Ok((features, h))
     }
 }
 
@@ -74,6 +84,8 @@ pub struct ActorCritic {
     trunk: Option<Mlp>,
     actor: Mlp,
     critic: Mlp,
+    /// PPG's auxiliary value head on the actor's last hidden layer (`aux_value_head`).
+    aux: Option<Dense>,
     log_std: Option<Var>,
     /// All parameters in a fixed order, with their names (the order decides reproducibility).
     params: Vec<(String, Var)>,
@@ -92,7 +104,7 @@ impl ActorCritic {
         spec.check_dims()?;
         let mut init = spec.initial_params(rng).into_iter();
         let mut params = Vec::new();
-        let mut layers: [Vec<Dense>; 3] = Default::default();
+        let mut layers: [Vec<Dense>; 4] = Default::default();
         for l in spec.plan() {
             let (w, b) = (init.next().unwrap_or_default(), init.next().unwrap_or_default());
             let w = Var::from_tensor(&Tensor::from_vec(w, (l.fan_out, l.fan_in), device)?)?;
@@ -101,7 +113,7 @@ impl ActorCritic {
             params.push((format!("{}.bias", l.name), b.clone()));
             layers[l.part as usize].push(Dense { w, b });
         }
-        let [trunk, actor, critic] = layers;
+        let [trunk, actor, critic, aux] = layers;
         let mlp = |layers: Vec<Dense>, activate_last| Mlp { layers, activation: spec.activation, activate_last };
         let trunk = spec.shared_trunk.then(|| mlp(trunk, true));
         let (actor, critic) = (mlp(actor, false), mlp(critic, false));
@@ -119,6 +131,7 @@ impl ActorCritic {
             trunk,
             actor,
             critic,
+            aux: aux.into_iter().next(),
             log_std,
             params,
             pending_loss: None,
@@ -164,6 +177,27 @@ impl ActorCritic {
         let head = self.actor.forward(&a_in)?;
         let values = self.critic.forward(&c_in)?.squeeze(1)?;
         Ok((head, values))
+    }
+
+    /// PPG's auxiliary forward pass, differentiable: π's head `[B, head_dim]`, V(s) `[B]` and
+    /// V_aux(s) `[B]` (the auxiliary head on the features π's head reads).
+    ///
+    /// # Errors
+    /// `Unsupported` for a network without the auxiliary head (`aux_value_head = false`).
+    pub fn forward_aux(&self, obs: &Tensor) -> Result<(Tensor, Tensor, Tensor)> {
+        let aux = self.aux.as_ref().ok_or_else(|| {
+            ProximaError::Unsupported("this network has no auxiliary value head (aux_value_head = false)".into())
+        })?;
+        let (a_in, c_in) = match &self.trunk {
+            Some(t) => {
+                let h = t.forward(obs)?;
+                (h.clone(), h)
+            }
+            None => (obs.clone(), obs.clone()),
+        };
+        let (features, head) = self.actor.forward_with_features(&a_in)?;
+        let values = self.critic.forward(&c_in)?.squeeze(1)?;
+        Ok((head, values, aux.forward(&features)?.squeeze(1)?))
     }
 
     /// V(s) only, differentiable: `[B, obs_dim]` → `[B]`.
@@ -423,6 +457,19 @@ impl Policy for ActorCritic {
         self.keep_loss([&out.loss, &out.policy_loss, &out.value_loss, &out.entropy])
     }
 
+    fn aux_loss(&mut self, batch: &AuxBatch<'_>, beta_clone: f64) -> Result<LossReport> {
+        let n = batch.returns.len();
+        let obs = Tensor::from_slice(batch.observations, (n, self.spec.obs_dim), &self.device)?;
+        let (head, values, aux_values) = self.forward_aux(&obs)?;
+        let old = self.dist_params_from_host(batch.old_head, batch.old_log_std)?;
+        let kl = self.kl_of_head(&old, &head)?.mean_all()?;
+        let returns = self.host_tensor(batch.returns)?;
+        let aux_value_loss = ((aux_values - &returns)?.sqr()?.mean_all()? * 0.5)?;
+        let value_loss = ((values - &returns)?.sqr()?.mean_all()? * 0.5)?;
+        let loss = ((&aux_value_loss + (&kl * beta_clone)?)? + &value_loss)?;
+        self.keep_loss([&loss, &aux_value_loss, &value_loss, &kl])
+    }
+
     fn log_ratio(&self) -> &[f32] {
         &self.last_log_ratio
     }
@@ -481,6 +528,7 @@ mod tests {
             shared_trunk: shared,
             log_std_init: 0.0,
             ortho_init: true,
+            aux_value_head: false,
         }
     }
 

@@ -82,6 +82,22 @@ pub trait Policy: Send {
     /// The implementation's own errors.
     fn a2c_loss(&mut self, batch: &Minibatch, vf_coef: f64, ent_coef: f64) -> Result<LossReport>;
 
+    /// PPG's auxiliary-phase loss (Cobbe et al. 2021, "Phasic Policy Gradient", eq. 2 and the
+    /// value network's distillation, as openai/phasic-policy-gradient's `aux_train`) of `batch`
+    /// at the current θ: L = ½·mean (V_aux(s) − V̂_targ)² + β_clone·mean KL[π_old(·|s) ‖ π_θ(·|s)]
+    /// + ½·mean (V(s) − V̂_targ)². Reported as `[loss, aux_value_loss, value_loss, kl]`. Keeps
+    /// what [`Policy::backward`] needs.
+    ///
+    /// # Errors
+    /// `Unsupported` (the default) for an implementation or a network without the auxiliary
+    /// value head; the implementation's own errors.
+    fn aux_loss(&mut self, batch: &AuxBatch<'_>, beta_clone: f64) -> Result<LossReport> {
+        let _ = (batch, beta_clone);
+        Err(crate::error::ProximaError::Unsupported(
+            "PPG's auxiliary loss runs on the candle backend with aux_value_head = true".into(),
+        ))
+    }
+
     /// log r_t(θ) = log π_θ(a_t|s_t) − log π_θold(a_t|s_t) per row of the last PPO loss, `[B]`
     /// (empty after an A2C loss; read it only after checking that the loss was finite).
     fn log_ratio(&self) -> &[f32];
@@ -142,6 +158,20 @@ pub trait Policy: Send {
             }
         }
     }
+}
+
+/// A minibatch of PPG's auxiliary phase ([`Policy::aux_loss`]), B rows.
+#[derive(Clone, Copy, Debug)]
+pub struct AuxBatch<'a> {
+    /// s, `[B, obs_dim]`, as the policy saw them when they were collected.
+    pub observations: &'a [f32],
+    /// V̂_targ: the value targets (GAE returns) of their policy-phase rollout, `[B]`.
+    pub returns: &'a [f32],
+    /// π_old(·|s): the head `[B, head_dim]` before the auxiliary phase, as
+    /// [`Policy::dist_params_host`] returns it.
+    pub old_head: &'a [f32],
+    /// π_old's Gaussian log-std `[dim]` (empty for discrete actions).
+    pub old_log_std: &'a [f32],
 }
 
 /// What [`Policy::act`] returns for a batch of N observations.

@@ -3,7 +3,7 @@
 
 use super::candle::ActorCritic;
 use super::fused::FusedMlp;
-use super::interface::{ActOutput, FlatParams, LossReport, Policy};
+use super::interface::{ActOutput, AuxBatch, FlatParams, LossReport, Policy};
 use super::offpolicy::{ActorKind, OffPolicyNets};
 use super::spec::PolicySpec;
 use crate::error::Result;
@@ -52,14 +52,16 @@ pub enum Network {
 }
 
 impl Network {
-    /// A fresh network of `spec` on `backend` (`Auto` means fused), initialised from `rng`: the
+    /// A fresh network of `spec` on `backend` (`Auto` means fused, or candle for a spec the
+    /// fused kernels do not cover: PPG's auxiliary value head), initialised from `rng`: the
     /// same initial values on either backend.
     ///
     /// # Errors
-    /// `InvalidArgument` for zero dims.
+    /// `InvalidArgument` for zero dims; `Unsupported` for `Fused` with the auxiliary value head.
     pub fn new<R: Rng + ?Sized>(spec: PolicySpec, backend: Backend, rng: &mut R) -> Result<Self> {
         Ok(match backend {
             Backend::Candle => Network::Candle(ActorCritic::new(spec, &Device::Cpu, rng)?),
+            Backend::Auto if spec.aux_value_head => Network::Candle(ActorCritic::new(spec, &Device::Cpu, rng)?),
             Backend::Auto | Backend::Fused => Network::Fused(FusedMlp::new(spec, rng)?),
         })
     }
@@ -147,6 +149,9 @@ impl Policy for Network {
     }
     fn a2c_loss(&mut self, batch: &Minibatch, vf_coef: f64, ent_coef: f64) -> Result<LossReport> {
         self.inner_mut().a2c_loss(batch, vf_coef, ent_coef)
+    }
+    fn aux_loss(&mut self, batch: &AuxBatch<'_>, beta_clone: f64) -> Result<LossReport> {
+        self.inner_mut().aux_loss(batch, beta_clone)
     }
     fn log_ratio(&self) -> &[f32] {
         self.inner().log_ratio()

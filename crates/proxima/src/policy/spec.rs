@@ -109,6 +109,12 @@ pub struct PolicySpec {
     pub log_std_init: f32,
     /// Orthogonal initialisation (else PyTorch's default uniform ±1/√fan_in).
     pub ortho_init: bool,
+    /// PPG's auxiliary value head V_aux(s) on the policy network's last hidden layer
+    /// (`aux_critic.weight` `[1, width]`, `aux_critic.bias` `[1]`, after the critic's parameters;
+    /// Cobbe et al. 2021). Absent from the specs of every other algorithm (and of checkpoints
+    /// written before PPG existed).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub aux_value_head: bool,
 }
 
 /// Orthogonal matrix `[rows, cols]` scaled by `gain`, as `torch.nn.init.orthogonal_`:
@@ -142,6 +148,8 @@ pub(crate) enum Part {
     Trunk,
     Actor,
     Critic,
+    /// PPG's auxiliary value head.
+    Aux,
 }
 
 /// One dense layer of a network's plan: its name prefix, fans, init gain and part.
@@ -184,11 +192,16 @@ impl PolicySpec {
             let w = hidden("critic", Part::Critic, &mut plan);
             plan.push(LayerPlan { name: format!("critic.{d}"), fan_in: w, fan_out: 1, gain: 1.0, part: Part::Critic });
         }
+        if self.aux_value_head {
+            // On the features the policy head reads (a value head's gain, 1.0).
+            let w = self.net_arch.last().copied().unwrap_or(self.obs_dim);
+            plan.push(LayerPlan { name: "aux_critic".into(), fan_in: w, fan_out: 1, gain: 1.0, part: Part::Aux });
+        }
         plan
     }
 
     /// Every parameter's initial values, in [`PolicySpec::param_shapes`]' order: per layer the
-    /// orthogonal weight with the layer's gain (√2 hidden, 0.01 policy head, 1.0 value head), or
+    /// orthogonal weight with the layer's gain (√2 hidden, 0.01 policy head, 1.0 value heads), or
     /// PyTorch's default U(±1/√fan_in) without `ortho_init`, and a zero bias; then the Gaussian
     /// log-std at `log_std_init`. Every backend starts from these, so a seed gives the same
     /// network on each.

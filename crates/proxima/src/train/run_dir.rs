@@ -213,6 +213,12 @@ pub fn write_tensorboard(tb: &mut TensorBoardWriter, r: &UpdateReport) -> Result
     if let Some(alpha) = s.ent_coef {
         tb.add_scalar("losses/alpha", alpha, r.global_step)?;
     }
+    if let Some(aux) = s.aux {
+        // CleanRL's ppg_procgen.py tags.
+        tb.add_scalar("losses/aux/kl_loss", aux.kl, r.global_step)?;
+        tb.add_scalar("losses/aux/aux_value_loss", aux.aux_value_loss, r.global_step)?;
+        tb.add_scalar("losses/aux/real_value_loss", aux.value_loss, r.global_step)?;
+    }
     tb.flush()
 }
 

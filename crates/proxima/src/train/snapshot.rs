@@ -144,6 +144,9 @@ impl Trainer {
         }
         tr.rng = snap.rng.clone();
         restore_collector(&mut tr, snap)?;
+        if let Algo::Ppg(ppg) = &mut tr.algo {
+            restore_aux_buffer(ppg, ck)?;
+        }
         tr.global_step = ck.meta.global_step;
         tr.update = ck.meta.update;
         tr.recount_updates();
@@ -158,6 +161,14 @@ impl Trainer {
         let state = ck.optimizer_state_for(OPTIMIZER, &ADAM_BUFFERS, &self.policy.param_shapes())?;
         match (&mut self.algo, &self.policy) {
             (Algo::OffPolicy(l), Network::OffPolicy(nets)) => restore_off_policy(l, nets, state, ck),
+            (Algo::Ppg(ppg), _) => {
+                restore_adam(&mut self.opt, state);
+                restore_adam(
+                    &mut ppg.aux_opt,
+                    ck.optimizer_state_for(AUX_OPTIMIZER, &ADAM_BUFFERS, &self.policy.param_shapes())?,
+                );
+                Ok(())
+            }
             _ => {
                 restore_adam(&mut self.opt, state);
                 Ok(())
@@ -230,9 +241,24 @@ impl Trainer {
         Ok(())
     }
 
-    /// Saves the network and optimiser state to `path` (atomically).
+    /// Saves the network and optimiser state to `path` (atomically); for PPG also its auxiliary
+    /// phase's Adam (under [`AUX_OPTIMIZER`]) and auxiliary buffer (`data.ppg.observations`,
+    /// `data.ppg.returns`).
     pub fn save(&self, path: &Path) -> Result<()> {
-        checkpoint::save(path, &self.policy, &[(OPTIMIZER, &self.optimizer_state())], &self.checkpoint_meta())
+        let main = self.optimizer_state();
+        let Algo::Ppg(ppg) = &self.algo else {
+            return checkpoint::save(path, &self.policy, &[(OPTIMIZER, &main)], &self.checkpoint_meta());
+        };
+        let o = &ppg.aux_opt;
+        let aux = OptimizerState { t: o.t, buffers: vec![("m".into(), o.m.clone()), ("v".into(), o.v.clone())] };
+        let b = &ppg.aux;
+        let rows = b.returns.len();
+        let data = [
+            ("ppg.observations".to_string(), vec![rows, b.obs_dim], b.observations.as_slice()),
+            ("ppg.returns".to_string(), vec![rows], b.returns.as_slice()),
+        ];
+        let opts = [(OPTIMIZER, &main), (AUX_OPTIMIZER, &aux)];
+        checkpoint::save_with_data(path, &self.policy, &opts, &self.checkpoint_meta(), &data)
     }
 
     /// The optimiser's state as a checkpoint stores it (under [`OPTIMIZER`]): for the off-policy
@@ -257,6 +283,23 @@ impl Trainer {
             buffers: vec![("m".into(), self.opt.m.clone()), ("v".into(), self.opt.v.clone())],
         }
     }
+}
+
+/// The name PPG's auxiliary-phase Adam is saved under in a checkpoint.
+pub const AUX_OPTIMIZER: &str = "aux_optim";
+
+/// PPG's auxiliary buffer from a checkpoint (exact resume).
+fn restore_aux_buffer(ppg: &mut crate::algo::ppg::Ppg, ck: &checkpoint::Checkpoint) -> Result<()> {
+    let bad = |m: String| ProximaError::Checkpoint(format!("{}: {m}", ck.path()));
+    let (Some((_, obs)), Some((_, returns))) = (ck.data("ppg.observations"), ck.data("ppg.returns")) else {
+        return Err(bad(
+            "a PPG checkpoint without its auxiliary buffer (data.ppg.observations, data.ppg.returns)".into()
+        ));
+    };
+    ppg.aux.load(obs, returns, ppg.params.n_iteration).map_err(|e| match e {
+        ProximaError::Checkpoint(m) => bad(m),
+        other => other,
+    })
 }
 
 /// The buffers of [`Optimizer`]'s state in a checkpoint: its first and second moments (RMSprop uses

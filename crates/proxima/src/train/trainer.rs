@@ -5,6 +5,7 @@ use crate::algo::a2c::{self, A2cParams};
 use crate::algo::a3c::{self, Worker};
 use crate::algo::offpolicy::{Learner, LoopParams};
 use crate::algo::optim::{LrSchedule, Optimizer};
+use crate::algo::ppg::{self, AuxBuffer, Ppg, PpgParams};
 use crate::algo::ppo::{self, PpoParams};
 use crate::algo::reinforce::{self, ReinforceParams};
 use crate::algo::sac::{Sac, SacParams};
@@ -99,6 +100,9 @@ pub(crate) enum Algo {
     Trpo(TrpoParams),
     /// REINFORCE: one gradient step per rollout on its finished episodes' Monte-Carlo returns.
     Reinforce(ReinforceParams),
+    /// PPG: PPO's policy phase, then every `n_iteration` rollouts the auxiliary phase (its
+    /// buffer and its own Adam).
+    Ppg(Box<Ppg>),
     /// SAC, TD3, DDPG: the replay buffer, the optimisers and counters (the networks are the
     /// trainer's policy, [`Network::OffPolicy`]).
     OffPolicy(Box<Learner>),
@@ -200,6 +204,7 @@ pub fn policy_spec(cfg: &Config, venv: &SyncVectorEnv) -> Result<PolicySpec> {
         shared_trunk: cfg.shared_trunk,
         log_std_init: cfg.log_std_init,
         ortho_init: cfg.ortho_init,
+        aux_value_head: cfg.algo == "ppg",
     })
 }
 
@@ -236,6 +241,18 @@ fn ppo_params(c: &Config) -> PpoParams {
         normalize_advantage: c.normalize_advantage,
         objective: c.objective,
         kl_target: c.kl_target,
+    }
+}
+
+/// The config's PPG parameters: the policy phase is PPO-Clip for `e_policy` epochs.
+fn ppg_params(c: &Config) -> PpgParams {
+    let ppo = PpoParams { n_epochs: c.e_policy, objective: crate::algo::Objective::Clip, ..ppo_params(c) };
+    PpgParams {
+        ppo,
+        n_iteration: c.n_iteration,
+        e_auxiliary: c.e_auxiliary,
+        beta_clone: c.beta_clone,
+        num_aux_rollouts: c.num_aux_rollouts,
     }
 }
 
@@ -440,14 +457,19 @@ impl Trainer {
             "a2c" => Algo::A2c(a2c_params(&cfg)),
             "trpo" => Algo::Trpo(trpo_params(&cfg)?),
             "reinforce" => Algo::Reinforce(reinforce_params(&cfg)),
+            "ppg" => Algo::Ppg(Box::new(Ppg {
+                params: ppg_params(&cfg),
+                aux: AuxBuffer::new(cfg.n_steps, cfg.n_envs, spec.obs_dim),
+                aux_opt: Optimizer::adam(&sizes, cfg.learning_rate, cfg.adam_eps),
+            })),
             "a3c" => {
                 Algo::A3c { params: a2c_params(&cfg), workers: a3c_workers(&cfg, &spec, make_env)?, global_updates: 0 }
             }
             _ => Algo::Ppo { params: ppo_params(&cfg), kl_coef: cfg.kl_coef },
         };
-        // PPO and TRPO measure KL[π_θold, π_θ]: the buffer keeps π_θold's parameters for them.
+        // PPO, PPG and TRPO measure KL[π_θold, π_θ]: the buffer keeps π_θold's parameters for them.
         let head_dim = match algo {
-            Algo::Ppo { .. } | Algo::Trpo(_) => spec.action.head_dim(),
+            Algo::Ppo { .. } | Algo::Ppg(_) | Algo::Trpo(_) => spec.action.head_dim(),
             Algo::A2c(_) | Algo::A3c { .. } | Algo::Reinforce(_) | Algo::OffPolicy(_) => 0,
         };
         Ok(Self::assemble(env_id, cfg, collector, policy, opt, algo, head_dim))
@@ -572,6 +594,10 @@ impl Trainer {
                 params.clip_range = clip_range;
                 Ok(())
             }
+            Algo::Ppg(ppg) => {
+                ppg.params.ppo.clip_range = clip_range;
+                Ok(())
+            }
             _ => Err(ProximaError::Config(format!("clip_range is PPO's; this run is {}", self.cfg.algo))),
         }
     }
@@ -667,11 +693,13 @@ impl Trainer {
                 self.buf.compute_advantages(&last_values, self.cfg.gamma, self.cfg.gae_lambda)?;
             }
             // The update.
+            let last = self.update + 1 >= self.num_updates;
             let (policy, opt, buf, rng) = (&mut self.policy, &mut self.opt, &self.buf, &mut self.rng);
             let stats = match &mut self.algo {
                 Algo::Ppo { params, kl_coef } => ppo::update(policy, opt, buf, params, lr, kl_coef, rng),
                 Algo::A2c(params) => a2c::update(policy, opt, buf, params, lr),
                 Algo::Reinforce(params) => reinforce::update(policy, opt, buf, params, lr),
+                Algo::Ppg(ppg) => ppg::update(policy, opt, buf, ppg, lr, last, rng),
                 Algo::Trpo(params) => match policy {
                     Network::Candle(net) => trpo::update(net, opt, buf, params, lr, rng),
                     Network::Fused(_) | Network::OffPolicy(_) => {

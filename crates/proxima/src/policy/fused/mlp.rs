@@ -95,9 +95,15 @@ impl FusedMlp {
     /// The network with parameters `values` (in the spec's order and shapes).
     ///
     /// # Errors
-    /// `InvalidArgument` for zero dims or a count or size mismatch.
+    /// `InvalidArgument` for zero dims or a count or size mismatch; `Unsupported` for a spec
+    /// with PPG's auxiliary value head.
     pub fn from_params(spec: PolicySpec, values: &[Vec<f32>]) -> Result<Self> {
         spec.check_dims()?;
+        if spec.aux_value_head {
+            return Err(ProximaError::Unsupported(
+                "the fused backend does not cover PPG's auxiliary value head: use backend = `candle`".into(),
+            ));
+        }
         let shapes = spec.param_shapes();
         let names: Vec<String> = shapes.iter().map(|(n, _)| n.clone()).collect();
         let sizes: Vec<usize> = shapes.iter().map(|(_, s)| s.iter().product()).collect();

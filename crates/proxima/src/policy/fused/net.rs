@@ -222,6 +222,7 @@ impl Net {
                 Part::Trunk => trunk.push(layer),
                 Part::Actor => actor.push(layer),
                 Part::Critic => critic.push(layer),
+                Part::Aux => {} // refused by `FusedMlp::from_params`
             }
         }
         for tower in [&mut actor, &mut critic] {
