@@ -5,13 +5,14 @@
     action, _ = model.predict(obs, deterministic=True)
     model.save("ppo_cartpole")          # ppo_cartpole.safetensors; `proxima eval` reads it too
 
-``PPO``, ``A2C`` and ``TRPO`` take SB3's (sb3-contrib's) keyword arguments and defaults; the env
+``PPO``, ``A2C``, ``TRPO``, ``SAC``, ``TD3`` and ``DDPG`` take SB3's (sb3-contrib's) keyword
+arguments and defaults; the env
 may be a native id (stepped in Rust), any Gymnasium id, env object, list of env factories,
 Gymnasium vector env or SB3 VecEnv. See ``help(proxima.PPO)``.
 """
 
 from ._proxima import CONFIG_KEYS, NATIVE_ENV_IDS, PRESETS, __version__
-from .algorithms import A2C, PPO, TRPO, BaseAlgorithm
+from .algorithms import A2C, DDPG, PPO, SAC, TD3, TRPO, BaseAlgorithm
 from .evaluation import evaluate_policy
 from . import callbacks
 
@@ -19,6 +20,9 @@ __all__ = [
     "PPO",
     "A2C",
     "TRPO",
+    "SAC",
+    "TD3",
+    "DDPG",
     "BaseAlgorithm",
     "evaluate_policy",
     "callbacks",

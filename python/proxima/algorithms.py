@@ -1,6 +1,6 @@
-"""PPO, A2C and TRPO with Stable-Baselines3's constructors, ``learn``, ``predict``, ``save`` and
-``load``. The keyword arguments, their defaults and their meaning are SB3's (sb3-contrib's for
-TRPO); the work happens in Rust (``proxima._proxima.Model``) with the GIL released.
+"""PPO, A2C, TRPO, SAC, TD3 and DDPG with Stable-Baselines3's constructors, ``learn``,
+``predict``, ``save`` and ``load``. The keyword arguments, their defaults and their meaning are
+SB3's (sb3-contrib's for TRPO); the work happens in Rust (``proxima._proxima.Model``) with the GIL released.
 
 Keyword arguments beyond SB3's are Proxima's own config keys (``anneal_lr=True``,
 ``normalize_observation=True``, ``backend="candle"``, ...: ``proxima.CONFIG_KEYS``).
@@ -105,7 +105,8 @@ _ARGS_DOC = """
 
 
 class BaseAlgorithm:
-    """What PPO, A2C and TRPO share (SB3's ``BaseAlgorithm``/``OnPolicyAlgorithm`` surface)."""
+    """What every algorithm shares (SB3's ``BaseAlgorithm`` surface; ``OnPolicyAlgorithm``'s for
+    PPO, A2C and TRPO, ``OffPolicyAlgorithm``'s for SAC, TD3 and DDPG)."""
 
     _algo: ClassVar[str]
     _preset: ClassVar[str]
@@ -788,6 +789,283 @@ class TRPO(BaseAlgorithm):
         return super().learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar)
 
 
+_OFF_POLICY_DOC = """
+
+    Parameters are SB3's, with SB3's defaults and meaning. What Proxima adds or differs in:
+
+    * ``policy``: ``"MlpPolicy"``; ``policy_kwargs`` takes ``net_arch`` (a list, or
+      ``dict(pi=..., qf=...)`` with equal ``pi`` and ``qf``) and ``n_critics``; the layers are
+      ReLU with PyTorch's default initialisation, as SB3's.
+    * ``env``: as for ``PPO``, with a ``Box`` action space.
+    * ``train_freq``: an int or ``(n, "step")``; ``(n, "episode")`` is not supported yet, nor
+      ``gradient_steps=-1``, ``replay_buffer_class``, ``optimize_memory_usage``, ``use_sde``.
+    * ``action_noise`` (TD3, DDPG): ``None`` or a ``NormalActionNoise`` with zero mean and one σ
+      for every dimension (σ in the [−1, 1]-scaled action space, as SB3 adds it).
+    * ``learn``'s ``callback``: ``_on_step`` after every env step, as SB3's; ``on_rollout_start``
+      / ``on_rollout_end`` around each logged iteration of ``n_steps`` env steps (SB3: every
+      ``train_freq`` steps). A ``save`` from inside a callback writes the current weights with
+      the optimiser state and counters of that iteration's start; between ``learn`` calls it
+      is exact. The replay buffer is not in the saved file (``proxima train`` checkpoints keep
+      it beside them; ``save_replay_buffer`` is not offered yet).
+    * ``n_steps``: SB3's n-step returns; only 1 (one-step targets) is supported yet. (The CLI's
+      ``n_steps`` key for these algorithms is another thing: the env steps of one logged
+      iteration, 100; it cannot be set from Python.)
+    * ``**kwargs``: Proxima's config keys (``proxima.CONFIG_KEYS``), e.g. ``n_envs=4`` for an
+      env id.
+    """
+
+
+def _train_freq(value: Any) -> int:
+    if isinstance(value, tuple):
+        if len(value) != 2 or str(value[1]) not in ("step", "episode"):
+            raise ValueError(f"train_freq must be an int or (n, 'step' | 'episode'); got {value!r}")
+        if str(value[1]) == "episode":
+            raise NotImplementedError("train_freq in episodes is not supported yet; give it in steps")
+        value = value[0]
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"train_freq must be a positive int; got {value!r}")
+    return int(value)
+
+
+def _off_policy_policy_sets(policy_kwargs: Optional[dict]) -> list[str]:
+    sets: list[str] = []
+    for key, value in (policy_kwargs or {}).items():
+        if key == "net_arch":
+            if isinstance(value, dict):
+                if set(value) - {"pi", "qf"} or list(value.get("pi", [])) != list(value.get("qf", [])):
+                    raise NotImplementedError(f"net_arch {value!r}: a dict needs equal 'pi' and 'qf' (other shapes are not supported yet)")
+                value = list(value["pi"])
+            sets.append("net_arch=" + _fmt(_net_arch(value)))
+        elif key == "n_critics":
+            sets.append(f"n_critics={int(value)}")
+        elif key == "activation_fn":
+            if _activation_name(value) != "relu":
+                raise NotImplementedError("the off-policy networks are SB3's ReLU MLPs; activation_fn other than ReLU is not supported")
+        elif key == "share_features_extractor":
+            pass  # a Flatten without parameters: shared or not, the same network
+        else:
+            known = ["net_arch", "n_critics", "activation_fn", "share_features_extractor"]
+            hint = difflib.get_close_matches(key, known, n=1)
+            more = f" (did you mean {hint[0]!r}?)" if hint else ""
+            raise NotImplementedError(f"policy_kwargs[{key!r}] is not supported{more}; supported: {known}")
+    return sets
+
+
+def _noise_std(action_noise: Any) -> float:
+    """A ``NormalActionNoise``'s σ (zero mean, one σ for every dimension), or 0 for ``None``."""
+    if action_noise is None:
+        return 0.0
+    mu, sigma = getattr(action_noise, "_mu", None), getattr(action_noise, "_sigma", None)
+    if type(action_noise).__name__ != "NormalActionNoise" or mu is None or sigma is None:
+        raise NotImplementedError(f"action_noise {type(action_noise).__name__}: only NormalActionNoise is supported")
+    mu, sigma = np.asarray(mu, dtype=float).ravel(), np.asarray(sigma, dtype=float).ravel()
+    if np.any(mu != 0) or np.any(sigma != sigma[0]) or not np.isfinite(sigma[0]) or sigma[0] < 0:
+        raise NotImplementedError("NormalActionNoise needs mean 0 and one finite σ ≥ 0 for every dimension")
+    return float(sigma[0])
+
+
+class _OffPolicyAlgorithm(BaseAlgorithm):
+    """What SAC, TD3 and DDPG share (SB3's ``OffPolicyAlgorithm`` arguments)."""
+
+    def _check_unsupported(self, hyper: dict) -> None:
+        for key in ("replay_buffer_class", "replay_buffer_kwargs"):
+            if hyper.pop(key, None) is not None:
+                raise NotImplementedError(f"{key} is not supported: Proxima's replay buffer is built in")
+        if hyper.pop("optimize_memory_usage", False):
+            raise NotImplementedError("optimize_memory_usage=True is not supported yet")
+        if hyper.pop("n_steps", 1) != 1:
+            raise NotImplementedError("n_steps > 1 (n-step returns) is not supported yet: the targets are one-step")
+        if hyper.pop("use_sde_at_warmup", False):
+            raise NotImplementedError("use_sde_at_warmup needs use_sde, which is not supported yet")
+        super()._check_unsupported(hyper)
+
+    def _off_policy_sets(self, h: dict) -> list[str]:
+        if int(h["gradient_steps"]) < 1:
+            raise NotImplementedError("gradient_steps=-1 (as many as env steps) is not supported yet: give the number")
+        return _lr_sets(h["learning_rate"]) + [
+            f"algo={self._algo}",
+            f"buffer_size={int(h['buffer_size'])}",
+            f"learning_starts={int(h['learning_starts'])}",
+            f"batch_size={int(h['batch_size'])}",
+            f"tau={_fmt(float(h['tau']))}",
+            f"gamma={_fmt(float(h['gamma']))}",
+            f"train_freq={_train_freq(h['train_freq'])}",
+            f"gradient_steps={int(h['gradient_steps'])}",
+        ] + _off_policy_policy_sets(h.get("policy_kwargs"))
+
+    def _settings(self, hyper: dict) -> list[str]:  # pragma: no cover - each algorithm has its own
+        raise NotImplementedError
+
+
+class SAC(_OffPolicyAlgorithm):
+    """Soft Actor-Critic (Haarnoja et al. 2018, arXiv:1812.05905): a squashed-Gaussian actor, twin
+    Q critics with Polyak-averaged targets and a learned temperature α, one gradient step per
+    env step from a replay buffer — Stable-Baselines3's ``SAC``, with its keyword arguments and
+    defaults."""
+
+    _algo = "sac"
+    _preset = "sac"
+
+    def __init__(
+        self,
+        policy: Any,
+        env: Any,
+        learning_rate: Union[float, Schedule] = 3e-4,
+        buffer_size: int = 1_000_000,
+        learning_starts: int = 100,
+        batch_size: int = 256,
+        tau: float = 0.005,
+        gamma: float = 0.99,
+        train_freq: Union[int, tuple] = 1,
+        gradient_steps: int = 1,
+        action_noise: Any = None,
+        replay_buffer_class: Any = None,
+        replay_buffer_kwargs: Optional[dict] = None,
+        optimize_memory_usage: bool = False,
+        n_steps: int = 1,
+        ent_coef: Union[str, float] = "auto",
+        target_update_interval: int = 1,
+        target_entropy: Union[str, float] = "auto",
+        use_sde: bool = False,
+        sde_sample_freq: int = -1,
+        use_sde_at_warmup: bool = False,
+        stats_window_size: int = 100,
+        tensorboard_log: Optional[str] = None,
+        policy_kwargs: Optional[dict] = None,
+        verbose: int = 0,
+        seed: Optional[int] = None,
+        device: str = "auto",
+        _init_setup_model: bool = True,
+        **kwargs: Any,
+    ):
+        hyper = {k: v for k, v in locals().items() if k not in ("self", "policy", "env", "kwargs", "__class__")}
+        super().__init__(policy, env, hyper, kwargs)
+
+    def _settings(self, h: dict) -> list[str]:
+        if h["action_noise"] is not None:
+            raise NotImplementedError("action_noise with SAC is not supported yet (SAC explores by sampling π)")
+        ent = h["ent_coef"]
+        ent = ent if isinstance(ent, str) else _fmt(float(ent))
+        target = h["target_entropy"]
+        target = target if isinstance(target, str) else _fmt(float(target))
+        return self._off_policy_sets(h) + [
+            f'ent_coef="{ent}"' if ent.startswith("auto") else f"ent_coef={ent}",
+            f"target_update_interval={int(h['target_update_interval'])}",
+            f'target_entropy="{target}"' if target == "auto" else f"target_entropy={target}",
+        ]
+
+    def learn(self, total_timesteps: int, callback: Any = None, log_interval: int = 4,
+              tb_log_name: str = "SAC", reset_num_timesteps: bool = True, progress_bar: bool = False) -> "SAC":
+        """Trains for ``total_timesteps`` env steps and returns ``self`` (SB3's ``SAC.learn``;
+        see ``BaseAlgorithm.learn``)."""
+        return super().learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar)
+
+
+class TD3(_OffPolicyAlgorithm):
+    """Twin Delayed DDPG (Fujimoto et al. 2018, arXiv:1802.09477): a deterministic actor,
+    clipped double Q, target policy smoothing and delayed actor and target updates —
+    Stable-Baselines3's ``TD3``, with its keyword arguments and defaults (no exploration noise
+    unless ``action_noise`` is given, as SB3)."""
+
+    _algo = "td3"
+    _preset = "td3"
+
+    def __init__(
+        self,
+        policy: Any,
+        env: Any,
+        learning_rate: Union[float, Schedule] = 1e-3,
+        buffer_size: int = 1_000_000,
+        learning_starts: int = 100,
+        batch_size: int = 256,
+        tau: float = 0.005,
+        gamma: float = 0.99,
+        train_freq: Union[int, tuple] = 1,
+        gradient_steps: int = 1,
+        action_noise: Any = None,
+        replay_buffer_class: Any = None,
+        replay_buffer_kwargs: Optional[dict] = None,
+        optimize_memory_usage: bool = False,
+        n_steps: int = 1,
+        policy_delay: int = 2,
+        target_policy_noise: float = 0.2,
+        target_noise_clip: float = 0.5,
+        stats_window_size: int = 100,
+        tensorboard_log: Optional[str] = None,
+        policy_kwargs: Optional[dict] = None,
+        verbose: int = 0,
+        seed: Optional[int] = None,
+        device: str = "auto",
+        _init_setup_model: bool = True,
+        **kwargs: Any,
+    ):
+        hyper = {k: v for k, v in locals().items() if k not in ("self", "policy", "env", "kwargs", "__class__")}
+        super().__init__(policy, env, hyper, kwargs)
+
+    def _settings(self, h: dict) -> list[str]:
+        return self._off_policy_sets(h) + [
+            f"noise_std={_fmt(_noise_std(h['action_noise']))}",
+            f"policy_delay={int(h['policy_delay'])}",
+            f"target_policy_noise={_fmt(float(h['target_policy_noise']))}",
+            f"target_noise_clip={_fmt(float(h['target_noise_clip']))}",
+        ]
+
+    def learn(self, total_timesteps: int, callback: Any = None, log_interval: int = 4,
+              tb_log_name: str = "TD3", reset_num_timesteps: bool = True, progress_bar: bool = False) -> "TD3":
+        """Trains for ``total_timesteps`` env steps and returns ``self`` (SB3's ``TD3.learn``;
+        see ``BaseAlgorithm.learn``)."""
+        return super().learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar)
+
+
+class DDPG(_OffPolicyAlgorithm):
+    """Deep Deterministic Policy Gradient (Lillicrap et al. 2016): TD3 with one critic, no
+    target smoothing and no delay — Stable-Baselines3's ``DDPG``, with its keyword arguments
+    and defaults."""
+
+    _algo = "ddpg"
+    _preset = "ddpg"
+
+    def __init__(
+        self,
+        policy: Any,
+        env: Any,
+        learning_rate: Union[float, Schedule] = 1e-3,
+        buffer_size: int = 1_000_000,
+        learning_starts: int = 100,
+        batch_size: int = 256,
+        tau: float = 0.005,
+        gamma: float = 0.99,
+        train_freq: Union[int, tuple] = 1,
+        gradient_steps: int = 1,
+        action_noise: Any = None,
+        replay_buffer_class: Any = None,
+        replay_buffer_kwargs: Optional[dict] = None,
+        optimize_memory_usage: bool = False,
+        n_steps: int = 1,
+        tensorboard_log: Optional[str] = None,
+        policy_kwargs: Optional[dict] = None,
+        verbose: int = 0,
+        seed: Optional[int] = None,
+        device: str = "auto",
+        _init_setup_model: bool = True,
+        **kwargs: Any,
+    ):
+        hyper = {k: v for k, v in locals().items() if k not in ("self", "policy", "env", "kwargs", "__class__")}
+        super().__init__(policy, env, hyper, kwargs)
+
+    def _settings(self, h: dict) -> list[str]:
+        return self._off_policy_sets(h) + [f"noise_std={_fmt(_noise_std(h['action_noise']))}"]
+
+    def learn(self, total_timesteps: int, callback: Any = None, log_interval: int = 4,
+              tb_log_name: str = "DDPG", reset_num_timesteps: bool = True, progress_bar: bool = False) -> "DDPG":
+        """Trains for ``total_timesteps`` env steps and returns ``self`` (SB3's ``DDPG.learn``;
+        see ``BaseAlgorithm.learn``)."""
+        return super().learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar)
+
+
 for _cls in (PPO, A2C, TRPO):
     _cls.__doc__ = (_cls.__doc__ or "") + _ARGS_DOC
+    _cls.learn.__doc__ = BaseAlgorithm.learn.__doc__
+for _cls in (SAC, TD3, DDPG):
+    _cls.__doc__ = (_cls.__doc__ or "") + _OFF_POLICY_DOC
     _cls.learn.__doc__ = BaseAlgorithm.learn.__doc__

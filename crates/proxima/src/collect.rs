@@ -243,22 +243,29 @@ impl Collector {
 
     /// One step of the N envs with `env_actions` `[N, act_dim]` (already in the env's own
     /// range) chosen by the caller — an off-policy algorithm's loop: the current observations
-    /// move on (normalised when configured), the episodes that ended at global step `step` go
-    /// into the statistics and `finished`; the step's rewards, flags and final observations stay
-    /// in [`Collector::venv`] until the next step.
+    /// move on (normalised when configured), `observer` (with the policy acting) is told of the
+    /// step, the episodes that ended at global step `step` go into the statistics and
+    /// `finished`; the step's rewards, flags and final observations stay in
+    /// [`Collector::venv`] until the next step. Returns the observer's answer (`true` without
+    /// one): `false` asks the caller to stop.
     ///
     /// # Errors
-    /// The envs' errors.
-    pub fn step_with(
+    /// The envs' errors; the observer's.
+    pub fn step_with<'o>(
         &mut self,
         env_actions: &[f32],
         step: u64,
         finished: &mut Vec<(u64, EpisodeRecord)>,
-    ) -> Result<()> {
+        observer: Option<(&dyn Policy, &mut (dyn StepObserver + 'o))>,
+    ) -> Result<bool> {
         self.venv.step(env_actions)?;
         self.norm.update_and_normalize_into(self.venv.obs(), &mut self.obs);
+        let keep = match observer {
+            Some((policy, o)) => o.on_step(&self.view(step, policy))?,
+            None => true,
+        };
         self.record_finished(step, finished);
-        Ok(())
+        Ok(keep)
     }
 
     /// This step as an observer sees it.

@@ -643,7 +643,9 @@ impl Trainer {
 
     /// [`Trainer::step`] with `observer` told of every env step and of the rollout's end
     /// ([`StepObserver`]); `Ok(None)` when it stopped the rollout (the steps taken count, no
-    /// update is made).
+    /// update is made). For SAC, TD3 and DDPG the "rollout" is the iteration's `n_steps` env
+    /// steps, between which they train: a stop leaves that step's transition out of the replay
+    /// buffer and takes no more gradient steps (as SB3's `collect_rollouts` returning early).
     ///
     /// # Errors
     /// As [`Trainer::step`], the observer's, and `Unsupported` for an observer on A3C (its
@@ -654,24 +656,26 @@ impl Trainer {
     ) -> Result<Option<UpdateReport>> {
         let lr = self.current_learning_rate();
         let t0 = Instant::now();
-        let (finished, t1, stats) = if matches!(self.algo, Algo::A3c { .. } | Algo::OffPolicy(_)) {
+        let (finished, t1, stats) = if matches!(self.algo, Algo::OffPolicy(_)) {
+            // It times its env steps and gradient steps itself.
+            let (finished, stats) = self.off_policy_iteration(lr, observer.as_deref_mut());
+            let stats = match stats {
+                Ok(None) => return Ok(None),
+                Ok(Some(s)) => Ok(s),
+                Err(e) => Err(e),
+            };
+            if let (Some(o), Network::OffPolicy(nets)) = (observer, &self.policy) {
+                o.on_rollout_end(nets, &self.collector.norm)?;
+            }
+            (finished, Instant::now(), stats)
+        } else if matches!(self.algo, Algo::A3c { .. }) {
             if observer.is_some() {
-                return Err(ProximaError::Unsupported(format!(
-                    "a step observer on {} (it steps its envs in its own loop)",
-                    self.cfg.algo.to_uppercase()
-                )));
+                return Err(ProximaError::Unsupported(
+                    "a step observer on A3C (its workers step their envs on their own threads)".into(),
+                ));
             }
-            match self.algo {
-                // It times its env steps and gradient steps itself.
-                Algo::OffPolicy(_) => {
-                    let (finished, stats) = self.off_policy_iteration(lr);
-                    (finished, Instant::now(), stats)
-                }
-                _ => {
-                    let (finished, stats) = self.a3c_iteration(lr);
-                    (finished, t0, stats)
-                }
-            }
+            let (finished, stats) = self.a3c_iteration(lr);
+            (finished, t0, stats)
         } else {
             // collect: run π_θold in the N envs for T steps.
             let (policy, buf, rng) = (&self.policy, &mut self.buf, &mut self.rng);
@@ -745,13 +749,23 @@ impl Trainer {
     /// terminated, truncated) with s' the episode's real last observation where it ended, and
     /// every `train_freq` steps, once more than `learning_starts` steps are taken, takes
     /// `gradient_steps` gradient steps. The losses reported are their means.
-    fn off_policy_iteration(&mut self, lr: f64) -> (Vec<(u64, EpisodeRecord)>, Result<UpdateStats>) {
+    /// `observer` is told of every env step (`Ok(None)`: it stopped the iteration).
+    fn off_policy_iteration<'o>(
+        &mut self,
+        lr: f64,
+        observer: Option<&mut (dyn StepObserver + 'o)>,
+    ) -> (Vec<(u64, EpisodeRecord)>, Result<Option<UpdateStats>>) {
         let mut finished = Vec::new();
-        let out = self.off_policy_steps(lr, &mut finished);
+        let out = self.off_policy_steps(lr, &mut finished, observer);
         (finished, out)
     }
 
-    fn off_policy_steps(&mut self, lr: f64, finished: &mut Vec<(u64, EpisodeRecord)>) -> Result<UpdateStats> {
+    fn off_policy_steps<'o>(
+        &mut self,
+        lr: f64,
+        finished: &mut Vec<(u64, EpisodeRecord)>,
+        mut observer: Option<&mut (dyn StepObserver + 'o)>,
+    ) -> Result<Option<UpdateStats>> {
         let (Algo::OffPolicy(learner), Network::OffPolicy(nets)) = (&mut self.algo, &self.policy) else {
             return Err(ProximaError::InvalidArgument("not an off-policy run".into()));
         };
@@ -771,7 +785,14 @@ impl Trainer {
             };
             let mut env_actions = actions.clone();
             env_actions.chunks_mut(ad).for_each(|a| nets.env_action(a));
-            self.collector.step_with(&env_actions, self.global_step + n as u64, finished)?;
+            let watch = observer.as_deref_mut().map(|o| (nets as &dyn Policy, o));
+            let keep = self.collector.step_with(&env_actions, self.global_step + n as u64, finished, watch)?;
+            if !keep {
+                self.global_step += n as u64; // taken, as SB3 counts it, but neither stored nor trained on
+                self.clock.collect_seconds += t0.elapsed().as_secs_f64() - gradient_seconds;
+                self.clock.update_seconds += gradient_seconds;
+                return Ok(None);
+            }
             let v = &self.collector.venv;
             let od = obs.len() / n;
             let mut next_obs = self.collector.obs.clone();
@@ -798,7 +819,7 @@ impl Trainer {
         }
         self.clock.collect_seconds += t0.elapsed().as_secs_f64() - gradient_seconds;
         self.clock.update_seconds += gradient_seconds;
-        Ok(sums.stats(lr, learner.ent_coef()))
+        Ok(Some(sums.stats(lr, learner.ent_coef())))
     }
 
     /// The off-policy algorithm's replay buffer (`None` for the on-policy ones).

@@ -1,0 +1,103 @@
+"""``proxima.SAC``, ``TD3`` and ``DDPG`` against Stable-Baselines3's API: their constructor and
+``learn`` defaults, the settings reaching the config, learn/save/load/predict, SB3's callbacks
+through the off-policy loop, and bad inputs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import proxima
+from proxima.callbacks import BaseCallback
+
+from test_api import defaults, source_defaults
+
+# Tiny networks and an early first gradient step: seconds, not minutes.
+TINY = dict(learning_starts=50, policy_kwargs=dict(net_arch=[16, 16]), seed=2)
+
+
+@pytest.mark.parametrize("module,cls", [("sac.sac", "SAC"), ("td3.td3", "TD3"), ("ddpg.ddpg", "DDPG")])
+def test_constructor_and_learn_defaults_equal_sb3s(module, cls):
+    theirs = source_defaults("stable_baselines3", module, cls)
+    assert len(theirs) >= 18, "read SB3's signature"
+    assert defaults(getattr(proxima, cls).__init__) == theirs
+    assert defaults(getattr(proxima, cls).learn) == source_defaults("stable_baselines3", module, cls, "learn")
+
+
+def test_settings_reach_the_config():
+    sac = proxima.SAC("MlpPolicy", "Pendulum-v1", learning_rate=1e-3, buffer_size=5000, tau=0.01,
+                      ent_coef="auto_0.5", target_entropy=-0.5, train_freq=(2, "step"), seed=1)
+    toml = sac._model.config_toml
+    for line in ['algo = "sac"', "learning_rate = 0.001", "buffer_size = 5000", "tau = 0.01",
+                 'ent_coef = "auto_0.5"', "target_entropy = -0.5", "train_freq = 2", "learning_starts = 100"]:
+        assert line in toml, line
+    from stable_baselines3.common.noise import NormalActionNoise
+
+    td3 = proxima.TD3("MlpPolicy", "Pendulum-v1", action_noise=NormalActionNoise(np.zeros(1), 0.3 * np.ones(1)))
+    assert "noise_std = 0.3" in td3._model.config_toml
+    # SB3's TD3 explores with no noise unless given some.
+    assert "noise_std = 0.0" in proxima.TD3("MlpPolicy", "Pendulum-v1")._model.config_toml
+    assert 'algo = "ddpg"' in proxima.DDPG("MlpPolicy", "Pendulum-v1")._model.config_toml
+
+
+@pytest.mark.parametrize("cls", [proxima.SAC, proxima.TD3])
+def test_learn_save_load_predict(cls, tmp_path):
+    model = cls("MlpPolicy", "Pendulum-v1", **TINY).learn(300)
+    assert model.num_timesteps == 300
+    obs = np.random.default_rng(0).normal(size=(8, 3)).astype(np.float32)
+    before, _ = model.predict(obs, deterministic=True)
+    assert before.shape == (8, 1) and np.all(np.abs(before) <= 2.0), "actions within Pendulum's Box"
+    model.save(tmp_path / "m")
+    loaded = cls.load(tmp_path / "m")
+    np.testing.assert_array_equal(before, loaded.predict(obs, deterministic=True)[0])
+    with pytest.raises(ValueError, match="holds a"):
+        (proxima.TD3 if cls is proxima.SAC else proxima.SAC).load(tmp_path / "m")
+    again = cls.load(tmp_path / "m", env="Pendulum-v1")
+    assert again.num_timesteps == 300
+    again.learn(100, reset_num_timesteps=False)
+    assert again.num_timesteps == 400
+
+
+class Steps(BaseCallback):
+    def __init__(self, stop_after=None):
+        super().__init__()
+        self.stop_after, self.steps, self.rollouts = stop_after, [], 0
+
+    def _on_rollout_start(self):
+        self.rollouts += 1
+
+    def _on_step(self):
+        self.steps.append(self.num_timesteps)
+        assert self.locals["new_obs"].shape == (1, 3) and self.locals["rewards"].shape == (1,)
+        return self.stop_after is None or self.n_calls < self.stop_after
+
+
+def test_sb3_callbacks_see_every_env_step_and_false_stops():
+    rec = Steps()
+    proxima.SAC("MlpPolicy", "Pendulum-v1", **TINY).learn(250, callback=rec)
+    assert rec.steps == list(range(1, 251)), "_on_step after every env step"
+    assert rec.rollouts == 3, "one rollout per logged iteration of n_steps (100) env steps"
+    stop = Steps(stop_after=120)
+    model = proxima.TD3("MlpPolicy", "Pendulum-v1", **TINY).learn(1000, callback=stop)
+    assert model.num_timesteps == 120 and stop.steps[-1] == 120
+
+
+BAD = [
+    (lambda: proxima.SAC("MlpPolicy", "CartPole-v1"), NotImplementedError, "continuous .Box. action space"),
+    (lambda: proxima.SAC("MlpPolicy", "Pendulum-v1", n_steps=3), NotImplementedError, "n-step returns"),
+    (lambda: proxima.SAC("MlpPolicy", "Pendulum-v1", train_freq=(1, "episode")), NotImplementedError, "episodes"),
+    (lambda: proxima.SAC("MlpPolicy", "Pendulum-v1", gradient_steps=-1), NotImplementedError, "gradient_steps=-1"),
+    (lambda: proxima.SAC("MlpPolicy", "Pendulum-v1", optimize_memory_usage=True), NotImplementedError, "optimize_memory_usage"),
+    (lambda: proxima.SAC("MlpPolicy", "Pendulum-v1", buffer_size=10**12), ValueError, "memory"),
+    (lambda: proxima.SAC("MlpPolicy", "Pendulum-v1", ent_coef="autox"), ValueError, "ent_coef"),
+    (lambda: proxima.SAC("MlpPolicy", "Pendulum-v1", policy_kwargs=dict(activation_fn="tanh")), NotImplementedError, "ReLU"),
+    (lambda: proxima.SAC("MlpPolicy", "Pendulum-v1", policy_kwargs=dict(net_arch=dict(pi=[8], qf=[16]))), NotImplementedError, "equal 'pi' and 'qf'"),
+    (lambda: proxima.TD3("MlpPolicy", "Pendulum-v1", action_noise="lots"), NotImplementedError, "NormalActionNoise"),
+    (lambda: proxima.SAC("MlpPolicy", "Pendulum-v1", learning_starts=10**9).learn(100), ValueError, "learning_starts"),
+]
+
+
+@pytest.mark.parametrize("make,exc,text", BAD, ids=[b[2] for b in BAD])
+def test_bad_input_raises_a_clear_exception(make, exc, text):
+    with pytest.raises(exc, match=text):
+        make()
