@@ -5,7 +5,12 @@ JSON object per seed (train_seconds, sps, deterministic evaluation over 20 episo
   td3: n_timesteps 20000, gamma 0.98, buffer_size 200000, learning_starts 10000, normal noise std 0.1,
        lr 1e-3, net_arch [400, 300], train_freq 1, gradient_steps 1 (rl-zoo hyperparams/td3.yml)
 
-Usage: python bench/offpolicy_sb3.py --algo sac|td3 --steps 20000 --seeds 1 2 3"""
+HalfCheetah-v5 with rl-zoo's HalfCheetah-v3 values:
+  sac: learning_starts 10000, the rest SB3's SAC defaults
+  td3: learning_starts 10000, normal noise std 0.1, lr 1e-3, batch_size 256, net_arch [400, 300],
+       train_freq 1, gradient_steps 1, the rest SB3's TD3 defaults
+
+Usage: python bench/offpolicy_sb3.py --algo sac|td3 --env Pendulum-v1 --steps 20000 --seeds 1 2 3"""
 import argparse, json, time
 
 import numpy as np
@@ -24,13 +29,20 @@ a = ap.parse_args()
 torch.set_num_threads(1)
 for seed in a.seeds:
     env = gym.make(a.env)
-    if a.algo == "sac":
+    n = env.action_space.shape[0]
+    noise = NormalActionNoise(np.zeros(n), 0.1 * np.ones(n))
+    if a.env == "Pendulum-v1" and a.algo == "sac":
         model = SAC("MlpPolicy", env, learning_rate=1e-3, seed=seed, device="cpu")
-    else:
-        n = env.action_space.shape[0]
+    elif a.env == "Pendulum-v1":
         model = TD3("MlpPolicy", env, gamma=0.98, buffer_size=200000, learning_starts=10000,
-                    action_noise=NormalActionNoise(np.zeros(n), 0.1 * np.ones(n)), learning_rate=1e-3,
-                    train_freq=1, gradient_steps=1, policy_kwargs=dict(net_arch=[400, 300]), seed=seed, device="cpu")
+                    action_noise=noise, learning_rate=1e-3, train_freq=1, gradient_steps=1,
+                    policy_kwargs=dict(net_arch=[400, 300]), seed=seed, device="cpu")
+    elif a.algo == "sac":
+        model = SAC("MlpPolicy", env, learning_starts=10000, seed=seed, device="cpu")
+    else:
+        model = TD3("MlpPolicy", env, learning_starts=10000, action_noise=noise, learning_rate=1e-3,
+                    batch_size=256, train_freq=1, gradient_steps=1, policy_kwargs=dict(net_arch=[400, 300]),
+                    seed=seed, device="cpu")
     t0 = time.time()
     model.learn(a.steps)
     secs = time.time() - t0

@@ -664,7 +664,7 @@ impl Trainer {
                 Ok(Some(s)) => Ok(s),
                 Err(e) => Err(e),
             };
-            if let (Some(o), Network::OffPolicy(nets)) = (observer, &self.policy) {
+            if let (Some(o), Network::OffPolicy(nets), true) = (observer, &self.policy, stats.is_ok()) {
                 o.on_rollout_end(nets, &self.collector.norm)?;
             }
             (finished, Instant::now(), stats)
