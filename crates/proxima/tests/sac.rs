@@ -217,6 +217,38 @@ fn sac_waits_for_learning_starts_then_steps_every_env_step() {
     assert_ne!(tr.policy.params().unwrap(), before);
 }
 
+/// A step observer (the Python package's SB3 callbacks) sees every env step of the off-policy
+/// loop with the step count, is told of the iteration's end, and stops the run at the step it
+/// answers `false`: that step counts, its transition is not stored, no update is reported.
+#[test]
+fn a_step_observer_sees_every_off_policy_step_and_stops_it() {
+    struct Watch {
+        steps: Vec<u64>,
+        ends: usize,
+        stop_at: u64,
+    }
+    impl proxima::collect::StepObserver for Watch {
+        fn on_step(&mut self, s: &proxima::collect::StepView<'_>) -> proxima::Result<bool> {
+            assert_eq!(s.new_obs.len(), 3);
+            self.steps.push(s.global_step);
+            Ok(s.global_step < self.stop_at)
+        }
+        fn on_rollout_end(&mut self, _: &dyn Policy, _: &proxima::normalize::Normalizer) -> proxima::Result<()> {
+            self.ends += 1;
+            Ok(())
+        }
+    }
+    let mut tr = Trainer::new("Pendulum-v1", sac_cfg(&[])).unwrap();
+    let mut w = Watch { steps: Vec::new(), ends: 0, stop_at: 120 };
+    assert!(tr.step_observed(Some(&mut w)).unwrap().is_some());
+    assert!(tr.step_observed(Some(&mut w)).unwrap().is_some());
+    assert_eq!(w.steps, (1..=100).collect::<Vec<u64>>());
+    assert_eq!(w.ends, 2, "once per iteration of n_steps (50)");
+    assert!(tr.step_observed(Some(&mut w)).unwrap().is_none(), "stopped at step 120");
+    assert_eq!((tr.global_step, tr.update, w.ends), (120, 2, 2));
+    assert_eq!(tr.replay_buffer().unwrap().len(), 119, "the stopping step's transition is not stored");
+}
+
 /// A run stopped halfway, saved with its replay buffer and resumed, ends with the same networks,
 /// bit for bit, as the run that never stopped.
 #[test]
