@@ -11,6 +11,14 @@ may be a native id (stepped in Rust), any Gymnasium id, env object, list of env 
 Gymnasium vector env or SB3 VecEnv. See ``help(proxima.PPO)``.
 """
 
+import os as _os
+
+# candle's matrix products (TRPO, PPG, SAC, TD3, DDPG) run on rayon's thread pool, which takes as
+# many threads as cores unless told: one, as the CLI's default (num_threads = 1), so that a run is
+# reproducible and a busy machine is not oversubscribed (measured: 7.7x slower SAC at load 4
+# without it). Set RAYON_NUM_THREADS before importing proxima to choose another number.
+_os.environ.setdefault("RAYON_NUM_THREADS", "1")
+
 from ._proxima import CONFIG_KEYS, NATIVE_ENV_IDS, PRESETS, __version__
 from .algorithms import A2C, DDPG, PPO, SAC, TD3, TRPO, BaseAlgorithm
 from .evaluation import evaluate_policy

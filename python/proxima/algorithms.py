@@ -122,6 +122,7 @@ class BaseAlgorithm:
         self.learning_rate = hyper.get("learning_rate")
         self.clip_range = hyper.get("clip_range")
         sets = self._settings(hyper) + _policy_sets(hyper.get("policy_kwargs")) + self._extra_sets(extra)
+        self._chosen = list(extra)  # beyond SB3's signature: refused where this algorithm ignores them
         if self.seed is None:
             self.seed = random.SystemRandom().randrange(2**31)
         sets.append(f"seed={int(self.seed)}")
@@ -189,10 +190,18 @@ class BaseAlgorithm:
         source, spaces = env_source(env)
         self.observation_space, self.action_space = spaces
         if load_from is None:
-            self._model = _proxima.Model.create(source, self._preset, self._sets)
+            self._check_noise_dim()
+            self._model = _proxima.Model.create(source, self._preset, self._sets, self._chosen)
         else:
             self._model = _proxima.Model.load(load_from, source, self._sets)
         self._cache()
+
+    def _check_noise_dim(self) -> None:
+        """An ``action_noise`` of another size than the action space is refused (TD3, DDPG)."""
+        dim = getattr(self, "_noise_dim", None)
+        want = int(np.prod(getattr(self.action_space, "shape", ()) or (1,)))
+        if dim is not None and dim != want:
+            raise ValueError(f"action_noise has {dim} dimensions; the action space {self.action_space} has {want}")
 
     def _cache(self) -> None:
         """What ``predict`` needs, read once (the model is busy while a rollout runs)."""
@@ -209,6 +218,7 @@ class BaseAlgorithm:
         self.policy_class, self.verbose, self.seed = "MlpPolicy", 0, None
         self.learning_rate = self.clip_range = self.tensorboard_log = None
         self.policy_kwargs, self._hyper, self._sets, self.env, self._model = {}, {}, [], env, None
+        self._chosen: list = []
         self.observation_space = self.action_space = None
         return self
 
@@ -226,7 +236,7 @@ class BaseAlgorithm:
         self._sets = [f"algo={cls._algo}"] + self._extra_sets(overrides) + [f"seed={int(self.seed)}"]
         source, spaces = env_source(env)
         self.observation_space, self.action_space = spaces
-        self._model = _proxima.Model.create(source, preset, self._sets)
+        self._model = _proxima.Model.create(source, preset, self._sets, sorted(overrides))
         self._cache()
         return self
 
@@ -343,9 +353,11 @@ class BaseAlgorithm:
         if obs.shape == shape:
             single, batch = True, obs.reshape(1, -1)
         elif obs.ndim == len(shape) + 1 and obs.shape[1:] == shape:
-            single, batch = False, obs.reshape(obs.shape[0], -1)
+            single, batch = False, obs.reshape(obs.shape[0], int(np.prod(shape)))
         else:
             raise ValueError(f"observation of shape {obs.shape}; this policy takes {shape} or (n, *{shape})")
+        if batch.shape[0] == 0:
+            raise ValueError(f"an empty batch of observations (shape {obs.shape}): give at least one")
         acts = self._model.predict(np.ascontiguousarray(batch, dtype=np.float32), bool(deterministic))
         kind = self._action_kind
         if kind == "discrete":
@@ -419,7 +431,10 @@ class BaseAlgorithm:
             self._build(env, load_from=file)
         algo = _algo_of(self._model.config_toml)
         if algo != cls._algo:
-            raise ValueError(f"{file} holds a {algo.upper()} model; load it with proxima.{algo.upper()}.load")
+            cls_name = {"ppo": "PPO", "a2c": "A2C", "trpo": "TRPO", "sac": "SAC", "td3": "TD3", "ddpg": "DDPG"}.get(algo)
+            how = (f"load it with proxima.{cls_name}.load" if cls_name else
+                   "the Python package has no class for it: evaluate it with `proxima eval` or train on with `proxima train --resume`")
+            raise ValueError(f"{file} holds a {algo.upper()} model; {how}")
         return self
 
     def get_parameters(self) -> dict:
@@ -595,6 +610,8 @@ class _ProgressBar:
 
 def _lr_sets(learning_rate: Union[float, Schedule]) -> list[str]:
     lr = learning_rate(1.0) if callable(learning_rate) else learning_rate
+    if isinstance(lr, bool) or not isinstance(lr, (int, float, np.number)):
+        raise TypeError(f"learning_rate must be a float or a schedule (progress_remaining -> float), got {lr!r}")
     return [f"learning_rate={_fmt(float(lr))}", "anneal_lr=false"]
 
 
@@ -859,6 +876,8 @@ def _noise_std(action_noise: Any) -> float:
     if type(action_noise).__name__ != "NormalActionNoise" or mu is None or sigma is None:
         raise NotImplementedError(f"action_noise {type(action_noise).__name__}: only NormalActionNoise is supported")
     mu, sigma = np.asarray(mu, dtype=float).ravel(), np.asarray(sigma, dtype=float).ravel()
+    if mu.size != sigma.size or sigma.size == 0:
+        raise ValueError(f"NormalActionNoise with a mean of {mu.size} and a sigma of {sigma.size} values")
     if np.any(mu != 0) or np.any(sigma != sigma[0]) or not np.isfinite(sigma[0]) or sigma[0] < 0:
         raise NotImplementedError("NormalActionNoise needs mean 0 and one finite σ ≥ 0 for every dimension")
     return float(sigma[0])
@@ -880,8 +899,11 @@ class _OffPolicyAlgorithm(BaseAlgorithm):
         super()._check_unsupported(hyper)
 
     def _off_policy_sets(self, h: dict) -> list[str]:
-        if int(h["gradient_steps"]) < 1:
+        if int(h["gradient_steps"]) < 0:
             raise NotImplementedError("gradient_steps=-1 (as many as env steps) is not supported yet: give the number")
+        size = h["buffer_size"]
+        if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or not 1 <= int(size) < 2**63:
+            raise ValueError(f"buffer_size must be a positive int (transitions), got {size!r}")
         return _lr_sets(h["learning_rate"]) + [
             f"algo={self._algo}",
             f"buffer_size={int(h['buffer_size'])}",
@@ -892,6 +914,13 @@ class _OffPolicyAlgorithm(BaseAlgorithm):
             f"train_freq={_train_freq(h['train_freq'])}",
             f"gradient_steps={int(h['gradient_steps'])}",
         ] + _off_policy_policy_sets(h.get("policy_kwargs"))
+
+    def _noise(self, action_noise: Any) -> float:
+        """σ of ``action_noise`` (`_noise_std`); its size is checked against the env's actions."""
+        std = _noise_std(action_noise)
+        if action_noise is not None:
+            self._noise_dim = int(np.asarray(action_noise._sigma).size)
+        return std
 
     def _settings(self, hyper: dict) -> list[str]:  # pragma: no cover - each algorithm has its own
         raise NotImplementedError
@@ -1004,7 +1033,7 @@ class TD3(_OffPolicyAlgorithm):
 
     def _settings(self, h: dict) -> list[str]:
         return self._off_policy_sets(h) + [
-            f"noise_std={_fmt(_noise_std(h['action_noise']))}",
+            f"noise_std={_fmt(self._noise(h['action_noise']))}",
             f"policy_delay={int(h['policy_delay'])}",
             f"target_policy_noise={_fmt(float(h['target_policy_noise']))}",
             f"target_noise_clip={_fmt(float(h['target_noise_clip']))}",
@@ -1054,7 +1083,7 @@ class DDPG(_OffPolicyAlgorithm):
         super().__init__(policy, env, hyper, kwargs)
 
     def _settings(self, h: dict) -> list[str]:
-        return self._off_policy_sets(h) + [f"noise_std={_fmt(_noise_std(h['action_noise']))}"]
+        return self._off_policy_sets(h) + [f"noise_std={_fmt(self._noise(h['action_noise']))}"]
 
     def learn(self, total_timesteps: int, callback: Any = None, log_interval: int = 4,
               tb_log_name: str = "DDPG", reset_num_timesteps: bool = True, progress_bar: bool = False) -> "DDPG":

@@ -12,6 +12,12 @@ from proxima.callbacks import BaseCallback
 
 from test_api import defaults, source_defaults
 
+def _noise(n):
+    from stable_baselines3.common.noise import NormalActionNoise
+
+    return NormalActionNoise(np.zeros(n), 0.1 * np.ones(n))
+
+
 # Tiny networks and an early first gradient step: seconds, not minutes.
 TINY = dict(learning_starts=50, policy_kwargs=dict(net_arch=[16, 16]), seed=2)
 
@@ -58,6 +64,32 @@ def test_learn_save_load_predict(cls, tmp_path):
     assert again.num_timesteps == 400
 
 
+@pytest.mark.parametrize("cls", [proxima.SAC, proxima.TD3])
+def test_get_and_set_parameters_round_trip_the_off_policy_networks(cls, tmp_path):
+    model = cls("MlpPolicy", "Pendulum-v1", **TINY).learn(120)
+    params = model.get_parameters()
+    first = "actor.latent_pi.0.weight" if cls is proxima.SAC else "actor.mu.0.weight"  # SB3's names
+    assert params[first].shape == (16, 3)
+    assert params["critic.qf1.0.weight"].shape == (16, 4) and "critic_target.qf0.0.bias" in params
+    other = cls("MlpPolicy", "Pendulum-v1", **dict(TINY, seed=7))
+    obs = np.random.default_rng(1).normal(size=(5, 3)).astype(np.float32)
+    assert not np.array_equal(other.predict(obs, deterministic=True)[0], model.predict(obs, deterministic=True)[0])
+    other.set_parameters(params)
+    np.testing.assert_array_equal(other.predict(obs, deterministic=True)[0], model.predict(obs, deterministic=True)[0])
+    for name, value in other.get_parameters().items():
+        np.testing.assert_array_equal(value, params[name], err_msg=name)
+    model.save(tmp_path / "m")
+    fresh = cls("MlpPolicy", "Pendulum-v1", **dict(TINY, seed=9))
+    fresh.set_parameters(str(tmp_path / "m"))
+    np.testing.assert_array_equal(fresh.predict(obs, deterministic=True)[0], model.predict(obs, deterministic=True)[0])
+
+
+def test_rayon_runs_on_one_thread_unless_told():
+    import os
+
+    assert os.environ.get("RAYON_NUM_THREADS"), "set by `import proxima` (the CLI's num_threads = 1)"
+
+
 class Steps(BaseCallback):
     def __init__(self, stop_after=None):
         super().__init__()
@@ -94,6 +126,17 @@ BAD = [
     (lambda: proxima.SAC("MlpPolicy", "Pendulum-v1", policy_kwargs=dict(net_arch=dict(pi=[8], qf=[16]))), NotImplementedError, "equal 'pi' and 'qf'"),
     (lambda: proxima.TD3("MlpPolicy", "Pendulum-v1", action_noise="lots"), NotImplementedError, "NormalActionNoise"),
     (lambda: proxima.SAC("MlpPolicy", "Pendulum-v1", learning_starts=10**9).learn(100), ValueError, "learning_starts"),
+    # Another algorithm's key is refused, as the CLI refuses it (SB3 raises TypeError for them).
+    (lambda: proxima.SAC("MlpPolicy", "Pendulum-v1", gae_lambda=0.9), ValueError, "algo = `sac`"),
+    (lambda: proxima.TD3("MlpPolicy", "Pendulum-v1", target_entropy=-2.0), ValueError, "algo = `td3`"),
+    (lambda: proxima.DDPG("MlpPolicy", "Pendulum-v1", n_critics=2), ValueError, "algo = `ddpg`"),
+    (lambda: proxima.PPO("MlpPolicy", "CartPole-v1", tau=0.5), ValueError, "algo = `ppo`"),
+    (lambda: proxima.PPO("MlpPolicy", "CartPole-v1", e_auxiliary=3), ValueError, "algo = `ppo`"),
+    (lambda: proxima.TD3("MlpPolicy", "Pendulum-v1", action_noise=_noise(2)), ValueError, "2 dimensions"),
+    (lambda: proxima.SAC("MlpPolicy", "Pendulum-v1", gradient_steps=0), ValueError, "gradient_steps"),
+    (lambda: proxima.SAC("MlpPolicy", "Pendulum-v1", learning_rate="abc"), TypeError, "learning_rate must be"),
+    (lambda: proxima.SAC("MlpPolicy", "Pendulum-v1", buffer_size=2**70), ValueError, "buffer_size must be"),
+    (lambda: proxima.SAC("MlpPolicy", "Pendulum-v1").predict(np.zeros((0, 3))), ValueError, "empty batch"),
 ]
 
 

@@ -80,7 +80,7 @@ struct TrainArgs {
     #[arg(long)]
     workers: Option<usize>,
     /// Hyperparameter preset: cleanrl (default), sb3, paper-mujoco, paper-atari, a2c, a3c, trpo,
-    /// reinforce, sac, td3, ddpg.
+    /// reinforce, ppg, sac, td3, ddpg.
     #[arg(long)]
     preset: Option<String>,
     /// A TOML file of hyperparameters overriding the preset (SB3 names, e.g. `n_steps = 256`).

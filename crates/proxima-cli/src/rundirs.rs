@@ -55,27 +55,35 @@ pub fn latest_checkpoint(dir: &Path) -> Result<PathBuf> {
                 .filter(|p| !p.to_string_lossy().ends_with(proxima::train::REPLAY_SUFFIX)),
         );
     }
+    files[1..].sort(); // the warnings in the checkpoints' order, whatever the directory's
     let mut best: Option<(u64, PathBuf)> = None;
     let mut last_err = None;
-    for f in files.into_iter().filter(|f| f.is_file()) {
-        match proxima::checkpoint::load(&f) {
-            Ok(ck) if best.as_ref().is_none_or(|(u, _)| ck.meta.update > *u) => best = Some((ck.meta.update, f)),
+    let files: Vec<PathBuf> = files.into_iter().filter(|f| f.is_file()).collect();
+    for f in &files {
+        match proxima::checkpoint::load(f) {
+            Ok(ck) if best.as_ref().is_none_or(|(u, _)| ck.meta.update > *u) => {
+                best = Some((ck.meta.update, f.clone()))
+            }
             Ok(ck)
                 if best.as_ref().is_some_and(|(u, _)| ck.meta.update == *u)
-                    && proxima::train::replay_path(&f).is_file() =>
+                    && proxima::train::replay_path(f).is_file() =>
             {
-                best = Some((ck.meta.update, f))
+                best = Some((ck.meta.update, f.clone()))
             }
             Ok(_) => {}
             Err(e) => {
-                eprintln!("warning: skipping {e}");
+                eprintln!("warning: a damaged checkpoint, skipped: {e}");
                 last_err = Some(e); // a damaged file: fall back to the others
             }
         }
     }
     match (best, last_err) {
         (Some((_, f)), _) => Ok(f),
-        (None, Some(e)) => Err(e.into()),
+        (None, Some(e)) => bail!(
+            "{}: none of its {} checkpoint files loads (the last one's error: {e}); nothing to resume or evaluate",
+            dir.display(),
+            files.len()
+        ),
         (None, None) => {
             bail!("{}: holds no checkpoint (neither model.safetensors nor checkpoints/*.safetensors)", dir.display())
         }

@@ -685,8 +685,19 @@ fn edge_cases_of_eval_and_resume() {
     std::fs::write(&model, &good[..good.len() / 3]).unwrap();
     let (code, so, se) = proxima(&["eval", dir.to_str().unwrap(), "--episodes", "1", "--json"]);
     assert_eq!(code, 0, "{se}");
-    assert!(se.contains("warning: skipping"), "{se}");
+    assert!(se.contains("warning: a damaged checkpoint, skipped"), "{se}");
     assert!(so.contains("update_000002.safetensors"), "{so}");
+
+    // Every checkpoint damaged: one error that says there is nothing to load, for eval and resume.
+    let wrecked = dir.with_extension("wrecked");
+    std::fs::create_dir_all(wrecked.join("checkpoints")).unwrap();
+    std::fs::write(wrecked.join("model.safetensors"), &good[..good.len() / 3]).unwrap();
+    std::fs::write(wrecked.join("checkpoints/update_000002.safetensors"), &good[..100]).unwrap();
+    for cmd in [&["eval", wrecked.to_str().unwrap()][..], &["train", "--resume", wrecked.to_str().unwrap()]] {
+        let (code, _, se) = proxima(cmd);
+        assert_eq!(code, 1, "{cmd:?}: {se}");
+        assert!(se.contains("none of its 2 checkpoint files loads"), "{cmd:?}: {se}");
+    }
 
     // NaN weights: patch the first f32 of `actor.0.bias`, located through the safetensors header.
     let mut nan = good.clone();

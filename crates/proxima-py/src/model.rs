@@ -330,13 +330,23 @@ impl Inner {
 #[pymethods]
 impl Model {
     /// A fresh run: `preset` (a CLI preset) with `sets` (`key=value` in the config's SB3 names)
-    /// on `env` (see `EnvSource`).
+    /// on `env` (see `EnvSource`). `chosen`: the keys the user passed beyond the class's own
+    /// signature; one the resolved config would ignore (another algorithm's) is refused, as the
+    /// CLI refuses it.
     #[staticmethod]
-    fn create(py: Python<'_>, env: EnvSource, preset: &str, mut sets: Vec<String>) -> PyResult<Model> {
+    #[pyo3(signature = (env, preset, sets, chosen=Vec::new()))]
+    fn create(
+        py: Python<'_>,
+        env: EnvSource,
+        preset: &str,
+        mut sets: Vec<String>,
+        chosen: Vec<String>,
+    ) -> PyResult<Model> {
         if let Some(n) = env.n_envs(py)? {
             sets.push(format!("n_envs={n}"));
         }
         let cfg = Config::resolve(preset, None, &sets).py()?;
+        cfg.check_keys_used(&chosen).py()?;
         let seed = cfg.seed;
         let trainer = env.trainer(py, cfg)?;
         Ok(Model::new(State::Training(Box::new(trainer)), ChaCha8Rng::seed_from_u64(seed ^ 0x9e37_79b9)))
@@ -344,10 +354,12 @@ impl Model {
 
     /// A saved model: for inference only without `env`; with `env`, a run on it that continues
     /// from the file's parameters, optimiser state and counters (`sets` override the saved
-    /// config, e.g. `n_envs`).
+    /// config, e.g. `n_envs`; one the saved algorithm would ignore is refused).
     #[staticmethod]
     #[pyo3(signature = (path, env=None, sets=Vec::new()))]
     fn load(py: Python<'_>, path: PathBuf, env: Option<EnvSource>, mut sets: Vec<String>) -> PyResult<Model> {
+        let chosen: Vec<String> =
+            sets.iter().filter_map(|s| s.split_once('=')).map(|(k, _)| k.trim().to_string()).collect();
         let ck = py.detach(|| checkpoint::load(&path)).py()?;
         let cfg_toml = ck.meta.config_toml.clone();
         let preset = cfg_toml
@@ -365,6 +377,7 @@ impl Model {
             sets.push(format!("n_envs={n}"));
         }
         let cfg = Config::resolve(&preset, Some(&cfg_toml), &sets).py()?;
+        cfg.check_keys_used(&chosen).py()?;
         let mut trainer = env.trainer(py, cfg)?;
         if trainer.policy.spec() != &ck.meta.policy {
             return Err(PyValueError::new_err(format!(
@@ -478,7 +491,8 @@ impl Model {
     fn get_parameters(&self) -> PyResult<Vec<NamedParam>> {
         let named = |p: &dyn Policy| -> PyResult<Vec<NamedParam>> {
             let values = p.params().py()?;
-            Ok(p.spec().param_shapes().into_iter().zip(values).map(|((n, s), v)| (n, s, v)).collect())
+            // The policy's own names and shapes: SAC's and TD3's networks are not the spec's actor-critic.
+            Ok(p.param_shapes().into_iter().zip(values).map(|((n, s), v)| (n, s, v)).collect())
         };
         match self.try_lock()? {
             Some(inner) => named(inner.policy()),
@@ -490,7 +504,7 @@ impl Model {
     /// when one is wrong.
     fn set_parameters(&self, params: Vec<(String, Vec<f32>)>, exact_match: bool) -> PyResult<()> {
         let mut inner = self.lock()?;
-        let shapes = inner.spec().param_shapes();
+        let shapes = inner.policy().param_shapes();
         let mut values = inner.policy().params().py()?;
         let mut seen = vec![false; shapes.len()];
         for (name, v) in params {
