@@ -197,6 +197,7 @@ struct BenchEnvArgs {
 }
 
 fn main() -> ExitCode {
+    quiet_on_closed_stdout();
     #[cfg(feature = "gym")]
     proxima_gym::register();
     // The library's warnings (and, with RUST_LOG=info, its notes) on stderr.
@@ -222,6 +223,20 @@ fn main() -> ExitCode {
             }
         },
     }
+}
+
+/// A closed stdout (`proxima eval DIR | head -1`) ends the process quietly with the shell's code
+/// for SIGPIPE (141), as other command-line tools, instead of `println!`'s panic message.
+fn quiet_on_closed_stdout() {
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let msg = payload.downcast_ref::<String>().map(String::as_str).or(payload.downcast_ref::<&str>().copied());
+        if msg.is_some_and(|m| m.starts_with("failed printing to stdout")) {
+            std::process::exit(141);
+        }
+        default_hook(info)
+    }));
 }
 
 /// Tensor ops run on this many threads; must be set before candle's first matmul.

@@ -1205,3 +1205,18 @@ fn off_policy_runs_continue_exactly_from_their_run_directory() {
     let last = std::fs::read_to_string(part.join("progress.csv")).unwrap();
     assert!(last.lines().last().unwrap().starts_with("450,"), "{last}");
 }
+
+#[test]
+fn a_closed_stdout_ends_quietly_with_sigpipes_code() {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader); // as `proxima envs | head -0`: nobody reads
+    let out = Command::new(env!("CARGO_BIN_EXE_proxima"))
+        .arg("envs")
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let se = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(141), "{se}");
+    assert!(!se.contains("panicked"), "{se}");
+}
