@@ -12,8 +12,10 @@
 //! * [`make`]: the registry (`make("CartPole-v1")`), with the time limits Gymnasium registers.
 //! * [`vec_env::SyncVectorEnv`]: N copies in lockstep with same-step autoreset.
 //!
-//! Native ports of Gymnasium 1.4's classic-control suite live in [`classic`].
+//! Native ports of Gymnasium 1.4's classic-control suite live in [`classic`]; the Atari
+//! preprocessing's pixel operations (exact to OpenCV) in [`atari`].
 
+pub mod atari;
 pub mod classic;
 pub mod error;
 pub mod render;

@@ -1,0 +1,12 @@
+//! Atari preprocessing (issue 16), as Stable-Baselines3's `AtariWrapper` and CleanRL's
+//! `ppo_atari.py` stack it. So far: [`frame`], the pixel operations exact to OpenCV
+//! (grayscale, INTER_AREA resize, the max of two frames), and [`wrappers`], the wrapper stack
+//! (NoopReset, MaxAndSkip, EpisodicLife, FireReset, WarpFrame, ClipReward, FrameStack) over any
+//! [`AtariGame`]. ALE games through the bridge, uint8 observations and the Nature CNN are the
+//! next steps.
+
+pub mod frame;
+pub mod wrappers;
+
+pub use frame::{max_frames, rgb_to_gray, AreaResize};
+pub use wrappers::{AtariGame, AtariOptions, AtariStep, AtariWrapper, GameStep};
