@@ -749,6 +749,13 @@ impl Config {
                 self.n_iteration, self.n_steps, self.n_envs
             ));
         }
+        let rollouts = self.n_iteration * self.n_envs;
+        if self.num_aux_rollouts > rollouts {
+            return bad(format!(
+                "num_aux_rollouts = {}: the auxiliary buffer holds n_iteration × n_envs = {} × {} = {rollouts} env rollouts, so a minibatch cannot take more",
+                self.num_aux_rollouts, self.n_iteration, self.n_envs
+            ));
+        }
         Ok(())
     }
 
