@@ -164,16 +164,22 @@ impl ActorCritic {
         self.log_std.as_ref()
     }
 
-    /// Forward pass, differentiable. `obs`: `[B, obs_dim]` f32.
-    /// Returns `(head [B, head_dim], values [B])`: logits (Discrete) or means (Box), and V(s).
-    pub fn forward(&self, obs: &Tensor) -> Result<(Tensor, Tensor)> {
-        let (a_in, c_in) = match &self.trunk {
+    /// What the actor's and the critic's towers read: the shared trunk's features (twice) when
+    /// the network has one, else the observation `[B, obs_dim]` itself.
+    fn tower_inputs(&self, obs: &Tensor) -> Result<(Tensor, Tensor)> {
+        Ok(match &self.trunk {
             Some(t) => {
                 let h = t.forward(obs)?;
                 (h.clone(), h)
             }
             None => (obs.clone(), obs.clone()),
-        };
+        })
+    }
+
+    /// Forward pass, differentiable. `obs`: `[B, obs_dim]` f32.
+    /// Returns `(head [B, head_dim], values [B])`: logits (Discrete) or means (Box), and V(s).
+    pub fn forward(&self, obs: &Tensor) -> Result<(Tensor, Tensor)> {
+        let (a_in, c_in) = self.tower_inputs(obs)?;
         let head = self.actor.forward(&a_in)?;
         let values = self.critic.forward(&c_in)?.squeeze(1)?;
         Ok((head, values))
@@ -188,13 +194,7 @@ impl ActorCritic {
         let aux = self.aux.as_ref().ok_or_else(|| {
             ProximaError::Unsupported("this network has no auxiliary value head (aux_value_head = false)".into())
         })?;
-        let (a_in, c_in) = match &self.trunk {
-            Some(t) => {
-                let h = t.forward(obs)?;
-                (h.clone(), h)
-            }
-            None => (obs.clone(), obs.clone()),
-        };
+        let (a_in, c_in) = self.tower_inputs(obs)?;
         let (features, head) = self.actor.forward_with_features(&a_in)?;
         let values = self.critic.forward(&c_in)?.squeeze(1)?;
         Ok((head, values, aux.forward(&features)?.squeeze(1)?))
