@@ -24,7 +24,9 @@ use std::sync::OnceLock;
 /// The prefix of bridged env ids.
 pub const PREFIX: &str = "gym:";
 
+mod atari;
 mod vector;
+pub use atari::AleGame;
 pub use vector::GymVectorEnv;
 
 /// Registers the bridge with [`proxima_env::make`] for ids starting with `gym:`, and with

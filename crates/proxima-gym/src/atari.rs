@@ -1,0 +1,177 @@
+//! ALE games from Python (`ale-py`, which ships the ROMs) as an [`AtariGame`]: raw RGB frames
+//! one frame at a time, for Proxima's Atari wrappers (`proxima_env::atari`).
+//!
+//! [`AleGame::make`] calls `gymnasium.make(id, frameskip=1, repeat_action_probability=p,
+//! full_action_space=False)`: frame skipping and max-pooling are the wrappers' job, and the
+//! sticky-action probability is the protocol's choice (0 in SB3's and CleanRL's `NoFrameskip-v4`
+//! setting, 0.25 in Machado et al.'s v5 default). Frames cross as one `bytes` object per step.
+
+use crate::{init, py_err, python_executable, PREFIX};
+use proxima_env::atari::{AtariGame, GameStep};
+use proxima_env::{EnvError, Result};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyTuple};
+
+/// An ALE game made through Gymnasium, stepped one raw frame at a time.
+pub struct AleGame {
+    id: String,
+    env: Py<PyAny>,
+    np: Py<PyModule>,
+    shape: (usize, usize),
+    meanings: Vec<String>,
+}
+
+impl AleGame {
+    /// `gymnasium.make(spec, frameskip=1, repeat_action_probability=…, full_action_space=False)`
+    /// after `import ale_py` (which registers the `ALE/…` ids).
+    ///
+    /// # Errors
+    /// `Env` when Python, gymnasium or ale-py is missing (with the `pip install` to run);
+    /// `UnknownEnv` for an id Gymnasium does not know; `Unsupported` when the game's
+    /// observations are not `(height, width, 3)` uint8 RGB frames (`obs_type="rgb"`).
+    pub fn make(spec: &str, repeat_action_probability: f64) -> Result<AleGame> {
+        init()?;
+        if !(0.0..=1.0).contains(&repeat_action_probability) {
+            return Err(EnvError::InvalidArgument(format!(
+                "repeat_action_probability = {repeat_action_probability}: must be between 0 and 1"
+            )));
+        }
+        Python::attach(|py| {
+            let gym = py.import("gymnasium").map_err(|e| EnvError::Env(py_err(py, e)))?;
+            let ale = py.import("ale_py").map_err(|e| {
+                let exe = python_executable();
+                EnvError::Env(format!(
+                    "{spec} is an Atari game and needs ale-py (it ships the ROMs): run `{exe} -m pip install ale-py`\n{}",
+                    py_err(py, e)
+                ))
+            })?;
+            // Gymnasium ≥ 1.0 registers the ALE ids only when asked; older versions on import.
+            if gym.hasattr("register_envs").unwrap_or(false) {
+                gym.call_method1("register_envs", (ale,)).map_err(|e| EnvError::Env(py_err(py, e)))?;
+            }
+            let kwargs = PyDict::new(py);
+            let set = |k: &str, v: Bound<'_, PyAny>| kwargs.set_item(k, v).map_err(|e| EnvError::Env(py_err(py, e)));
+            set("frameskip", 1i64.into_pyobject(py).map_err(|e| EnvError::Env(e.to_string()))?.into_any())?;
+            set(
+                "repeat_action_probability",
+                repeat_action_probability.into_pyobject(py).map_err(|e| EnvError::Env(e.to_string()))?.into_any(),
+            )?;
+            set("full_action_space", pyo3::types::PyBool::new(py, false).to_owned().into_any())?;
+            let env = gym.call_method("make", (spec,), Some(&kwargs)).map_err(|e| {
+                EnvError::UnknownEnv(format!(
+                    "gymnasium.make({spec:?}, frameskip=1, repeat_action_probability={repeat_action_probability}, full_action_space=False) failed:\n{}",
+                    py_err(py, e)
+                ))
+            })?;
+            AleGame::wrap(py, env, spec)
+        })
+    }
+
+    fn wrap(py: Python<'_>, env: Bound<'_, PyAny>, spec: &str) -> Result<AleGame> {
+        let id = format!("{PREFIX}{spec}");
+        let np = py.import("numpy").map_err(|e| EnvError::Env(py_err(py, e)))?;
+        let space = env.getattr("observation_space").map_err(|e| EnvError::Env(py_err(py, e)))?;
+        let shape: Vec<usize> = space.getattr("shape").and_then(|s| s.extract()).unwrap_or_default();
+        let dtype = space.getattr("dtype").and_then(|d| d.str()).map(|s| s.to_string()).unwrap_or_default();
+        if shape.len() != 3 || shape[2] != 3 || dtype != "uint8" {
+            return Err(EnvError::Unsupported(format!(
+                "{id}: observations of shape {shape:?} and dtype {dtype}; the Atari wrappers need (height, width, 3) uint8 RGB frames (obs_type=\"rgb\")"
+            )));
+        }
+        let meanings: Vec<String> = env
+            .getattr("unwrapped")
+            .and_then(|u| u.call_method0("get_action_meanings"))
+            .and_then(|m| m.extract())
+            .map_err(|e| EnvError::Env(format!("{id}: no get_action_meanings(): {}", py_err(py, e))))?;
+        Ok(AleGame { id, env: env.unbind(), np: np.unbind(), shape: (shape[0], shape[1]), meanings })
+    }
+
+    /// Copies a frame into `rgb` after checking its shape and dtype.
+    fn frame(&self, py: Python<'_>, obs: &Bound<'_, PyAny>, rgb: &mut [u8]) -> Result<()> {
+        let arr = self.np.bind(py).call_method1("ascontiguousarray", (obs,)).map_err(|e| EnvError::Env(py_err(py, e)))?;
+        let shape: Vec<usize> = arr.getattr("shape").and_then(|s| s.extract()).unwrap_or_default();
+        let dtype = arr.getattr("dtype").and_then(|d| d.str()).map(|s| s.to_string()).unwrap_or_default();
+        let (h, w) = self.shape;
+        if shape != [h, w, 3] || dtype != "uint8" || rgb.len() != h * w * 3 {
+            return Err(EnvError::Env(format!(
+                "{} returned a frame of shape {shape:?} and dtype {dtype}; expected [{h}, {w}, 3] uint8",
+                self.id
+            )));
+        }
+        let bytes = arr.call_method0("tobytes").map_err(|e| EnvError::Env(py_err(py, e)))?;
+        let bytes = bytes.cast::<PyBytes>().map_err(|e| EnvError::Env(e.to_string()))?;
+        rgb.copy_from_slice(bytes.as_bytes());
+        Ok(())
+    }
+
+    fn unwrapped<'py>(&self, py: Python<'py>) -> Result<Bound<'py, PyAny>> {
+        self.env.bind(py).getattr("unwrapped").map_err(|e| EnvError::Env(py_err(py, e)))
+    }
+}
+
+impl AtariGame for AleGame {
+    fn id(&self) -> &str {
+        &self.id
+    }
+    fn frame_shape(&self) -> (usize, usize) {
+        self.shape
+    }
+    fn action_meanings(&self) -> Vec<String> {
+        self.meanings.clone()
+    }
+    fn reset(&mut self, seed: Option<u64>, rgb: &mut [u8]) -> Result<()> {
+        Python::attach(|py| {
+            let kwargs = PyDict::new(py);
+            kwargs.set_item("seed", seed).map_err(|e| EnvError::Env(py_err(py, e)))?;
+            let out = self
+                .env
+                .bind(py)
+                .call_method("reset", (), Some(&kwargs))
+                .and_then(|o| o.get_item(0))
+                .map_err(|e| EnvError::Env(format!("{}.reset raised:\n{}", self.id, py_err(py, e))))?;
+            self.frame(py, &out, rgb)
+        })
+    }
+    fn step(&mut self, action: usize, rgb: &mut [u8]) -> Result<GameStep> {
+        if action >= self.meanings.len() {
+            return Err(EnvError::InvalidAction(format!(
+                "{}: action {action} is not in Discrete({}) ({:?})",
+                self.id,
+                self.meanings.len(),
+                self.meanings
+            )));
+        }
+        Python::attach(|py| {
+            let out = self
+                .env
+                .bind(py)
+                .call_method1("step", (action,))
+                .map_err(|e| EnvError::Env(format!("{}.step raised:\n{}", self.id, py_err(py, e))))?;
+            let out = out.cast::<PyTuple>().map_err(|e| EnvError::Env(format!("{}.step: {e}", self.id)))?;
+            let item = |i: usize| out.get_item(i).map_err(|e| EnvError::Env(py_err(py, e)));
+            self.frame(py, &item(0)?, rgb)?;
+            let reward: f64 = item(1)?.extract().map_err(|e| EnvError::Env(py_err(py, e)))?;
+            let terminated = item(2)?.is_truthy().map_err(|e| EnvError::Env(py_err(py, e)))?;
+            let truncated = item(3)?.is_truthy().map_err(|e| EnvError::Env(py_err(py, e)))?;
+            Ok(GameStep { reward, terminated, truncated })
+        })
+    }
+    fn lives(&self) -> Result<u32> {
+        Python::attach(|py| {
+            self.unwrapped(py)?
+                .getattr("ale")
+                .and_then(|a| a.call_method0("lives"))
+                .and_then(|l| l.extract())
+                .map_err(|e| EnvError::Env(format!("{}: ale.lives(): {}", self.id, py_err(py, e))))
+        })
+    }
+    fn noop_count(&mut self, noop_max: usize) -> Result<usize> {
+        Python::attach(|py| {
+            self.unwrapped(py)?
+                .getattr("np_random")
+                .and_then(|r| r.call_method1("integers", (1usize, noop_max + 1)))
+                .and_then(|n| n.extract())
+                .map_err(|e| EnvError::Env(format!("{}: np_random.integers: {}", self.id, py_err(py, e))))
+        })
+    }
+}
