@@ -88,7 +88,8 @@ impl AleGame {
 
     /// Copies a frame into `rgb` after checking its shape and dtype.
     fn frame(&self, py: Python<'_>, obs: &Bound<'_, PyAny>, rgb: &mut [u8]) -> Result<()> {
-        let arr = self.np.bind(py).call_method1("ascontiguousarray", (obs,)).map_err(|e| EnvError::Env(py_err(py, e)))?;
+        let arr =
+            self.np.bind(py).call_method1("ascontiguousarray", (obs,)).map_err(|e| EnvError::Env(py_err(py, e)))?;
         let shape: Vec<usize> = arr.getattr("shape").and_then(|s| s.extract()).unwrap_or_default();
         let dtype = arr.getattr("dtype").and_then(|d| d.str()).map(|s| s.to_string()).unwrap_or_default();
         let (h, w) = self.shape;

@@ -59,7 +59,9 @@ fn available() -> bool {
             std::env::var("PROXIMA_REQUIRE_ATARI").is_err(),
             "PROXIMA_REQUIRE_ATARI is set but {py} cannot `{probe}`"
         );
-        eprintln!("SKIPPED: {py} cannot `{probe}` (pip install gymnasium ale-py opencv-python-headless stable-baselines3)");
+        eprintln!(
+            "SKIPPED: {py} cannot `{probe}` (pip install gymnasium ale-py opencv-python-headless stable-baselines3)"
+        );
     }
     ok
 }
