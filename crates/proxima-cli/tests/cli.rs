@@ -791,7 +791,7 @@ fn algorithms_through_the_cli() {
         (vec!["train", "CartPole-v1", "--algo", "ppg", "--set", "num_aux_rollouts=0"], "num_aux_rollouts = 0"),
         (vec!["train", "CartPole-v1", "--algo", "ppg", "--set", "beta_clone=-1"], "beta_clone = -1"),
         (
-            vec!["train", "CartPole-v1", "--algo", "ppg", "--set", "n_iteration=2", "--set", "num_aux_rollouts=100"],
+            vec!["train", "CartPole-v1", "--algo", "ppg", "--set", "n_iteration=2", "--set", "num_aux_rollouts=129"],
             "the auxiliary buffer holds n_iteration × n_envs",
         ),
         (vec!["train", "CartPole-v1", "--set", "e_auxiliary=3"], "`e_auxiliary`"),

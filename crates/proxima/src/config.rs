@@ -229,6 +229,18 @@ pub const MAX_WIDTH: usize = 1 << 16;
 pub const PRESETS: [&str; 12] =
     ["cleanrl", "sb3", "paper-mujoco", "paper-atari", "a2c", "a3c", "trpo", "reinforce", "ppg", "sac", "td3", "ddpg"];
 
+/// An integer key given a whole number written as a float (`buffer_size=1e6`, as rl-zoo's YAML
+/// and SB3's docs write it) takes its integer value; other floats stay and fail serde's check.
+fn whole_floats_as_integers(table: &mut toml::Table, preset: &toml::Table) {
+    for (k, v) in table.iter_mut() {
+        if let (Some(toml::Value::Integer(_)), toml::Value::Float(f)) = (preset.get(k), &*v) {
+            if f.is_finite() && f.fract() == 0.0 && f.abs() < 9.0e15 {
+                *v = toml::Value::Integer(*f as i64);
+            }
+        }
+    }
+}
+
 impl Config {
     /// The keys a config file or `--set` may name.
     pub fn keys() -> Vec<&'static str> {
@@ -593,6 +605,7 @@ impl Config {
     pub fn resolve(preset: &str, file_toml: Option<&str>, sets: &[String]) -> Result<Config> {
         let base = Config::preset(preset)?;
         let mut table = toml::Table::try_from(&base).map_err(|e| ProximaError::Config(e.to_string()))?;
+        let preset_table = table.clone();
         if let Some(text) = file_toml {
             let file: toml::Table = text.parse().map_err(|e: toml::de::Error| {
                 let at = e.span().map(|r| {
@@ -633,6 +646,7 @@ impl Config {
             };
             table.insert(k.to_string(), value);
         }
+        whole_floats_as_integers(&mut table, &preset_table);
         let cfg: Config = toml::Value::Table(table)
             .try_into()
             .map_err(|e: toml::de::Error| ProximaError::Config(e.to_string().trim().replace('\n', " ")))?;
@@ -1129,6 +1143,10 @@ mod tests {
         assert!(e.contains("n_step") && e.contains("did you mean `n_steps`"), "{e}");
         let e = Config::resolve("cleanrl", None, &["batch_size=100".into()]).unwrap_err().to_string();
         assert!(e.contains("batch_size = 100"), "{e}");
+        let c = Config::resolve("sac", Some("learning_starts = 1e3"), &["buffer_size=1e6".into()]).unwrap();
+        assert_eq!((c.buffer_size, c.learning_starts), (1_000_000, 1000), "whole floats for integer keys");
+        let e = Config::resolve("sac", None, &["buffer_size=1000.5".into()]).unwrap_err().to_string();
+        assert!(e.contains("buffer_size"), "not a whole number: refused: {e}");
         let e = Config::resolve("cleanrl", None, &["learning_rate=fast".into()]).unwrap_err().to_string();
         assert!(e.contains("learning_rate"), "{e}");
         let e = Config::resolve("cleanrl", Some("gamma = ["), &[]).unwrap_err().to_string();
