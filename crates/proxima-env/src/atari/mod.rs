@@ -2,8 +2,8 @@
 //! `ppo_atari.py` stack it. So far: [`frame`], the pixel operations exact to OpenCV
 //! (grayscale, INTER_AREA resize, the max of two frames), and [`wrappers`], the wrapper stack
 //! (NoopReset, MaxAndSkip, EpisodicLife, FireReset, WarpFrame, ClipReward, FrameStack) over any
-//! [`AtariGame`]. ALE games through the bridge, uint8 observations and the Nature CNN are the
-//! next steps.
+//! [`AtariGame`] (ALE games implement it in `proxima-gym`'s `AleGame`). An `Env` with uint8
+//! observations and the Nature CNN are the next steps.
 
 pub mod frame;
 pub mod wrappers;
