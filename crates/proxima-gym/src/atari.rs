@@ -6,7 +6,7 @@
 //! sticky-action probability is the protocol's choice (0 in SB3's and CleanRL's `NoFrameskip-v4`
 //! setting, 0.25 in Machado et al.'s v5 default). Frames cross as one `bytes` object per step.
 
-use crate::{init, py_err, python_executable, PREFIX};
+use crate::{call_reset, init, py_err, python_executable, PREFIX};
 use proxima_env::atari::{AtariGame, GameStep};
 use proxima_env::{EnvError, Result};
 use pyo3::prelude::*;
@@ -122,15 +122,9 @@ impl AtariGame for AleGame {
     }
     fn reset(&mut self, seed: Option<u64>, rgb: &mut [u8]) -> Result<()> {
         Python::attach(|py| {
-            let kwargs = PyDict::new(py);
-            kwargs.set_item("seed", seed).map_err(|e| EnvError::Env(py_err(py, e)))?;
-            let out = self
-                .env
-                .bind(py)
-                .call_method("reset", (), Some(&kwargs))
-                .and_then(|o| o.get_item(0))
-                .map_err(|e| EnvError::Env(format!("{}.reset raised:\n{}", self.id, py_err(py, e))))?;
-            self.frame(py, &out, rgb)
+            let out = call_reset(py, self.env.bind(py), seed, &self.id)?;
+            let obs = out.get_item(0).map_err(|e| EnvError::Env(format!("{}.reset: {}", self.id, py_err(py, e))))?;
+            self.frame(py, &obs, rgb)
         })
     }
     fn step(&mut self, action: usize, rgb: &mut [u8]) -> Result<GameStep> {

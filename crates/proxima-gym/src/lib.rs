@@ -162,6 +162,19 @@ pub(crate) fn py_err(py: Python<'_>, e: PyErr) -> String {
     }
 }
 
+/// `env.reset(seed=seed)`, its exception as an `Env` error naming `id`.
+pub(crate) fn call_reset<'py>(
+    py: Python<'py>,
+    env: &Bound<'py, PyAny>,
+    seed: Option<u64>,
+    id: &str,
+) -> Result<Bound<'py, PyAny>> {
+    let kwargs = PyDict::new(py);
+    kwargs.set_item("seed", seed).map_err(|e| EnvError::Env(py_err(py, e)))?;
+    env.call_method("reset", (), Some(&kwargs))
+        .map_err(|e| EnvError::Env(format!("{id}.reset raised:\n{}", py_err(py, e))))
+}
+
 /// A Python Gymnasium environment behind Proxima's [`Env`] trait.
 pub struct GymEnv {
     id: String,
@@ -373,13 +386,7 @@ impl Env for GymEnv {
     }
     fn reset(&mut self, seed: Option<u64>) -> Result<(Vec<f32>, Info)> {
         Python::attach(|py| {
-            let kwargs = PyDict::new(py);
-            kwargs.set_item("seed", seed).map_err(|e| EnvError::Env(py_err(py, e)))?;
-            let out = self
-                .env
-                .bind(py)
-                .call_method("reset", (), Some(&kwargs))
-                .map_err(|e| EnvError::Env(format!("{}.reset raised:\n{}", self.id, py_err(py, e))))?;
+            let out = call_reset(py, self.env.bind(py), seed, &self.id)?;
             if !out.is_instance_of::<PyTuple>() || out.len().ok() != Some(2) {
                 return Err(EnvError::Env(format!(
                     "{}.reset returned {}; Gymnasium's reset returns (observation, info) (the old gym API returned the observation alone)",
