@@ -312,12 +312,13 @@ fn an_ablation_stopped_halfway_and_rerun_gives_the_same_results() {
     assert!(se.contains("holds another ablation"), "{se}");
 }
 
-/// `proxima lm` commands at toy sizes, evaluating (and checkpointing) every 2 steps.
+/// `proxima lm` commands at toy sizes, evaluating (and checkpointing) every 2 steps. `rm` and
+/// `dpo` evaluate on every held-out pair (most of this file's time in the debug build): 4 steps.
 fn lm_args(command: &str, dir: &Path, sft: &Path, rm: &Path) -> Vec<String> {
     let (sft, rm) = (sft.to_str().unwrap(), rm.to_str().unwrap());
     let own: Vec<&str> = match command {
         "sft" => vec!["--steps", "8", "--batch-size", "32"],
-        "rm" => vec!["--sft", sft, "--steps", "8", "--batch-size", "32"],
+        "rm" => vec!["--sft", sft, "--steps", "4", "--batch-size", "32"],
         "grpo" => vec!["--sft", sft, "--steps", "6", "--prompts", "4", "--group-size", "4"],
         "ppo" => vec![
             "--sft",
@@ -333,7 +334,7 @@ fn lm_args(command: &str, dir: &Path, sft: &Path, rm: &Path) -> Vec<String> {
             "--freezing-actor-steps",
             "1",
         ],
-        "dpo" => vec!["--sft", sft, "--pairs", rm, "--steps", "6", "--batch-size", "16"],
+        "dpo" => vec!["--sft", sft, "--pairs", rm, "--steps", "4", "--batch-size", "16"],
         _ => unreachable!(),
     };
     let mut a: Vec<String> = ["lm", command].iter().chain(&own).map(|s| s.to_string()).collect();
@@ -364,54 +365,75 @@ fn lm_start_and_wait_for(args: &[String], dir: &Path, k: usize) -> Child {
     child
 }
 
-#[test]
-fn lm_runs_killed_or_stopped_resume_exactly() {
-    let base = tmp("lm");
+/// Runs `lm <command>` uninterrupted, then killed after each of `moments` rows (0: before the
+/// first) and resumed, then (with `sigint`) stopped by SIGINT after 2 rows and resumed: every
+/// time the weights files and progress.csv of the uninterrupted run.
+fn lm_killed_and_stopped_resume_exactly(base: &Path, command: &str, moments: &[usize], sigint: bool) {
     let (sft, rm) = (base.join("sft"), base.join("rm"));
-    for command in ["sft", "rm", "grpo", "ppo", "dpo"] {
-        let full = base.join(command);
-        let (code, se) = run(&lm_args(command, &full, &sft, &rm));
-        assert_eq!(code, 0, "lm {command}: {se}");
-        let expected = lm_results(&full);
-        for k in 0..4 {
-            let dir = base.join(format!("{command}-killed-{k}"));
-            let mut child = lm_start_and_wait_for(&lm_args(command, &dir, &sft, &rm), &dir, k);
-            child.kill().unwrap(); // SIGKILL
-            child.wait().unwrap();
-            let at = lm_rows(&dir);
-            let (code, se) = run(&["lm".into(), "resume".into(), dir.to_str().unwrap().into(), "-q".into()]);
-            assert_eq!(code, 0, "lm {command} killed at {k} rows: resume failed:\n{se}");
-            assert!(
-                lm_results(&dir) == expected,
-                "lm {command} killed at {k} rows: results differ from the uninterrupted run's"
-            );
-            println!("lm {command}: SIGKILL at {at} rows, resumed, identical");
-        }
-        // A finished run is not resumed.
-        let (code, se) = run(&["lm".into(), "resume".into(), full.to_str().unwrap().into()]);
-        assert_eq!(code, 1);
-        assert!(se.contains("is complete"), "{se}");
-        // SIGINT: saves where it stands, exits 130, resumes exactly (the stop is the CLI's one
-        // code path for every command: sft and grpo show it; rm, ppo and dpo would cost CI a
-        // minute more).
-        if command == "rm" || command == "ppo" || command == "dpo" {
-            continue;
-        }
-        let dir = base.join(format!("{command}-stopped"));
-        let child = lm_start_and_wait_for(&lm_args(command, &dir, &sft, &rm), &dir, 2);
-        signal(&child, "-INT");
-        let out = child.wait_with_output().unwrap();
-        let se = String::from_utf8_lossy(&out.stderr).to_string();
-        assert_eq!(out.status.code(), Some(130), "lm {command}: {se}");
-        assert!(se.contains("continue with: proxima lm resume"), "{se}");
+    let full = base.join(command);
+    let (code, se) = run(&lm_args(command, &full, &sft, &rm));
+    assert_eq!(code, 0, "lm {command}: {se}");
+    let expected = lm_results(&full);
+    for &k in moments {
+        let dir = base.join(format!("{command}-killed-{k}"));
+        let mut child = lm_start_and_wait_for(&lm_args(command, &dir, &sft, &rm), &dir, k);
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        let at = lm_rows(&dir);
         let (code, se) = run(&["lm".into(), "resume".into(), dir.to_str().unwrap().into(), "-q".into()]);
-        assert_eq!(code, 0, "{se}");
-        assert!(lm_results(&dir) == expected, "lm {command} after SIGINT: results differ");
+        assert_eq!(code, 0, "lm {command} killed at {k} rows: resume failed:\n{se}");
+        assert!(
+            lm_results(&dir) == expected,
+            "lm {command} killed at {k} rows: results differ from the uninterrupted run's"
+        );
+        println!("lm {command}: SIGKILL at {at} rows, resumed, identical");
     }
+    // A finished run is not resumed.
+    let (code, se) = run(&["lm".into(), "resume".into(), full.to_str().unwrap().into()]);
+    assert_eq!(code, 1);
+    assert!(se.contains("is complete"), "{se}");
+    if !sigint {
+        return;
+    }
+    // SIGINT: saves where it stands, exits 130, resumes exactly.
+    let dir = base.join(format!("{command}-stopped"));
+    let child = lm_start_and_wait_for(&lm_args(command, &dir, &sft, &rm), &dir, 2);
+    signal(&child, "-INT");
+    let out = child.wait_with_output().unwrap();
+    let se = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(130), "lm {command}: {se}");
+    assert!(se.contains("continue with: proxima lm resume"), "{se}");
+    let (code, se) = run(&["lm".into(), "resume".into(), dir.to_str().unwrap().into(), "-q".into()]);
+    assert_eq!(code, 0, "{se}");
+    assert!(lm_results(&dir) == expected, "lm {command} after SIGINT: results differ");
+}
+
+// The lm commands in two tests, so that the harness runs them on two threads. `sft` and `grpo`
+// (the cheap ones) are killed after every row (grpo's third row is its last: killed while it
+// writes its end) and stopped by SIGINT (the stop is the CLI's one code path for every command);
+// `rm`, `ppo` and `dpo`, which evaluate on every held-out pair, before the first row and after
+// the first.
+
+#[test]
+fn lm_sft_and_grpo_killed_or_stopped_resume_exactly() {
+    let base = tmp("lm");
+    lm_killed_and_stopped_resume_exactly(&base, "sft", &[0, 1, 2, 3], true);
+    lm_killed_and_stopped_resume_exactly(&base, "grpo", &[0, 1, 2, 3], true);
     let (code, se) = run(&["lm".into(), "resume".into(), base.to_str().unwrap().into()]);
     assert_eq!(code, 1);
     assert!(se.contains("not an lm run directory"), "{se}");
     lm_resume_from_elsewhere_and_changed_inputs(&base);
+}
+
+#[test]
+fn lm_rm_ppo_and_dpo_killed_resume_exactly() {
+    let base = tmp("lm-rlhf");
+    let sft = base.join("sft");
+    let (code, se) = run(&lm_args("sft", &sft, &sft, &sft));
+    assert_eq!(code, 0, "lm sft: {se}");
+    for command in ["rm", "ppo", "dpo"] {
+        lm_killed_and_stopped_resume_exactly(&base, command, &[0, 1], false);
+    }
 }
 
 /// A run started with relative paths resumes from another working directory (its config.json
