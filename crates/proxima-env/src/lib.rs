@@ -38,14 +38,27 @@ pub fn env_rng(seed: u64) -> EnvRng {
     ChaCha8Rng::seed_from_u64(seed)
 }
 
+/// The type of a `Box` space's elements (Gymnasium's `Box.dtype`). Values cross the [`Env`]
+/// API as f32 either way (every u8 is exact in f32); a `Uint8` observation space tells the
+/// rollout buffer to store observations as bytes (4× less memory: Atari frames) and marks an
+/// image for `CnnPolicy`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Dtype {
+    /// `np.float32`.
+    #[default]
+    Float32,
+    /// `np.uint8`: integers 0..=255.
+    Uint8,
+}
+
 /// An observation or action space, mirroring `gymnasium.spaces`.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Space {
     /// `Discrete(n)`: integers `0..n`.
     Discrete { n: usize },
-    /// `Box(low, high, shape)`, f32; `low`/`high` have `shape.iter().product()` entries
+    /// `Box(low, high, shape, dtype)`; `low`/`high` have `shape.iter().product()` entries
     /// (row-major) and may hold `±inf`.
-    Box { low: Vec<f32>, high: Vec<f32>, shape: Vec<usize> },
+    Box { low: Vec<f32>, high: Vec<f32>, shape: Vec<usize>, dtype: Dtype },
     /// `MultiDiscrete(nvec)`: one integer in `0..nvec[i]` per component.
     MultiDiscrete { nvec: Vec<usize> },
 }
@@ -54,7 +67,18 @@ impl Space {
     /// A `Box` with the same bounds on every one of `shape.product()` entries.
     pub fn uniform_box(low: f32, high: f32, shape: &[usize]) -> Space {
         let n = shape.iter().product();
-        Space::Box { low: vec![low; n], high: vec![high; n], shape: shape.to_vec() }
+        Space::Box { low: vec![low; n], high: vec![high; n], shape: shape.to_vec(), dtype: Dtype::Float32 }
+    }
+
+    /// An image space as Gymnasium's Atari wrappers declare it: `Box(0, 255, shape, uint8)`.
+    pub fn image(shape: &[usize]) -> Space {
+        let n = shape.iter().product();
+        Space::Box { low: vec![0.0; n], high: vec![255.0; n], shape: shape.to_vec(), dtype: Dtype::Uint8 }
+    }
+
+    /// Whether this is a `Box` of `uint8` values.
+    pub fn is_uint8(&self) -> bool {
+        matches!(self, Space::Box { dtype: Dtype::Uint8, .. })
     }
 
     /// Number of f32 values an element of this space flattens to
@@ -107,10 +131,11 @@ impl Space {
     pub fn describe(&self) -> String {
         match self {
             Space::Discrete { n } => format!("Discrete({n})"),
-            Space::Box { low, high, shape } => {
+            Space::Box { low, high, shape, dtype } => {
                 let lo = low.iter().cloned().fold(f32::INFINITY, f32::min);
                 let hi = high.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
-                format!("Box({lo}, {hi}, {shape:?})")
+                let ty = if *dtype == Dtype::Uint8 { ", uint8" } else { "" };
+                format!("Box({lo}, {hi}, {shape:?}{ty})")
             }
             Space::MultiDiscrete { nvec } => format!("MultiDiscrete({nvec:?})"),
         }
@@ -351,7 +376,7 @@ pub fn make_with(env_id: &str, render: bool) -> Result<Box<dyn Env>> {
     if let Some((prefix, factory)) = external {
         return factory(&env_id[prefix.len()..], render);
     }
-    if env_id.starts_with("gym:") {
+    if env_id.starts_with("gym:") || env_id.starts_with(atari::ATARI_PREFIX) {
         return Err(EnvError::UnknownEnv(format!(
             "`{env_id}` needs the Python Gymnasium bridge, which this build lacks: build the CLI with `--features gym`"
         )));

@@ -65,9 +65,9 @@ pub struct BatchStep {
 pub struct EpisodeRecord {
     /// Index of the env in the vector.
     pub env_index: usize,
-    /// Sum of rewards.
+    /// Sum of rewards (an Atari env's: the game's unclipped score over all its lives).
     pub episode_return: f64,
-    /// Steps.
+    /// Steps (an Atari env's: the game's raw frames, no-ops and skipped frames included).
     pub length: usize,
 }
 
@@ -269,7 +269,8 @@ impl SyncVectorEnv {
             } else {
                 None
             };
-            self.record(i, (r.reward, r.terminated, r.truncated), r.observation, next)?;
+            let game = game_episode(&r.info);
+            self.record(i, (r.reward, r.terminated, r.truncated), r.observation, next, game)?;
         }
         Ok(())
     }
@@ -299,20 +300,21 @@ impl SyncVectorEnv {
             } else {
                 (row, None)
             };
-            self.record(i, (out.rewards[i], term, trunc), last, next)?;
+            self.record(i, (out.rewards[i], term, trunc), last, next, None)?;
         }
         Ok(())
     }
 
     /// Env `i`'s step: `last` its observation after the action (the final one when the episode
     /// ended, with `next` the new episode's first), checked and stored with the episode
-    /// bookkeeping.
+    /// bookkeeping. `game` (an Atari env's, see [`game_episode`]) replaces the episode's record.
     fn record(
         &mut self,
         i: usize,
         (reward, terminated, truncated): (f64, bool, bool),
         last: Vec<f32>,
         next: Option<Vec<f32>>,
+        game: Option<GameEpisode>,
     ) -> Result<()> {
         if !reward.is_finite() {
             return Err(EnvError::NonFinite(format!(
@@ -330,11 +332,14 @@ impl SyncVectorEnv {
         let od = self.obs_dim;
         match next {
             Some(o) => {
-                self.finished.push(EpisodeRecord {
-                    env_index: i,
-                    episode_return: self.ep_return[i],
-                    length: self.ep_len[i],
-                });
+                let record = match game {
+                    None => Some((self.ep_return[i], self.ep_len[i])),
+                    Some(GameEpisode::LifeLost) => None,
+                    Some(GameEpisode::Over { score, frames }) => Some((score, frames)),
+                };
+                if let Some((episode_return, length)) = record {
+                    self.finished.push(EpisodeRecord { env_index: i, episode_return, length });
+                }
                 self.ep_return[i] = 0.0;
                 self.ep_len[i] = 0;
                 self.final_obs[i] = Some(last);
@@ -368,6 +373,31 @@ impl SyncVectorEnv {
         }
         Ok(())
     }
+}
+
+/// How an Atari env's step ends an episode, read from its info (`game_over`, `game_score`,
+/// `game_frames`: [`crate::atari::AtariEnv`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum GameEpisode {
+    /// A lost life ended the agent's episode, not the game: no episode is recorded.
+    LifeLost,
+    /// The game ended: the episode recorded is the game, its unclipped score over every life and
+    /// its raw frames (what SB3's `Monitor` under `AtariWrapper` records).
+    Over { score: f64, frames: usize },
+}
+
+/// `None` for an env whose info has no `game_over` (every env but an Atari one).
+fn game_episode(info: &crate::Info) -> Option<GameEpisode> {
+    let get = |key: &str| info.values.iter().find(|(k, _)| *k == key).map(|&(_, v)| v);
+    let over = get("game_over")?;
+    Some(if over == 0.0 {
+        GameEpisode::LifeLost
+    } else {
+        GameEpisode::Over {
+            score: get("game_score").unwrap_or(0.0),
+            frames: get("game_frames").unwrap_or(0.0) as usize,
+        }
+    })
 }
 
 #[cfg(test)]

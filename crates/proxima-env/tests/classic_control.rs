@@ -467,7 +467,7 @@ fn make_registers_gymnasium_ids_and_time_limits() {
 /// `(low, high)` of a Box space.
 fn box_bounds(space: &Space) -> (Vec<f32>, Vec<f32>, Vec<usize>) {
     match space {
-        Space::Box { low, high, shape } => (low.clone(), high.clone(), shape.clone()),
+        Space::Box { low, high, shape, .. } => (low.clone(), high.clone(), shape.clone()),
         other => panic!("expected a Box, got {}", other.describe()),
     }
 }

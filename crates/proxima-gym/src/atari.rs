@@ -7,10 +7,21 @@
 //! setting, 0.25 in Machado et al.'s v5 default). Frames cross as one `bytes` object per step.
 
 use crate::{call_reset, init, py_err, python_executable, PREFIX};
-use proxima_env::atari::{AtariGame, GameStep};
-use proxima_env::{EnvError, Result};
+use proxima_env::atari::{parse_atari_spec, AtariEnv, AtariGame, GameStep, ATARI_PREFIX};
+use proxima_env::{Env, EnvError, Result};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
+
+/// The env an `atari:SPEC` id names (`proxima_env::atari::env`): SPEC parsed (bad options are
+/// refused before Python starts), the game made by [`AleGame::make`], the wrappers around it.
+///
+/// # Errors
+/// As [`proxima_env::atari::parse_atari_spec`], [`AleGame::make`] and `AtariWrapper::new`.
+pub fn make_atari_env(spec: &str) -> Result<Box<dyn Env>> {
+    let s = parse_atari_spec(spec)?;
+    let game = AleGame::make(&s.game_id, s.options.repeat_action_probability)?;
+    Ok(Box::new(AtariEnv::new(&format!("{ATARI_PREFIX}{spec}"), game, s.options)?))
+}
 
 /// An ALE game made through Gymnasium, stepped one raw frame at a time.
 pub struct AleGame {

@@ -26,12 +26,14 @@ pub const PREFIX: &str = "gym:";
 
 mod atari;
 mod vector;
-pub use atari::AleGame;
+pub use atari::{make_atari_env, AleGame};
 pub use vector::GymVectorEnv;
 
-/// Registers the bridge with [`proxima_env::make`] for ids starting with `gym:`, and with
-/// [`proxima_env::make_vector`] (N envs as one Gymnasium vector env).
+/// Registers the bridge with [`proxima_env::make`] for ids starting with `gym:` and `atari:`
+/// (an ALE game inside Proxima's Atari wrappers, [`make_atari_env`]), and with
+/// [`proxima_env::make_vector`] (N `gym:` envs as one Gymnasium vector env).
 pub fn register() {
+    proxima_env::register_prefix(proxima_env::atari::ATARI_PREFIX, |spec, _render| make_atari_env(spec));
     proxima_env::register_prefix(PREFIX, |spec, render| Ok(Box::new(GymEnv::make_with(spec, render)?) as Box<dyn Env>));
     proxima_env::register_vector_prefix(PREFIX, |spec, n, mode| {
         Ok(Box::new(GymVectorEnv::make(spec, n, mode)?) as Box<dyn proxima_env::vec_env::BatchEnv>)
@@ -214,7 +216,12 @@ fn map_space(
             }
             Space::Discrete { n: space.getattr("n").and_then(|n| n.extract()).map_err(|e| e.to_string())? }
         }
-        "Box" => Space::Box { low: f32s("low")?, high: f32s("high")?, shape: shape.clone() },
+        "Box" => Space::Box {
+            low: f32s("low")?,
+            high: f32s("high")?,
+            shape: shape.clone(),
+            dtype: if dtype == "uint8" { proxima_env::Dtype::Uint8 } else { proxima_env::Dtype::Float32 },
+        },
         "MultiDiscrete" => {
             let nvec: Vec<usize> = space
                 .getattr("nvec")

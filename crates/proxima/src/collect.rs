@@ -64,7 +64,7 @@ impl EpisodeStats {
 /// differ in their last bits), and the update has always measured the KL against the latter.
 fn store_old_dist(policy: &dyn Policy, buf: &mut RolloutBuffer) -> Result<()> {
     if buf.head_dim > 0 {
-        (buf.old_head, buf.old_log_std) = policy.dist_params_host(&buf.observations)?;
+        (buf.old_head, buf.old_log_std) = policy.dist_params_host(&buf.observations.to_f32())?;
     }
     Ok(())
 }
@@ -210,7 +210,7 @@ impl Collector {
         let mut finished = Vec::new();
         for t in 0..buf.n_steps {
             let row = t * n..(t + 1) * n;
-            buf.observations[t * n * od..(t + 1) * n * od].copy_from_slice(&self.obs);
+            buf.observations.write(t * n * od, &self.obs)?;
             policy.act_into(&self.obs, false, rng, &mut self.act)?;
             let out = &self.act;
             buf.actions[t * n * ad..(t + 1) * n * ad].copy_from_slice(&out.actions);

@@ -208,6 +208,72 @@ pub fn explained_variance(values: &[f32], returns: &[f32]) -> f64 {
     1.0 - var_res / var_y
 }
 
+/// The rollout's observations `[T, N, obs_dim]`, as f32 or, for a `uint8` observation space
+/// whose observations are not normalised (Atari frames), as bytes: 8 × 128 × 4 × 84 × 84 frames
+/// are 29 MB as u8, 115 MB as f32. Reading gives f32 either way (every byte is exact in f32).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Observations {
+    /// Stored as given.
+    F32(Vec<f32>),
+    /// Stored as bytes: every value written must be an integer in 0..=255.
+    U8(Vec<u8>),
+}
+
+impl Observations {
+    /// Values stored.
+    pub fn len(&self) -> usize {
+        match self {
+            Observations::F32(v) => v.len(),
+            Observations::U8(v) => v.len(),
+        }
+    }
+
+    /// Whether no value is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Writes `src` at value offset `at`.
+    ///
+    /// # Errors
+    /// `NonFinite` when a byte store is handed a value that is not an integer in 0..=255 (an
+    /// env whose observations break its declared `uint8` space), naming the value.
+    pub fn write(&mut self, at: usize, src: &[f32]) -> Result<()> {
+        match self {
+            Observations::F32(v) => v[at..at + src.len()].copy_from_slice(src),
+            Observations::U8(v) => {
+                for (d, &x) in v[at..at + src.len()].iter_mut().zip(src) {
+                    if !(0.0..=255.0).contains(&x) || x.fract() != 0.0 {
+                        return Err(ProximaError::NonFinite(format!(
+                            "an observation value {x} in a uint8 observation space (expected an integer in 0..=255)"
+                        )));
+                    }
+                    *d = x as u8;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// All values as f32: borrowed when stored as f32.
+    pub fn to_f32(&self) -> std::borrow::Cow<'_, [f32]> {
+        match self {
+            Observations::F32(v) => std::borrow::Cow::Borrowed(v),
+            Observations::U8(v) => std::borrow::Cow::Owned(v.iter().map(|&b| f32::from(b)).collect()),
+        }
+    }
+
+    /// Appends rows `rows` (each `width` values) to `out` as f32.
+    pub fn gather_into(&self, rows: &[usize], width: usize, out: &mut Vec<f32>) {
+        match self {
+            Observations::F32(v) => rows.iter().for_each(|&i| out.extend_from_slice(&v[i * width..(i + 1) * width])),
+            Observations::U8(v) => {
+                rows.iter().for_each(|&i| out.extend(v[i * width..(i + 1) * width].iter().map(|&b| f32::from(b))))
+            }
+        }
+    }
+}
+
 /// One rollout of N envs × T steps, filled by the collector and read by the update.
 ///
 /// Shapes (row-major, `t * n_envs + e`): `observations` `[T, N, obs_dim]`, `actions`
@@ -227,7 +293,7 @@ pub struct RolloutBuffer {
     /// when the algorithm needs none (A2C), and then `old_head` is empty.
     pub head_dim: usize,
     /// s_t.
-    pub observations: Vec<f32>,
+    pub observations: Observations,
     /// a_t.
     pub actions: Vec<f32>,
     /// log π_θold(a_t|s_t), fixed at collection time.
@@ -265,7 +331,7 @@ impl RolloutBuffer {
             obs_dim,
             act_dim,
             head_dim,
-            observations: vec![0.0; len * obs_dim],
+            observations: Observations::F32(vec![0.0; len * obs_dim]),
             actions: vec![0.0; len * act_dim],
             log_probs: vec![0.0; len],
             values: vec![0.0; len],
@@ -278,6 +344,12 @@ impl RolloutBuffer {
             advantages: vec![0.0; len],
             returns: vec![0.0; len],
         }
+    }
+
+    /// This buffer storing its observations as bytes ([`Observations::U8`]).
+    pub fn with_uint8_observations(mut self) -> Self {
+        self.observations = Observations::U8(vec![0; self.observations.len()]);
+        self
     }
 
     /// N·T, the number of transitions in a full rollout.
@@ -299,7 +371,7 @@ impl RolloutBuffer {
         }
         Minibatch {
             len: self.len(),
-            observations: self.observations.clone(),
+            observations: self.observations.to_f32().into_owned(),
             actions: self.actions.clone(),
             old_log_probs: self.log_probs.clone(),
             advantages,
@@ -410,7 +482,8 @@ impl<'a> Minibatches<'a> {
             out.clear();
             chunk.iter().for_each(|&i| out.extend_from_slice(&src[i * w..(i + 1) * w]));
         };
-        gather(&mut b.observations, &buf.observations, od);
+        b.observations.clear();
+        buf.observations.gather_into(chunk, od, &mut b.observations);
         gather(&mut b.actions, &buf.actions, ad);
         gather(&mut b.old_log_probs, &buf.log_probs, 1);
         gather(&mut b.advantages, &self.advantages, 1);
@@ -424,6 +497,22 @@ impl<'a> Minibatches<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn byte_observations_read_back_as_the_floats_written() {
+        let mut buf = RolloutBuffer::new(2, 1, 3, 1, 0).with_uint8_observations();
+        buf.observations.write(0, &[0.0, 17.0, 255.0]).unwrap();
+        buf.observations.write(3, &[1.0, 2.0, 3.0]).unwrap();
+        assert!(matches!(&buf.observations, Observations::U8(b) if b == &[0, 17, 255, 1, 2, 3]));
+        assert_eq!(&*buf.observations.to_f32(), &[0.0, 17.0, 255.0, 1.0, 2.0, 3.0]);
+        let mut out = vec![];
+        buf.observations.gather_into(&[1, 0], 3, &mut out);
+        assert_eq!(out, [1.0, 2.0, 3.0, 0.0, 17.0, 255.0]);
+        for bad in [256.0, -1.0, 0.5, f32::NAN] {
+            let e = buf.observations.write(0, &[bad]).unwrap_err().to_string();
+            assert!(e.contains("uint8 observation space"), "{e}");
+        }
+    }
 
     #[test]
     fn normalize_is_safe_for_one_and_equal_values() {

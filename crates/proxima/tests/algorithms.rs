@@ -291,7 +291,7 @@ fn reinforce_weights_finished_episodes_by_their_returns() {
     buf.terminated[2] = true;
     buf.truncated[7] = true;
     buf.values = vec![0.5; 8];
-    buf.observations = (0..8).map(|i| i as f32).collect();
+    buf.observations = proxima::rollout::Observations::F32((0..8).map(|i| i as f32).collect());
     let mut p = ReinforceParams {
         gamma: 0.5,
         baseline: true,

@@ -272,7 +272,7 @@ fn checkpoints_move_between_backends() {
             tr.policy.params().unwrap(),
             "{from:?} → {to:?}: parameters read back exactly"
         );
-        let obs = &tr.buffer().observations;
+        let obs = &tr.buffer().observations.to_f32();
         let (hf, _) = tr.policy.dist_params_host(obs).unwrap();
         let (ht, _) = net.dist_params_host(obs).unwrap();
         assert_close(&format!("{from:?} → {to:?} head"), &ht, &hf, 1e-5);

@@ -18,8 +18,8 @@
 //!    `[frame_stack, screen_size, screen_size]` (SB3 stacks channel-last and transposes before its
 //!    CNN, `VecTransposeImage`).
 //!
-//! The wrapped game reports the real game in its info: `lives` on every step, and at a game
-//! over (the game's own `terminated` or `truncated`, not a lost life) `game_score` (the sum of
+//! The wrapped game reports the real game in its info: `lives` and `game_over` (1 when the game
+//! itself ended, 0 otherwise — a lost life included) on every step, and at a game over (the game's own `terminated` or `truncated`, not a lost life) `game_score` (the sum of
 //! the unclipped rewards over all lives) and `game_frames` (raw frames, no-ops included) —
 //! what SB3's `Monitor`, wrapped inside `AtariWrapper`, records as the episode.
 
@@ -72,6 +72,11 @@ pub struct AtariOptions {
     pub clip_reward: bool,
     /// Frames stacked per observation (1: none).
     pub frame_stack: usize,
+    /// Sticky actions: the probability that the game repeats the previous action instead of
+    /// the chosen one (the game maker's setting, ALE's `repeat_action_probability`). 0, as
+    /// SB3's and CleanRL's `NoFrameskip-v4` games and the PPO paper; Machado et al. 2018
+    /// recommend 0.25 (the `-v5` games' default).
+    pub repeat_action_probability: f64,
 }
 
 impl Default for AtariOptions {
@@ -83,6 +88,7 @@ impl Default for AtariOptions {
             terminal_on_life_loss: true,
             clip_reward: true,
             frame_stack: 4,
+            repeat_action_probability: 0.0,
         }
     }
 }
@@ -190,6 +196,21 @@ impl<G: AtariGame> AtariWrapper<G> {
         &self.game
     }
 
+    /// The settings it was built with.
+    pub fn options(&self) -> &AtariOptions {
+        &self.opts
+    }
+
+    /// The game's last raw RGB frame, `[height, width, 3]`.
+    pub fn raw_frame(&self) -> &[u8] {
+        &self.raw.current
+    }
+
+    /// Whether the last step ended the game itself (not only a life), or no step was taken.
+    pub fn game_over(&self) -> bool {
+        self.was_real_done
+    }
+
     /// Starts the agent's next episode (after a lost life under `terminal_on_life_loss`, the
     /// game goes on: see the module docs); the stack holds zeros and the first frame.
     ///
@@ -222,7 +243,8 @@ impl<G: AtariGame> AtariWrapper<G> {
     /// The game's errors (an action out of range among them).
     pub fn step(&mut self, action: usize) -> Result<AtariStep> {
         let (s, lives) = self.life_step(action)?;
-        let mut info = Info { values: vec![("lives", lives as f64)] };
+        let mut info =
+            Info { values: vec![("lives", lives as f64), ("game_over", f64::from(u8::from(self.was_real_done)))] };
         if self.was_real_done {
             info.values.push(("game_score", self.score));
             info.values.push(("game_frames", self.frames as f64));
@@ -340,13 +362,13 @@ fn sign(r: f64) -> f64 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A scripted game: frame `t` (counted from its reset) is filled with `t·5 + action` plus a
     /// column gradient, and odd frames draw a flickering bright sprite on every 7th pixel; a reward of `t` on every 3rd frame; lives 3 → 2 → 1 → 0 at frames
     /// `life_every`, 2·…, 3·…, game over with the last one. It records the actions and resets.
-    struct Scripted {
+    pub(crate) struct Scripted {
         meanings: Vec<String>,
         t: u64,
         life_every: u64,
@@ -359,7 +381,7 @@ mod tests {
     const W: usize = 16;
 
     impl Scripted {
-        fn new(meanings: &[&str], life_every: u64) -> Scripted {
+        pub(crate) fn new(meanings: &[&str], life_every: u64) -> Scripted {
             let meanings = meanings.iter().map(|m| m.to_string()).collect();
             Scripted { meanings, t: 0, life_every, actions: vec![], resets: 0, noops: 2 }
         }

@@ -127,7 +127,12 @@ impl Env for Acrobot {
     }
     fn observation_space(&self) -> Space {
         let high = [1.0, 1.0, 1.0, 1.0, MAX_VEL_1 as f32, MAX_VEL_2 as f32];
-        Space::Box { low: high.iter().map(|h| -h).collect(), high: high.to_vec(), shape: vec![6] }
+        Space::Box {
+            low: high.iter().map(|h| -h).collect(),
+            high: high.to_vec(),
+            shape: vec![6],
+            dtype: crate::Dtype::Float32,
+        }
     }
     fn action_space(&self) -> Space {
         Space::Discrete { n: 3 }

@@ -60,6 +60,7 @@ impl Env for CartPole {
             low: high.iter().map(|h| -(*h as f32)).collect(),
             high: high.iter().map(|h| *h as f32).collect(),
             shape: vec![4],
+            dtype: crate::Dtype::Float32,
         }
     }
     fn action_space(&self) -> Space {

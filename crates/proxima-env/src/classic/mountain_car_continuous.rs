@@ -115,6 +115,7 @@ impl Env for MountainCarContinuous {
             low: vec![MIN_POSITION as f32, -MAX_SPEED as f32],
             high: vec![MAX_POSITION as f32, MAX_SPEED as f32],
             shape: vec![2],
+            dtype: crate::Dtype::Float32,
         }
     }
     fn action_space(&self) -> Space {

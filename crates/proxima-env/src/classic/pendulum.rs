@@ -69,7 +69,12 @@ impl Env for Pendulum {
     }
     fn observation_space(&self) -> Space {
         let high = [1.0, 1.0, MAX_SPEED as f32];
-        Space::Box { low: high.iter().map(|h| -h).collect(), high: high.to_vec(), shape: vec![3] }
+        Space::Box {
+            low: high.iter().map(|h| -h).collect(),
+            high: high.to_vec(),
+            shape: vec![3],
+            dtype: crate::Dtype::Float32,
+        }
     }
     fn action_space(&self) -> Space {
         Space::uniform_box(-MAX_TORQUE, MAX_TORQUE, &[1])

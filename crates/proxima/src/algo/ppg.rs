@@ -73,7 +73,7 @@ impl AuxBuffer {
 
     /// Keeps a rollout's states and value targets (its advantages computed).
     pub fn push(&mut self, buf: &RolloutBuffer) {
-        self.observations.extend_from_slice(&buf.observations);
+        self.observations.extend_from_slice(&buf.observations.to_f32());
         self.returns.extend_from_slice(&buf.returns);
     }
 

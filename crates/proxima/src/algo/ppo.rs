@@ -119,7 +119,7 @@ pub fn update<R: Rng + ?Sized>(
     (s.policy_loss, s.value_loss, s.entropy, s.grad_norm) =
         (s.policy_loss / m, s.value_loss / m, s.entropy / m, s.grad_norm / m);
     s.clip_fraction = clip_sum / m;
-    s.kl_divergence = policy.rollout_kl(&buf.observations, &buf.old_head, &buf.old_log_std)?;
+    s.kl_divergence = policy.rollout_kl(&buf.observations.to_f32(), &buf.old_head, &buf.old_log_std)?;
     if p.objective == Objective::AdaptiveKl {
         *kl_coef = adapt_kl_coef(*kl_coef, s.kl_divergence, p.kl_target);
     }

@@ -58,7 +58,11 @@ pub fn episode_batch(buf: &RolloutBuffer, p: &ReinforceParams) -> Result<Option<
     }
     Ok(Some(Minibatch {
         len: rows.len(),
-        observations: gather(&buf.observations, buf.obs_dim),
+        observations: {
+            let mut o = Vec::with_capacity(rows.len() * buf.obs_dim);
+            buf.observations.gather_into(&rows, buf.obs_dim, &mut o);
+            o
+        },
         actions: gather(&buf.actions, buf.act_dim),
         old_log_probs: gather(&buf.log_probs, 1),
         advantages,

@@ -261,7 +261,7 @@ pub fn update<R: Rng + ?Sized>(
     if p.normalize_advantage != AdvantageNorm::Off {
         normalize_advantages(&mut adv); // the policy step uses the whole rollout as one batch
     }
-    let obs = Tensor::from_slice(&buf.observations, (n, buf.obs_dim), dev)?;
+    let obs = Tensor::from_slice(&buf.observations.to_f32(), (n, buf.obs_dim), dev)?;
     let act = Tensor::from_slice(&buf.actions, (n, buf.act_dim), dev)?;
     let adv_t = Tensor::from_slice(&adv, n, dev)?;
 

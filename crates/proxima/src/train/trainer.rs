@@ -488,10 +488,15 @@ impl Trainer {
         let (obs_dim, act_dim) = (policy.spec().obs_dim, policy.spec().action.act_dim());
         // Off-policy runs step their envs themselves: their rollout buffer stays empty.
         let n_steps = if matches!(algo, Algo::OffPolicy(_)) { 0 } else { cfg.n_steps };
+        let mut buf = RolloutBuffer::new(n_steps, cfg.n_envs, obs_dim, act_dim, head_dim);
+        // Frames (a uint8 space) are stored as bytes, unless normalised into floats.
+        if collector.venv.observation_space().is_uint8() && !cfg.normalize_observation {
+            buf = buf.with_uint8_observations();
+        }
         Trainer {
             num_updates: cfg.total_timesteps.div_ceil(steps_per_iteration(&cfg, &algo)),
             rng: sampling_rng(cfg.seed),
-            buf: RolloutBuffer::new(n_steps, cfg.n_envs, obs_dim, act_dim, head_dim),
+            buf,
             env_id: env_id.to_string(),
             cfg,
             collector,
