@@ -92,6 +92,7 @@ fn evaluate_records_a_gif_of_a_bridged_env() {
     use rand::SeedableRng;
     let env = make("gym:toy_envs:toy/Renders-v0").unwrap();
     let spec = PolicySpec {
+        cnn: None,
         obs_dim: 3,
         action: ActionKind::from_space(&env.action_space()).unwrap(),
         net_arch: vec![8],

@@ -325,6 +325,7 @@ mod tests {
 
     fn spec(width: usize) -> PolicySpec {
         PolicySpec {
+            cnn: None,
             obs_dim: 4,
             action: ActionKind::Discrete { n: 2 },
             net_arch: vec![width, width],

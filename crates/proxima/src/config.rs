@@ -9,8 +9,8 @@ pub use crate::algo::optim::OptimizerName;
 pub use crate::algo::sac::EntCoef;
 pub use crate::algo::{AdvantageNorm, Objective};
 use crate::error::{ProximaError, Result};
-use crate::policy::Activation;
 pub use crate::policy::Backend;
+use crate::policy::{Activation, PolicyKind};
 use serde::{Deserialize, Serialize};
 
 mod ignored;
@@ -90,6 +90,13 @@ pub struct Config {
     pub ortho_init: bool,
     /// Initial Gaussian log-std (continuous actions).
     pub log_std_init: f32,
+    /// The network, SB3's names: `MlpPolicy` (the MLPs above) or `CnnPolicy` (the Nature CNN
+    /// shared by the policy and value heads, for image observations: a uint8 Box `[channels,
+    /// height, width]` of at least 36 × 36, pixels scaled by 1/255; `net_arch`, `activation`
+    /// and `shared_trunk` are then not used). CnnPolicy trains with PPO, A2C, A3C and
+    /// REINFORCE, on candle.
+    #[serde(default)]
+    pub policy: PolicyKind,
     /// Threads of one run: candle's tensor ops use them (1 is fastest there); the fused backend
     /// runs the actor and critic side by side from 2 (the one-thread result, bit for bit) and
     /// from 4 also splits each minibatch's rows into `threads / 2` shards (gradients added in a
@@ -274,6 +281,7 @@ impl Config {
             "shared_trunk",
             "ortho_init",
             "log_std_init",
+            "policy",
             "num_threads",
             "backend",
             "vector_env",
@@ -392,6 +400,7 @@ impl Config {
             shared_trunk: false,
             ortho_init: true,
             log_std_init: 0.0,
+            policy: PolicyKind::MlpPolicy,
             num_threads: 1,
             backend: Backend::Auto,
             vector_env: VectorEnv::Off,
@@ -673,7 +682,13 @@ impl Config {
     /// fused for the others).
     pub fn resolved_backend(&self) -> Backend {
         match self.backend {
-            Backend::Auto if matches!(self.algo.as_str(), "trpo" | "ppg") || self.is_off_policy() => Backend::Candle,
+            Backend::Auto
+                if matches!(self.algo.as_str(), "trpo" | "ppg")
+                    || self.is_off_policy()
+                    || self.policy == PolicyKind::CnnPolicy =>
+            {
+                Backend::Candle
+            }
             Backend::Auto => Backend::Fused,
             b => b,
         }
@@ -697,6 +712,17 @@ impl Config {
             let hint =
                 crate::util::closest(&self.algo, &ALGOS).map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default();
             return bad(format!("algo = `{}`{hint}: known algorithms are {}", self.algo, ALGOS.join(", ")));
+        }
+        if self.policy == PolicyKind::CnnPolicy {
+            if !matches!(self.algo.as_str(), "ppo" | "a2c" | "a3c" | "reinforce") {
+                return bad(format!(
+                    "policy = `CnnPolicy` trains with ppo, a2c, a3c and reinforce; algo = `{}` has MLP networks only",
+                    self.algo
+                ));
+            }
+            if self.backend == Backend::Fused {
+                return bad("backend = `fused` covers MLP policies; policy = `CnnPolicy` runs on candle: use backend = `auto` or `candle`".into());
+            }
         }
         if self.algo == "trpo" && self.target_kl.is_none() {
             return bad("algo = `trpo` needs target_kl (its KL bound δ; sb3-contrib uses 0.01)".into());

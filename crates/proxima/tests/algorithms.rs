@@ -12,6 +12,7 @@ use rand::{Rng, SeedableRng};
 
 fn tiny(action: ActionKind, seed: u64) -> ActorCritic {
     let spec = PolicySpec {
+        cnn: None,
         obs_dim: 3,
         action,
         net_arch: vec![4],

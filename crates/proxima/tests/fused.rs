@@ -25,6 +25,7 @@ fn actions() -> [(&'static str, ActionKind); 3] {
 
 fn spec(action: ActionKind, shared: bool, activation: Activation) -> PolicySpec {
     PolicySpec {
+        cnn: None,
         obs_dim: OBS_DIM,
         action,
         net_arch: vec![24, 16],

@@ -63,6 +63,7 @@ fn targets() -> Result<Box<dyn Env>> {
 fn log_prob_and_entropy_are_sums_over_components() {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
     let spec = PolicySpec {
+        cnn: None,
         obs_dim: 2,
         action: ActionKind::MultiDiscrete { nvec: vec![3, 4] },
         net_arch: vec![8],

@@ -20,6 +20,7 @@ const HIDDEN: usize = 5;
 
 fn spec(action: ActionKind) -> PolicySpec {
     PolicySpec {
+        cnn: None,
         obs_dim: OBS,
         action,
         net_arch: vec![HIDDEN],

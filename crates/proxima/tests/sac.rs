@@ -74,6 +74,7 @@ fn squashed_log_prob_matches_the_float64_definition_and_finite_differences() {
 
 fn tiny_spec() -> PolicySpec {
     PolicySpec {
+        cnn: None,
         obs_dim: 3,
         action: ActionKind::Continuous { dim: 2, low: vec![-2.0, -1.0], high: vec![2.0, 3.0] },
         net_arch: vec![6, 5],

@@ -9,7 +9,7 @@
 
 use super::interface::{ActOutput, AuxBatch, LossReport, Policy};
 use super::ops;
-use super::spec::{ActionKind, Activation, PolicySpec};
+use super::spec::{ActionKind, Activation, ImageShape, PolicySpec};
 use crate::error::{ProximaError, Result};
 use crate::loss::{a2c_loss, ppo_loss, PpoBatch, PpoCoefs};
 use crate::rollout::Minibatch;
@@ -66,6 +66,66 @@ impl Mlp {
     }
 }
 
+/// One convolution: `y = conv2d(x, W, stride) + b`, W `[out, in, k, k]`, no padding.
+#[derive(Clone, Debug)]
+struct Conv {
+    w: Var,
+    b: Var,
+    stride: usize,
+}
+
+impl Conv {
+    /// `x` `[B, in, H, W]` → `[B, out, (H − k) / stride + 1, …]`. Rows and columns past the last
+    /// window (when `(H − k)` is not a multiple of the stride) are cut off first: the output is
+    /// the same, and candle's gradient of a convolution is wrong for them (its transposed
+    /// convolution returns an input one row short).
+    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        let (out, k) = (self.b.elem_count(), self.w.dim(2)?);
+        let used = |side: usize| (side - k) / self.stride * self.stride + k;
+        let (h, w) = (x.dim(2)?, x.dim(3)?);
+        let x = if used(h) < h || used(w) < w { x.narrow(2, 0, used(h))?.narrow(3, 0, used(w))? } else { x.clone() };
+        x.conv2d(self.w.as_tensor(), 0, self.stride, 1, 1)?.broadcast_add(&self.b.as_tensor().reshape((1, out, 1, 1))?)
+    }
+}
+
+/// The Nature CNN (Mnih et al. 2015) as SB3's `NatureCNN` and CleanRL's `ppo_atari.py` build
+/// it: pixels scaled by 1/255, three convolutions and a dense layer to 512 features, ReLU
+/// after each.
+#[derive(Clone, Debug)]
+struct NatureCnn {
+    image: ImageShape,
+    convs: Vec<Conv>,
+    dense: Dense,
+}
+
+impl NatureCnn {
+    /// `[B, channels·height·width]` pixels (0..=255) → `[B, 512]` features.
+    fn forward(&self, obs: &Tensor) -> candle_core::Result<Tensor> {
+        let ImageShape { channels, height, width } = self.image;
+        let mut h = (obs.reshape((obs.dim(0)?, channels, height, width))? / 255.0)?;
+        for c in &self.convs {
+            h = c.forward(&h)?.relu()?;
+        }
+        self.dense.forward(&h.flatten_from(1)?)?.relu()
+    }
+}
+
+/// The layers both heads read: an MLP's hidden layers or the Nature CNN.
+#[derive(Clone, Debug)]
+enum Trunk {
+    Mlp(Mlp),
+    Cnn(NatureCnn),
+}
+
+impl Trunk {
+    fn forward(&self, obs: &Tensor) -> candle_core::Result<Tensor> {
+        match self {
+            Trunk::Mlp(m) => m.forward(obs),
+            Trunk::Cnn(c) => c.forward(obs),
+        }
+    }
+}
+
 /// The action distribution's parameters for a batch, detached: π_θold in KL terms.
 #[derive(Clone, Debug)]
 pub struct DistParams {
@@ -80,8 +140,8 @@ pub struct DistParams {
 pub struct ActorCritic {
     spec: PolicySpec,
     device: Device,
-    /// Trunk (only when `shared_trunk`).
-    trunk: Option<Mlp>,
+    /// Trunk (only when `shared_trunk`, or the CNN).
+    trunk: Option<Trunk>,
     actor: Mlp,
     critic: Mlp,
     /// PPG's auxiliary value head on the actor's last hidden layer (`aux_value_head`).
@@ -105,17 +165,28 @@ impl ActorCritic {
         let mut init = spec.initial_params(rng).into_iter();
         let mut params = Vec::new();
         let mut layers: [Vec<Dense>; 4] = Default::default();
+        let mut convs = Vec::new();
         for l in spec.plan() {
             let (w, b) = (init.next().unwrap_or_default(), init.next().unwrap_or_default());
-            let w = Var::from_tensor(&Tensor::from_vec(w, (l.fan_out, l.fan_in), device)?)?;
+            let w = Var::from_tensor(&Tensor::from_vec(w, l.weight_shape(), device)?)?;
             let b = Var::from_tensor(&Tensor::from_vec(b, l.fan_out, device)?)?;
             params.push((format!("{}.weight", l.name), w.clone()));
             params.push((format!("{}.bias", l.name), b.clone()));
-            layers[l.part as usize].push(Dense { w, b });
+            match l.conv {
+                Some((_, _, stride)) => convs.push(Conv { w, b, stride }),
+                None => layers[l.part as usize].push(Dense { w, b }),
+            }
         }
         let [trunk, actor, critic, aux] = layers;
         let mlp = |layers: Vec<Dense>, activate_last| Mlp { layers, activation: spec.activation, activate_last };
-        let trunk = spec.shared_trunk.then(|| mlp(trunk, true));
+        let trunk = match spec.cnn {
+            Some(image) => {
+                let dense =
+                    trunk.into_iter().next().ok_or_else(|| ProximaError::InvalidArgument("no CNN layers".into()))?;
+                Some(Trunk::Cnn(NatureCnn { image, convs, dense }))
+            }
+            None => spec.shared_trunk.then(|| Trunk::Mlp(mlp(trunk, true))),
+        };
         let (actor, critic) = (mlp(actor, false), mlp(critic, false));
         let log_std = match &spec.action {
             ActionKind::Continuous { dim, .. } => {
@@ -312,8 +383,9 @@ impl ActorCritic {
         let actor = &self.actor.layers;
         let actor = actor.iter().enumerate().map(|(i, l)| (&l.w, &l.b, i + 1 < actor.len()));
         match &self.trunk {
-            Some(t) => t.layers.iter().map(|l| (&l.w, &l.b, true)).chain(actor).collect(),
-            None => actor.collect(),
+            Some(Trunk::Mlp(t)) => t.layers.iter().map(|l| (&l.w, &l.b, true)).chain(actor).collect(),
+            // TRPO refuses CnnPolicy (Config::validate): its products go through dense layers only.
+            Some(Trunk::Cnn(_)) | None => actor.collect(),
         }
     }
 
@@ -521,6 +593,7 @@ mod tests {
 
     fn spec(action: ActionKind, shared: bool) -> PolicySpec {
         PolicySpec {
+            cnn: None,
             obs_dim: 4,
             action,
             net_arch: vec![64, 64],

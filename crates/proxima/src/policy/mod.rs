@@ -29,4 +29,4 @@ pub use self::candle::{ActorCritic, DistParams};
 pub use self::interface::{ActOutput, AuxBatch, FlatParams, LossReport, Policy};
 pub use self::network::{Backend, Network};
 pub use self::offpolicy::{ActorKind, OffPolicyNets};
-pub use self::spec::{orthogonal, ActionKind, Activation, PolicySpec};
+pub use self::spec::{orthogonal, ActionKind, Activation, ImageShape, PolicyKind, PolicySpec};

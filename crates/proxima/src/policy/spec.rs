@@ -92,6 +92,17 @@ pub enum Activation {
     Relu,
 }
 
+/// The config's `policy` key, with SB3's names.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PolicyKind {
+    /// MLPs of `net_arch` (SB3's `MlpPolicy`, CleanRL's `Agent`).
+    #[default]
+    MlpPolicy,
+    /// The Nature CNN shared by the policy and value heads, for image observations (SB3's
+    /// `CnnPolicy`, CleanRL's `ppo_atari.py`).
+    CnnPolicy,
+}
+
 /// Everything needed to rebuild a network; stored in checkpoints' metadata.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PolicySpec {
@@ -115,6 +126,50 @@ pub struct PolicySpec {
     /// written before PPG existed).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub aux_value_head: bool,
+    /// The Nature CNN (`policy = "CnnPolicy"`) on images of this shape, shared by the policy and
+    /// value heads; `net_arch`, `activation` and `shared_trunk` are then not used. Absent for
+    /// MLP policies (and from every checkpoint written before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cnn: Option<ImageShape>,
+}
+
+/// The shape of an image observation, channel-first: `[channels, height, width]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImageShape {
+    /// Channels (stacked frames).
+    pub channels: usize,
+    /// Rows.
+    pub height: usize,
+    /// Columns.
+    pub width: usize,
+}
+
+/// The Nature CNN's convolutions (Mnih et al. 2015): `(out_channels, kernel, stride)`.
+pub const NATURE_CONVS: [(usize, usize, usize); 3] = [(32, 8, 4), (64, 4, 2), (64, 3, 1)];
+/// The width of the Nature CNN's dense layer, the features both heads read.
+pub const NATURE_FEATURES: usize = 512;
+
+impl ImageShape {
+    /// The `(channels, height, width)` after each of the Nature CNN's convolutions (no
+    /// padding: `(side − kernel) / stride + 1`).
+    ///
+    /// # Errors
+    /// `InvalidArgument` when the image is too small for a convolution (needs at least 36 × 36).
+    pub fn nature_outputs(&self) -> Result<[(usize, usize, usize); 3]> {
+        let (mut h, mut w) = (self.height, self.width);
+        let mut out = [(0, 0, 0); 3];
+        for (i, &(c, k, s)) in NATURE_CONVS.iter().enumerate() {
+            if h < k || w < k {
+                return Err(ProximaError::InvalidArgument(format!(
+                    "an image of {} × {} is too small for the Nature CNN (a {k} × {k} convolution after {h} × {w}; it needs at least 36 × 36)",
+                    self.height, self.width
+                )));
+            }
+            (h, w) = ((h - k) / s + 1, (w - k) / s + 1);
+            out[i] = (c, h, w);
+        }
+        Ok(out)
+    }
 }
 
 /// Orthogonal matrix `[rows, cols]` scaled by `gain`, as `torch.nn.init.orthogonal_`:
@@ -152,23 +207,43 @@ pub(crate) enum Part {
     Aux,
 }
 
-/// One dense layer of a network's plan: its name prefix, fans, init gain and part.
+/// One layer of a network's plan: its name prefix, fans, init gain and part; a convolution's
+/// `(in_channels, kernel, stride)` (its fan-in is in_channels · kernel², its fan-out the output
+/// channels, its weight `[out, in, kernel, kernel]`).
 pub(crate) struct LayerPlan {
     pub(crate) name: String,
     pub(crate) fan_in: usize,
     pub(crate) fan_out: usize,
     pub(crate) gain: f64,
     pub(crate) part: Part,
+    pub(crate) conv: Option<(usize, usize, usize)>,
+}
+
+impl LayerPlan {
+    fn dense(name: String, fan_in: usize, fan_out: usize, gain: f64, part: Part) -> LayerPlan {
+        LayerPlan { name, fan_in, fan_out, gain, part, conv: None }
+    }
+
+    /// The weight's shape: `[out, in]`, or `[out, in, k, k]` for a convolution.
+    pub(crate) fn weight_shape(&self) -> Vec<usize> {
+        match self.conv {
+            None => vec![self.fan_out, self.fan_in],
+            Some((c_in, k, _)) => vec![self.fan_out, c_in, k, k],
+        }
+    }
 }
 
 impl PolicySpec {
-    /// The dense layers, in parameter order, named like CleanRL's `nn.Sequential` modules.
+    /// The layers, in parameter order, named like CleanRL's `nn.Sequential` modules.
     pub(crate) fn plan(&self) -> Vec<LayerPlan> {
+        if let Some(img) = &self.cnn {
+            return self.cnn_plan(img);
+        }
         let sqrt2 = std::f64::consts::SQRT_2;
         let hidden = |prefix: &str, part: Part, out: &mut Vec<LayerPlan>| {
             let mut fan_in = self.obs_dim;
             for (i, &h) in self.net_arch.iter().enumerate() {
-                out.push(LayerPlan { name: format!("{prefix}.{}", 2 * i), fan_in, fan_out: h, gain: sqrt2, part });
+                out.push(LayerPlan::dense(format!("{prefix}.{}", 2 * i), fan_in, h, sqrt2, part));
                 fan_in = h;
             }
             fan_in
@@ -177,26 +252,49 @@ impl PolicySpec {
         let mut plan = Vec::new();
         if self.shared_trunk {
             let w = hidden("trunk", Part::Trunk, &mut plan);
-            plan.push(LayerPlan { name: "actor.0".into(), fan_in: w, fan_out: head, gain: 0.01, part: Part::Actor });
-            plan.push(LayerPlan { name: "critic.0".into(), fan_in: w, fan_out: 1, gain: 1.0, part: Part::Critic });
+            plan.push(LayerPlan::dense("actor.0".into(), w, head, 0.01, Part::Actor));
+            plan.push(LayerPlan::dense("critic.0".into(), w, 1, 1.0, Part::Critic));
         } else {
             let d = 2 * self.net_arch.len();
             let w = hidden("actor", Part::Actor, &mut plan);
-            plan.push(LayerPlan {
-                name: format!("actor.{d}"),
-                fan_in: w,
-                fan_out: head,
-                gain: 0.01,
-                part: Part::Actor,
-            });
+            plan.push(LayerPlan::dense(format!("actor.{d}"), w, head, 0.01, Part::Actor));
             let w = hidden("critic", Part::Critic, &mut plan);
-            plan.push(LayerPlan { name: format!("critic.{d}"), fan_in: w, fan_out: 1, gain: 1.0, part: Part::Critic });
+            plan.push(LayerPlan::dense(format!("critic.{d}"), w, 1, 1.0, Part::Critic));
         }
         if self.aux_value_head {
             // On the features the policy head reads (a value head's gain, 1.0).
             let w = self.net_arch.last().copied().unwrap_or(self.obs_dim);
-            plan.push(LayerPlan { name: "aux_critic".into(), fan_in: w, fan_out: 1, gain: 1.0, part: Part::Aux });
+            plan.push(LayerPlan::dense("aux_critic".into(), w, 1, 1.0, Part::Aux));
         }
+        plan
+    }
+
+    /// CleanRL `ppo_atari.py`'s `Agent`: `network.0`, `.2`, `.4` the Nature CNN's convolutions,
+    /// `network.7` the dense layer to 512 features (ReLU after each), then the heads `actor`
+    /// (gain 0.01) and `critic` (gain 1); √2 elsewhere. An image too small for the convolutions
+    /// leaves the plan without them (refused by [`PolicySpec::check_dims`]).
+    fn cnn_plan(&self, img: &ImageShape) -> Vec<LayerPlan> {
+        let sqrt2 = std::f64::consts::SQRT_2;
+        let Ok(outs) = img.nature_outputs() else { return Vec::new() };
+        let mut plan = Vec::new();
+        let mut c_in = img.channels;
+        for (i, (&(c, k, s), _)) in NATURE_CONVS.iter().zip(&outs).enumerate() {
+            let name = format!("network.{}", 2 * i);
+            plan.push(LayerPlan {
+                name,
+                fan_in: c_in * k * k,
+                fan_out: c,
+                gain: sqrt2,
+                part: Part::Trunk,
+                conv: Some((c_in, k, s)),
+            });
+            c_in = c;
+        }
+        let (c, h, w) = outs[2];
+        plan.push(LayerPlan::dense("network.7".into(), c * h * w, NATURE_FEATURES, sqrt2, Part::Trunk));
+        let head = self.action.head_dim();
+        plan.push(LayerPlan::dense("actor".into(), NATURE_FEATURES, head, 0.01, Part::Actor));
+        plan.push(LayerPlan::dense("critic".into(), NATURE_FEATURES, 1, 1.0, Part::Critic));
         plan
     }
 
@@ -227,6 +325,15 @@ impl PolicySpec {
     /// # Errors
     /// `InvalidArgument` naming the dims.
     pub fn check_dims(&self) -> Result<()> {
+        if let Some(img) = &self.cnn {
+            img.nature_outputs()?;
+            if img.channels * img.height * img.width != self.obs_dim {
+                return Err(ProximaError::InvalidArgument(format!(
+                    "the CNN's image {img:?} does not hold the {} observation values",
+                    self.obs_dim
+                )));
+            }
+        }
         if self.obs_dim == 0 || self.action.head_dim() == 0 || self.net_arch.contains(&0) {
             return Err(ProximaError::InvalidArgument(format!(
                 "network dims must be positive: obs_dim {}, head {}, net_arch {:?}",
@@ -243,7 +350,7 @@ impl PolicySpec {
     pub fn param_shapes(&self) -> Vec<(String, Vec<usize>)> {
         let mut out = Vec::new();
         for l in self.plan() {
-            out.push((format!("{}.weight", l.name), vec![l.fan_out, l.fan_in]));
+            out.push((format!("{}.weight", l.name), l.weight_shape()));
             out.push((format!("{}.bias", l.name), vec![l.fan_out]));
         }
         if let ActionKind::Continuous { dim, .. } = &self.action {

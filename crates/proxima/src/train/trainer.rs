@@ -15,10 +15,10 @@ use crate::algo::UpdateStats;
 use crate::collect::{Collector, StepObserver};
 use crate::config::{Config, OptimizerName, VectorEnv};
 use crate::env::vec_env::{EpisodeRecord, SyncVectorEnv, VectorMode};
-use crate::env::{make, Env};
+use crate::env::{make, Env, Space};
 use crate::error::{ProximaError, Result};
 use crate::normalize::Normalizer;
-use crate::policy::{ActionKind, Activation, Network, Policy, PolicySpec};
+use crate::policy::{ActionKind, Activation, ImageShape, Network, Policy, PolicyKind, PolicySpec};
 use crate::replay::ReplayBuffer;
 use crate::rollout::RolloutBuffer;
 use rand::SeedableRng;
@@ -194,9 +194,15 @@ pub struct Trainer {
 /// Builds the network spec for an env's spaces from the config.
 ///
 /// # Errors
-/// `Unsupported` for action spaces without a distribution.
+/// `Unsupported` for action spaces without a distribution; `Config` for `CnnPolicy` on
+/// observations that are not images.
 pub fn policy_spec(cfg: &Config, venv: &SyncVectorEnv) -> Result<PolicySpec> {
+    let cnn = match cfg.policy {
+        PolicyKind::MlpPolicy => None,
+        PolicyKind::CnnPolicy => Some(image_shape(venv)?),
+    };
     Ok(PolicySpec {
+        cnn,
         obs_dim: venv.observation_space().flat_dim(),
         action: ActionKind::from_space(venv.action_space())?,
         net_arch: cfg.net_arch.clone(),
@@ -206,6 +212,32 @@ pub fn policy_spec(cfg: &Config, venv: &SyncVectorEnv) -> Result<PolicySpec> {
         ortho_init: cfg.ortho_init,
         aux_value_head: cfg.algo == "ppg",
     })
+}
+
+/// The image a `CnnPolicy` reads, as SB3's `is_image_space` decides it: a uint8 `Box` of shape
+/// `[channels, height, width]` (channel-first, as Proxima's Atari envs stack frames), at least
+/// 36 × 36 for the Nature CNN's convolutions.
+///
+/// # Errors
+/// `Config` naming the env's observation space otherwise.
+fn image_shape(venv: &SyncVectorEnv) -> Result<ImageShape> {
+    let space = venv.observation_space();
+    let image = match space {
+        Space::Box { shape, .. } if space.is_uint8() && shape.len() == 3 => {
+            ImageShape { channels: shape[0], height: shape[1], width: shape[2] }
+        }
+        _ => {
+            return Err(ProximaError::Config(format!(
+                "policy = `CnnPolicy` needs image observations, a uint8 Box of shape [channels, height, width] (e.g. `atari:Breakout`); {} observes {}: use policy = `MlpPolicy`",
+                venv.env_id(),
+                space.describe()
+            )))
+        }
+    };
+    image
+        .nature_outputs()
+        .map_err(|e| ProximaError::Config(format!("policy = `CnnPolicy` on {}: {e}", venv.env_id())))?;
+    Ok(image)
 }
 
 /// The config's normalisation settings for the envs of `venv`.
