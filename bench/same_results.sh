@@ -112,9 +112,11 @@ evals() { # eval --json of run directory $1, sampled and deterministic, into $di
   "$bin" eval "$1" --episodes 3 --deterministic --json >"$dir/eval_deterministic.json"
 }
 
-train_case() { # ENV ARGS... : one training run and its evaluations
+train_case() { # ENV ARGS... : one training run and its evaluations ($new_args: the new binary's only)
   mkdir -p "$dir"
-  "$bin" train "$@" --run-dir "$dir/run" --quiet
+  local extra=()
+  [ "$side" = new ] && [ -n "${new_args:-}" ] && read -ra extra <<<"$new_args"
+  "$bin" train "$@" "${extra[@]}" --run-dir "$dir/run" --quiet
   evals "$dir/run"
 }
 
@@ -185,8 +187,11 @@ for env in $envs; do
   for preset in cleanrl sb3 paper-mujoco paper-atari a2c a3c trpo; do
     extra=()
     [ "$preset" = a3c ] && extra=(--set n_workers=1)
+    # paper-atari's network is the CNN since issue 16; its MLP on these envs is the old case.
+    new_args=""
+    [ "$preset" = paper-atari ] && new_args="--set policy=MlpPolicy"
     echo "  $env / $preset"
-    both train_case "$env-$preset" "$env" --preset "$preset" --total-timesteps "$(steps_of $preset)" "${extra[@]}"
+    new_args=$new_args both train_case "$env-$preset" "$env" --preset "$preset" --total-timesteps "$(steps_of $preset)" "${extra[@]}"
   done
 done
 for obj in adaptive_kl fixed_kl none; do

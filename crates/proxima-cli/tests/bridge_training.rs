@@ -124,3 +124,51 @@ fn evaluate_records_a_gif_of_a_bridged_env() {
     assert_eq!(n, 11);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A Python with ale-py, else skipped with a note (a failure under `PROXIMA_REQUIRE_ATARI=1`).
+fn has_ale() -> bool {
+    let py = proxima_gym::python_executable();
+    let ok = std::process::Command::new(&py)
+        .args(["-c", "import gymnasium, ale_py"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !ok {
+        assert!(std::env::var("PROXIMA_REQUIRE_ATARI").is_err(), "PROXIMA_REQUIRE_ATARI is set but {py} has no ale-py");
+        eprintln!("SKIPPED: {py} has no ale-py (pip install ale-py)");
+    }
+    ok
+}
+
+/// PPO with `CnnPolicy` on `atari:Breakout` (the paper's Atari setting at toy size): uint8
+/// observations `[4, 84, 84]` stored as bytes, the Nature CNN's parameters, a finite update, the
+/// same weights from the same seed; CnnPolicy refused on a non-image env and on the fused backend.
+#[test]
+fn ppo_with_the_nature_cnn_trains_on_an_atari_game() {
+    use proxima::policy::Policy;
+    if !setup() || !has_ale() {
+        return;
+    }
+    let sets = ["n_envs=2", "n_steps=32", "batch_size=32", "n_epochs=1", "total_timesteps=128"];
+    let cfg = Config::resolve("paper-atari", None, &sets.map(String::from)).unwrap();
+    let run = || {
+        let mut tr = Trainer::new("atari:Breakout", cfg.clone()).unwrap();
+        assert_eq!(tr.collector.venv.observation_space(), &proxima::env::Space::image(&[4, 84, 84]));
+        assert!(matches!(tr.buffer().observations, proxima::rollout::Observations::U8(_)));
+        while !tr.is_done() {
+            let r = tr.step().unwrap();
+            assert!(r.stats.policy_loss.is_finite() && r.stats.value_loss.is_finite());
+        }
+        tr
+    };
+    let (a, b) = (run(), run());
+    let names = a.policy.param_names();
+    assert_eq!(names[0], "network.0.weight");
+    assert_eq!(a.policy.param_shapes()[6].1, vec![512, 3136]);
+    assert_eq!(a.policy.params().unwrap(), b.policy.params().unwrap(), "same seed, other weights");
+
+    let e = Trainer::new("CartPole-v1", cfg.clone()).err().unwrap().to_string();
+    assert!(e.contains("CnnPolicy` needs image observations") && e.contains("Box(-"), "{e}");
+    let fused = Config::resolve("paper-atari", None, &["backend=fused".into()]).err().unwrap().to_string();
+    assert!(fused.contains("CnnPolicy` runs on candle"), "{fused}");
+}

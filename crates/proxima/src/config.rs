@@ -44,6 +44,10 @@ pub struct Config {
     pub learning_rate: f64,
     /// Anneal the learning rate linearly to 0 over the run, once per rollout (CleanRL `anneal_lr`).
     pub anneal_lr: bool,
+    /// Anneal PPO's ε the same way, ε·α with α from 1 to 0 (the PPO paper's Atari setting,
+    /// Table 5: "ε = 0.1 × α"; CleanRL and SB3 keep ε fixed).
+    #[serde(default)]
+    pub anneal_clip_range: bool,
     /// γ: discount.
     pub gamma: f64,
     /// λ: GAE parameter.
@@ -233,8 +237,21 @@ pub const MAX_ENVS: usize = 1 << 16;
 pub const MAX_WIDTH: usize = 1 << 16;
 
 /// Names of the presets, in the order `--help` lists them.
-pub const PRESETS: [&str; 12] =
-    ["cleanrl", "sb3", "paper-mujoco", "paper-atari", "a2c", "a3c", "trpo", "reinforce", "ppg", "sac", "td3", "ddpg"];
+pub const PRESETS: [&str; 13] = [
+    "cleanrl",
+    "sb3",
+    "paper-mujoco",
+    "paper-atari",
+    "cleanrl-atari",
+    "a2c",
+    "a3c",
+    "trpo",
+    "reinforce",
+    "ppg",
+    "sac",
+    "td3",
+    "ddpg",
+];
 
 /// An integer key given a whole number written as a float (`buffer_size=1e6`, as rl-zoo's YAML
 /// and SB3's docs write it) takes its integer value; other floats stay and fail serde's check.
@@ -262,6 +279,7 @@ impl Config {
             "n_epochs",
             "learning_rate",
             "anneal_lr",
+            "anneal_clip_range",
             "gamma",
             "gae_lambda",
             "clip_range",
@@ -330,8 +348,11 @@ impl Config {
     /// * `paper-mujoco`: Schulman et al. 2017, Table 3: T 2048, Adam 3e-4, K 10, minibatch 64,
     ///   γ .99, λ .95, ε .2, 1 env, 1M steps (lr annealed as in CleanRL's continuous PPO).
     /// * `paper-atari`: Schulman et al. 2017, Table 5: 8 actors, T 128, K 3, minibatch 32·8 = 256,
-    ///   ε .1, lr 2.5e-4 annealed, c₁ 1.0, c₂ .01, γ .99, λ .95, 10M steps (the paper also anneals
-    ///   ε with α; we keep ε fixed).
+    ///   ε .1, lr 2.5e-4 annealed, c₁ 1.0, c₂ .01, γ .99, λ .95, 10M steps, `CnnPolicy` (the paper
+    ///   also anneals ε with α: `anneal_clip_range = true`; kept fixed by default, as CleanRL).
+    /// * `cleanrl-atari`: CleanRL `ppo_atari.py`: 8 envs × 128 steps, 4 minibatches (256), 4
+    ///   epochs, lr 2.5e-4 annealed, ε .1, value clipping .1, c₁ .5, c₂ .01, max_grad_norm .5,
+    ///   10M steps, `CnnPolicy`.
     /// * `a2c`: Stable-Baselines3 `A2C` defaults: 1 env × 5 steps, one gradient step per rollout,
     ///   RMSprop (α .99, ε 1e-5) lr 7e-4 constant, γ .99, λ 1 (n-step returns), c₂ 0, c₁ .5,
     ///   max_grad_norm .5, no advantage normalisation; 1M steps.
@@ -381,6 +402,7 @@ impl Config {
             n_epochs: 4,
             learning_rate: 2.5e-4,
             anneal_lr: true,
+            anneal_clip_range: false,
             gamma: 0.99,
             gae_lambda: 0.95,
             clip_range: 0.2,
@@ -589,6 +611,19 @@ impl Config {
                 clip_range_vf: None,
                 ent_coef: EntCoef::Fixed(0.01),
                 vf_coef: 1.0,
+                policy: PolicyKind::CnnPolicy,
+                ..cleanrl
+            },
+            "cleanrl-atari" => Config {
+                preset: "cleanrl-atari".into(),
+                total_timesteps: 10_000_000,
+                n_envs: 8,
+                n_steps: 128,
+                batch_size: 256,
+                n_epochs: 4,
+                clip_range: 0.1,
+                clip_range_vf: Some(0.1),
+                policy: PolicyKind::CnnPolicy,
                 ..cleanrl
             },
             other => {

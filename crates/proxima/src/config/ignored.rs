@@ -6,8 +6,9 @@ use super::{Config, EntCoef, Objective, OptimizerName};
 use crate::error::{ProximaError, Result};
 
 /// Keys only PPO reads (besides the objective-specific ones below).
-const PPO_ONLY: [(&str, &str); 3] = [
+const PPO_ONLY: [(&str, &str); 4] = [
     ("n_epochs", "PPO's K epochs over each rollout"),
+    ("anneal_clip_range", "PPO's ε annealing"),
     ("clip_range_vf", "PPO's value clipping"),
     ("objective", "PPO's surrogate objective"),
 ];
@@ -73,6 +74,11 @@ impl Config {
         let algo = self.algo.as_str();
         let not_read = |what: &str, by: String| Some(format!("`{key}` ({what}) has no effect with {by}"));
         let by_algo = || format!("algo = `{algo}`");
+        if self.policy == crate::policy::PolicyKind::CnnPolicy
+            && matches!(key, "net_arch" | "activation" | "shared_trunk")
+        {
+            return not_read("the MLP's shape", "policy = `CnnPolicy` (the Nature CNN, shared by both heads)".into());
+        }
         if let Some((_, what)) = PPO_ONLY.iter().find(|(k, _)| *k == key) {
             // PPG's policy phase is PPO-Clip with value clipping, for `e_policy` epochs.
             let read = algo == "ppo" || (algo == "ppg" && key == "clip_range_vf");

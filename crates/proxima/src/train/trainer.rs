@@ -659,6 +659,15 @@ impl Trainer {
         schedule.at(self.update)
     }
 
+    /// α of the paper's ε·α for the next iteration: 1 − (iteration − 1)/num_iterations with
+    /// `anneal_clip_range`, else 1.
+    fn clip_range_factor(&self) -> f64 {
+        match self.cfg.anneal_clip_range {
+            true => LrSchedule::Linear { initial: 1.0, total: self.num_updates }.at(self.update),
+            false => 1.0,
+        }
+    }
+
     /// β of the KL-penalty objectives (PPO's state: adapted after each update for
     /// `adaptive_kl`); the config's `kl_coef` for the other algorithms.
     pub fn kl_coef(&self) -> f64 {
@@ -735,9 +744,13 @@ impl Trainer {
             }
             // The update.
             let last = self.update + 1 >= self.num_updates;
+            let alpha = self.clip_range_factor();
             let (policy, opt, buf, rng) = (&mut self.policy, &mut self.opt, &self.buf, &mut self.rng);
             let stats = match &mut self.algo {
-                Algo::Ppo { params, kl_coef } => ppo::update(policy, opt, buf, params, lr, kl_coef, rng),
+                Algo::Ppo { params, kl_coef } => {
+                    let params = PpoParams { clip_range: params.clip_range * alpha, ..*params };
+                    ppo::update(policy, opt, buf, &params, lr, kl_coef, rng)
+                }
                 Algo::A2c(params) => a2c::update(policy, opt, buf, params, lr),
                 Algo::Reinforce(params) => reinforce::update(policy, opt, buf, params, lr),
                 Algo::Ppg(ppg) => ppg::update(policy, opt, buf, ppg, lr, last, rng),
