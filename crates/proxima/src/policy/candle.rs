@@ -1,5 +1,6 @@
-//! The actor-critic on candle: MLPs whose forward pass builds an autograd graph, used for
-//! every algorithm (and the only implementation TRPO's Fisher-vector products run on).
+//! The actor-critic on candle: MLPs, or the Nature CNN shared by both heads (`CnnPolicy`), whose
+//! forward pass builds an autograd graph, used for every algorithm (and the only implementation
+//! TRPO's Fisher-vector products and the CNN run on).
 //!
 //! Default network (CleanRL's `Agent`, SB3's `MlpPolicy`): separate policy and value MLPs of
 //! 2×64 tanh units; `shared_trunk = true` shares the hidden layers between the two heads.
@@ -7,6 +8,7 @@
 //! policy head, 1.0 on the value head, biases 0. The hidden tanh is [`ops::tanh`], a fast
 //! rational approximation.
 
+use super::im2col::Im2Col;
 use super::interface::{ActOutput, AuxBatch, LossReport, Policy};
 use super::ops;
 use super::spec::{ActionKind, Activation, ImageShape, PolicySpec};
@@ -66,25 +68,48 @@ impl Mlp {
     }
 }
 
-/// One convolution: `y = conv2d(x, W, stride) + b`, W `[out, in, k, k]`, no padding.
+/// One convolution (no padding) as an im2col gather ([`Im2Col`]) and one matrix product, both
+/// differentiable: `cols = x[:, index]` `[B, P·K]` (P output positions, K = in_channels·k²
+/// window values in the weight's `(channel, row, column)` order), then `cols·Wᵀ + b` →
+/// `[B, P, out]`, channel-last. candle 0.11's own `conv2d` loops directly on the CPU and its
+/// gradient goes through a direct transposed convolution: several times slower at the Nature
+/// CNN's sizes.
 #[derive(Clone, Debug)]
 struct Conv {
     w: Var,
     b: Var,
-    stride: usize,
+    /// The gather of the window values from one flattened input.
+    gather: Im2Col,
+    /// P, K.
+    positions: usize,
+    window: usize,
 }
 
 impl Conv {
-    /// `x` `[B, in, H, W]` → `[B, out, (H − k) / stride + 1, …]`. Rows and columns past the last
-    /// window (when `(H − k)` is not a multiple of the stride) are cut off first: the output is
-    /// the same, and candle's gradient of a convolution is wrong for them (its transposed
-    /// convolution returns an input one row short).
+    /// `in_shape` `(channels, height, width)`; `channels_last`: the input is laid out `[H, W, C]`
+    /// (a previous convolution's output) rather than `[C, H, W]` (the observation).
+    fn new(w: Var, b: Var, in_shape: (usize, usize, usize), stride: usize, channels_last: bool) -> Result<Conv> {
+        let (c, h, wd) = in_shape;
+        let k = w.dim(2)?;
+        let (oh, ow) = ((h - k) / stride + 1, (wd - k) / stride + 1);
+        let mut index = Vec::with_capacity(oh * ow * c * k * k);
+        for (oy, ox) in (0..oh).flat_map(|y| (0..ow).map(move |x| (y, x))) {
+            for (ci, ky, kx) in (0..c).flat_map(|ci| (0..k).flat_map(move |ky| (0..k).map(move |kx| (ci, ky, kx)))) {
+                let (y, x) = (oy * stride + ky, ox * stride + kx);
+                let at = if channels_last { (y * wd + x) * c + ci } else { ci * h * wd + y * wd + x };
+                index.push(at as u32);
+            }
+        }
+        Ok(Conv { w, b, gather: Im2Col::new(index, c * h * wd), positions: oh * ow, window: c * k * k })
+    }
+
+    /// `x` `[B, in_values]` → `[B, P·out]` (channel-last).
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        let (out, k) = (self.b.elem_count(), self.w.dim(2)?);
-        let used = |side: usize| (side - k) / self.stride * self.stride + k;
-        let (h, w) = (x.dim(2)?, x.dim(3)?);
-        let x = if used(h) < h || used(w) < w { x.narrow(2, 0, used(h))?.narrow(3, 0, used(w))? } else { x.clone() };
-        x.conv2d(self.w.as_tensor(), 0, self.stride, 1, 1)?.broadcast_add(&self.b.as_tensor().reshape((1, out, 1, 1))?)
+        let batch = x.dim(0)?;
+        let cols = self.gather.apply(x)?.reshape((batch * self.positions, self.window))?;
+        let w = self.w.as_tensor().reshape((self.w.dim(0)?, self.window))?;
+        let y = cols.matmul(&w.t()?)?.broadcast_add(self.b.as_tensor())?;
+        y.reshape((batch, self.positions * self.w.dim(0)?))
     }
 }
 
@@ -93,20 +118,34 @@ impl Conv {
 /// after each.
 #[derive(Clone, Debug)]
 struct NatureCnn {
-    image: ImageShape,
     convs: Vec<Conv>,
+    /// The last convolution's output `(positions, channels)`, flattened channel-first for the
+    /// dense layer as PyTorch's `nn.Flatten` reads `[C, H, W]`.
+    last: (usize, usize),
     dense: Dense,
 }
 
 impl NatureCnn {
+    fn new(image: ImageShape, layers: Vec<(Var, Var, usize)>, dense: Dense) -> Result<NatureCnn> {
+        let mut shape = (image.channels, image.height, image.width);
+        let mut convs = Vec::new();
+        for (i, (w, b, stride)) in layers.into_iter().enumerate() {
+            let (out, k) = (w.dim(0)?, w.dim(2)?);
+            convs.push(Conv::new(w, b, shape, stride, i > 0)?);
+            shape = (out, (shape.1 - k) / stride + 1, (shape.2 - k) / stride + 1);
+        }
+        Ok(NatureCnn { convs, last: (shape.1 * shape.2, shape.0), dense })
+    }
+
     /// `[B, channels·height·width]` pixels (0..=255) → `[B, 512]` features.
     fn forward(&self, obs: &Tensor) -> candle_core::Result<Tensor> {
-        let ImageShape { channels, height, width } = self.image;
-        let mut h = (obs.reshape((obs.dim(0)?, channels, height, width))? / 255.0)?;
+        let mut h = (obs / 255.0)?;
         for c in &self.convs {
             h = c.forward(&h)?.relu()?;
         }
-        self.dense.forward(&h.flatten_from(1)?)?.relu()
+        let (positions, channels) = self.last;
+        let h = h.reshape((h.dim(0)?, positions, channels))?.transpose(1, 2)?.flatten_from(1)?;
+        self.dense.forward(&h)?.relu()
     }
 }
 
@@ -173,7 +212,7 @@ impl ActorCritic {
             params.push((format!("{}.weight", l.name), w.clone()));
             params.push((format!("{}.bias", l.name), b.clone()));
             match l.conv {
-                Some((_, _, stride)) => convs.push(Conv { w, b, stride }),
+                Some((_, _, stride)) => convs.push((w, b, stride)),
                 None => layers[l.part as usize].push(Dense { w, b }),
             }
         }
@@ -183,7 +222,7 @@ impl ActorCritic {
             Some(image) => {
                 let dense =
                     trunk.into_iter().next().ok_or_else(|| ProximaError::InvalidArgument("no CNN layers".into()))?;
-                Some(Trunk::Cnn(NatureCnn { image, convs, dense }))
+                Some(Trunk::Cnn(NatureCnn::new(image, convs, dense)?))
             }
             None => spec.shared_trunk.then(|| Trunk::Mlp(mlp(trunk, true))),
         };

@@ -1,7 +1,8 @@
 //! What a policy network is, whatever implements it: the action distribution it outputs
 //! ([`ActionKind`]), its hidden activation, and its [`PolicySpec`] — the dense layers in
-//! parameter order with CleanRL's names (`actor.0.weight`, …, `actor_logstd`), their shapes and
-//! their orthogonal initialisation. Checkpoints store the spec; every backend builds from it.
+//! parameter order with CleanRL's names (`actor.0.weight`, …, `actor_logstd`; the Nature CNN's
+//! `network.0.weight`, … as CleanRL's `ppo_atari.py`), their shapes and their orthogonal
+//! initialisation. Checkpoints store the spec; every backend builds from it.
 
 use crate::env::Space;
 use crate::error::{ProximaError, Result};
