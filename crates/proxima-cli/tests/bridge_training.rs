@@ -140,20 +140,22 @@ fn has_ale() -> bool {
     ok
 }
 
-/// PPO with `CnnPolicy` on `atari:Breakout` (the paper's Atari setting at toy size): uint8
-/// observations `[4, 84, 84]` stored as bytes, the Nature CNN's parameters, a finite update, the
-/// same weights from the same seed; CnnPolicy refused on a non-image env and on the fused backend.
+/// PPO with `CnnPolicy` on Breakout (the paper's Atari setting at toy size: 36 × 36 frames, 2
+/// stacked, for the debug build's sake): uint8 observations stored as bytes, the Nature CNN's
+/// parameters, finite updates, the same weights from the same seed; CnnPolicy refused on a
+/// non-image env and on the fused backend.
 #[test]
 fn ppo_with_the_nature_cnn_trains_on_an_atari_game() {
     use proxima::policy::Policy;
     if !setup() || !has_ale() {
         return;
     }
-    let sets = ["n_envs=2", "n_steps=32", "batch_size=32", "n_epochs=1", "total_timesteps=128"];
+    let sets = ["n_envs=2", "n_steps=16", "batch_size=16", "n_epochs=1", "total_timesteps=64"];
     let cfg = Config::resolve("paper-atari", None, &sets.map(String::from)).unwrap();
+    let id = "atari:Breakout?screen_size=36&frame_stack=2";
     let run = || {
-        let mut tr = Trainer::new("atari:Breakout", cfg.clone()).unwrap();
-        assert_eq!(tr.collector.venv.observation_space(), &proxima::env::Space::image(&[4, 84, 84]));
+        let mut tr = Trainer::new(id, cfg.clone()).unwrap();
+        assert_eq!(tr.collector.venv.observation_space(), &proxima::env::Space::image(&[2, 36, 36]));
         assert!(matches!(tr.buffer().observations, proxima::rollout::Observations::U8(_)));
         while !tr.is_done() {
             let r = tr.step().unwrap();
@@ -162,9 +164,9 @@ fn ppo_with_the_nature_cnn_trains_on_an_atari_game() {
         tr
     };
     let (a, b) = (run(), run());
-    let names = a.policy.param_names();
-    assert_eq!(names[0], "network.0.weight");
-    assert_eq!(a.policy.param_shapes()[6].1, vec![512, 3136]);
+    let shapes = a.policy.param_shapes();
+    assert_eq!(shapes[0], ("network.0.weight".to_string(), vec![32, 2, 8, 8]));
+    assert_eq!(shapes[6], ("network.7.weight".to_string(), vec![512, 64]), "36 → 8 → 3 → 1");
     assert_eq!(a.policy.params().unwrap(), b.policy.params().unwrap(), "same seed, other weights");
 
     let e = Trainer::new("CartPole-v1", cfg.clone()).err().unwrap().to_string();

@@ -209,6 +209,19 @@ fn bad_input_gets_a_clear_error_and_nonzero_exit() {
             "unknown environment id `CartPol-v1` (did you mean `CartPole-v1`?)",
         ),
         (vec!["train", "NoSuchEnv-v9", "--run-dir", rd], "unknown environment id `NoSuchEnv-v9`"),
+        (vec!["train", "atari:Breakout", "--run-dir", rd], "build the CLI with `--features gym`"),
+        (
+            vec!["train", "CartPole-v1", "--preset", "paper-atari", "--run-dir", rd],
+            "policy = `CnnPolicy` needs image observations",
+        ),
+        (
+            vec!["train", "CartPole-v1", "--set", "policy=CnnPolicy", "--set", "net_arch=[32]", "--run-dir", rd],
+            "`net_arch` (the MLP's shape) has no effect with policy = `CnnPolicy`",
+        ),
+        (
+            vec!["train", "Pendulum-v1", "--algo", "sac", "--set", "policy=CnnPolicy", "--run-dir", rd],
+            "policy = `CnnPolicy` trains with ppo, a2c, a3c and reinforce",
+        ),
         (
             vec!["train", "CartPole-v1", "--set", "n_step=64", "--run-dir", rd],
             "unknown key `n_step` (did you mean `n_steps`?)",
