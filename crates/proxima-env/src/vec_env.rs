@@ -8,6 +8,7 @@
 //! bootstrapped. Every row of a rollout is therefore a real transition (no dummy "reset" step as
 //! in Gymnasium's default next-step mode).
 
+use crate::atari::GameEpisode;
 use crate::error::{EnvError, Result};
 use crate::{Action, Env, Space};
 
@@ -269,7 +270,7 @@ impl SyncVectorEnv {
             } else {
                 None
             };
-            let game = game_episode(&r.info);
+            let game = GameEpisode::of(&r.info);
             self.record(i, (r.reward, r.terminated, r.truncated), r.observation, next, game)?;
         }
         Ok(())
@@ -307,7 +308,7 @@ impl SyncVectorEnv {
 
     /// Env `i`'s step: `last` its observation after the action (the final one when the episode
     /// ended, with `next` the new episode's first), checked and stored with the episode
-    /// bookkeeping. `game` (an Atari env's, see [`game_episode`]) replaces the episode's record.
+    /// bookkeeping. `game` (an Atari env's, see [`GameEpisode::of`]) replaces the episode's record.
     fn record(
         &mut self,
         i: usize,
@@ -373,31 +374,6 @@ impl SyncVectorEnv {
         }
         Ok(())
     }
-}
-
-/// How an Atari env's step ends an episode, read from its info (`game_over`, `game_score`,
-/// `game_frames`: [`crate::atari::AtariEnv`]).
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum GameEpisode {
-    /// A lost life ended the agent's episode, not the game: no episode is recorded.
-    LifeLost,
-    /// The game ended: the episode recorded is the game, its unclipped score over every life and
-    /// its raw frames (what SB3's `Monitor` under `AtariWrapper` records).
-    Over { score: f64, frames: usize },
-}
-
-/// `None` for an env whose info has no `game_over` (every env but an Atari one).
-fn game_episode(info: &crate::Info) -> Option<GameEpisode> {
-    let get = |key: &str| info.values.iter().find(|(k, _)| *k == key).map(|&(_, v)| v);
-    let over = get("game_over")?;
-    Some(if over == 0.0 {
-        GameEpisode::LifeLost
-    } else {
-        GameEpisode::Over {
-            score: get("game_score").unwrap_or(0.0),
-            frames: get("game_frames").unwrap_or(0.0) as usize,
-        }
-    })
 }
 
 #[cfg(test)]

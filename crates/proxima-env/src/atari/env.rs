@@ -155,6 +155,37 @@ impl<G: AtariGame> Env for AtariEnv<G> {
     }
 }
 
+/// How an Atari env's step ends an episode, read from its info (`game_over`, `game_score`,
+/// `game_frames`: [`AtariEnv`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum GameEpisode {
+    /// A lost life ended the agent's episode, not the game: no episode is recorded.
+    LifeLost,
+    /// The game ended: the episode recorded is the game, its unclipped score over every life and
+    /// its raw frames (what SB3's `Monitor` under `AtariWrapper` records).
+    Over {
+        /// The unclipped score over all lives.
+        score: f64,
+        /// Raw frames, no-ops and skipped frames included.
+        frames: usize,
+    },
+}
+
+impl GameEpisode {
+    /// How the step whose info is `info` ended its episode; `None` for an env whose info has no
+    /// `game_over` (every env but an Atari one).
+    pub fn of(info: &Info) -> Option<GameEpisode> {
+        let get = |key: &str| info.values.iter().find(|(k, _)| *k == key).map(|&(_, v)| v);
+        let over = get("game_over")?;
+        Some(if over == 0.0 {
+            GameEpisode::LifeLost
+        } else {
+            let (score, frames) = (get("game_score").unwrap_or(0.0), get("game_frames").unwrap_or(0.0) as usize);
+            GameEpisode::Over { score, frames }
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -283,7 +283,7 @@ impl PolicySpec {
             let name = format!("network.{}", 2 * i);
             plan.push(LayerPlan {
                 name,
-                fan_in: c_in * k * k,
+                fan_in: c_in.saturating_mul(k * k),
                 fan_out: c,
                 gain: sqrt2,
                 part: Part::Trunk,
@@ -292,7 +292,9 @@ impl PolicySpec {
             c_in = c;
         }
         let (c, h, w) = outs[2];
-        plan.push(LayerPlan::dense("network.7".into(), c * h * w, NATURE_FEATURES, sqrt2, Part::Trunk));
+        // Saturating: a checkpoint's claimed image is checked against its tensors, not trusted.
+        let flat = c.saturating_mul(h).saturating_mul(w);
+        plan.push(LayerPlan::dense("network.7".into(), flat, NATURE_FEATURES, sqrt2, Part::Trunk));
         let head = self.action.head_dim();
         plan.push(LayerPlan::dense("actor".into(), NATURE_FEATURES, head, 0.01, Part::Actor));
         plan.push(LayerPlan::dense("critic".into(), NATURE_FEATURES, 1, 1.0, Part::Critic));
@@ -328,7 +330,7 @@ impl PolicySpec {
     pub fn check_dims(&self) -> Result<()> {
         if let Some(img) = &self.cnn {
             img.nature_outputs()?;
-            if img.channels * img.height * img.width != self.obs_dim {
+            if img.channels.checked_mul(img.height).and_then(|x| x.checked_mul(img.width)) != Some(self.obs_dim) {
                 return Err(ProximaError::InvalidArgument(format!(
                     "the CNN's image {img:?} does not hold the {} observation values",
                     self.obs_dim

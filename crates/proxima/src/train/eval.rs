@@ -1,6 +1,7 @@
 //! Evaluation: episodes of a policy, with sampled or deterministic actions, optionally recorded
 //! as a video (Gymnasium's `render_mode="rgb_array"` frames).
 
+use crate::env::atari::GameEpisode;
 use crate::env::Action;
 use crate::error::{ProximaError, Result};
 use crate::normalize::Normalizer;
@@ -9,7 +10,9 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 /// Evaluates `policy` on `episodes` episodes of `env_id` (episode i reset with `seed + i`),
-/// deterministic (mode) or sampled actions. Returns the undiscounted return of each episode.
+/// deterministic (mode) or sampled actions. Returns the undiscounted return of each episode (an
+/// Atari env's: each whole game, its real score over all lives, as SB3's `evaluate_policy`
+/// reports it under `Monitor`).
 ///
 /// # Errors
 /// Unknown env; a policy whose input/output does not fit the env's spaces; env errors.
@@ -100,6 +103,16 @@ pub fn evaluate_recorded(
                 video.as_mut().expect("writer exists when recording").push(&env.render()?)?;
             }
             if r.terminated || r.truncated {
+                // An Atari game goes on after a lost life; its episode is the game, its return
+                // the real score (as in training's episode statistics).
+                match GameEpisode::of(&r.info) {
+                    Some(GameEpisode::LifeLost) => {
+                        obs = env.reset(None)?.0;
+                        continue;
+                    }
+                    Some(GameEpisode::Over { score, .. }) => total = score,
+                    None => {}
+                }
                 break;
             }
             obs = r.observation;
