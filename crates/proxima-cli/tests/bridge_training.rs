@@ -88,20 +88,10 @@ fn evaluate_records_a_gif_of_a_bridged_env() {
     if !setup() {
         return;
     }
-    use proxima::policy::{ActionKind, Activation, ActorCritic, PolicySpec};
+    use proxima::policy::{ActionKind, ActorCritic, PolicySpec};
     use rand::SeedableRng;
     let env = make("gym:toy_envs:toy/Renders-v0").unwrap();
-    let spec = PolicySpec {
-        cnn: None,
-        obs_dim: 3,
-        action: ActionKind::from_space(&env.action_space()).unwrap(),
-        net_arch: vec![8],
-        activation: Activation::Tanh,
-        shared_trunk: false,
-        log_std_init: 0.0,
-        ortho_init: true,
-        aux_value_head: false,
-    };
+    let spec = PolicySpec::mlp(3, ActionKind::from_space(&env.action_space()).unwrap(), vec![8]);
     let policy =
         ActorCritic::new(spec, &candle_core::Device::Cpu, &mut rand_chacha::ChaCha8Rng::seed_from_u64(0)).unwrap();
     let dir = std::env::temp_dir().join(format!("proxima-bridge-gif-{}", std::process::id()));

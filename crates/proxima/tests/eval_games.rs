@@ -5,7 +5,7 @@
 //! a real score of 100 per game) is registered under its own prefix.
 
 use proxima::env::{Action, Env, Info, Result, Space, StepResult};
-use proxima::policy::{ActionKind, Activation, Backend, Network, PolicySpec};
+use proxima::policy::{ActionKind, Backend, Network, PolicySpec};
 use rand::SeedableRng;
 
 struct Lives {
@@ -49,17 +49,7 @@ impl Env for Lives {
 #[test]
 fn evaluation_returns_whole_games_with_their_real_score() {
     proxima::env::register_prefix("lives:", |_, _| Ok(Box::new(Lives { t: 0 })));
-    let spec = PolicySpec {
-        obs_dim: 2,
-        action: ActionKind::Discrete { n: 2 },
-        net_arch: vec![8],
-        activation: Activation::Tanh,
-        shared_trunk: false,
-        log_std_init: 0.0,
-        ortho_init: true,
-        aux_value_head: false,
-        cnn: None,
-    };
+    let spec = PolicySpec::mlp(2, ActionKind::Discrete { n: 2 }, vec![8]);
     let net = Network::new(spec, Backend::Candle, &mut rand_chacha::ChaCha8Rng::seed_from_u64(1)).unwrap();
     let returns = proxima::train::evaluate(&net, "lives:Game", 2, false, 1, None).unwrap();
     assert_eq!(returns, [100.0, 100.0], "one return per game, its real score (not 5 per life)");

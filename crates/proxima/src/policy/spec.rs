@@ -235,6 +235,22 @@ impl LayerPlan {
 }
 
 impl PolicySpec {
+    /// An MLP policy (`MlpPolicy`) with hidden layers `net_arch`: separate tanh towers for π and
+    /// V, orthogonal init, log-std 0, no PPG head, no CNN (the config's defaults besides the widths).
+    pub fn mlp(obs_dim: usize, action: ActionKind, net_arch: Vec<usize>) -> PolicySpec {
+        PolicySpec {
+            obs_dim,
+            action,
+            net_arch,
+            activation: Activation::Tanh,
+            shared_trunk: false,
+            log_std_init: 0.0,
+            ortho_init: true,
+            aux_value_head: false,
+            cnn: None,
+        }
+    }
+
     /// The layers, in parameter order, named like CleanRL's `nn.Sequential` modules.
     pub(crate) fn plan(&self) -> Vec<LayerPlan> {
         if let Some(img) = &self.cnn {
