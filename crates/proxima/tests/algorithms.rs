@@ -350,3 +350,27 @@ fn reinforce_without_baseline_leaves_the_critic_alone() {
         assert_ne!(before[critic], after[critic], "{backend}: the baseline is trained");
     }
 }
+
+/// `anneal_clip_range` (the paper's ε·α): the first update clips at ε, as without it (the same
+/// weights bit for bit), and the later ones at ε·α, α = 1 − (iteration − 1)/iterations: the
+/// runs part.
+#[test]
+fn anneal_clip_range_anneals_epsilon_from_the_second_update() {
+    let run = |sets: &[&str]| {
+        let mut tr = Trainer::new("CartPole-v1", quick("cleanrl", sets)).unwrap();
+        let mut params = Vec::new();
+        while !tr.is_done() {
+            tr.step().unwrap();
+            params.push(tr.policy.params().unwrap());
+        }
+        params
+    };
+    // A large step so that the ratios leave 1 ± ε·α within the first updates.
+    let base = ["total_timesteps=2048", "clip_range_vf=none", "learning_rate=0.01", "anneal_lr=false"];
+    let with = |extra: &[&'static str]| [&base[..], extra].concat();
+    let fixed = run(&base);
+    let annealed = run(&with(&["anneal_clip_range=true"]));
+    assert_eq!(fixed.len(), 4);
+    assert!(fixed[0] == annealed[0], "update 1: α = 1, the same weights");
+    assert!(fixed[3] != annealed[3], "updates 2-4 clip at ε·α < ε: other weights");
+}
