@@ -8,7 +8,7 @@
 //! policy head, 1.0 on the value head, biases 0. The hidden tanh is [`ops::tanh`], a fast
 //! rational approximation.
 
-use super::im2col::Im2Col;
+use super::conv::ConvRelu;
 use super::interface::{ActOutput, AuxBatch, LossReport, Policy};
 use super::ops;
 use super::spec::{ActionKind, Activation, ImageShape, PolicySpec};
@@ -68,48 +68,26 @@ impl Mlp {
     }
 }
 
-/// One convolution (no padding) as an im2col gather ([`Im2Col`]) and one matrix product, both
-/// differentiable: `cols = x[:, index]` `[B, P·K]` (P output positions, K = in_channels·k²
-/// window values in the weight's `(channel, row, column)` order), then `cols·Wᵀ + b` →
-/// `[B, P, out]`, channel-last. candle 0.11's own `conv2d` loops directly on the CPU and its
-/// gradient goes through a direct transposed convolution: several times slower at the Nature
-/// CNN's sizes.
+/// One convolution (no padding) with its bias and ReLU: [`ConvRelu`], one custom op.
 #[derive(Clone, Debug)]
 struct Conv {
     w: Var,
     b: Var,
-    /// The gather of the window values from one flattened input.
-    gather: Im2Col,
-    /// P, K.
-    positions: usize,
-    window: usize,
+    op: ConvRelu,
 }
 
 impl Conv {
     /// `in_shape` `(channels, height, width)`; `channels_last`: the input is laid out `[H, W, C]`
-    /// (a previous convolution's output) rather than `[C, H, W]` (the observation).
+    /// (a previous convolution's output) rather than `[C, H, W]` (the pixels, divided by 255).
     fn new(w: Var, b: Var, in_shape: (usize, usize, usize), stride: usize, channels_last: bool) -> Result<Conv> {
-        let (c, h, wd) = in_shape;
-        let k = w.dim(2)?;
-        let (oh, ow) = ((h - k) / stride + 1, (wd - k) / stride + 1);
-        let mut index = Vec::with_capacity(oh * ow * c * k * k);
-        for (oy, ox) in (0..oh).flat_map(|y| (0..ow).map(move |x| (y, x))) {
-            for (ci, ky, kx) in (0..c).flat_map(|ci| (0..k).flat_map(move |ky| (0..k).map(move |kx| (ci, ky, kx)))) {
-                let (y, x) = (oy * stride + ky, ox * stride + kx);
-                let at = if channels_last { (y * wd + x) * c + ci } else { ci * h * wd + y * wd + x };
-                index.push(at as u32);
-            }
-        }
-        Ok(Conv { w, b, gather: Im2Col::new(index, c * h * wd), positions: oh * ow, window: c * k * k })
+        let divisor = if channels_last { 1.0 } else { 255.0 };
+        let op = ConvRelu::new(in_shape, w.dim(2)?, stride, w.dim(0)?, channels_last, divisor);
+        Ok(Conv { w, b, op })
     }
 
-    /// `x` `[B, in_values]` → `[B, P·out]` (channel-last).
+    /// `x` `[B, in_values]` → `[B, P·out]` (channel-last), after the ReLU.
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        let batch = x.dim(0)?;
-        let cols = self.gather.apply(x)?.reshape((batch * self.positions, self.window))?;
-        let w = self.w.as_tensor().reshape((self.w.dim(0)?, self.window))?;
-        let y = cols.matmul(&w.t()?)?.broadcast_add(self.b.as_tensor())?;
-        y.reshape((batch, self.positions * self.w.dim(0)?))
+        self.op.apply(x, self.w.as_tensor(), self.b.as_tensor())
     }
 }
 
@@ -139,9 +117,9 @@ impl NatureCnn {
 
     /// `[B, channels·height·width]` pixels (0..=255) → `[B, 512]` features.
     fn forward(&self, obs: &Tensor) -> candle_core::Result<Tensor> {
-        let mut h = (obs / 255.0)?;
+        let mut h = obs.clone();
         for c in &self.convs {
-            h = c.forward(&h)?.relu()?;
+            h = c.forward(&h)?;
         }
         let (positions, channels) = self.last;
         let h = h.reshape((h.dim(0)?, positions, channels))?.transpose(1, 2)?.flatten_from(1)?;

@@ -9,8 +9,8 @@
 //!
 //! Default network (CleanRL's `Agent`, SB3's `MlpPolicy`): separate policy and value MLPs of
 //! 2×64 tanh units; `shared_trunk = true` shares the hidden layers between the two heads.
-//! `CnnPolicy`: the Nature CNN shared by both heads, on candle (its convolutions' gather in
-//! [`im2col`]).
+//! `CnnPolicy`: the Nature CNN shared by both heads, on candle (each convolution + ReLU one
+//! custom op: [`conv`]).
 //! Orthogonal init (Saxe et al. 2014; openai/baselines): gain √2 on hidden layers, 0.01 on the
 //! policy head, 1.0 on the value head, biases 0.
 //!
@@ -19,9 +19,9 @@
 //! naturally next to PyTorch ones.
 
 pub mod candle;
+mod conv;
 pub mod distributions;
 pub mod fused;
-mod im2col;
 mod interface;
 mod network;
 pub mod offpolicy;

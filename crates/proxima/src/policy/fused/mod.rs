@@ -5,7 +5,7 @@
 
 mod heads;
 mod helper;
-mod kernels;
+pub(super) mod kernels;
 mod mlp;
 mod net;
 
