@@ -3,7 +3,8 @@
 `<Game>NoFrameskip-v4`, 8 envs in a DummyVecEnv, VecFrameStack(4), T 128, K 3, minibatch 256,
 lr 2.5e-4 annealed, eps 0.1, c1 1, c2 0.01, max_grad_norm 0.5. One torch thread unless
 TORCH_THREADS says otherwise. Prints one JSON line: steps, seconds of learn(), SPS, and the mean
-game score of the last 100 finished games (Monitor under AtariWrapper: the real score)."""
+game score of the last 100 finished games (Monitor under AtariWrapper: the real score) and the
+number of games finished."""
 import argparse, json, os, time
 
 import gymnasium as gym
@@ -28,6 +29,7 @@ t0 = time.time()
 model.learn(a.steps)
 dt = time.time() - t0
 scores = [e["r"] for e in model.ep_info_buffer]
+games = sum(len(r) for r in env.env_method("get_episode_rewards"))  # every Monitor's, not the last 100
 print(json.dumps({"impl": "sb3", "game": a.game, "steps": model.num_timesteps, "train_seconds": dt,
                   "sps": model.num_timesteps / dt, "torch_threads": torch.get_num_threads(),
-                  "last100_game_score": sum(scores) / max(len(scores), 1), "games": len(scores)}))
+                  "last100_game_score": sum(scores) / max(len(scores), 1), "games": games}))

@@ -25,7 +25,8 @@ rows = list(csv.DictReader(open(f"{d}/progress.csv")))
 last = rows[-1]
 print(json.dumps({"impl": "proxima", "steps": int(last["global_step"]), "wall_seconds": t1 - t0,
                   "train_seconds": float(last["time_elapsed"]), "sps": int(last["global_step"]) / float(last["time_elapsed"]),
-                  "last100_game_score": last.get("ep_return_mean"), "games": last.get("episodes")}))
+                  "last100_game_score": float(last["ep_return_mean"]),
+                  "games": sum(int(r["episodes"]) for r in rows)}))
 PY
 echo "load $(cut -d' ' -f1-3 /proc/loadavg) after Proxima"
 t0=$(date +%s.%N)

@@ -162,3 +162,19 @@ fn a_gymnasium_vector_env_steps_exactly_as_its_envs_one_by_one() {
         proxima_env::make_vector("gym:toy_envs:toy/Nope-v0", 2, VectorMode::Sync).unwrap().err().unwrap().to_string();
     assert!(e.contains("gymnasium.make_vec(\"toy_envs:toy/Nope-v0\", num_envs=2") && e.contains("Nope"), "{e}");
 }
+
+#[test]
+fn an_atari_game_with_frames_of_the_wrong_shape_is_a_clear_error() {
+    if !setup() {
+        return;
+    }
+    // No no-op reset: the frame of the wrong shape comes at raw frame 5, the second agent step.
+    let mut env = make("atari:toy_envs:toy/AtariLike-v0?noop_max=0").unwrap();
+    assert_eq!(env.observation_space(), Space::image(&[4, 84, 84]));
+    env.reset(Some(1)).unwrap();
+    env.step(Action::Discrete(1)).unwrap();
+    let e = env.step(Action::Discrete(1)).err().expect("a frame of the wrong shape: an error").to_string();
+    assert!(e.contains("returned a frame of shape [200, 160, 3]") && e.contains("expected [210, 160, 3] uint8"), "{e}");
+    let e = make("atari:toy_envs:toy/AtariLikeGray-v0").err().expect("gray frames: an error").to_string();
+    assert!(e.contains("observations of shape [210, 160]") && e.contains("(height, width, 3) uint8 RGB"), "{e}");
+}

@@ -93,5 +93,42 @@ class RendersNone(Renders):
         return None
 
 
+class AtariLike(gym.Env):
+    """A stand-in for an ALE game (the Atari wrappers' bad-input tests): 210x160 RGB frames, NOOP
+    and RIGHT, 3 lives; from raw frame `bad_frame_at` on, `step` returns a frame of another shape."""
+
+    bad_frame_at = 5
+    frame_shape = (210, 160, 3)
+
+    def __init__(self, frameskip=1, repeat_action_probability=0.0, full_action_space=False):
+        self.observation_space = spaces.Box(0, 255, self.frame_shape, np.uint8)
+        self.action_space = spaces.Discrete(2)
+        self.ale = self  # ALE's `env.unwrapped.ale.lives()`
+        self.t = 0
+
+    def get_action_meanings(self):
+        return ["NOOP", "RIGHT"]
+
+    def lives(self):
+        return 3
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(self.frame_shape, np.uint8), {}
+
+    def step(self, action):
+        self.t += 1
+        shape = (200, 160, 3) if self.t >= self.bad_frame_at else self.frame_shape
+        return np.full(shape, self.t % 256, np.uint8), 0.0, False, False, {}
+
+
+class AtariLikeGray(AtariLike):
+    frame_shape = (210, 160)
+
+
+for name, cls in [("AtariLike", AtariLike), ("AtariLikeGray", AtariLikeGray)]:
+    gym.register(f"toy/{name}-v0", entry_point=cls, disable_env_checker=True)
+
 for name, cls in [("BoxDiscrete", BoxDiscrete), ("BoxBox", BoxBox), ("Raises", Raises), ("WrongShape", WrongShape), ("DictAction", DictAction), ("Renders", Renders), ("RendersGray", RendersGray), ("RendersNone", RendersNone)]:
     gym.register(f"toy/{name}-v0", entry_point=cls, max_episode_steps=10)
