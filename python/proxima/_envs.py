@@ -9,7 +9,12 @@
   so every transition is real and the ended episode's last observation bootstraps it);
 * a Stable-Baselines3 ``VecEnv`` (``DummyVecEnv``, ``SubprocVecEnv``, ``make_vec_env``): its
   ``terminal_observation`` and ``TimeLimit.truncated`` infos become Gymnasium's ``final_obs`` and
-  ``truncated``, so truncated episodes are bootstrapped exactly.
+  ``truncated``, so truncated episodes are bootstrapped exactly;
+* an ``atari:GAME`` id (Proxima's Atari wrappers in Rust around ``ALE/GAME-v5``).
+
+Channel-last images (``Box(0, 255, (H, W, C), uint8)``, e.g. SB3's ``make_atari_env`` +
+``VecFrameStack``) are seen channel-first, ``(C, H, W)``, as SB3's ``VecTransposeImage`` shows them
+to its ``CnnPolicy``; ``predict`` takes either layout, as SB3's does.
 """
 
 from __future__ import annotations
@@ -87,6 +92,37 @@ def check_spaces(observation_space: Any, action_space: Any) -> None:
         )
 
 
+def _is_image(space: Any) -> bool:
+    """SB3's ``is_image_space``: a 3-d ``Box`` of uint8 in [0, 255]."""
+    import gymnasium.spaces as S
+
+    return (isinstance(space, S.Box) and space.dtype == np.uint8 and len(space.shape) == 3
+            and bool(np.all(space.low == 0)) and bool(np.all(space.high == 255)))
+
+
+def _channels_last(space: Any) -> bool:
+    """An image whose smallest axis is not the first: channel-last, as SB3 decides it
+    (``is_image_space_channels_first``)."""
+    return _is_image(space) and int(np.argmin(space.shape)) != 0
+
+
+def _channels_first_space(space: Any) -> Any:
+    import gymnasium.spaces as S
+
+    return S.Box(np.transpose(space.low, (2, 0, 1)), np.transpose(space.high, (2, 0, 1)), dtype=space.dtype)
+
+
+def channels_first_observation(obs: np.ndarray, space: Any) -> np.ndarray:
+    """``obs`` (one or a batch) in the ``(C, H, W)`` layout of the image space ``space`` when it
+    comes ``(H, W, C)``, as SB3's ``maybe_transpose``; anything else unchanged."""
+    if space is None or not _is_image(space) or obs.ndim < 3:
+        return obs
+    c, h, w = space.shape
+    if obs.shape[-3:] == (h, w, c) and (h, w, c) != (c, h, w):
+        return np.moveaxis(obs, -1, -3)
+    return obs
+
+
 class _SameStepView:
     """What both adapters below show the bridge: a vector env with same-step autoreset over the
     user's ``venv`` (theirs to close), with its single spaces."""
@@ -156,27 +192,77 @@ class SameStepAdapter(_SameStepView):
         return obs, rewards, terminated, truncated, info
 
 
+class ChannelsFirstVector(_SameStepView):
+    """A same-step vector env of channel-last images seen channel-first (SB3's
+    ``VecTransposeImage``): observations ``[N, H, W, C]`` → ``[N, C, H, W]``, and the ended
+    episodes' ``final_obs`` the same way."""
+
+    def __init__(self, venv: Any):
+        super().__init__(venv, _channels_first_space(venv.single_observation_space), venv.single_action_space)
+
+    def reset(self, seed: int | None = None, options: Any = None):
+        obs, info = self.venv.reset(seed=seed, options=options)
+        return np.ascontiguousarray(np.moveaxis(np.asarray(obs), -1, 1)), info
+
+    def step(self, actions: np.ndarray):
+        obs, rewards, terminated, truncated, info = self.venv.step(actions)
+        if "final_obs" in info:
+            final_obs = np.empty(self.num_envs, dtype=object)
+            for i, o in enumerate(info["final_obs"]):
+                final_obs[i] = None if o is None else np.ascontiguousarray(np.moveaxis(np.asarray(o), -1, 0))
+            info = {**info, "final_obs": final_obs}
+        return np.ascontiguousarray(np.moveaxis(np.asarray(obs), -1, 1)), rewards, terminated, truncated, info
+
+
+def _channels_first_env(env: Any) -> Any:
+    """A Gymnasium ``Env`` of channel-last images seen channel-first."""
+    from gymnasium.wrappers import TransformObservation
+
+    space = _channels_first_space(env.observation_space)
+    return TransformObservation(env, lambda o: np.ascontiguousarray(np.moveaxis(o, -1, 0)), space)
+
+
+def _vector_source(env: Any, view: Any, spaces: tuple) -> tuple:
+    """The ``("vector", ...)`` source of a same-step view, channel-first when its images are not."""
+    if _channels_last(spaces[0]):
+        view = ChannelsFirstVector(view)
+        spaces = (view.single_observation_space, spaces[1])
+    return ("vector", _name(env), [view]), spaces
+
+
+def _objects_source(kind: str, name: str, objects: list, spaces: tuple) -> tuple:
+    """The ``("objects" | "factories", ...)`` source, each env channel-first when its images are not."""
+    if _channels_last(spaces[0]):
+        if kind == "objects":
+            objects = [_channels_first_env(e) for e in objects]
+        else:
+            objects = [(lambda f: lambda: _channels_first_env(f()))(f) for f in objects]
+        spaces = (_channels_first_space(spaces[0]), spaces[1])
+    return (kind, name, objects), spaces
+
+
 def _autoreset_mode(venv: Any) -> str:
     mode = getattr(venv, "metadata", {}).get("autoreset_mode", "NEXT_STEP")
     return getattr(mode, "name", str(mode)).upper().replace("AUTORESETMODE.", "")
 
 
 def env_source(env: Any) -> tuple:
-    """The tagged tuple ``_proxima.Model`` takes, and the env's (observation, action) spaces."""
+    """The tagged tuple ``_proxima.Model`` takes, and the (observation, action) spaces the model
+    sees (channel-first images; None for an ``atari:`` id, whose envs only Rust makes)."""
     if isinstance(env, str):
         return _id_source(env)
     if _is_sb3_vec_env(env):
         _refuse_vec_normalize(env)
         check_spaces(env.observation_space, env.action_space)
-        return ("vector", _name(env), [SB3VecEnvAdapter(env)]), (env.observation_space, env.action_space)
+        return _vector_source(env, SB3VecEnvAdapter(env), (env.observation_space, env.action_space))
     if _is_vector_env(env):
         check_spaces(env.single_observation_space, env.single_action_space)
         spaces = (env.single_observation_space, env.single_action_space)
         same_step = env if _autoreset_mode(env) == "SAME_STEP" else SameStepAdapter(env)
-        return ("vector", _name(env), [same_step]), spaces
+        return _vector_source(env, same_step, spaces)
     if _is_env(env):
         check_spaces(env.observation_space, env.action_space)
-        return ("objects", _name(env), [env]), (env.observation_space, env.action_space)
+        return _objects_source("objects", _name(env), [env], (env.observation_space, env.action_space))
     if isinstance(env, (list, tuple)) and not env:
         raise ValueError("env is an empty list: give at least one env or env factory")
     if isinstance(env, type):
@@ -188,7 +274,7 @@ def env_source(env: Any) -> tuple:
                 raise ValueError("the same env object appears more than once: each env must be its own instance "
                                  "(as SB3's DummyVecEnv requires); pass env factories or distinct envs")
             check_spaces(env[0].observation_space, env[0].action_space)
-            return ("objects", _name(env[0]), list(env)), (env[0].observation_space, env[0].action_space)
+            return _objects_source("objects", _name(env[0]), list(env), (env[0].observation_space, env[0].action_space))
         if all(callable(f) for f in env):
             probe = env[0]()
             if not _is_env(probe):
@@ -196,7 +282,7 @@ def env_source(env: Any) -> tuple:
             check_spaces(probe.observation_space, probe.action_space)
             spaces = (probe.observation_space, probe.action_space)
             probe.close()
-            return ("factories", _name(probe), list(env)), spaces
+            return _objects_source("factories", _name(probe), list(env), spaces)
     if callable(env) and not isinstance(env, type):
         return env_source([env])
     raise TypeError(
@@ -208,6 +294,8 @@ def env_source(env: Any) -> tuple:
 def _id_source(env_id: str) -> tuple:
     import gymnasium
 
+    if env_id.startswith("atari:"):  # made in Rust: the spaces come from the model (None here)
+        return ("id", env_id), None
     bare = env_id[4:] if env_id.startswith("gym:") else env_id
     if not env_id.startswith("gym:") and env_id in _proxima.NATIVE_ENV_IDS:
         probe = gymnasium.make(env_id)

@@ -18,12 +18,13 @@ from typing import Any, Callable, ClassVar, Optional, Union
 import numpy as np
 
 from . import _proxima
-from ._envs import env_source
+from ._envs import channels_first_observation, env_source
 
 Schedule = Callable[[float], float]
 
 _SB3_POLICIES = {"MlpPolicy", "ActorCriticPolicy"}
-_NOT_YET_POLICIES = {"CnnPolicy", "MultiInputPolicy", "ActorCriticCnnPolicy", "MultiInputActorCriticPolicy"}
+_CNN_POLICIES = {"CnnPolicy", "ActorCriticCnnPolicy"}
+_NOT_YET_POLICIES = {"MultiInputPolicy", "MultiInputActorCriticPolicy"}
 _SAFETENSORS = ".safetensors"
 
 
@@ -38,6 +39,10 @@ def _fmt(v: Any) -> str:
     if isinstance(v, str):
         return v
     return repr(float(v)) if isinstance(v, float) else str(v)
+
+
+def _policy_name(policy: Any) -> str:
+    return policy if isinstance(policy, str) else getattr(policy, "__name__", repr(policy))
 
 
 def _activation_name(fn: Any) -> str:
@@ -93,13 +98,16 @@ _ARGS_DOC = """
     * ``policy``: ``"MlpPolicy"`` (or ``"ActorCriticPolicy"``); ``policy_kwargs`` takes ``net_arch``
       (a list, or ``dict(pi=..., vf=...)`` with equal ``pi`` and ``vf``), ``activation_fn``
       (``torch.nn.Tanh``/``ReLU`` or ``"tanh"``/``"relu"``), ``ortho_init``, ``log_std_init``,
-      ``share_features_extractor`` and Proxima's ``shared_trunk``.
-    * ``env``: a native id (``proxima.NATIVE_ENV_IDS``, stepped in Rust), any Gymnasium id, a
-      Gymnasium ``Env``, a list of envs or env factories, a Gymnasium vector env, an SB3 ``VecEnv``.
+      ``share_features_extractor`` and Proxima's ``shared_trunk``. ``"CnnPolicy"`` (or
+      ``"ActorCriticCnnPolicy"``): the Nature CNN shared by both heads, for image observations
+      (channel-last ones are transposed, as SB3's ``VecTransposeImage`` does); PPO and A2C.
+    * ``env``: a native id (``proxima.NATIVE_ENV_IDS``, stepped in Rust), any Gymnasium id, an
+      ``atari:GAME`` id (the Atari wrappers in Rust), a Gymnasium ``Env``, a list of envs or env
+      factories, a Gymnasium vector env, an SB3 ``VecEnv``.
     * ``learning_rate``, ``clip_range``: a float or a callable of ``progress_remaining`` (1 → 0).
     * ``**kwargs``: Proxima's config keys (``proxima.CONFIG_KEYS``), e.g. ``n_envs=8`` for an env
       id, ``normalize_observation=True``, ``anneal_lr=True``, ``backend="candle"``, ``num_threads=2``.
-    * Not supported yet (a clear ``NotImplementedError``): ``use_sde``, ``CnnPolicy``,
+    * Not supported yet (a clear ``NotImplementedError``): ``use_sde``,
       ``MultiInputPolicy``, ``stats_window_size`` other than 100, ``device="cuda"``.
     """
 
@@ -121,8 +129,13 @@ class BaseAlgorithm:
         self._check_unsupported(hyper)
         self.learning_rate = hyper.get("learning_rate")
         self.clip_range = hyper.get("clip_range")
-        sets = self._settings(hyper) + _policy_sets(hyper.get("policy_kwargs")) + self._extra_sets(extra)
-        self._chosen = list(extra)  # beyond SB3's signature: refused where this algorithm ignores them
+        policy_sets = _policy_sets(hyper.get("policy_kwargs"))
+        sets = self._settings(hyper) + policy_sets + self._extra_sets(extra)
+        if _policy_name(policy) in _CNN_POLICIES:
+            sets.append("policy=CnnPolicy")
+        # Chosen beyond SB3's signature, and the network's shape: refused where it has no effect
+        # (another algorithm's keys; net_arch with CnnPolicy, whose Nature CNN has its own).
+        self._chosen = list(extra) + [x.split("=", 1)[0] for x in policy_sets]
         if self.seed is None:
             self.seed = random.SystemRandom().randrange(2**31)
         sets.append(f"seed={int(self.seed)}")
@@ -139,13 +152,13 @@ class BaseAlgorithm:
 
     # --- construction -----------------------------------------------------------------------
     def _check_policy(self, policy: Any) -> None:
-        name = policy if isinstance(policy, str) else getattr(policy, "__name__", repr(policy))
+        name = _policy_name(policy)
         if name in _NOT_YET_POLICIES:
-            raise NotImplementedError(f"{name} is not supported yet; use 'MlpPolicy'")
-        if name not in _SB3_POLICIES:
-            hint = difflib.get_close_matches(str(name), sorted(_SB3_POLICIES | _NOT_YET_POLICIES), n=1)
+            raise NotImplementedError(f"{name} is not supported yet; use 'MlpPolicy' or 'CnnPolicy'")
+        if name not in _SB3_POLICIES | _CNN_POLICIES:
+            hint = difflib.get_close_matches(str(name), sorted(_SB3_POLICIES | _CNN_POLICIES | _NOT_YET_POLICIES), n=1)
             more = f" (did you mean {hint[0]!r}?)" if hint else ""
-            raise ValueError(f"unknown policy {name!r}{more}; supported: 'MlpPolicy'")
+            raise ValueError(f"unknown policy {name!r}{more}; supported: 'MlpPolicy', 'CnnPolicy'")
 
     def _check_unsupported(self, hyper: dict) -> None:
         if hyper.pop("use_sde", False):
@@ -188,12 +201,14 @@ class BaseAlgorithm:
         if not isinstance(env, str) and any(x.startswith("n_envs=") for x in self._sets):
             raise ValueError("n_envs is for an env id; with env objects, their number is the number of envs")
         source, spaces = env_source(env)
-        self.observation_space, self.action_space = spaces
+        self.observation_space, self.action_space = spaces or (None, None)
         if load_from is None:
             self._check_noise_dim()
             self._model = _proxima.Model.create(source, self._preset, self._sets, self._chosen)
         else:
             self._model = _proxima.Model.load(load_from, source, self._sets)
+        if spaces is None:  # an id only Rust makes (atari:...): the spaces its envs have
+            self.observation_space, self.action_space = _spaces_of_model(self._model)
         self._cache()
 
     def _check_noise_dim(self) -> None:
@@ -235,8 +250,8 @@ class BaseAlgorithm:
         self.learning_rate, self.clip_range = overrides.get("learning_rate"), overrides.get("clip_range")
         self._sets = [f"algo={cls._algo}"] + self._extra_sets(overrides) + [f"seed={int(self.seed)}"]
         source, spaces = env_source(env)
-        self.observation_space, self.action_space = spaces
         self._model = _proxima.Model.create(source, preset, self._sets, sorted(overrides))
+        self.observation_space, self.action_space = spaces or _spaces_of_model(self._model)
         self._cache()
         return self
 
@@ -349,6 +364,7 @@ class BaseAlgorithm:
         obs = np.asarray(observation)
         if obs.dtype == object or not (np.issubdtype(obs.dtype, np.number) or obs.dtype == np.bool_):
             raise TypeError(f"observation must be numeric, got dtype {obs.dtype}")
+        obs = channels_first_observation(obs, self.observation_space)
         shape = tuple(self.observation_space.shape) if self.observation_space is not None else (self._obs_dim,)
         if obs.shape == shape:
             single, batch = True, obs.reshape(1, -1)
@@ -542,9 +558,20 @@ def _spaces_of_loaded(model: Any) -> tuple:
         probe.close()
         if int(np.prod(spaces[0].shape)) == model.obs_dim:
             return spaces
-    except Exception:  # an env only the user can make: spaces from the file
+    except Exception:  # an env only the user (or Rust: atari:...) can make: spaces from the file
         pass
-    obs = gymnasium.spaces.Box(-np.inf, np.inf, (model.obs_dim,), np.float32)
+    return _spaces_of_model(model)
+
+
+def _spaces_of_model(model: Any) -> tuple:
+    """The (observation, action) spaces as the Rust model describes them."""
+    import gymnasium
+
+    shape, dtype = model.observation_space
+    if dtype == "uint8":
+        obs = gymnasium.spaces.Box(0, 255, tuple(shape), np.uint8)
+    else:
+        obs = gymnasium.spaces.Box(-np.inf, np.inf, tuple(shape), np.float32)
     kind = model.action_space
     if kind[0] == "discrete":
         act = gymnasium.spaces.Discrete(kind[1])

@@ -403,7 +403,7 @@ def test_stop_training_on_reward_threshold():
 # --- bad inputs: a clear Python exception each ------------------------------------------------------------
 BAD = [
     (lambda: proxima.PPO("MlpPolicyy", "CartPole-v1"), ValueError, "did you mean 'MlpPolicy'"),
-    (lambda: proxima.PPO("CnnPolicy", "CartPole-v1"), NotImplementedError, "CnnPolicy"),
+    (lambda: proxima.PPO("MultiInputPolicy", "CartPole-v1"), NotImplementedError, "MultiInputPolicy"),
     (lambda: proxima.PPO("MlpPolicy", "CartPole-v1", n_step=128), TypeError, "did you mean 'n_steps'"),
     (lambda: proxima.PPO("MlpPolicy", "CartPole-v1", use_sde=True), NotImplementedError, "use_sde"),
     (lambda: proxima.PPO("MlpPolicy", "NoSuchEnv-v0"), ValueError, "unknown env id"),

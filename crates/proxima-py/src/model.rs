@@ -8,6 +8,7 @@ use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray2, PyUntypedArray
 use proxima::checkpoint::{self, Checkpoint, CheckpointMeta, OptimizerState};
 use proxima::collect::{StepObserver, StepView};
 use proxima::config::Config;
+use proxima::env::{Dtype, Space};
 use proxima::log::TensorBoardWriter;
 use proxima::normalize::Normalizer;
 use proxima::policy::{ActionKind, Network, Policy, PolicySpec};
@@ -369,7 +370,8 @@ impl Model {
             .unwrap_or_else(|| "cleanrl".into());
         let rng = ChaCha8Rng::seed_from_u64(0x9e37_79b9);
         let Some(env) = env else {
-            let policy = ck.build_network(proxima::policy::Backend::Fused).py()?;
+            // Auto: the fused kernels for an MLP, candle for the CNN (and PPG's auxiliary head).
+            let policy = ck.build_network(proxima::policy::Backend::Auto).py()?;
             let norm = saved_normalizer(&ck).py()?;
             return Ok(Model::new(State::Loaded(Box::new(Loaded { policy, norm, ck })), rng));
         };
@@ -575,6 +577,25 @@ impl Model {
     #[getter]
     fn obs_dim(&self) -> PyResult<usize> {
         Ok(self.lock()?.spec().obs_dim)
+    }
+
+    /// The observation space: `(shape, dtype)`, dtype `"uint8"` or `"float32"`: the training
+    /// envs' own; for a loaded policy the image a `CnnPolicy` reads (`[C, H, W]` uint8), else
+    /// `[obs_dim]` float32.
+    #[getter]
+    fn observation_space(&self) -> PyResult<(Vec<usize>, &'static str)> {
+        let inner = self.lock()?;
+        let dtype = |uint8: bool| if uint8 { "uint8" } else { "float32" };
+        Ok(match &inner.state {
+            State::Training(t) => match t.collector.venv.observation_space() {
+                Space::Box { shape, dtype: d, .. } => (shape.clone(), dtype(*d == Dtype::Uint8)),
+                other => (vec![other.flat_dim()], "float32"),
+            },
+            State::Loaded(_) => match inner.spec().cnn {
+                Some(i) => (vec![i.channels, i.height, i.width], "uint8"),
+                None => (vec![inner.spec().obs_dim], "float32"),
+            },
+        })
     }
 
     /// The action space: `("discrete", n)`, `("multidiscrete", nvec)` or `("box", low, high)`.

@@ -1,0 +1,117 @@
+"""``CnnPolicy`` from Python: image envs in SB3's channel-last layout (seen channel-first, as SB3's
+``VecTransposeImage`` shows them), ``predict`` in either layout, save/load, and ``atari:`` ids.
+
+The Atari test needs ale-py; it skips (saying so) without it, unless PROXIMA_REQUIRE_ATARI=1
+(``.ci/run`` sets it), which makes a missing ale-py a failure.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import proxima
+from proxima.callbacks import BaseCallback
+
+H, W, C = 40, 44, 2  # the Nature CNN needs at least 36 × 36
+
+
+class Pictures(gym.Env):
+    """Channel-last uint8 images (H, W, C) of random noise; reward 1 when the action says whether
+    the first channel's top-left pixel is above 127. Episodes of 5 steps (truncated)."""
+
+    def __init__(self):
+        self.observation_space = gym.spaces.Box(0, 255, (H, W, C), np.uint8)
+        self.action_space = gym.spaces.Discrete(2)
+        self.last = None
+
+    def _draw(self):
+        self.last = self.np_random.integers(0, 256, (H, W, C), dtype=np.uint8)
+        return self.last
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._draw(), {}
+
+    def step(self, action):
+        reward = float(int(action) == int(self.last[0, 0, 0] > 127))
+        self.t += 1
+        return self._draw(), reward, False, self.t >= 5, {}
+
+
+class SeesObservations(BaseCallback):
+    """Checks at every step that the observations the learner saw are the envs' own, transposed."""
+
+    def __init__(self, envs):
+        super().__init__()
+        self.envs, self.checked = envs, 0
+
+    def _on_step(self) -> bool:
+        seen = self.locals["new_obs"]
+        assert seen.shape == (len(self.envs), C, H, W)
+        for i, env in enumerate(self.envs):
+            np.testing.assert_array_equal(seen[i], np.moveaxis(env.last, -1, 0))
+        self.checked += 1
+        return True
+
+
+def test_cnn_policy_on_channel_last_env_objects_predict_save_and_load(tmp_path):
+    envs = [Pictures(), Pictures()]
+    model = proxima.PPO("CnnPolicy", envs, n_steps=8, batch_size=8, n_epochs=1, seed=2)
+    assert model.observation_space == gym.spaces.Box(0, 255, (C, H, W), np.uint8), "channel-first, as SB3's"
+    cb = SeesObservations(envs)
+    model.learn(32, callback=cb)
+    assert cb.checked == 16 and model.num_timesteps == 32
+    params = model.get_parameters()
+    assert params["network.0.weight"].shape == (32, C, 8, 8) and params["network.7.weight"].shape[0] == 512
+    obs = np.random.default_rng(0).integers(0, 256, (3, H, W, C), dtype=np.uint8)
+    a_last, _ = model.predict(obs, deterministic=True)
+    a_first, _ = model.predict(np.moveaxis(obs, -1, 1), deterministic=True)
+    np.testing.assert_array_equal(a_last, a_first)
+    single, _ = model.predict(obs[1], deterministic=True)
+    assert single == a_last[1]
+    model.save(tmp_path / "cnn")
+    loaded = proxima.PPO.load(tmp_path / "cnn")
+    assert loaded.observation_space == model.observation_space
+    np.testing.assert_array_equal(loaded.predict(obs, deterministic=True)[0], a_last)
+
+
+def test_cnn_policy_on_an_sb3_vec_env_of_channel_last_images():
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    pytest.importorskip("stable_baselines3")
+    venv = DummyVecEnv([Pictures, Pictures])
+    model = proxima.PPO("CnnPolicy", venv, n_steps=8, batch_size=8, n_epochs=1, seed=1)
+    cb = SeesObservations([e for e in venv.envs])
+    model.learn(16, callback=cb)  # episodes of 5: the ended ones' final_obs go through too
+    assert cb.checked == 8 and model.observation_space.shape == (C, H, W)
+
+
+def test_cnn_policy_bad_inputs():
+    with pytest.raises(ValueError, match="CnnPolicy"):
+        proxima.PPO("CnnPolicy", "CartPole-v1")
+    with pytest.raises(ValueError, match="has no effect"):
+        proxima.PPO("CnnPolicy", [Pictures()], policy_kwargs=dict(net_arch=[32]))
+    with pytest.raises(NotImplementedError, match="MultiInputPolicy"):
+        proxima.PPO("MultiInputPolicy", "CartPole-v1")
+    model = proxima.PPO("CnnPolicy", [Pictures()], n_steps=8, batch_size=8, seed=1)
+    with pytest.raises(ValueError, match="shape"):
+        model.predict(np.zeros((H, W), np.uint8))
+
+
+def test_cnn_policy_on_an_atari_id():
+    if importlib.util.find_spec("ale_py") is None:
+        assert os.environ.get("PROXIMA_REQUIRE_ATARI") != "1", "PROXIMA_REQUIRE_ATARI=1 but ale-py is missing"
+        pytest.skip("ale-py is not installed")
+    model = proxima.PPO("CnnPolicy", "atari:Breakout?screen_size=36&frame_stack=2", n_envs=2, n_steps=8,
+                        batch_size=8, n_epochs=1, seed=1)
+    assert model.observation_space == gym.spaces.Box(0, 255, (2, 36, 36), np.uint8)
+    assert model.action_space == gym.spaces.Discrete(4)
+    model.learn(16)
+    obs = np.zeros((2, 36, 36), np.uint8)
+    assert model.action_space.contains(int(model.predict(obs, deterministic=True)[0]))
