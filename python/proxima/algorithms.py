@@ -129,8 +129,9 @@ class BaseAlgorithm:
         self._check_unsupported(hyper)
         self.learning_rate = hyper.get("learning_rate")
         self.clip_range = hyper.get("clip_range")
+        settings = self._settings(hyper)  # first: an off-policy class checks its own policy_kwargs here
         policy_sets = _policy_sets(hyper.get("policy_kwargs"))
-        sets = self._settings(hyper) + policy_sets + self._extra_sets(extra)
+        sets = settings + policy_sets + self._extra_sets(extra)
         if _policy_name(policy) in _CNN_POLICIES:
             sets.append("policy=CnnPolicy")
         # Chosen beyond SB3's signature, and the network's shape: refused where it has no effect
