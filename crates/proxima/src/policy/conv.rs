@@ -201,7 +201,7 @@ impl CustomOp3 for ConvRelu {
         l3: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
         let g = &*self.geo;
-        let batch = l1.shape().dims()[0];
+        let (batch, _) = l1.shape().dims2()?;
         let x = values(s1, l1, batch * g.in_len, "conv_relu")?;
         let w = g.weight_in_window_order(values(s2, l2, g.out * g.window, "conv_relu")?);
         let b = values(s3, l3, g.out, "conv_relu")?;
