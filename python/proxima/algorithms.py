@@ -254,6 +254,11 @@ class BaseAlgorithm:
         self._model = _proxima.Model.create(source, preset, self._sets, sorted(overrides))
         self.observation_space, self.action_space = spaces or _spaces_of_model(self._model)
         self._cache()
+        import tomllib
+
+        config = tomllib.loads(self._config_toml)  # the preset's values where not overridden
+        self.learning_rate = self.learning_rate if self.learning_rate is not None else config.get("learning_rate")
+        self.clip_range = self.clip_range if self.clip_range is not None else config.get("clip_range")
         return self
 
     # --- training ---------------------------------------------------------------------------

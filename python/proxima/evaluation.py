@@ -14,6 +14,12 @@ def _as_vector_env(env: Any) -> Any:
     from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
     if isinstance(env, str):
+        if env.startswith("atari:"):
+            raise NotImplementedError(
+                f"evaluate_policy on the id {env!r}: Proxima's Atari wrappers run in Rust only; evaluate with "
+                "`proxima eval MODEL --env ID` (the game score over all lives), or pass an env such as SB3's "
+                "make_atari_env(...) + VecFrameStack"
+            )
         bare = env[4:] if env.startswith("gym:") else env
         return SyncVectorEnv([lambda: gymnasium.make(bare)], autoreset_mode=AutoresetMode.SAME_STEP), True
     if hasattr(env, "step_async"):  # an SB3 VecEnv

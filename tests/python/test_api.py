@@ -642,3 +642,10 @@ def test_second_fresh_user_findings():
 
     with pytest.raises(TypeError, match="subclass proxima.callbacks.BaseCallback"):
         m.learn(64, callback=Mine())
+
+
+def test_from_preset_reads_the_presets_learning_rate_and_clip_range():
+    m = proxima.PPO.from_preset("cleanrl", "CartPole-v1")
+    assert (m.learning_rate, m.clip_range) == (2.5e-4, 0.2)
+    m = proxima.PPO.from_preset("cleanrl", "CartPole-v1", learning_rate=1e-3)
+    assert m.learning_rate == 1e-3

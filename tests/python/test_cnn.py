@@ -102,6 +102,8 @@ def test_cnn_policy_bad_inputs():
     model = proxima.PPO("CnnPolicy", [Pictures()], n_steps=8, batch_size=8, seed=1)
     with pytest.raises(ValueError, match="shape"):
         model.predict(np.zeros((H, W), np.uint8))
+    with pytest.raises(NotImplementedError, match="proxima eval"):
+        proxima.evaluate_policy(model, "atari:Breakout")
 
 
 def test_cnn_policy_on_an_atari_id():

@@ -163,4 +163,8 @@ fn ppo_with_the_nature_cnn_trains_on_an_atari_game() {
     assert!(e.contains("CnnPolicy` needs image observations") && e.contains("Box(-"), "{e}");
     let fused = Config::resolve("paper-atari", None, &["backend=fused".into()]).err().unwrap().to_string();
     assert!(fused.contains("CnnPolicy` runs on candle"), "{fused}");
+    // The same flat size in another image shape (8 × 18 × 18 = 2 × 36 × 36) is no fit for evaluation.
+    let other = "atari:Breakout?screen_size=18&frame_stack=8";
+    let e = proxima::train::evaluate(&a.policy, other, 1, true, 1, None).err().unwrap().to_string();
+    assert!(e.contains("as 2×36×36") && e.contains("does not fit") && e.contains("[8, 18, 18]"), "{e}");
 }

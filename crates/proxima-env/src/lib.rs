@@ -135,7 +135,9 @@ impl Space {
                 let lo = low.iter().cloned().fold(f32::INFINITY, f32::min);
                 let hi = high.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
                 let ty = if *dtype == Dtype::Uint8 { ", uint8" } else { "" };
-                format!("Box({lo}, {hi}, {shape:?}{ty})")
+                // float32's ±3.4e38 (Gymnasium's "unbounded") in exponent form, not 39 digits.
+                let num = |v: f32| if v.is_finite() && v.abs() >= 1e6 { format!("{v:e}") } else { format!("{v}") };
+                format!("Box({}, {}, {shape:?}{ty})", num(lo), num(hi))
             }
             Space::MultiDiscrete { nvec } => format!("MultiDiscrete({nvec:?})"),
         }

@@ -27,6 +27,10 @@ use super::frame::{max_frames, rgb_to_gray, AreaResize};
 use crate::error::{EnvError, Result};
 use crate::Info;
 
+/// The most frames `frame_stack` takes (SB3 has no bound; 4 is the paper's, and a stack of 100,000
+/// 84 × 84 frames would ask for gigabytes per env before the first step).
+pub const MAX_FRAME_STACK: usize = 64;
+
 /// One raw frame step of an [`AtariGame`].
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct GameStep {
@@ -148,6 +152,12 @@ impl<G: AtariGame> AtariWrapper<G> {
             if v == 0 {
                 return bad(format!("{k} = 0: must be at least 1"));
             }
+        }
+        if opts.frame_stack > MAX_FRAME_STACK {
+            return bad(format!(
+                "frame_stack = {}: at most {MAX_FRAME_STACK} (each stacked frame is another screen_size² bytes per env and step of a rollout)",
+                opts.frame_stack
+            ));
         }
         let meanings = game.action_meanings();
         if opts.noop_max > 0 && meanings.first().map(String::as_str) != Some("NOOP") {
@@ -536,6 +546,8 @@ pub(crate) mod tests {
     fn bad_settings_and_games_are_clear_errors() {
         let err = |m: &[&str], o: AtariOptions| AtariWrapper::new(Scripted::new(m, 10), o).err().unwrap().to_string();
         assert!(err(&["NOOP"], AtariOptions { frame_skip: 0, ..opts(1) }).contains("frame_skip = 0"));
+        assert!(err(&["NOOP"], AtariOptions { frame_stack: 100_000, ..opts(1) })
+            .contains("frame_stack = 100000: at most 64"));
         assert!(err(&["NOOP"], AtariOptions { frame_stack: 0, ..opts(1) }).contains("frame_stack = 0"));
         assert!(err(&["NOOP"], AtariOptions { screen_size: 40, ..opts(1) }).contains("only shrinks"));
         assert!(err(&["UP", "NOOP"], opts(1)).contains("action 0 to be NOOP"));

@@ -67,14 +67,22 @@ pub fn evaluate_recorded(
     let record_episodes = record.map_or(0, |r| r.episodes.max(1));
     let obs_dim = env.observation_space().flat_dim();
     let kind = ActionKind::from_space(&env.action_space())?;
+    // A CNN reads an image: the same flat size in another shape (16 × 42 × 42 for 4 × 84 × 84) is no fit.
+    let image_differs = policy.spec().cnn.is_some_and(|i| match env.observation_space() {
+        crate::env::Space::Box { shape, .. } => shape != [i.channels, i.height, i.width],
+        _ => true,
+    });
     if obs_dim != policy.spec().obs_dim
+        || image_differs
         || kind.head_dim() != policy.spec().action.head_dim()
         || kind.act_dim() != policy.spec().action.act_dim()
     {
         return Err(ProximaError::Checkpoint(format!(
-            "the policy (observations of {}, action {:?}) does not fit {env_id} (observations of {obs_dim}, action {:?})",
+            "the policy (observations of {}{}, action {:?}) does not fit {env_id} (observations {}, action {:?})",
             policy.spec().obs_dim,
+            policy.spec().cnn.map(|i| format!(" as {}×{}×{}", i.channels, i.height, i.width)).unwrap_or_default(),
             policy.spec().action,
+            env.observation_space().describe(),
             kind
         )));
     }
