@@ -117,22 +117,25 @@ fn runs_of(index: &[usize]) -> Vec<(u32, u32)> {
 }
 
 impl Geometry {
-    /// The `[rows·P, K]` window matrix of input rows `x` (`rows·in_len` values) into `cols`.
-    fn gather(&self, x: &[f32], cols: &mut Vec<f32>) {
+    /// The `[rows·P, K]` window matrix of input rows `x` (`rows·in_len` values) into `cols`,
+    /// divided by the divisor: each input value once (into `scaled`), not once per window it is in.
+    fn gather(&self, x: &[f32], scaled: &mut Vec<f32>, cols: &mut Vec<f32>) {
+        let x = if self.divisor == 1.0 {
+            x
+        } else {
+            scaled.clear();
+            scaled.extend(x.iter().map(|v| v / self.divisor));
+            scaled
+        };
         cols.clear();
         for row in x.chunks_exact(self.in_len) {
             for &(s, n) in &self.runs {
-                let src = &row[s as usize..(s + n) as usize];
-                if self.divisor == 1.0 {
-                    cols.extend_from_slice(src);
-                } else {
-                    cols.extend(src.iter().map(|v| v / self.divisor));
-                }
+                cols.extend_from_slice(&row[s as usize..(s + n) as usize]);
             }
         }
     }
 
-    /// Adds window gradients `gcols` `[rows·P, K]` into their input rows `gx`.
+    /// Adds window gradients `gcols` `[rows·P, K]` into their input rows `gx` (÷ the divisor).
     fn scatter_add(&self, gcols: &[f32], gx: &mut [f32]) {
         let per_row = self.positions * self.window;
         for (g, row) in gcols.chunks_exact(per_row).zip(gx.chunks_exact_mut(self.in_len)) {
@@ -140,10 +143,13 @@ impl Geometry {
             for &(s, n) in &self.runs {
                 let (s, n) = (s as usize, n as usize);
                 for (d, v) in row[s..s + n].iter_mut().zip(&g[at..at + n]) {
-                    *d += v / self.divisor;
+                    *d += v;
                 }
                 at += n;
             }
+        }
+        if self.divisor != 1.0 {
+            gx.iter_mut().for_each(|v| *v /= self.divisor);
         }
     }
 
@@ -207,9 +213,9 @@ impl CustomOp3 for ConvRelu {
         let b = values(s3, l3, g.out, "conv_relu")?;
         let per_sample = g.positions * g.out;
         let mut y = vec![0f32; batch * per_sample];
-        let mut cols = Vec::with_capacity(g.chunk * g.positions * g.window);
+        let (mut scaled, mut cols) = (Vec::new(), Vec::with_capacity(g.chunk * g.positions * g.window));
         for (xs, ys) in x.chunks(g.chunk * g.in_len).zip(y.chunks_mut(g.chunk * per_sample)) {
-            g.gather(xs, &mut cols);
+            g.gather(xs, &mut scaled, &mut cols);
             for row in ys.chunks_exact_mut(g.out) {
                 row.copy_from_slice(b);
             }
@@ -243,10 +249,11 @@ impl CustomOp3 for ConvRelu {
         let mut gw = vec![0f32; g.out * g.window];
         let mut gx = x.track_op().then(|| vec![0f32; batch * g.in_len]);
         with_values(x, "conv_relu", |x| {
-            let (mut cols, mut gcols) = (Vec::new(), vec![0f32; g.chunk * g.positions * g.window]);
+            let (mut scaled, mut cols) = (Vec::new(), Vec::new());
+            let mut gcols = vec![0f32; g.chunk * g.positions * g.window];
             let per_sample = g.positions * g.out;
             for (c, (xs, ms)) in x.chunks(g.chunk * g.in_len).zip(masked.chunks(g.chunk * per_sample)).enumerate() {
-                g.gather(xs, &mut cols);
+                g.gather(xs, &mut scaled, &mut cols);
                 let rows = ms.len() / g.out;
                 // ∂W [out, K] += ∂Yᵀ [out, rows]·cols [rows, K]
                 matmul(&mut gw, g.out, g.window, rows, View::transposed(ms, g.out), View::rows(&cols, g.window), c > 0);
