@@ -25,6 +25,7 @@ fn spec() -> PolicySpec {
         log_std_init: 0.0,
         ortho_init: true,
         aux_value_head: false,
+        cnn: None,
     }
 }
 
