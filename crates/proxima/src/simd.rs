@@ -1,20 +1,34 @@
 //! Runtime CPU-feature dispatch for the element-wise loops of the fused backend and the
-//! optimiser: the closure is compiled inline into a function built with AVX2 and FMA enabled,
-//! taken where the CPU has both (`is_x86_feature_detected!`, cached by std), else into the
-//! baseline build. Rust never contracts a·b + c into an FMA on its own, and an explicit
-//! `mul_add` is the correctly rounded fused operation in either build (an instruction, or
-//! libm's `fmaf`), so both builds give the same bits; only the speed differs. (The matrix
-//! products dispatch inside the `gemm` crate.)
+//! optimiser: the closure is compiled inline into a function built with AVX-512 (F, VL, BW, DQ)
+//! enabled, taken where the CPU has it, else into one built with AVX2 and FMA, else into the
+//! baseline build (`is_x86_feature_detected!`, cached by std). Rust never contracts a·b + c into
+//! an FMA on its own nor reorders a floating-point sum, and an explicit `mul_add` is the
+//! correctly rounded fused operation in every build (an instruction, or libm's `fmaf`), so the
+//! builds give the same bits; only the vector width, and so the speed, differs. (The matrix
+//! products dispatch in `proxima-kernels`.)
 
-/// Runs `f`, compiled with AVX2 and FMA where this CPU supports them. `f` should be a loop over slices
-/// whose body inlines (small pure functions, `#[inline(always)]` helpers).
+/// Runs `f`, compiled with AVX-512, or else AVX2 and FMA, where this CPU supports them. `f`
+/// should be a loop over slices whose body inlines (small pure functions, `#[inline(always)]`
+/// helpers).
 #[inline(always)]
-pub fn with_avx2<R>(f: impl FnOnce() -> R) -> R {
+pub fn with_simd<R>(f: impl FnOnce() -> R) -> R {
     #[cfg(target_arch = "x86_64")]
     {
         #[target_feature(enable = "avx2,fma")]
         unsafe fn avx2<R>(f: impl FnOnce() -> R) -> R {
             f()
+        }
+        #[target_feature(enable = "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")]
+        unsafe fn avx512<R>(f: impl FnOnce() -> R) -> R {
+            f()
+        }
+        if std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512vl")
+            && std::arch::is_x86_feature_detected!("avx512bw")
+            && std::arch::is_x86_feature_detected!("avx512dq")
+        {
+            // SAFETY: the CPU supports these (checked just above; AVX-512F implies AVX2 and FMA).
+            return unsafe { avx512(f) };
         }
         if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
             // SAFETY: the CPU supports AVX2 and FMA (checked just above).
@@ -24,10 +38,10 @@ pub fn with_avx2<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// Applies the pure per-element `f` to every element of `v` in place ([`with_avx2`]).
+/// Applies the pure per-element `f` to every element of `v` in place ([`with_simd`]).
 #[inline(always)]
 pub fn map_in_place(v: &mut [f32], f: impl Fn(f32) -> f32) {
-    with_avx2(
+    with_simd(
         #[inline(always)]
         || v.iter_mut().for_each(|x| *x = f(*x)),
     )
@@ -37,7 +51,7 @@ pub fn map_in_place(v: &mut [f32], f: impl Fn(f32) -> f32) {
 /// order (the same bits on every machine), and one the compiler can vectorise.
 #[inline(always)]
 pub fn sum_sq_f64(v: &[f32]) -> f64 {
-    with_avx2(
+    with_simd(
         #[inline(always)]
         || {
             let mut acc = [0f64; 8];

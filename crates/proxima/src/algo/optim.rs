@@ -261,7 +261,7 @@ impl Optimizer {
             let (p_old, g) = (&values[off..off + n], &grads[off..off + n]);
             let (p, m, v) = (&mut s.p[off..off + n], &mut s.m[i][..], &mut s.v[i][..]);
             let (m_old, v_old) = (&self.m[i][..], &self.v[i][..]);
-            let finite = crate::simd::with_avx2(
+            let finite = crate::simd::with_simd(
                 #[inline(always)]
                 || {
                     let mut finite = true;

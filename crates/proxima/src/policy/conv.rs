@@ -6,7 +6,8 @@
 //! im2col matrix (105 MB for conv1 at a minibatch of 256), and candle's matmul gradient also
 //! computes the (unused) gradient of conv1's pixel windows. Here the windows of a few samples at
 //! a time are gathered into a cache-sized buffer and multiplied there (the `gemm` crate, through
-//! the fused backend's [`matmul`]); the backward pass gathers them again for `∂W`, and computes
+//! [`matmul`]: at these sizes — windows of 256 to 576 values, hundreds of positions — its packed,
+//! cache-blocked kernels suit better than the fused MLP's register tiles); the backward pass gathers them again for `∂W`, and computes
 //! `∂x` only when the input needs it (not for the pixels).
 //!
 //! Layouts (per sample, row-major): the input is `[C, H, W]` (the observation, `channels_last =
@@ -17,9 +18,9 @@
 //! `[out, C, k, k]`) is permuted to the window's order for the product and its gradient permuted
 //! back.
 
-use super::fused::kernels::{matmul, View};
 use candle_core::backend::BackendStorage;
 use candle_core::{CpuStorage, CustomOp3, Layout, Shape, Storage, Tensor};
+use proxima_kernels::View;
 use std::sync::Arc;
 
 /// Window values gathered per chunk of samples (≈ 512 KiB of f32: one core's L2 here).
@@ -274,10 +275,75 @@ impl CustomOp3 for ConvRelu {
     }
 }
 
+/// `dst[m, n]` (row-major, contiguous) = `a[m, k]·b[k, n]`, plus `dst` when `accumulate`.
+///
+/// # Panics
+/// When a view is shorter than its shape needs (a bug in the caller: every size here is fixed
+/// by the network's spec).
+pub(crate) fn matmul(dst: &mut [f32], m: usize, n: usize, k: usize, a: View<'_>, b: View<'_>, accumulate: bool) {
+    assert!(dst.len() >= m * n && a.data.len() >= a.extent(m, k) && b.data.len() >= b.extent(k, n));
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        if !accumulate {
+            dst[..m * n].fill(0.0);
+        }
+        return;
+    }
+    // SAFETY: the assert above keeps every index gemm reads (a, b) and writes (dst) in bounds;
+    // the three slices cannot alias (one is borrowed mutably).
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            1,
+            n as isize,
+            accumulate,
+            a.data.as_ptr(),
+            a.cs as isize,
+            a.rs as isize,
+            b.data.as_ptr(),
+            b.cs as isize,
+            b.rs as isize,
+            1.0,
+            1.0,
+            false,
+            false,
+            false,
+            gemm::Parallelism::None,
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use candle_core::{Device, Var};
+
+    fn naive(a: &[f32], b: &[f32], m: usize, n: usize, k: usize) -> Vec<f32> {
+        (0..m * n).map(|ij| (0..k).map(|l| a[(ij / n) * k + l] * b[l * n + ij % n]).sum()).collect()
+    }
+
+    #[test]
+    fn matmul_with_transposes_matches_the_definition() {
+        let (m, n, k) = (7, 5, 3);
+        let a: Vec<f32> = (0..m * k).map(|i| (i as f32 * 0.37).sin()).collect();
+        let b: Vec<f32> = (0..k * n).map(|i| (i as f32 * 0.11).cos()).collect();
+        let want = naive(&a, &b, m, n, k);
+        let mut got = vec![0f32; m * n];
+        matmul(&mut got, m, n, k, View::rows(&a, k), View::rows(&b, n), false);
+        // Aᵀ stored as [k, m]: its transpose view is A again.
+        let at: Vec<f32> = (0..k * m).map(|i| a[(i % m) * k + i / m]).collect();
+        let mut got_t = vec![1f32; m * n];
+        matmul(&mut got_t, m, n, k, View::transposed(&at, m), View::rows(&b, n), true);
+        for i in 0..m * n {
+            assert!((got[i] - want[i]).abs() < 1e-6);
+            assert!((got_t[i] - want[i] - 1.0).abs() < 1e-6, "accumulates into dst");
+        }
+    }
 
     /// A direct convolution + bias + ReLU in f64 on `[C, H, W]` or `[H, W, C]` input, output
     /// `[P, out]`.

@@ -2,87 +2,20 @@
 //! `Y = X·Wᵀ + b`, the backward products `∂W = ∂Yᵀ·X`, `∂b = Σ_rows ∂Y`, `∂X = ∂Y·W`, and the
 //! activations with their derivatives from the stored outputs.
 //!
-//! The matrix products go through the `gemm` crate (the one candle's CPU backend uses): it picks
-//! its SIMD kernels (SSE/AVX2/AVX-512/NEON) by runtime CPU-feature detection, so one binary runs
-//! on any x86-64 or aarch64 machine, and on one machine it is deterministic (single-threaded
-//! here: `Parallelism::None`). Weights stay in `torch.nn.Linear`'s `[out, in]` layout; the
-//! transposes are strides, never copies.
+//! The matrix products are [`proxima_kernels::gemm::chain_gemm`]'s: every output one chain of
+//! fused multiply-adds in a fixed order, the same bits on every machine and for every batch size
+//! (so the rollout's forward pass of 4 rows gives each row the bits the update's pass of 128 gives
+//! it). Weights stay in `torch.nn.Linear`'s `[out, in]` layout; the forward pass reads Wᵀ, made
+//! once per parameter update ([`transpose`]), the backward pass W itself.
 //!
-//! The element-wise loops run through [`crate::simd`]: built with AVX2 where the CPU has it, the
-//! same bits either way.
+//! The element-wise loops run through [`crate::simd`]: built with AVX-512 or AVX2 where the CPU
+//! has it, the same bits either way.
 
 use crate::policy::Activation;
-use crate::simd::{map_in_place, with_avx2};
-
-/// A matrix view: base slice and its row and column strides (in elements).
-#[derive(Clone, Copy)]
-pub(crate) struct View<'a> {
-    pub data: &'a [f32],
-    pub rs: usize,
-    pub cs: usize,
-}
-
-impl<'a> View<'a> {
-    /// A row-major `[rows, cols]` matrix.
-    pub fn rows(data: &'a [f32], cols: usize) -> Self {
-        View { data, rs: cols, cs: 1 }
-    }
-    /// The transpose of a row-major matrix with `cols` columns.
-    pub fn transposed(data: &'a [f32], cols: usize) -> Self {
-        View { data, rs: 1, cs: cols }
-    }
-    /// Index one past the last element an `[m, n]` view reads.
-    fn extent(&self, m: usize, n: usize) -> usize {
-        if m == 0 || n == 0 {
-            0
-        } else {
-            (m - 1) * self.rs + (n - 1) * self.cs + 1
-        }
-    }
-}
-
-/// `dst[m, n]` (row-major, contiguous) = `a[m, k]·b[k, n]`, plus `dst` when `accumulate`.
-///
-/// # Panics
-/// When a view is shorter than its shape needs (a bug in the caller: every size here is fixed
-/// by the network's spec).
-pub(crate) fn matmul(dst: &mut [f32], m: usize, n: usize, k: usize, a: View<'_>, b: View<'_>, accumulate: bool) {
-    assert!(dst.len() >= m * n && a.data.len() >= a.extent(m, k) && b.data.len() >= b.extent(k, n));
-    if m == 0 || n == 0 {
-        return;
-    }
-    if k == 0 {
-        if !accumulate {
-            dst[..m * n].fill(0.0);
-        }
-        return;
-    }
-    // SAFETY: the assert above keeps every index gemm reads (a, b) and writes (dst) in bounds;
-    // the three slices cannot alias (one is borrowed mutably).
-    unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            dst.as_mut_ptr(),
-            1,
-            n as isize,
-            accumulate,
-            a.data.as_ptr(),
-            a.cs as isize,
-            a.rs as isize,
-            b.data.as_ptr(),
-            b.cs as isize,
-            b.rs as isize,
-            1.0,
-            1.0,
-            false,
-            false,
-            false,
-            gemm::Parallelism::None,
-        );
-    }
-}
+use crate::simd::{map_in_place, with_simd};
+use proxima_kernels::gemm::{chain_gemm, Rows, Start};
+pub(crate) use proxima_kernels::transpose::transpose;
+use proxima_kernels::View;
 
 /// tanh(x) by the same [13/6] rational approximation as [`tanh_f32`] (Eigen's), its Horner
 /// steps as fused multiply-adds: one rounding per step instead of two, and fewer instructions
@@ -120,59 +53,9 @@ pub(crate) fn tanh_fma(a: f32) -> f32 {
     }
 }
 
-/// Below this many rows (the rollout's N observations per step) a layer runs as broadcast FMAs
-/// over Wᵀ, without the GEMM's per-call cost.
-pub(crate) const SMALL_BATCH: usize = 16;
-
-/// `y[r, :] = b + Σ_k x[r, k]·Wᵀ[k, :]` for a few rows, with `w` = W `[out, inp]` and `wt` = Wᵀ
-/// `[inp, out]`: blocks of 32 outputs accumulate in registers over k (broadcast FMAs on Wᵀ's
-/// rows); a narrow layer (a head: fewer than 8 outputs) takes dot products of W's rows in 8
-/// lanes instead. Every sum has a fixed order with fused multiply-adds: the same bits on every
-/// machine.
-fn small_forward(
-    y: &mut [f32],
-    x: &[f32],
-    (w, wt): (&[f32], &[f32]),
-    b: &[f32],
-    (rows, inp, out): (usize, usize, usize),
-) {
-    const BLOCK: usize = 32;
-    with_avx2(
-        #[inline(always)]
-        || {
-            for r in 0..rows {
-                let (xr, yr) = (&x[r * inp..(r + 1) * inp], &mut y[r * out..(r + 1) * out]);
-                if out < 8 {
-                    for (o, yo) in yr.iter_mut().enumerate() {
-                        *yo = b[o] + dot8(xr, &w[o * inp..(o + 1) * inp]);
-                    }
-                    continue;
-                }
-                let mut ob = 0;
-                while ob + BLOCK <= out {
-                    let mut acc: [f32; BLOCK] = b[ob..ob + BLOCK].try_into().expect("a block");
-                    for (k, &xk) in xr.iter().enumerate() {
-                        let wk: &[f32; BLOCK] = wt[k * out + ob..k * out + ob + BLOCK].try_into().expect("a block");
-                        for j in 0..BLOCK {
-                            acc[j] = xk.mul_add(wk[j], acc[j]);
-                        }
-                    }
-                    yr[ob..ob + BLOCK].copy_from_slice(&acc);
-                    ob += BLOCK;
-                }
-                if ob < out {
-                    let tail = &mut yr[ob..];
-                    tail.copy_from_slice(&b[ob..out]);
-                    for (k, &xk) in xr.iter().enumerate() {
-                        for (yo, &wv) in tail.iter_mut().zip(&wt[k * out + ob..(k + 1) * out]) {
-                            *yo = xk.mul_add(wv, *yo);
-                        }
-                    }
-                }
-            }
-        },
-    )
-}
+/// Layers narrower than this (the heads: logits, V(s)) take each output as a dot product of
+/// W's row in 8 lanes ([`dot8`]); wider ones as [`chain_gemm`]'s FMA chains over Wᵀ.
+pub(crate) const NARROW: usize = 8;
 
 /// x·w in 8 interleaved lanes of fused multiply-adds, added pairwise at the end.
 #[inline(always)]
@@ -191,35 +74,36 @@ fn dot8(x: &[f32], w: &[f32]) -> f32 {
     ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
 }
 
-/// Wᵀ `[inp, out]` of W `[out, inp]` into `wt`.
-pub(crate) fn transpose(wt: &mut [f32], w: &[f32], (inp, out): (usize, usize)) {
-    for o in 0..out {
-        for k in 0..inp {
-            wt[k * out + o] = w[o * inp + k];
-        }
-    }
-}
-
 /// Forward of one dense layer on `rows` samples: `y[rows, out] = x[rows, inp]·Wᵀ + b` with W
-/// `[out, inp]` (and, when given, its transpose `wt` for fewer than [`SMALL_BATCH`] rows), then
-/// the activation in place when `activation` is given.
-#[allow(clippy::too_many_arguments)]
+/// `[out, inp]` and its transpose `wt` `[inp, out]` (read for layers of [`NARROW`] outputs or
+/// more), then the activation in place when `activation` is given. Each output is `b + dot8` (a
+/// narrow layer) or one FMA chain over the inputs starting at b: a row's result does not depend on
+/// the other rows of the batch.
 pub(crate) fn dense_forward(
     y: &mut [f32],
     x: &[f32],
-    (w, wt): (&[f32], Option<&[f32]>),
+    (w, wt): (&[f32], &[f32]),
     b: &[f32],
     (rows, inp, out): (usize, usize, usize),
     activation: Option<Activation>,
 ) {
     let y = &mut y[..rows * out];
-    if let Some(wt) = wt.filter(|_| rows < SMALL_BATCH) {
-        small_forward(y, x, (w, wt), b, (rows, inp, out));
+    if out < NARROW {
+        with_simd(
+            #[inline(always)]
+            || {
+                for (xr, yr) in x.chunks_exact(inp).zip(y.chunks_exact_mut(out)) {
+                    for (o, yo) in yr.iter_mut().enumerate() {
+                        *yo = b[o] + dot8(xr, &w[o * inp..(o + 1) * inp]);
+                    }
+                }
+            },
+        );
     } else {
         for row in y.chunks_exact_mut(out) {
             row.copy_from_slice(&b[..out]);
         }
-        matmul(y, rows, out, inp, View::rows(x, inp), View::transposed(w, inp), true);
+        chain_gemm(y, (rows, out, inp), View::rows(x, inp), Rows { data: wt, ld: out }, Start::Dst);
     }
     match activation {
         Some(Activation::Tanh) => map_in_place(y, tanh_fma),
@@ -231,7 +115,7 @@ pub(crate) fn dense_forward(
 /// Multiplies `dy` by the activation's derivative at the layer whose *output* was `y`:
 /// tanh' = 1 − y², ReLU' = 1 where y > 0 (PyTorch's convention at 0), in place.
 pub(crate) fn activation_backward(dy: &mut [f32], y: &[f32], activation: Activation) {
-    with_avx2(
+    with_simd(
         #[inline(always)]
         || match activation {
             Activation::Tanh => dy.iter_mut().zip(y).for_each(|(d, &y)| *d *= 1.0 - y * y),
@@ -240,9 +124,16 @@ pub(crate) fn activation_backward(dy: &mut [f32], y: &[f32], activation: Activat
     )
 }
 
+/// Columns of ∂Wᵀ computed at a time when ∂W is taken transposed (a stack buffer of
+/// [`NARROW`] × this).
+const DW_PANEL: usize = 64;
+
 /// Backward of one dense layer on `rows` samples given `dy[rows, out]` (already through the
 /// activation): writes `dw[out, inp] = dyᵀ·x` and `db[out] = Σ_rows dy`, and when `dx` is given
-/// `dx[rows, inp] = dy·W`.
+/// `dx[rows, inp] = dy·W`. Every element of ∂W is one FMA chain over the rows in order, computed
+/// as ∂Wᵀ = xᵀ·dy (vectors along `out`) when the layer has fewer than [`NARROW`] inputs and more
+/// outputs (a tower's first layer: 4 inputs on CartPole), else as dyᵀ·x: the same chains either
+/// way.
 pub(crate) fn dense_backward(
     dw: &mut [f32],
     db: &mut [f32],
@@ -252,42 +143,39 @@ pub(crate) fn dense_backward(
     w: &[f32],
     (rows, inp, out): (usize, usize, usize),
 ) {
-    matmul(dw, out, inp, rows, View::transposed(dy, out), View::rows(x, inp), false);
+    if inp < NARROW && out > inp {
+        let mut panel = [0f32; NARROW * DW_PANEL];
+        for o0 in (0..out).step_by(DW_PANEL) {
+            let width = (out - o0).min(DW_PANEL);
+            let dy_cols = Rows { data: &dy[o0..], ld: out };
+            chain_gemm(&mut panel, (inp, width, rows), View::transposed(x, inp), dy_cols, Start::Zero);
+            for (k, col) in panel[..inp * width].chunks_exact(width).enumerate() {
+                for (o, &g) in col.iter().enumerate() {
+                    dw[(o0 + o) * inp + k] = g;
+                }
+            }
+        }
+    } else {
+        chain_gemm(dw, (out, inp, rows), View::transposed(dy, out), Rows { data: x, ld: inp }, Start::Zero);
+    }
     let db = &mut db[..out];
     db.fill(0.0);
-    for row in dy[..rows * out].chunks_exact(out) {
-        db.iter_mut().zip(row).for_each(|(s, &g)| *s += g);
-    }
+    with_simd(
+        #[inline(always)]
+        || {
+            for row in dy[..rows * out].chunks_exact(out) {
+                db.iter_mut().zip(row).for_each(|(s, &g)| *s += g);
+            }
+        },
+    );
     if let Some(dx) = dx {
-        matmul(dx, rows, inp, out, View::rows(dy, out), View::rows(w, inp), false);
+        chain_gemm(dx, (rows, inp, out), View::rows(dy, out), Rows { data: w, ld: inp }, Start::Zero);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn naive(a: &[f32], b: &[f32], m: usize, n: usize, k: usize) -> Vec<f32> {
-        (0..m * n).map(|ij| (0..k).map(|l| a[(ij / n) * k + l] * b[l * n + ij % n]).sum()).collect()
-    }
-
-    #[test]
-    fn matmul_with_transposes_matches_the_definition() {
-        let (m, n, k) = (7, 5, 3);
-        let a: Vec<f32> = (0..m * k).map(|i| (i as f32 * 0.37).sin()).collect();
-        let b: Vec<f32> = (0..k * n).map(|i| (i as f32 * 0.11).cos()).collect();
-        let want = naive(&a, &b, m, n, k);
-        let mut got = vec![0f32; m * n];
-        matmul(&mut got, m, n, k, View::rows(&a, k), View::rows(&b, n), false);
-        // Aᵀ stored as [k, m]: its transpose view is A again.
-        let at: Vec<f32> = (0..k * m).map(|i| a[(i % m) * k + i / m]).collect();
-        let mut got_t = vec![1f32; m * n];
-        matmul(&mut got_t, m, n, k, View::transposed(&at, m), View::rows(&b, n), true);
-        for i in 0..m * n {
-            assert!((got[i] - want[i]).abs() < 1e-6);
-            assert!((got_t[i] - want[i] - 1.0).abs() < 1e-6, "accumulates into dst");
-        }
-    }
 
     #[test]
     fn fused_tanh_is_as_accurate_as_candles() {
@@ -307,26 +195,53 @@ mod tests {
         assert_eq!(v, [tanh_fma(0.3), tanh_fma(-2.0), tanh_fma(9.0)], "the dispatched loop gives the scalar's bits");
     }
 
-    #[test]
-    fn the_small_batch_forward_matches_the_gemm_one() {
-        for (inp, out) in [(21, 5), (4, 64), (64, 64), (64, 40), (3, 1)] {
-            small_matches_gemm(inp, out);
-        }
+    fn wave(n: usize, f: f32) -> Vec<f32> {
+        (0..n).map(|i| (i as f32 * f).sin()).collect()
     }
 
-    fn small_matches_gemm(inp: usize, out: usize) {
-        let x: Vec<f32> = (0..3 * inp).map(|i| (i as f32 * 0.37).sin()).collect();
-        let w: Vec<f32> = (0..out * inp).map(|i| (i as f32 * 0.11).cos()).collect();
-        let b: Vec<f32> = (0..out).map(|i| i as f32 * 0.1).collect();
-        let (mut small, mut big, mut wt) = (vec![0f32; 3 * out], vec![0f32; 3 * out], vec![0f32; inp * out]);
-        transpose(&mut wt, &w, (inp, out));
-        small_forward(&mut small, &x, (&w, &wt), &b, (3, inp, out));
-        for r in big.chunks_exact_mut(out) {
-            r.copy_from_slice(&b);
-        }
-        matmul(&mut big, 3, out, inp, View::rows(&x, inp), View::transposed(&w, inp), true);
-        for (s, g) in small.iter().zip(&big) {
-            assert!((s - g).abs() < 1e-5, "{inp}x{out}: {s} vs {g}");
+    #[test]
+    fn a_dense_layer_is_its_definition_and_each_row_its_own() {
+        for (inp, out) in [(21, 5), (4, 64), (64, 64), (64, 40), (3, 1), (64, 2), (5, 130)] {
+            let rows = 37;
+            let (x, w, b) = (wave(rows * inp, 0.37), wave(out * inp, 0.11), wave(out, 0.9));
+            let mut wt = vec![0f32; inp * out];
+            transpose(&mut wt, &w, (inp, out));
+            let mut y = vec![0f32; rows * out];
+            dense_forward(&mut y, &x, (&w, &wt), &b, (rows, inp, out), None);
+            for r in 0..rows {
+                for o in 0..out {
+                    let want: f64 =
+                        b[o] as f64 + (0..inp).map(|k| x[r * inp + k] as f64 * w[o * inp + k] as f64).sum::<f64>();
+                    assert!((y[r * out + o] as f64 - want).abs() < 1e-5, "{inp}x{out} y[{r}, {o}]");
+                }
+            }
+            for r in [0, 7, rows - 1] {
+                let mut one = vec![0f32; out];
+                dense_forward(&mut one, &x[r * inp..(r + 1) * inp], (&w, &wt), &b, (1, inp, out), None);
+                assert_eq!(one, y[r * out..(r + 1) * out], "{inp}x{out}: row {r} alone gives other bits");
+            }
+            let dy = wave(rows * out, 0.53);
+            let (mut dw, mut db, mut dx) = (vec![0f32; out * inp], vec![0f32; out], vec![0f32; rows * inp]);
+            dense_backward(&mut dw, &mut db, Some(&mut dx), &dy, &x, &w, (rows, inp, out));
+            for o in 0..out {
+                let want_b: f64 = (0..rows).map(|r| dy[r * out + o] as f64).sum();
+                assert!((db[o] as f64 - want_b).abs() < 1e-5);
+                for k in 0..inp {
+                    let want: f64 = (0..rows).map(|r| dy[r * out + o] as f64 * x[r * inp + k] as f64).sum();
+                    assert!((dw[o * inp + k] as f64 - want).abs() < 1e-4, "{inp}x{out} dW[{o}, {k}]");
+                    // Either orientation of ∂W runs the same chain over the rows: the direct one's bits.
+                    let mut direct = [0f32];
+                    let dy_col = View { data: &dy[o..], rs: 1, cs: out };
+                    chain_gemm(&mut direct, (1, 1, rows), dy_col, Rows { data: &x[k..], ld: inp }, Start::Zero);
+                    assert_eq!(dw[o * inp + k].to_bits(), direct[0].to_bits(), "{inp}x{out} dW[{o}, {k}]");
+                }
+            }
+            for r in 0..rows {
+                for k in 0..inp {
+                    let want: f64 = (0..out).map(|o| dy[r * out + o] as f64 * w[o * inp + k] as f64).sum();
+                    assert!((dx[r * inp + k] as f64 - want).abs() < 1e-6 * out as f64, "{inp}x{out} dX[{r}, {k}]");
+                }
+            }
         }
     }
 

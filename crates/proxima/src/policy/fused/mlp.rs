@@ -18,7 +18,6 @@
 
 use super::heads::{kl_sum, scratch_len, HeadLoss};
 use super::helper::Helper;
-use super::kernels::SMALL_BATCH;
 use super::net::{Net, Rows, Towers, Workspace};
 use crate::error::{ProximaError, Result};
 use crate::loss::PpoCoefs;
@@ -188,10 +187,7 @@ impl FusedMlp {
         let mut ws = self.infer.borrow_mut();
         self.net.ensure(&mut ws, rows);
         ws.x[..obs.len()].copy_from_slice(obs);
-        if rows < SMALL_BATCH {
-            self.net.refresh_transposes(&self.theta, self.version, &mut ws);
-        }
-        self.net.forward(&self.theta, Some(self.version), &mut ws, rows, towers);
+        self.net.forward(&self.theta, self.version, &mut ws, rows, towers);
         Ok(f(&ws, rows))
     }
 
@@ -218,7 +214,12 @@ impl FusedMlp {
             (self.sharded_loss(mb, old_log_std, &loss, n_shards)?, Pending::Done)
         } else {
             let all = Rows::of(mb, 0..rows, dims);
-            let v = self.net.loss((&self.theta, &mut self.grad), &mut self.train, &all, (old_log_std, &loss, rows))?;
+            let v = self.net.loss(
+                (&self.theta, self.version, &mut self.grad),
+                &mut self.train,
+                &all,
+                (old_log_std, &loss, rows),
+            )?;
             (v, Pending::Rows(rows))
         };
         self.pending = Some(pending);
@@ -237,11 +238,11 @@ impl FusedMlp {
             self.shards.push(Shard { ws, grad: vec![0.0; self.theta.len()], out: Ok([0.0; 4]) });
         }
         let chunk = rows.div_ceil(n);
-        let (net, theta) = (&self.net, &self.theta[..]);
+        let (net, theta, version) = (&self.net, &self.theta[..], self.version);
         run_shards(&mut self.shards[..n], 0, &|i, sh: &mut Shard| {
             let r = (i * chunk).min(rows)..((i + 1) * chunk).min(rows);
             let part = Rows::of(mb, r.clone(), dims);
-            sh.out = net.loss((theta, &mut sh.grad), &mut sh.ws, &part, (old_log_std, loss, rows));
+            sh.out = net.loss((theta, version, &mut sh.grad), &mut sh.ws, &part, (old_log_std, loss, rows));
             if sh.out.is_ok() {
                 net.backward(theta, &mut sh.ws, &mut sh.grad, r.len());
             }
@@ -256,7 +257,7 @@ impl FusedMlp {
             if i == 0 {
                 self.grad.copy_from_slice(&sh.grad);
             } else {
-                crate::simd::with_avx2(
+                crate::simd::with_simd(
                     #[inline(always)]
                     || self.grad.iter_mut().zip(&sh.grad).for_each(|(g, &s)| *g += s),
                 );

@@ -5,7 +5,7 @@
 
 use super::heads::{head_loss, scratch_len, HeadBatch, HeadGrads, HeadLoss};
 use super::helper::Helper;
-use super::kernels::{activation_backward, dense_backward, dense_forward, transpose};
+use super::kernels::{activation_backward, dense_backward, dense_forward, transpose, NARROW};
 use crate::error::Result;
 use crate::policy::spec::{ActionKind, Activation, Part, PolicySpec};
 use crate::rollout::Minibatch;
@@ -42,8 +42,8 @@ pub(super) struct Workspace {
     d_d: Vec<f32>,
     d_trunk: Vec<f32>,
     d_trunk_critic: Vec<f32>,
-    /// Inference: every weight transposed, at θ's offsets (for broadcast FMAs on small batches),
-    /// and the θ version it was made from.
+    /// Every weight of [`NARROW`] outputs or more transposed, at θ's offsets (the forward pass's
+    /// B operand), and the θ version it was made from.
     wt: Vec<f32>,
     wt_version: Option<u64>,
 }
@@ -92,12 +92,12 @@ impl Workspace {
 }
 
 /// Forward through one tower's layers from `x` `[rows, inp]`, each output into `outs`; `wt`
-/// holds every weight transposed (at θ's offsets), for small batches.
+/// holds every weight of [`NARROW`] outputs or more transposed (at θ's offsets).
 fn tower_forward(
     layers: &[Layer],
     outs: &mut [Vec<f32>],
     x: &[f32],
-    (theta, wt): (&[f32], Option<&[f32]>),
+    (theta, wt): (&[f32], &[f32]),
     rows: usize,
     act: Activation,
 ) {
@@ -105,7 +105,7 @@ fn tower_forward(
         let (prev, cur) = outs.split_at_mut(i);
         let input = if i == 0 { x } else { &prev[i - 1][..] };
         let a = l.activated.then_some(act);
-        let w = (&theta[l.w..l.b], wt.map(|t| &t[l.w..l.b]));
+        let w = (&theta[l.w..l.b], &wt[l.w..l.b]);
         dense_forward(&mut cur[0], input, w, &theta[l.b..l.b + l.out], (rows, l.inp, l.out), a);
     }
 }
@@ -248,13 +248,13 @@ impl Net {
         ws.ensure(rows, self.towers(), self.spec.obs_dim, self.spec.action.head_dim());
     }
 
-    /// Forward of `rows` observations already in `ws.x` at θ: head in `ws.actor.last()`, V(s) in
-    /// `ws.critic.last()` (of the `towers` run; the other's buffers keep older values). Small
-    /// batches use `ws.wt` when it was made at θ's `version`.
-    pub fn forward(&self, theta: &[f32], version: Option<u64>, ws: &mut Workspace, rows: usize, towers: Towers) {
+    /// Forward of `rows` observations already in `ws.x` at θ, θ being at `version` (see
+    /// [`Net::refresh_transposes`]): head in `ws.actor.last()`, V(s) in `ws.critic.last()` (of the
+    /// `towers` run; the other's buffers keep older values).
+    pub fn forward(&self, theta: &[f32], version: u64, ws: &mut Workspace, rows: usize, towers: Towers) {
+        self.refresh_transposes(theta, version, ws);
         let act = self.spec.activation;
-        let wt = (version.is_some() && ws.wt_version == version).then_some(&ws.wt[..]);
-        let theta = (theta, wt);
+        let theta = (theta, &ws.wt[..]);
         let x = &ws.x[..rows * self.spec.obs_dim];
         let tower_in = if self.trunk.is_empty() {
             x
@@ -274,19 +274,21 @@ impl Net {
         }
     }
 
-    /// Makes `ws.wt` the transpose of θ's weights, θ being at `version` (once per version).
-    pub fn refresh_transposes(&self, theta: &[f32], version: u64, ws: &mut Workspace) {
+    /// Makes `ws.wt` the transpose of θ's weights of [`NARROW`] outputs or more, θ being at
+    /// `version` (once per version: the caller bumps it whenever θ may have changed).
+    fn refresh_transposes(&self, theta: &[f32], version: u64, ws: &mut Workspace) {
         if ws.wt_version == Some(version) {
             return;
         }
         grow(&mut ws.wt, theta.len());
-        for l in self.trunk.iter().chain(&self.actor).chain(&self.critic) {
+        for l in self.trunk.iter().chain(&self.actor).chain(&self.critic).filter(|l| l.out >= NARROW) {
             transpose(&mut ws.wt[l.w..l.b], &theta[l.w..l.b], (l.inp, l.out));
         }
         ws.wt_version = Some(version);
     }
 
-    /// The loss of minibatch rows `mb` (forward into `ws`, then the closed-form head), its parts
+    /// The loss of minibatch rows `mb` at θ (at `version`: see [`Net::forward`]; forward into
+    /// `ws`, then the closed-form head), its parts
     /// as means over `mean_over` rows (the whole minibatch's, when `mb` is one shard of it);
     /// ∂L/∂log σ goes to `grad`, log r to `ws.log_ratio`, the rest stays in `ws` for
     /// [`Net::backward`].
@@ -295,7 +297,7 @@ impl Net {
     /// [`head_loss`]'s.
     pub fn loss(
         &self,
-        (theta, grad): (&[f32], &mut [f32]),
+        (theta, version, grad): (&[f32], u64, &mut [f32]),
         ws: &mut Workspace,
         mb: &Rows<'_>,
         (old_log_std, loss, mean_over): (&[f32], &HeadLoss, usize),
@@ -303,7 +305,7 @@ impl Net {
         let (rows, od, hd) = (mb.len(), self.spec.obs_dim, self.spec.action.head_dim());
         self.ensure(ws, rows);
         ws.x[..rows * od].copy_from_slice(mb.observations);
-        self.forward(theta, None, ws, rows, Towers::Both);
+        self.forward(theta, version, ws, rows, Towers::Both);
         let log_std_off = self.log_std.unwrap_or(theta.len());
         let batch = HeadBatch {
             head: &ws.actor[self.actor.len() - 1][..rows * hd],

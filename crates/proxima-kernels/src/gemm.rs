@@ -1,0 +1,495 @@
+//! The fused MLP's matrix products, written for its small shapes (a few hundred rows, widths of
+//! tens to hundreds): `C[m, n] = C₀ + A[m, k]·B[k, n]`, where every element of C is **one chain
+//! of fused multiply-adds over p = 0, 1, …, k−1 in order**, `c ← fma(a_ip, b_pj, c)`, starting
+//! from C₀ (zero, or the values already in C).
+//!
+//! That order is the definition, not an implementation detail: the AVX-512, AVX2 + FMA and
+//! portable kernels below compute the very same chains, so the result is the same bits on every
+//! machine (the portable kernel's `f32::mul_add` is the correctly rounded fused operation, an
+//! instruction or libm's `fmaf`) and does not depend on the tile shape or on m: a row's product is
+//! the same in a batch of 4 as in a batch of 512, so the rollout's forward pass and the update's
+//! agree exactly.
+//!
+//! The kernels keep an `MR × NV` tile of C in vector registers (AVX-512: up to 6 rows × 4
+//! vectors of 16 columns, 24 of the 32 registers; AVX2: 6 × 2 vectors of 8), load B's row p as
+//! NV vectors, broadcast A's element (i, p) for each tile row and add the products; the last
+//! vector of a row is masked when n is not a multiple of the vector width. B's rows are read as
+//! vectors, so B is row-major (row stride `ldb ≥ n`); A may be any strided view (its elements are
+//! broadcast one by one). The kernel is chosen at run time by CPU feature (`std`'s cached
+//! detection), so one binary runs on any x86-64 or aarch64 machine.
+//!
+//! Source: the register-tiled "outer product" micro-kernel of Goto & van de Geijn, "Anatomy of
+//! High-Performance Matrix Multiplication" (ACM TOMS 34(3), 2008), without the packing, which does
+//! not pay at these sizes (every operand fits in L1/L2).
+//!
+//! Why our own and not the `gemm` crate (which candle uses and the fused backend used before):
+//! at these sizes its per-call cost (packing, dispatch) was a good part of the time; its AVX-512
+//! kernels need a crate feature that would change candle's results too; and its bits depend on
+//! the machine.
+
+use crate::View;
+
+/// Where each chain starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Start {
+    /// At +0 (`C = A·B`).
+    Zero,
+    /// At C's current values (`C += A·B`, each element's old value first in its chain).
+    Dst,
+}
+
+/// A row-major matrix operand read as rows of vectors: `data[p·ld + j]` is element (p, j).
+#[derive(Clone, Copy)]
+pub struct Rows<'a> {
+    /// The elements.
+    pub data: &'a [f32],
+    /// Row stride, in elements (at least the number of columns read).
+    pub ld: usize,
+}
+
+/// The kernel tiers, best first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tier {
+    /// 16-lane vectors (x86-64 with AVX-512F).
+    Avx512,
+    /// 8-lane vectors (x86-64 with AVX2 and FMA).
+    Avx2,
+    /// Scalar `mul_add` loops the compiler may vectorise (any machine).
+    Portable,
+}
+
+/// The best tier this CPU runs.
+pub fn best_tier() -> Tier {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            return Tier::Avx512;
+        }
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+            return Tier::Avx2;
+        }
+    }
+    Tier::Portable
+}
+
+/// Whether this CPU runs `tier`.
+pub fn supported(tier: Tier) -> bool {
+    match tier {
+        Tier::Portable => true,
+        #[cfg(target_arch = "x86_64")]
+        Tier::Avx512 => std::arch::is_x86_feature_detected!("avx512f"),
+        #[cfg(target_arch = "x86_64")]
+        Tier::Avx2 => std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma"),
+        #[cfg(not(target_arch = "x86_64"))]
+        _ => false,
+    }
+}
+
+/// `dst[m, n]` (row-major, contiguous) = C₀ + `a[m, k]·b[k, n]`, each element one FMA chain over
+/// p in order (module docs), on the best tier this CPU runs.
+///
+/// # Panics
+/// When an operand is shorter than its shape needs (a bug in the caller: every size here is fixed
+/// by the network's spec).
+pub fn chain_gemm(dst: &mut [f32], (m, n, k): (usize, usize, usize), a: View<'_>, b: Rows<'_>, start: Start) {
+    chain_gemm_on(best_tier(), dst, (m, n, k), a, b, start);
+}
+
+/// [`chain_gemm`] on a given tier (the tests compare the tiers).
+///
+/// # Panics
+/// As [`chain_gemm`], and for a tier this CPU does not run.
+pub fn chain_gemm_on(
+    tier: Tier,
+    dst: &mut [f32],
+    (m, n, k): (usize, usize, usize),
+    a: View<'_>,
+    b: Rows<'_>,
+    start: Start,
+) {
+    assert!(dst.len() >= m * n && a.data.len() >= a.extent(m, k), "chain_gemm: A or C too short");
+    assert!(b.ld >= n && (k == 0 || n == 0 || b.data.len() >= (k - 1) * b.ld + n), "chain_gemm: B too short");
+    assert!(supported(tier), "chain_gemm: the {tier:?} kernel does not run on this CPU");
+    if m == 0 || n == 0 {
+        return;
+    }
+    match tier {
+        // SAFETY: the asserts above keep every index in bounds (the kernels read A at i·rs + p·cs
+        // for i < m, p < k, B at p·ld + j and write C at i·n + j for j < n, masking the lanes
+        // past n), and the CPU has the tier's features (asserted).
+        #[cfg(target_arch = "x86_64")]
+        Tier::Avx512 => unsafe { x86::gemm_avx512(dst, (m, n, k), a, b, start) },
+        #[cfg(target_arch = "x86_64")]
+        Tier::Avx2 => unsafe { x86::gemm_avx2(dst, (m, n, k), a, b, start) },
+        _ => portable(dst, (m, n, k), a, b, start),
+    }
+}
+
+/// The definition, 16 columns at a time (a shape the compiler vectorises where it can).
+fn portable(dst: &mut [f32], (m, n, k): (usize, usize, usize), a: View<'_>, b: Rows<'_>, start: Start) {
+    for i in 0..m {
+        for j0 in (0..n).step_by(16) {
+            let w = (n - j0).min(16);
+            let c = &mut dst[i * n + j0..i * n + j0 + w];
+            let mut acc = [0f32; 16];
+            if start == Start::Dst {
+                acc[..w].copy_from_slice(c);
+            }
+            for p in 0..k {
+                let aip = a.data[i * a.rs + p * a.cs];
+                let row = &b.data[p * b.ld + j0..p * b.ld + j0 + w];
+                for (s, &bv) in acc.iter_mut().zip(row) {
+                    *s = aip.mul_add(bv, *s);
+                }
+            }
+            c.copy_from_slice(&acc[..w]);
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    //! The AVX-512 and AVX2 tiles. Each tile function is generic over its row count `R` and
+    //! vector count `V`, so that its accumulators are fixed-size arrays the compiler keeps in
+    //! registers; [`tiles!`] instantiates the ones a call needs.
+
+    use super::{Rows, Start, View};
+    use std::arch::x86_64::*;
+
+    /// Rows per tile (the most: a tile of 6 × 4 vectors holds 24 accumulators).
+    const MR: usize = 6;
+
+    /// A tile's operands: C at `c` (row stride `ldc`), A's rows `i0..` (strides `rs`, `cs`), B's
+    /// columns `j0..` (row stride `ldb`), the chain length `k`.
+    #[derive(Clone, Copy)]
+    struct Tile {
+        c: *mut f32,
+        ldc: usize,
+        a: *const f32,
+        rs: usize,
+        cs: usize,
+        b: *const f32,
+        ldb: usize,
+        k: usize,
+        start: Start,
+    }
+
+    /// Runs `$tile::<mr, nv>` for runtime `mr` in 1..=6 and `nv` in 1..=`$max_nv`.
+    macro_rules! tiles {
+        ($tile:ident, $mr:expr, $nv:expr, $t:expr, $mask:expr, $max_nv:tt) => {
+            match ($mr, $nv) {
+                (6, 1) => $tile::<6, 1>($t, $mask),
+                (5, 1) => $tile::<5, 1>($t, $mask),
+                (4, 1) => $tile::<4, 1>($t, $mask),
+                (3, 1) => $tile::<3, 1>($t, $mask),
+                (2, 1) => $tile::<2, 1>($t, $mask),
+                (1, 1) => $tile::<1, 1>($t, $mask),
+                (6, 2) => $tile::<6, 2>($t, $mask),
+                (5, 2) => $tile::<5, 2>($t, $mask),
+                (4, 2) => $tile::<4, 2>($t, $mask),
+                (3, 2) => $tile::<3, 2>($t, $mask),
+                (2, 2) => $tile::<2, 2>($t, $mask),
+                (1, 2) => $tile::<1, 2>($t, $mask),
+                _ => tiles!(@wide $tile, $mr, $nv, $t, $mask, $max_nv),
+            }
+        };
+        (@wide $tile:ident, $mr:expr, $nv:expr, $t:expr, $mask:expr, 4) => {
+            match ($mr, $nv) {
+                (6, 3) => $tile::<6, 3>($t, $mask),
+                (5, 3) => $tile::<5, 3>($t, $mask),
+                (4, 3) => $tile::<4, 3>($t, $mask),
+                (3, 3) => $tile::<3, 3>($t, $mask),
+                (2, 3) => $tile::<2, 3>($t, $mask),
+                (1, 3) => $tile::<1, 3>($t, $mask),
+                (6, 4) => $tile::<6, 4>($t, $mask),
+                (5, 4) => $tile::<5, 4>($t, $mask),
+                (4, 4) => $tile::<4, 4>($t, $mask),
+                (3, 4) => $tile::<3, 4>($t, $mask),
+                (2, 4) => $tile::<2, 4>($t, $mask),
+                (1, 4) => $tile::<1, 4>($t, $mask),
+                _ => unreachable!("tile shapes are 1..=6 × 1..=4"),
+            }
+        };
+        (@wide $tile:ident, $mr:expr, $nv:expr, $t:expr, $mask:expr, 2) => {
+            unreachable!("tile shapes are 1..=6 × 1..=2")
+        };
+    }
+
+    /// The tiles of C in order: column panels of up to `max_nv` vectors of `lanes`, row blocks of
+    /// up to [`MR`] in each; each item is `(rows, vectors, tile, lanes used in its last vector)`.
+    struct Tiles {
+        first: Tile,
+        a_rs: usize,
+        m: usize,
+        n: usize,
+        lanes: usize,
+        max_nv: usize,
+        i0: usize,
+        j0: usize,
+    }
+
+    impl Tiles {
+        fn new(
+            dst: &mut [f32],
+            (m, n, k): (usize, usize, usize),
+            a: View<'_>,
+            b: Rows<'_>,
+            start: Start,
+            (lanes, max_nv): (usize, usize),
+        ) -> Self {
+            let first = Tile {
+                c: dst.as_mut_ptr(),
+                ldc: n,
+                a: a.data.as_ptr(),
+                rs: a.rs,
+                cs: a.cs,
+                b: b.data.as_ptr(),
+                ldb: b.ld,
+                k,
+                start,
+            };
+            Tiles { first, a_rs: a.rs, m, n, lanes, max_nv, i0: 0, j0: 0 }
+        }
+    }
+
+    impl Iterator for Tiles {
+        type Item = (usize, usize, Tile, usize);
+
+        fn next(&mut self) -> Option<Self::Item> {
+            if self.i0 >= self.m {
+                self.i0 = 0;
+                self.j0 += self.lanes * self.max_nv;
+            }
+            if self.j0 >= self.n || self.m == 0 {
+                return None;
+            }
+            let width = (self.n - self.j0).min(self.lanes * self.max_nv);
+            let nv = width.div_ceil(self.lanes);
+            let mr = (self.m - self.i0).min(MR);
+            let f = self.first;
+            // The offsets stay inside the operands (the caller's bounds checks): wrapping_add
+            // only so that computing them needs no unsafe.
+            let t = Tile {
+                c: f.c.wrapping_add(self.i0 * self.n + self.j0),
+                a: f.a.wrapping_add(self.i0 * self.a_rs),
+                b: f.b.wrapping_add(self.j0),
+                ..f
+            };
+            self.i0 += mr;
+            Some((mr, nv, t, width - (nv - 1) * self.lanes))
+        }
+    }
+
+    /// AVX-512: column panels of 4 vectors of 16.
+    ///
+    /// # Safety
+    /// AVX-512F, and the caller's bounds checks.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn gemm_avx512(
+        dst: &mut [f32],
+        (m, n, k): (usize, usize, usize),
+        a: View<'_>,
+        b: Rows<'_>,
+        start: Start,
+    ) {
+        for (mr, nv, t, last) in Tiles::new(dst, (m, n, k), a, b, start, (16, 4)) {
+            let mask: __mmask16 = if last == 16 { 0xffff } else { (1u16 << last) - 1 };
+            tiles!(tile512, mr, nv, t, mask, 4)
+        }
+    }
+
+    /// 16 floats at `p`, only the lanes in `mask` when `masked` (the others read as 0, not read).
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn load512(p: *const f32, masked: bool, mask: __mmask16) -> __m512 {
+        if masked {
+            _mm512_maskz_loadu_ps(mask, p)
+        } else {
+            _mm512_loadu_ps(p)
+        }
+    }
+
+    /// One `R × V` tile of 16-lane vectors, the last vector of each row masked by `mask`.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn tile512<const R: usize, const V: usize>(t: Tile, mask: __mmask16) {
+        let mut acc = [[_mm512_setzero_ps(); V]; R];
+        if t.start == Start::Dst {
+            for (i, row) in acc.iter_mut().enumerate() {
+                for (v, s) in row.iter_mut().enumerate() {
+                    *s = load512(t.c.add(i * t.ldc + v * 16), v + 1 == V, mask);
+                }
+            }
+        }
+        for p in 0..t.k {
+            let bp = t.b.add(p * t.ldb);
+            let mut bv = [_mm512_setzero_ps(); V];
+            for (v, s) in bv.iter_mut().enumerate() {
+                *s = load512(bp.add(v * 16), v + 1 == V, mask);
+            }
+            let ap = t.a.add(p * t.cs);
+            for (i, row) in acc.iter_mut().enumerate() {
+                let ai = _mm512_set1_ps(*ap.add(i * t.rs));
+                for (s, &bvv) in row.iter_mut().zip(&bv) {
+                    *s = _mm512_fmadd_ps(ai, bvv, *s);
+                }
+            }
+        }
+        for (i, row) in acc.iter().enumerate() {
+            for (v, &s) in row.iter().enumerate() {
+                let p = t.c.add(i * t.ldc + v * 16);
+                if v + 1 == V {
+                    _mm512_mask_storeu_ps(p, mask, s);
+                } else {
+                    _mm512_storeu_ps(p, s);
+                }
+            }
+        }
+    }
+
+    /// AVX2 + FMA: column panels of 2 vectors of 8 (12 accumulators of the 16 registers).
+    ///
+    /// # Safety
+    /// AVX2 and FMA, and the caller's bounds checks.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn gemm_avx2(
+        dst: &mut [f32],
+        (m, n, k): (usize, usize, usize),
+        a: View<'_>,
+        b: Rows<'_>,
+        start: Start,
+    ) {
+        for (mr, nv, t, last) in Tiles::new(dst, (m, n, k), a, b, start, (8, 2)) {
+            let lane = |j: usize| if j < last { -1i32 } else { 0 };
+            let mask = _mm256_setr_epi32(lane(0), lane(1), lane(2), lane(3), lane(4), lane(5), lane(6), lane(7));
+            tiles!(tile256, mr, nv, t, mask, 2)
+        }
+    }
+
+    /// 8 floats at `p`, only the lanes in `mask` when `masked` (the others read as 0, not read).
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn load256(p: *const f32, masked: bool, mask: __m256i) -> __m256 {
+        if masked {
+            _mm256_maskload_ps(p, mask)
+        } else {
+            _mm256_loadu_ps(p)
+        }
+    }
+
+    /// One `R × V` tile of 8-lane vectors, the last vector of each row masked by `mask`.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn tile256<const R: usize, const V: usize>(t: Tile, mask: __m256i) {
+        let mut acc = [[_mm256_setzero_ps(); V]; R];
+        if t.start == Start::Dst {
+            for (i, row) in acc.iter_mut().enumerate() {
+                for (v, s) in row.iter_mut().enumerate() {
+                    *s = load256(t.c.add(i * t.ldc + v * 8), v + 1 == V, mask);
+                }
+            }
+        }
+        for p in 0..t.k {
+            let bp = t.b.add(p * t.ldb);
+            let mut bv = [_mm256_setzero_ps(); V];
+            for (v, s) in bv.iter_mut().enumerate() {
+                *s = load256(bp.add(v * 8), v + 1 == V, mask);
+            }
+            let ap = t.a.add(p * t.cs);
+            for (i, row) in acc.iter_mut().enumerate() {
+                let ai = _mm256_set1_ps(*ap.add(i * t.rs));
+                for (s, &bvv) in row.iter_mut().zip(&bv) {
+                    *s = _mm256_fmadd_ps(ai, bvv, *s);
+                }
+            }
+        }
+        for (i, row) in acc.iter().enumerate() {
+            for (v, &s) in row.iter().enumerate() {
+                let p = t.c.add(i * t.ldc + v * 8);
+                if v + 1 == V {
+                    _mm256_maskstore_ps(p, mask, s);
+                } else {
+                    _mm256_storeu_ps(p, s);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(n: usize, seed: f32) -> Vec<f32> {
+        (0..n).map(|i| ((i as f32 + seed) * 0.618).sin() * 1.7).collect()
+    }
+
+    /// The definition, one element at a time.
+    fn reference(c0: &[f32], (m, n, k): (usize, usize, usize), a: View<'_>, b: Rows<'_>, start: Start) -> Vec<f32> {
+        let mut c = vec![0f32; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                let mut s = if start == Start::Dst { c0[i * n + j] } else { 0.0 };
+                for p in 0..k {
+                    s = a.data[i * a.rs + p * a.cs].mul_add(b.data[p * b.ld + j], s);
+                }
+                c[i * n + j] = s;
+            }
+        }
+        c
+    }
+
+    #[test]
+    fn every_tier_computes_the_definitions_bits() {
+        let tiers: Vec<Tier> =
+            [Tier::Avx512, Tier::Avx2, Tier::Portable].into_iter().filter(|&t| supported(t)).collect();
+        println!("chain_gemm tiers on this CPU: {tiers:?}");
+        let shapes = [(1, 1, 1), (3, 5, 2), (6, 64, 64), (7, 65, 3), (13, 17, 40), (128, 64, 4), (64, 4, 130)];
+        for &(m, n, k) in shapes.iter().chain(&[(2, 2, 64), (4, 33, 0), (12, 100, 9), (25, 48, 7)]) {
+            for transposed_a in [false, true] {
+                for start in [Start::Zero, Start::Dst] {
+                    let a_data = data(m * k, 0.3);
+                    let a = if transposed_a { View::transposed(&a_data, m) } else { View::rows(&a_data, k) };
+                    let ld = n + 3; // a row stride wider than n
+                    let b_data = data(k * ld, 1.1);
+                    let b = Rows { data: &b_data, ld };
+                    let c0 = data(m * n, 2.9);
+                    let want = reference(&c0, (m, n, k), a, b, start);
+                    for &tier in &tiers {
+                        let mut c = c0.clone();
+                        chain_gemm_on(tier, &mut c, (m, n, k), a, b, start);
+                        let same = c.iter().zip(&want).all(|(x, y)| x.to_bits() == y.to_bits());
+                        assert!(same, "{tier:?} {m}x{n}x{k} transposed_a {transposed_a} {start:?}: {c:?} vs {want:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_product_is_the_matrix_product() {
+        let (m, n, k) = (9, 20, 11);
+        let (a, b) = (data(m * k, 0.0), data(k * n, 5.0));
+        let mut c = vec![0f32; m * n];
+        chain_gemm(&mut c, (m, n, k), View::rows(&a, k), Rows { data: &b, ld: n }, Start::Zero);
+        for i in 0..m {
+            for j in 0..n {
+                let want: f64 = (0..k).map(|p| a[i * k + p] as f64 * b[p * n + j] as f64).sum();
+                assert!((c[i * n + j] as f64 - want).abs() < 1e-5, "({i}, {j}): {} vs {want}", c[i * n + j]);
+            }
+        }
+    }
+
+    #[test]
+    fn a_row_is_the_same_in_any_batch() {
+        let (n, k) = (64, 64);
+        let (a, b) = (data(130 * k, 0.7), data(k * n, 3.3));
+        let mut all = vec![0f32; 130 * n];
+        chain_gemm(&mut all, (130, n, k), View::rows(&a, k), Rows { data: &b, ld: n }, Start::Zero);
+        for r in [0, 5, 6, 129] {
+            let mut one = vec![0f32; n];
+            chain_gemm(&mut one, (1, n, k), View::rows(&a[r * k..], k), Rows { data: &b, ld: n }, Start::Zero);
+            assert_eq!(one, all[r * n..(r + 1) * n], "row {r}");
+        }
+    }
+}

@@ -1,0 +1,43 @@
+//! Proxima's hand-written numeric kernels for small MLP policies: the fused backend's matrix
+//! products ([`gemm`]: each output one chain of fused multiply-adds, the same bits on every
+//! machine) and the weight transpose ([`transpose`]).
+//!
+//! A crate of its own so that it is compiled with optimisations in the test build too (the
+//! workspace's `[profile.dev.package.proxima-kernels]`): the SIMD intrinsics are a hundred times
+//! slower unoptimised, while the RL crates' tests want their own code unoptimised. It depends on
+//! nothing.
+
+pub mod gemm;
+pub mod transpose;
+
+/// A matrix operand given by its elements and strides: element (i, j) is `data[i·rs + j·cs]`.
+#[derive(Clone, Copy, Debug)]
+pub struct View<'a> {
+    /// The elements.
+    pub data: &'a [f32],
+    /// Row stride, in elements.
+    pub rs: usize,
+    /// Column stride, in elements.
+    pub cs: usize,
+}
+
+impl<'a> View<'a> {
+    /// A row-major `[rows, cols]` matrix.
+    pub fn rows(data: &'a [f32], cols: usize) -> Self {
+        View { data, rs: cols, cs: 1 }
+    }
+
+    /// The transpose of a row-major matrix with `cols` columns.
+    pub fn transposed(data: &'a [f32], cols: usize) -> Self {
+        View { data, rs: 1, cs: cols }
+    }
+
+    /// One past the largest index an `[m, n]` view reads (0 when it reads nothing).
+    pub fn extent(&self, m: usize, n: usize) -> usize {
+        if m == 0 || n == 0 {
+            0
+        } else {
+            (m - 1) * self.rs + (n - 1) * self.cs + 1
+        }
+    }
+}
