@@ -1,8 +1,9 @@
 //! µs per PPO minibatch update (L^CLIP with value clipping and the entropy bonus, backward,
 //! global-norm clipping and Adam) of CleanRL's CartPole network (4 → 64 → 64 → 2 | 1, tanh) on
 //! each backend, next to the arithmetic floor: the update's FLOP count divided by the
-//! single-thread GEMM rate this machine reaches at the update's own shapes (the `gemm` crate,
-//! measured here). Run with `cargo bench -p proxima --bench update`; prints a Markdown table.
+//! single-thread GEMM rate this machine reaches on the hidden layer's shape: the better of the
+//! `gemm` crate's and the fused backend's own kernel's (`proxima_kernels::gemm::chain_gemm`),
+//! both measured here and printed. Run with `cargo bench -p proxima --bench update`; prints a Markdown table.
 //! `-- --fused-only` skips candle (for profiling the fused update alone).
 
 use proxima::algo::optim::Optimizer;
@@ -11,6 +12,8 @@ use proxima::config::{Backend, Objective};
 use proxima::loss::PpoCoefs;
 use proxima::policy::{ActionKind, Activation, Network, Policy, PolicySpec};
 use proxima::rollout::Minibatch;
+use proxima_kernels::gemm::{chain_gemm, Rows, Start};
+use proxima_kernels::View;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::time::Instant;
@@ -43,9 +46,9 @@ fn flops(spec: &PolicySpec, b: usize) -> f64 {
     total
 }
 
-/// Single-thread GFLOP/s of `gemm` on `[b, 64]·[64, 64]` (the hidden layer's shape), best of
+/// Single-thread GFLOP/s of `f(a, w, c)` computing `c[b, 64] = a[b, 64]·w[64, 64]`, best of
 /// several timed batches.
-fn gemm_rate(b: usize) -> f64 {
+fn rate(b: usize, f: impl Fn(&[f32], &[f32], &mut [f32])) -> f64 {
     let (m, n, k) = (b, 64usize, 64usize);
     let mut rng = ChaCha8Rng::seed_from_u64(0);
     let a: Vec<f32> = (0..m * k).map(|_| rng.random_range(-1.0..1.0)).collect();
@@ -56,35 +59,52 @@ fn gemm_rate(b: usize) -> f64 {
     for _ in 0..20 {
         let t = Instant::now();
         for _ in 0..reps {
-            // SAFETY: every slice holds exactly the [m, k], [k, n], [m, n] row-major elements read/written.
-            unsafe {
-                gemm::gemm(
-                    m,
-                    n,
-                    k,
-                    c.as_mut_ptr(),
-                    1,
-                    n as isize,
-                    false,
-                    a.as_ptr(),
-                    1,
-                    k as isize,
-                    w.as_ptr(),
-                    1,
-                    n as isize,
-                    0.0,
-                    1.0,
-                    false,
-                    false,
-                    false,
-                    gemm::Parallelism::None,
-                );
-            }
+            f(&a, &w, &mut c);
         }
         best = best.min(t.elapsed().as_secs_f64() / reps as f64);
     }
     std::hint::black_box(&c);
     2.0 * (m * n * k) as f64 / best / 1e9
+}
+
+/// The `gemm` crate's rate on the hidden layer's shape (what the fused backend used before its
+/// own kernel).
+fn gemm_crate_rate(b: usize) -> f64 {
+    rate(b, |a, w, c| {
+        let (m, n, k) = (b, 64usize, 64usize);
+        // SAFETY: every slice holds exactly the [m, k], [k, n], [m, n] row-major elements read/written.
+        unsafe {
+            gemm::gemm(
+                m,
+                n,
+                k,
+                c.as_mut_ptr(),
+                1,
+                n as isize,
+                false,
+                a.as_ptr(),
+                1,
+                k as isize,
+                w.as_ptr(),
+                1,
+                n as isize,
+                0.0,
+                1.0,
+                false,
+                false,
+                false,
+                gemm::Parallelism::None,
+            )
+        }
+    })
+}
+
+/// The fused backend's own kernel's rate on the same shape.
+fn chain_gemm_rate(b: usize) -> f64 {
+    rate(b, |a, w, c| {
+        let (a, w) = (View::rows(a, 64), Rows { data: w, ld: 64 });
+        chain_gemm(c, (b, 64, 64), a, w, Start::Zero);
+    })
 }
 
 fn minibatch(policy: &Network, b: usize, rng: &mut ChaCha8Rng) -> Minibatch {
@@ -138,17 +158,18 @@ fn main() {
     let fused_only = std::env::args().any(|a| a == "--fused-only");
     let sp = spec();
     println!(
-        "| batch | FLOP per update | GEMM rate (1 thread) | floor | fused | fused ÷ floor | fused, 2 threads | candle | candle ÷ fused |"
+        "| batch | FLOP per update | GEMM rate, gemm crate | GEMM rate, fused kernel | floor | fused | fused ÷ floor | fused, 2 threads | candle | candle ÷ fused |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for b in [64usize, 128, 512] {
-        let (f, rate) = (flops(&sp, b), gemm_rate(b));
+        let (crate_rate, own_rate) = (gemm_crate_rate(b), chain_gemm_rate(b));
+        let (f, rate) = (flops(&sp, b), crate_rate.max(own_rate));
         let floor = f / (rate * 1e9) * 1e6;
         let fused = update_us(Backend::Fused, b, 1);
         let fused2 = update_us(Backend::Fused, b, 2);
         let candle = if fused_only { f64::NAN } else { update_us(Backend::Candle, b, 1) };
         println!(
-            "| {b} | {:.2} M | {rate:.0} GFLOP/s | {floor:.1} µs | {fused:.1} µs | {:.2}× | {fused2:.1} µs | {candle:.0} µs | {:.1}× |",
+            "| {b} | {:.2} M | {crate_rate:.0} GFLOP/s | {own_rate:.0} GFLOP/s | {floor:.1} µs | {fused:.1} µs | {:.2}× | {fused2:.1} µs | {candle:.0} µs | {:.1}× |",
             f / 1e6,
             fused / floor,
             candle / fused

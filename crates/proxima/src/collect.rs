@@ -58,12 +58,19 @@ impl EpisodeStats {
 }
 
 /// Stores π_θold's distribution parameters for every transition of `buf` (when it keeps
-/// them: `head_dim > 0`), by one batched forward pass at θ_old after the last step. Not from
-/// the rollout's own per-step passes: the candle network's matrix products round a row
+/// them: `head_dim > 0`) as one batched forward pass at θ_old over the rollout gives them:
+/// `heads_kept` says the rollout's own per-step passes already wrote them (a policy whose rows do
+/// not depend on their batch, [`ActOutput::head`]: the same bits), and only log σ is read;
+/// otherwise that pass is made now. The candle network's matrix products round a row
 /// differently in a batch of N rows than in one of N·T (measured: 74% of CartPole's logits
 /// differ in their last bits), and the update has always measured the KL against the latter.
-fn store_old_dist(policy: &dyn Policy, buf: &mut RolloutBuffer) -> Result<()> {
-    if buf.head_dim > 0 {
+fn store_old_dist(policy: &dyn Policy, buf: &mut RolloutBuffer, heads_kept: bool) -> Result<()> {
+    if buf.head_dim == 0 {
+        return Ok(());
+    }
+    if heads_kept {
+        buf.old_log_std = policy.dist_params_host(&[])?.1;
+    } else {
         (buf.old_head, buf.old_log_std) = policy.dist_params_host(&buf.observations.to_f32())?;
     }
     Ok(())
@@ -206,8 +213,9 @@ impl Collector {
         step0: u64,
         mut observer: Option<&mut (dyn StepObserver + 'o)>,
     ) -> Result<(Vec<(u64, EpisodeRecord)>, Option<usize>)> {
-        let (n, od, ad) = (buf.n_envs, buf.obs_dim, buf.act_dim);
+        let (n, od, ad, hd) = (buf.n_envs, buf.obs_dim, buf.act_dim, buf.head_dim);
         let mut finished = Vec::new();
+        let mut heads_kept = hd > 0 && buf.old_head.len() == buf.n_steps * n * hd;
         for t in 0..buf.n_steps {
             let row = t * n..(t + 1) * n;
             buf.observations.write(t * n * od, &self.obs)?;
@@ -216,6 +224,10 @@ impl Collector {
             buf.actions[t * n * ad..(t + 1) * n * ad].copy_from_slice(&out.actions);
             buf.log_probs[row.clone()].copy_from_slice(&out.log_probs);
             buf.values[row.clone()].copy_from_slice(&out.values);
+            heads_kept &= out.head.len() == n * hd;
+            if heads_kept {
+                buf.old_head[t * n * hd..(t + 1) * n * hd].copy_from_slice(&out.head);
+            }
             self.env_actions.copy_from_slice(&out.actions);
             for a in self.env_actions.chunks_mut(ad) {
                 policy.env_action(a); // clip to the Box; the unclipped sample stays stored
@@ -237,7 +249,7 @@ impl Collector {
             }
             self.record_finished(step, &mut finished);
         }
-        store_old_dist(policy, buf)?;
+        store_old_dist(policy, buf, heads_kept)?;
         Ok((finished, None))
     }
 

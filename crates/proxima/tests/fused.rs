@@ -376,3 +376,29 @@ fn a_two_thread_run_repeats_the_one_thread_run_exactly() {
     assert_eq!(two.1, one.1, "policy loss per update");
     assert_eq!(two.0, one.0, "parameters after 4 updates");
 }
+
+/// The fused backend's rows do not depend on their batch, so the head `act` returns for a few
+/// rows (what the collector stores as π_θold's) is, bit for bit, what one pass over the whole
+/// rollout gives (what it stored before, and what candle still computes after the rollout).
+#[test]
+fn the_act_time_head_is_the_batched_head_bit_for_bit() {
+    for (name, action) in actions() {
+        for shared in [false, true] {
+            let sp = spec(action.clone(), shared, Activation::Tanh);
+            let (candle, fused) = pair(&sp, 5);
+            let mut rng = ChaCha8Rng::seed_from_u64(9);
+            let obs: Vec<f32> = (0..B * OBS_DIM).map(|_| rng.random_range(-2.0..2.0)).collect();
+            let (batched, log_std) = fused.dist_params_host(&obs).unwrap();
+            let hd = sp.action.head_dim();
+            for rows in obs.chunks(4 * OBS_DIM) {
+                let out = fused.act(rows, false, &mut rng).unwrap();
+                let n = rows.len() / OBS_DIM;
+                let start = (rows.as_ptr() as usize - obs.as_ptr() as usize) / 4 / OBS_DIM;
+                assert_eq!(out.head, batched[start * hd..(start + n) * hd], "{name} shared={shared}: rows {start}..");
+            }
+            assert_eq!(fused.dist_params_host(&[]).unwrap().1, log_std, "{name}: log σ of no rows");
+            let out = Policy::act(&candle, &obs[..4 * OBS_DIM], false, &mut rng).unwrap();
+            assert!(out.head.is_empty(), "{name}: candle's rows depend on the batch: no head from act");
+        }
+    }
+}

@@ -8,6 +8,7 @@
 
 use crate::error::{ProximaError, Result};
 use crate::policy::candle::host_gradients;
+use crate::policy::Join;
 use candle_core::backprop::GradStore;
 use candle_core::{Tensor, Var};
 use serde::{Deserialize, Serialize};
@@ -212,7 +213,8 @@ impl Optimizer {
     /// new values computed into reused buffers and committed only when every one is finite;
     /// nothing is allocated after the first step. ‖g‖ sums each parameter's squares in a fixed
     /// lane order ([`crate::simd::sum_sq_f64`]), so it may differ from `step_values`' in the
-    /// last bits.
+    /// last bits. With `halves` (the policy's [`FlatParams::halves`]) the parameters from that
+    /// index on are stepped beside the ones before it.
     ///
     /// # Errors
     /// As [`Optimizer::step_values`].
@@ -222,6 +224,7 @@ impl Optimizer {
         values: &mut [f32],
         grads: &[f32],
         max_grad_norm: Option<f64>,
+        halves: Option<(usize, &dyn Join)>,
     ) -> Result<StepInfo> {
         let total: usize = self.m.iter().map(Vec::len).sum();
         if values.len() != total || grads.len() != total || names.len() != self.m.len() {
@@ -255,32 +258,31 @@ impl Optimizer {
         if s.m.len() != self.m.len() || s.m.iter().zip(&self.m).any(|(a, b)| a.len() != b.len()) {
             (s.m, s.v) = (self.m.clone(), self.v.clone());
         }
-        let mut off = 0;
-        for (i, name) in names.iter().enumerate() {
-            let n = self.m[i].len();
-            let (p_old, g) = (&values[off..off + n], &grads[off..off + n]);
-            let (p, m, v) = (&mut s.p[off..off + n], &mut s.m[i][..], &mut s.v[i][..]);
-            let (m_old, v_old) = (&self.m[i][..], &self.v[i][..]);
-            let finite = crate::simd::with_simd(
-                #[inline(always)]
-                || {
-                    let mut finite = true;
-                    for j in 0..n {
-                        (p[j], m[j], v[j]) = rule.apply(p_old[j], m_old[j], v_old[j], g[j] * scale);
-                        finite &= p[j].is_finite();
-                    }
-                    finite
-                },
-            );
-            if !finite {
-                self.t -= 1;
-                self.scratch = s;
-                return Err(ProximaError::NonFinite(format!(
-                    "parameter `{name}` would become non-finite (lr {:e})",
-                    self.lr
-                )));
+        // The parameters in two halves (side by side where `halves` says how), each element's
+        // update its own: the same bits either way.
+        let split = halves.map_or(names.len(), |(k, _)| k.min(names.len()));
+        let flat_split: usize = self.m[..split].iter().map(Vec::len).sum();
+        let (p1, p2) = s.p.split_at_mut(flat_split);
+        let ((m1, m2), (v1, v2)) = (s.m.split_at_mut(split), s.v.split_at_mut(split));
+        let ((old1, old2), (g1, g2)) = (values.split_at(flat_split), grads.split_at(flat_split));
+        let ((mo1, mo2), (vo1, vo2)) = (self.m.split_at(split), self.v.split_at(split));
+        let (mut bad1, mut bad2) = (None, None);
+        let mut first = || bad1 = step_params(rule, scale, (p1, m1, v1), (old1, g1), (mo1, vo1));
+        let mut second = || bad2 = step_params(rule, scale, (p2, m2, v2), (old2, g2), (mo2, vo2)).map(|i| i + split);
+        match halves {
+            Some((_, join)) => join.run_both(&mut first, &mut second),
+            None => {
+                first();
+                second();
             }
-            off += n;
+        }
+        if let Some(i) = bad1.or(bad2) {
+            self.t -= 1;
+            self.scratch = s;
+            return Err(ProximaError::NonFinite(format!(
+                "parameter `{}` would become non-finite (lr {:e})",
+                names[i], self.lr
+            )));
         }
         values.copy_from_slice(&s.p);
         std::mem::swap(&mut self.m, &mut s.m);
@@ -316,6 +318,39 @@ impl Optimizer {
             (p[j], m[j], v[j]) = rule.apply(p[j], m[j], v[j], gj);
         }
     }
+}
+
+/// One update-rule step of consecutive parameters into `p` (flat, their concatenation), `m`, `v`
+/// (one vector each) from the old values `p_old`, gradients `g` (times `scale`) and moments;
+/// returns the index (among these) of the first parameter that would become non-finite.
+fn step_params(
+    rule: Rule,
+    scale: f32,
+    (p, m, v): (&mut [f32], &mut [Vec<f32>], &mut [Vec<f32>]),
+    (p_old, g): (&[f32], &[f32]),
+    (m_old, v_old): (&[Vec<f32>], &[Vec<f32>]),
+) -> Option<usize> {
+    let mut off = 0;
+    for (i, ((m, v), (m_old, v_old))) in m.iter_mut().zip(v.iter_mut()).zip(m_old.iter().zip(v_old)).enumerate() {
+        let n = m_old.len();
+        let (p, p_old, g) = (&mut p[off..off + n], &p_old[off..off + n], &g[off..off + n]);
+        let finite = crate::simd::with_simd(
+            #[inline(always)]
+            || {
+                let mut finite = true;
+                for j in 0..n {
+                    (p[j], m[j], v[j]) = rule.apply(p_old[j], m_old[j], v_old[j], g[j] * scale);
+                    finite &= p[j].is_finite();
+                }
+                finite
+            },
+        );
+        if !finite {
+            return Some(i);
+        }
+        off += n;
+    }
+    None
 }
 
 /// One step of an update rule on one element, its constants computed once per step.

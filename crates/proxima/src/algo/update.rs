@@ -76,7 +76,7 @@ pub struct AuxStats {
 /// policy's own errors.
 pub fn apply_gradients(policy: &mut dyn Policy, opt: &mut Optimizer, max_grad_norm: Option<f64>) -> Result<StepInfo> {
     if let Some(flat) = policy.backward_flat()? {
-        return opt.step_flat(flat.names, flat.values, flat.grads, max_grad_norm);
+        return opt.step_flat(flat.names, flat.values, flat.grads, max_grad_norm, flat.halves);
     }
     let grads = policy.backward()?;
     apply_host_gradients(policy, opt, &grads, max_grad_norm)

@@ -429,6 +429,7 @@ impl ActorCritic {
             actions: Vec::with_capacity(n * self.spec.action.act_dim()),
             log_probs: Vec::with_capacity(n),
             values: values.to_vec1::<f32>()?,
+            head: Vec::new(), // a row's bits depend on its batch here: see `ActOutput::head`
         };
         let mut scratch = vec![0f32; hd];
         for row in head.chunks(hd) {

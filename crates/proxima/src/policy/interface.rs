@@ -26,6 +26,17 @@ pub struct FlatParams<'a> {
     pub values: &'a mut [f32],
     /// ∇θ of the last loss, `[P]`.
     pub grads: &'a [f32],
+    /// Where the optimiser may cut its step in two halves run side by side: the index of the
+    /// first parameter of the second half, and what runs them; `None`: one after the other.
+    /// Each parameter's update is its own, so the halves give the same bits either way.
+    pub halves: Option<(usize, &'a dyn Join)>,
+}
+
+/// Runs two closures side by side (an implementation's second thread), returning when both are
+/// done.
+pub trait Join {
+    /// Runs `a` and `b`, side by side where it can, one after the other otherwise.
+    fn run_both(&self, a: &mut (dyn FnMut() + Send), b: &mut (dyn FnMut() + Send));
 }
 
 /// The seam between the algorithms and a network implementation: an actor-critic π_θ, V_θ whose
@@ -183,4 +194,9 @@ pub struct ActOutput {
     pub log_probs: Vec<f32>,
     /// V(s), `[N]`.
     pub values: Vec<f32>,
+    /// π(·|s)'s head `[N, head_dim]` (logits side by side, or Gaussian means), filled only by a
+    /// policy whose rows do not depend on the batch they are in (the fused backend: each row's
+    /// bits are those a pass over the whole rollout gives it), so the collector can keep π_θold
+    /// from the rollout's own passes; empty otherwise (the collector then makes that pass).
+    pub head: Vec<f32>,
 }

@@ -29,7 +29,7 @@ pub mod ops;
 mod spec;
 
 pub use self::candle::{ActorCritic, DistParams};
-pub use self::interface::{ActOutput, AuxBatch, FlatParams, LossReport, Policy};
+pub use self::interface::{ActOutput, AuxBatch, FlatParams, Join, LossReport, Policy};
 pub use self::network::{Backend, Network};
 pub use self::offpolicy::{ActorKind, OffPolicyNets};
 pub use self::spec::{orthogonal, ActionKind, Activation, ImageShape, PolicyKind, PolicySpec};

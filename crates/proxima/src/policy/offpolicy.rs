@@ -415,7 +415,7 @@ impl Policy for OffPolicyNets {
                 (a, vec![0.0; n])
             }
         };
-        Ok(ActOutput { values: self.min_q(&o, &a)?, actions: host(&a)?, log_probs })
+        Ok(ActOutput { values: self.min_q(&o, &a)?, actions: host(&a)?, log_probs, head: Vec::new() })
     }
 
     /// min_k Q_k(s, a) of the deterministic action a (tanh(μ(s))).

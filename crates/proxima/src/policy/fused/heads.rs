@@ -221,7 +221,8 @@ fn row_grads<T: Float>(
 
 /// The loss of minibatch `b` and its gradients (module docs). Returns
 /// `[loss, policy_loss, value_loss, entropy]` as [`crate::loss::ppo_loss`] /
-/// [`crate::loss::a2c_loss`] define them.
+/// [`crate::loss::a2c_loss`] define them. It is [`policy_head`], [`value_head`] and
+/// [`combine_parts`] in turn (the fused backend runs the two heads on two threads).
 ///
 /// # Errors
 /// `InvalidArgument` for a KL objective without π_θold's head, or buffers of the wrong size.
@@ -231,16 +232,34 @@ pub fn head_loss<T: Float>(
     loss: &HeadLoss,
     g: &mut HeadGrads<'_, T>,
 ) -> Result<[T; 4]> {
+    check_head_batch(kind, b, loss, g.d_head.len(), g.scratch.len())?;
+    let policy = policy_head(kind, b, loss, (g.d_head, g.d_log_std, g.log_ratio, g.scratch));
+    let vl = value_head(b, loss, g.d_values);
+    let mean_over = if b.mean_over == 0 { b.values.len() } else { b.mean_over };
+    Ok(combine_parts(loss, policy, vl, mean_over))
+}
+
+/// Whether `b`'s buffers fit `kind`'s head (and the gradient buffers of `d_head_len` and
+/// `scratch_len` values) and hold what `loss` reads: [`head_loss`]'s checks, made before the
+/// heads run.
+///
+/// # Errors
+/// As [`head_loss`].
+pub fn check_head_batch<T: Float>(
+    kind: &ActionKind,
+    b: &HeadBatch<'_, T>,
+    loss: &HeadLoss,
+    d_head_len: usize,
+    scratch_len_given: usize,
+) -> Result<()> {
     let (hd, ad, n) = (kind.head_dim(), kind.act_dim(), b.values.len());
-    let kl_objective =
-        matches!(loss, HeadLoss::Ppo(c) if matches!(c.objective, Objective::AdaptiveKl | Objective::FixedKl));
-    if kl_objective && b.old_head.len() != n * hd {
+    if is_kl_objective(loss) && b.old_head.len() != n * hd {
         return Err(ProximaError::InvalidArgument("the KL objectives need π_θold's head for every row".into()));
     }
     if b.head.len() != n * hd
         || b.actions.len() != n * ad
-        || g.d_head.len() < n * hd
-        || g.scratch.len() < scratch_len(kind)
+        || d_head_len < n * hd
+        || scratch_len_given < scratch_len(kind)
     {
         return Err(ProximaError::InvalidArgument(format!(
             "head loss buffers: {} head values and {} actions for {n} rows of head_dim {hd}",
@@ -248,24 +267,48 @@ pub fn head_loss<T: Float>(
             b.actions.len()
         )));
     }
-    g.d_log_std.iter_mut().for_each(|x| *x = T::zero());
+    Ok(())
+}
+
+fn is_kl_objective(loss: &HeadLoss) -> bool {
+    matches!(loss, HeadLoss::Ppo(c) if matches!(c.objective, Objective::AdaptiveKl | Objective::FixedKl))
+}
+
+/// 1 / the number of rows the means are over, for a batch of `n` rows.
+fn inv_rows<T: Float>(b: &HeadBatch<'_, T>, n: usize) -> T {
     let m = if b.mean_over == 0 { n } else { b.mean_over };
-    let inv_b: T = c(1.0 / m.max(1) as f64);
-    let (mut pl, mut vl, mut ent_sum) = (0f64, 0f64, 0f64);
+    c(1.0 / m.max(1) as f64)
+}
+
+/// The policy's part of the loss, row by row: log r_t(θ) into `log_ratio` (PPO), ∂L/∂head into
+/// `d_head`, ∂L/∂log σ into `d_log_std` (overwritten); returns Σ rows of the policy loss and
+/// Σ rows of the entropy, in f64, in row order. `scratch` holds at least [`scratch_len`]
+/// values. The buffers must have passed [`check_head_batch`]; `b.values`, `b.returns` and
+/// `b.old_values` are not read (the rows are `b.advantages`').
+pub fn policy_head<T: Float>(
+    kind: &ActionKind,
+    b: &HeadBatch<'_, T>,
+    loss: &HeadLoss,
+    (d_head, d_log_std, log_ratio, scratch): (&mut [T], &mut [T], &mut [T], &mut [T]),
+) -> (f64, f64) {
+    let (hd, ad, n) = (kind.head_dim(), kind.act_dim(), b.advantages.len());
+    let kl_objective = is_kl_objective(loss);
+    d_log_std.iter_mut().for_each(|x| *x = T::zero());
+    let inv_b = inv_rows(b, n);
+    let (mut pl, mut ent_sum) = (0f64, 0f64);
     let comps = components(kind);
-    let (scratch, ent_parts) = g.scratch.split_at_mut(SCRATCH_PER_HEAD * hd);
+    let (scratch, ent_parts) = scratch.split_at_mut(SCRATCH_PER_HEAD * hd);
     for i in 0..n {
         let (head, action) = (&b.head[i * hd..(i + 1) * hd], &b.actions[i * ad..(i + 1) * ad]);
         let old = kl_objective.then(|| (&b.old_head[i * hd..(i + 1) * hd], b.old_log_std));
         let (lp, ent, kl) = row_stats(comps, (head, b.log_std, action), old, scratch, ent_parts);
-        let (a, v, r) = (b.advantages[i], b.values[i], b.returns[i]);
-        let (g_lp, g_kl, g_v, row_pl, row_vl);
-        let g_ent;
+        let a = b.advantages[i];
+        let (g_lp, g_kl, row_pl, g_ent);
         match loss {
             HeadLoss::Ppo(co) => {
-                let log_ratio = lp - b.old_log_prob[i];
-                g.log_ratio[i] = log_ratio;
-                let ratio = log_ratio.exp();
+                let lr = lp - b.old_log_prob[i];
+                log_ratio[i] = lr;
+                let ratio = lr.exp();
                 let surr1 = a * ratio;
                 (row_pl, g_lp, g_kl) = match co.objective {
                     Objective::Clip => {
@@ -279,43 +322,57 @@ pub fn head_loss<T: Float>(
                         (beta * kl - surr1, -surr1 * inv_b, beta * inv_b)
                     }
                 };
-                let (vf, gv) = value_loss_row(v, r, b.old_values[i], co.clip_range_vf);
-                row_vl = vf * c(0.5);
-                g_v = gv * c(0.5 * co.vf_coef) * inv_b;
                 g_ent = -c::<T>(co.ent_coef) * inv_b;
             }
-            HeadLoss::A2c { vf_coef, ent_coef } => {
+            HeadLoss::A2c { ent_coef, .. } => {
                 row_pl = -(lp * a);
                 (g_lp, g_kl) = (-a * inv_b, T::zero());
-                let e = v - r;
-                row_vl = e * e;
-                g_v = e * c(2.0 * vf_coef) * inv_b;
                 g_ent = -c::<T>(*ent_coef) * inv_b;
             }
         }
-        g.d_values[i] = g_v;
-        row_grads(
-            comps,
-            (head, b.log_std, action),
-            old,
-            (g_lp, g_ent, g_kl),
-            ent_parts,
-            scratch,
-            &mut g.d_head[i * hd..(i + 1) * hd],
-            g.d_log_std,
-        );
+        let d_row = &mut d_head[i * hd..(i + 1) * hd];
+        row_grads(comps, (head, b.log_std, action), old, (g_lp, g_ent, g_kl), ent_parts, scratch, d_row, d_log_std);
         pl += row_pl.to_f64().unwrap_or(f64::NAN);
-        vl += row_vl.to_f64().unwrap_or(f64::NAN);
         ent_sum += ent.to_f64().unwrap_or(f64::NAN);
     }
-    let m = m.max(1) as f64;
+    (pl, ent_sum)
+}
+
+/// The value loss's part, row by row: ∂L/∂V into `d_values`; returns Σ rows of the value loss
+/// (½·(clipped) squared error for PPO, the squared error for A2C), in f64, in row order. Reads
+/// `b.values`, `b.returns`, `b.old_values` and `b.mean_over` only.
+pub fn value_head<T: Float>(b: &HeadBatch<'_, T>, loss: &HeadLoss, d_values: &mut [T]) -> f64 {
+    let inv_b = inv_rows(b, b.values.len());
+    let mut vl = 0f64;
+    for (i, d) in d_values[..b.values.len()].iter_mut().enumerate() {
+        let (v, r) = (b.values[i], b.returns[i]);
+        let (row_vl, g_v) = match loss {
+            HeadLoss::Ppo(co) => {
+                let (vf, gv) = value_loss_row(v, r, b.old_values[i], co.clip_range_vf);
+                (vf * c(0.5), gv * c(0.5 * co.vf_coef) * inv_b)
+            }
+            HeadLoss::A2c { vf_coef, .. } => {
+                let e = v - r;
+                (e * e, e * c(2.0 * vf_coef) * inv_b)
+            }
+        };
+        *d = g_v;
+        vl += row_vl.to_f64().unwrap_or(f64::NAN);
+    }
+    vl
+}
+
+/// `[loss, policy_loss, value_loss, entropy]` from the heads' sums: the means over `mean_over`
+/// rows and L = L^π + c₁·L^V − c₂·S.
+pub fn combine_parts<T: Float>(loss: &HeadLoss, (pl, ent_sum): (f64, f64), vl: f64, mean_over: usize) -> [T; 4] {
+    let m = mean_over.max(1) as f64;
     let (pl, vl, ent) = (pl / m, vl / m, ent_sum / m);
     let (vf_coef, ent_coef) = match loss {
         HeadLoss::Ppo(co) => (co.vf_coef, co.ent_coef),
         HeadLoss::A2c { vf_coef, ent_coef } => (*vf_coef, *ent_coef),
     };
     let total = pl + vf_coef * vl - ent_coef * ent;
-    Ok([c(total), c(pl), c(vl), c(ent)])
+    [c(total), c(pl), c(vl), c(ent)]
 }
 
 /// One row's (V−R)², or max((V−R)², (V_old + clip(V−V_old, ±ε_v) − R)²), and its derivative in

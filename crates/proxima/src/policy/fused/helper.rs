@@ -109,6 +109,7 @@ impl Helper {
     }
 
     /// Runs `a` on this thread and `b` on the helper at the same time; returns when both are done.
+    /// (When the helper is already busy — a join inside a join — `a` then `b` on this thread.)
     /// A panic in either is resumed here once both have finished.
     pub fn join(&self, a: impl FnOnce() + Send, b: impl FnOnce() + Send) {
         if self.busy.swap(true, Ordering::Acquire) {
@@ -158,6 +159,12 @@ impl Drop for Helper {
             t.thread().unpark();
             let _ = t.join();
         }
+    }
+}
+
+impl crate::policy::Join for Helper {
+    fn run_both(&self, a: &mut (dyn FnMut() + Send), b: &mut (dyn FnMut() + Send)) {
+        self.join(a, b);
     }
 }
 

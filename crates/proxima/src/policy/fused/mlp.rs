@@ -21,7 +21,7 @@ use super::helper::Helper;
 use super::net::{Net, Rows, Towers, Workspace};
 use crate::error::{ProximaError, Result};
 use crate::loss::PpoCoefs;
-use crate::policy::interface::{ActOutput, FlatParams, LossReport, Policy};
+use crate::policy::interface::{ActOutput, FlatParams, Join, LossReport, Policy};
 use crate::policy::spec::PolicySpec;
 use crate::rollout::Minibatch;
 use rand::{Rng, RngCore};
@@ -212,6 +212,10 @@ impl FusedMlp {
         let n_shards = (self.threads / 2).min(rows / MIN_SHARD_ROWS);
         let (values, pending) = if n_shards > 1 {
             (self.sharded_loss(mb, old_log_std, &loss, n_shards)?, Pending::Done)
+        } else if self.net.helper.is_some() && self.net.trunk.is_empty() {
+            let all = Rows::of(mb, 0..rows, dims);
+            let theta = (&self.theta[..], self.version, &mut self.grad[..]);
+            (self.net.loss_and_backward_split(theta, &mut self.train, &all, (old_log_std, &loss, rows))?, Pending::Done)
         } else {
             let all = Rows::of(mb, 0..rows, dims);
             let v = self.net.loss(
@@ -298,6 +302,8 @@ impl Policy for FusedMlp {
             out.log_probs.clear();
             out.values.clear();
             out.values.extend_from_slice(&ws.critic[nc][..rows]);
+            out.head.clear(); // every row's bits are its own (`kernels::dense_forward`)
+            out.head.extend_from_slice(&ws.actor[na][..rows * hd]);
             let mut scratch = [0f32; 64];
             let mut heap;
             let scratch: &mut [f32] = if hd <= 64 {
@@ -344,7 +350,10 @@ impl Policy for FusedMlp {
     fn backward_flat(&mut self) -> Result<Option<FlatParams<'_>>> {
         self.backward_in_place()?;
         self.version += 1; // θ is lent mutably: the optimiser steps it
-        Ok(Some(FlatParams { names: &self.names, values: &mut self.theta, grads: &self.grad }))
+                           // The second half from the critic's first parameter (θ: trunk, actor, critic, log σ).
+        let critic_first = 2 * (self.net.trunk.len() + self.net.actor.len());
+        let halves = self.net.helper.as_ref().map(|h| (critic_first, h as &dyn Join));
+        Ok(Some(FlatParams { names: &self.names, values: &mut self.theta, grads: &self.grad, halves }))
     }
 
     fn rollout_kl(&self, obs: &[f32], old_head: &[f32], old_log_std: &[f32]) -> Result<f64> {

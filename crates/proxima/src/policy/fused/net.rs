@@ -3,7 +3,9 @@
 //! backward, on θ and ∇θ slices given by the caller (so several row shards can run at once on
 //! one θ).
 
-use super::heads::{head_loss, scratch_len, HeadBatch, HeadGrads, HeadLoss};
+use super::heads::{
+    check_head_batch, combine_parts, head_loss, policy_head, scratch_len, value_head, HeadBatch, HeadGrads, HeadLoss,
+};
 use super::helper::Helper;
 use super::kernels::{activation_backward, dense_backward, dense_forward, transpose, NARROW};
 use crate::error::Result;
@@ -328,6 +330,71 @@ impl Net {
             scratch: &mut ws.scratch,
         };
         head_loss(&self.spec.action, &batch, loss, &mut grads)
+    }
+
+    /// [`Net::loss`] and then [`Net::backward`] for a network without a shared trunk, in two
+    /// halves side by side (on the helper, when there is one and `rows` ≥
+    /// [`PARALLEL_MIN_ROWS`]): the actor's forward pass, the policy head ([`policy_head`]) and
+    /// the actor's backward pass on this thread, the critic's forward pass, the value head
+    /// ([`value_head`]) and backward pass on the other. The same operations on the same values
+    /// as the two calls, so the same bits, with one join instead of two and the heads off the
+    /// critical path. ∇θ is complete on return (log σ's part included).
+    ///
+    /// # Errors
+    /// [`check_head_batch`]'s, before anything runs.
+    pub fn loss_and_backward_split(
+        &self,
+        (theta, version, grad): (&[f32], u64, &mut [f32]),
+        ws: &mut Workspace,
+        mb: &Rows<'_>,
+        (old_log_std, loss, mean_over): (&[f32], &HeadLoss, usize),
+    ) -> Result<[f32; 4]> {
+        debug_assert!(self.trunk.is_empty(), "a shared trunk joins the towers' gradients");
+        let (rows, od, hd) = (mb.len(), self.spec.obs_dim, self.spec.action.head_dim());
+        let (kind, act, (na, nc)) =
+            (&self.spec.action, self.spec.activation, (self.actor.len() - 1, self.critic.len() - 1));
+        self.ensure(ws, rows);
+        ws.x[..rows * od].copy_from_slice(mb.observations);
+        self.refresh_transposes(theta, version, ws);
+        let log_std_off = self.log_std.unwrap_or(theta.len());
+        let batch = HeadBatch {
+            head: &[], // each half fills in its own output
+            log_std: &theta[log_std_off..],
+            values: &[],
+            actions: mb.actions,
+            old_log_prob: mb.old_log_probs,
+            advantages: mb.advantages,
+            old_values: mb.old_values,
+            returns: mb.returns,
+            old_head: mb.old_head,
+            old_log_std,
+            mean_over,
+        };
+        // The outputs' buffers as yet hold the last pass's values: only their lengths are read.
+        let sized = HeadBatch { head: &ws.actor[na][..rows * hd], values: &ws.critic[nc][..rows], ..batch };
+        check_head_batch(kind, &sized, loss, ws.d_a.len(), ws.scratch.len())?;
+        let Workspace { x, wt, actor, critic, log_ratio, scratch, d_a, d_b, d_c, d_d, .. } = ws;
+        let (x, weights) = (&x[..rows * od], (theta, &wt[..]));
+        let (g_towers, d_log_std) = grad.split_at_mut(log_std_off);
+        let (g_actor, g_critic) = g_towers.split_at_mut(self.critic[0].w);
+        let (mut policy_sums, mut value_sum) = ((0f64, 0f64), 0f64);
+        let (ps, vs) = (&mut policy_sums, &mut value_sum);
+        both(
+            self.helper.as_ref().filter(|_| rows >= PARALLEL_MIN_ROWS),
+            || {
+                tower_forward(&self.actor, actor, x, weights, rows, act);
+                let b = HeadBatch { head: &actor[na][..rows * hd], ..batch };
+                *ps = policy_head(kind, &b, loss, (&mut d_a[..rows * hd], d_log_std, &mut log_ratio[..rows], scratch));
+                tower_backward(&self.actor, actor, x, theta, (g_actor, 0), (d_a, d_b), None, rows, act);
+            },
+            || {
+                tower_forward(&self.critic, critic, x, weights, rows, act);
+                *vs = value_head(&HeadBatch { values: &critic[nc][..rows], ..batch }, loss, &mut d_c[..rows]);
+                let g = (g_critic, self.critic[0].w);
+                tower_backward(&self.critic, critic, x, theta, g, (d_c, d_d), None, rows, act);
+            },
+        );
+        Ok(combine_parts(loss, policy_sums, value_sum, mean_over))
     }
 
     /// ∇θ of the loss [`Net::loss`] left in `ws` (over its `rows`) into `grad` (every weight and
