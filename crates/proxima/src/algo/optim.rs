@@ -333,24 +333,47 @@ fn step_params(
     let mut off = 0;
     for (i, ((m, v), (m_old, v_old))) in m.iter_mut().zip(v.iter_mut()).zip(m_old.iter().zip(v_old)).enumerate() {
         let n = m_old.len();
-        let (p, p_old, g) = (&mut p[off..off + n], &p_old[off..off + n], &g[off..off + n]);
-        let finite = crate::simd::with_simd(
-            #[inline(always)]
-            || {
-                let mut finite = true;
-                for j in 0..n {
-                    (p[j], m[j], v[j]) = rule.apply(p_old[j], m_old[j], v_old[j], g[j] * scale);
-                    finite &= p[j].is_finite();
-                }
-                finite
-            },
-        );
+        let new = (&mut p[off..off + n], &mut m[..n], &mut v[..n]);
+        let old = (&p_old[off..off + n], &m_old[..n], &v_old[..n], &g[off..off + n]);
+        // One loop per rule, the rule's constants fixed in it: a loop whose body matched on the
+        // rule per element was not vectorised.
+        let finite = match rule {
+            Rule::Adam { step_size, b1, b2, eps, inv_bc2_sqrt } => {
+                let c = (step_size, b1, b2, eps, inv_bc2_sqrt);
+                step_elements(new, old, scale, |p, m, v, g| Rule::adam(c, p, m, v, g))
+            }
+            Rule::Rmsprop { a, lr, eps } => {
+                step_elements(new, old, scale, |p, m, v, g| Rule::rmsprop((a, lr, eps), p, m, v, g))
+            }
+        };
         if !finite {
             return Some(i);
         }
         off += n;
     }
     None
+}
+
+/// `(p, m, v)[j] = f(p_old, m_old, v_old, g·scale)[j]` for every element
+/// ([`crate::simd::with_simd`]); whether every new p is finite.
+#[inline(always)]
+fn step_elements(
+    (p, m, v): (&mut [f32], &mut [f32], &mut [f32]),
+    (p_old, m_old, v_old, g): (&[f32], &[f32], &[f32], &[f32]),
+    scale: f32,
+    f: impl Fn(f32, f32, f32, f32) -> (f32, f32, f32),
+) -> bool {
+    crate::simd::with_simd(
+        #[inline(always)]
+        move || {
+            let mut finite = true;
+            for j in 0..p.len() {
+                (p[j], m[j], v[j]) = f(p_old[j], m_old[j], v_old[j], g[j] * scale);
+                finite &= p[j].is_finite();
+            }
+            finite
+        },
+    )
 }
 
 /// One step of an update rule on one element, its constants computed once per step.
@@ -369,15 +392,31 @@ impl Rule {
     fn apply(self, p: f32, m: f32, v: f32, g: f32) -> (f32, f32, f32) {
         match self {
             Rule::Adam { step_size, b1, b2, eps, inv_bc2_sqrt } => {
-                let m = b1 * m + (1.0 - b1) * g;
-                let v = b2 * v + (1.0 - b2) * g * g;
-                (p - step_size * m / (v.sqrt() * inv_bc2_sqrt + eps), m, v)
+                Rule::adam((step_size, b1, b2, eps, inv_bc2_sqrt), p, m, v, g)
             }
-            Rule::Rmsprop { a, lr, eps } => {
-                let v = a * v + (1.0 - a) * g * g;
-                (p - lr * g / (v.sqrt() + eps), m, v)
-            }
+            Rule::Rmsprop { a, lr, eps } => Rule::rmsprop((a, lr, eps), p, m, v, g),
         }
+    }
+
+    /// Adam's element step with lr/(1−β₁ᵗ), β₁, β₂, eps, 1/√(1−β₂ᵗ).
+    #[inline(always)]
+    fn adam(
+        (step_size, b1, b2, eps, inv_bc2_sqrt): (f32, f32, f32, f32, f32),
+        p: f32,
+        m: f32,
+        v: f32,
+        g: f32,
+    ) -> (f32, f32, f32) {
+        let m = b1 * m + (1.0 - b1) * g;
+        let v = b2 * v + (1.0 - b2) * g * g;
+        (p - step_size * m / (v.sqrt() * inv_bc2_sqrt + eps), m, v)
+    }
+
+    /// RMSprop's element step with α, lr, eps (m passes through).
+    #[inline(always)]
+    fn rmsprop((a, lr, eps): (f32, f32, f32), p: f32, m: f32, v: f32, g: f32) -> (f32, f32, f32) {
+        let v = a * v + (1.0 - a) * g * g;
+        (p - lr * g / (v.sqrt() + eps), m, v)
     }
 }
 
