@@ -30,12 +30,15 @@
 use crate::View;
 
 /// Where each chain starts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Start {
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Start<'a> {
     /// At +0 (`C = A·B`).
     Zero,
     /// At C's current values (`C += A·B`, each element's old value first in its chain).
     Dst,
+    /// Column j's chains at `row[j]` (`C = 1·rowᵀ + A·B`: a dense layer's bias); `row` holds at
+    /// least n values.
+    Row(&'a [f32]),
 }
 
 /// A row-major matrix operand read as rows of vectors: `data[p·ld + j]` is element (p, j).
@@ -91,7 +94,7 @@ pub fn supported(tier: Tier) -> bool {
 /// # Panics
 /// When an operand is shorter than its shape needs (a bug in the caller: every size here is fixed
 /// by the network's spec).
-pub fn chain_gemm(dst: &mut [f32], (m, n, k): (usize, usize, usize), a: View<'_>, b: Rows<'_>, start: Start) {
+pub fn chain_gemm(dst: &mut [f32], (m, n, k): (usize, usize, usize), a: View<'_>, b: Rows<'_>, start: Start<'_>) {
     chain_gemm_on(best_tier(), dst, (m, n, k), a, b, start);
 }
 
@@ -105,11 +108,12 @@ pub fn chain_gemm_on(
     (m, n, k): (usize, usize, usize),
     a: View<'_>,
     b: Rows<'_>,
-    start: Start,
+    start: Start<'_>,
 ) {
     assert!(dst.len() >= m * n && a.data.len() >= a.extent(m, k), "chain_gemm: A or C too short");
     assert!(b.ld >= n && (k == 0 || n == 0 || b.data.len() >= (k - 1) * b.ld + n), "chain_gemm: B too short");
     assert!(supported(tier), "chain_gemm: the {tier:?} kernel does not run on this CPU");
+    assert!(!matches!(start, Start::Row(r) if r.len() < n), "chain_gemm: the start row is shorter than n");
     if m == 0 || n == 0 {
         return;
     }
@@ -126,14 +130,16 @@ pub fn chain_gemm_on(
 }
 
 /// The definition, 16 columns at a time (a shape the compiler vectorises where it can).
-fn portable(dst: &mut [f32], (m, n, k): (usize, usize, usize), a: View<'_>, b: Rows<'_>, start: Start) {
+fn portable(dst: &mut [f32], (m, n, k): (usize, usize, usize), a: View<'_>, b: Rows<'_>, start: Start<'_>) {
     for i in 0..m {
         for j0 in (0..n).step_by(16) {
             let w = (n - j0).min(16);
             let c = &mut dst[i * n + j0..i * n + j0 + w];
             let mut acc = [0f32; 16];
-            if start == Start::Dst {
-                acc[..w].copy_from_slice(c);
+            match start {
+                Start::Zero => {}
+                Start::Dst => acc[..w].copy_from_slice(c),
+                Start::Row(row) => acc[..w].copy_from_slice(&row[j0..j0 + w]),
             }
             for p in 0..k {
                 let aip = a.data[i * a.rs + p * a.cs];
@@ -154,6 +160,14 @@ mod x86 {
     //! registers; [`tiles!`] instantiates the ones a call needs.
 
     use super::{Rows, Start, View};
+
+    /// Where a tile's chains start: [`Start`] as a pointer at the tile's first column.
+    #[derive(Clone, Copy)]
+    enum Init {
+        Zero,
+        Dst,
+        Row(*const f32),
+    }
     use std::arch::x86_64::*;
 
     /// Rows per tile (the most: a tile of 6 × 4 vectors holds 24 accumulators).
@@ -171,7 +185,7 @@ mod x86 {
         b: *const f32,
         ldb: usize,
         k: usize,
-        start: Start,
+        init: Init,
     }
 
     /// Runs `$tile::<mr, nv>` for runtime `mr` in 1..=6 and `nv` in 1..=`$max_nv`.
@@ -234,9 +248,14 @@ mod x86 {
             (m, n, k): (usize, usize, usize),
             a: View<'_>,
             b: Rows<'_>,
-            start: Start,
+            start: Start<'_>,
             (lanes, max_nv): (usize, usize),
         ) -> Self {
+            let init = match start {
+                Start::Zero => Init::Zero,
+                Start::Dst => Init::Dst,
+                Start::Row(row) => Init::Row(row.as_ptr()),
+            };
             let first = Tile {
                 c: dst.as_mut_ptr(),
                 ldc: n,
@@ -246,7 +265,7 @@ mod x86 {
                 b: b.data.as_ptr(),
                 ldb: b.ld,
                 k,
-                start,
+                init,
             };
             Tiles { first, a_rs: a.rs, m, n, lanes, max_nv, i0: 0, j0: 0 }
         }
@@ -273,6 +292,10 @@ mod x86 {
                 c: f.c.wrapping_add(self.i0 * self.n + self.j0),
                 a: f.a.wrapping_add(self.i0 * self.a_rs),
                 b: f.b.wrapping_add(self.j0),
+                init: match f.init {
+                    Init::Row(r) => Init::Row(r.wrapping_add(self.j0)),
+                    other => other,
+                },
                 ..f
             };
             self.i0 += mr;
@@ -314,10 +337,20 @@ mod x86 {
     #[inline]
     unsafe fn tile512<const R: usize, const V: usize>(t: Tile, mask: __mmask16) {
         let mut acc = [[_mm512_setzero_ps(); V]; R];
-        if t.start == Start::Dst {
-            for (i, row) in acc.iter_mut().enumerate() {
-                for (v, s) in row.iter_mut().enumerate() {
-                    *s = load512(t.c.add(i * t.ldc + v * 16), v + 1 == V, mask);
+        match t.init {
+            Init::Zero => {}
+            Init::Dst => {
+                for (i, row) in acc.iter_mut().enumerate() {
+                    for (v, s) in row.iter_mut().enumerate() {
+                        *s = load512(t.c.add(i * t.ldc + v * 16), v + 1 == V, mask);
+                    }
+                }
+            }
+            Init::Row(r) => {
+                for row in acc.iter_mut() {
+                    for (v, s) in row.iter_mut().enumerate() {
+                        *s = load512(r.add(v * 16), v + 1 == V, mask);
+                    }
                 }
             }
         }
@@ -382,10 +415,20 @@ mod x86 {
     #[inline]
     unsafe fn tile256<const R: usize, const V: usize>(t: Tile, mask: __m256i) {
         let mut acc = [[_mm256_setzero_ps(); V]; R];
-        if t.start == Start::Dst {
-            for (i, row) in acc.iter_mut().enumerate() {
-                for (v, s) in row.iter_mut().enumerate() {
-                    *s = load256(t.c.add(i * t.ldc + v * 8), v + 1 == V, mask);
+        match t.init {
+            Init::Zero => {}
+            Init::Dst => {
+                for (i, row) in acc.iter_mut().enumerate() {
+                    for (v, s) in row.iter_mut().enumerate() {
+                        *s = load256(t.c.add(i * t.ldc + v * 8), v + 1 == V, mask);
+                    }
+                }
+            }
+            Init::Row(r) => {
+                for row in acc.iter_mut() {
+                    for (v, s) in row.iter_mut().enumerate() {
+                        *s = load256(r.add(v * 8), v + 1 == V, mask);
+                    }
                 }
             }
         }
@@ -425,11 +468,15 @@ mod tests {
     }
 
     /// The definition, one element at a time.
-    fn reference(c0: &[f32], (m, n, k): (usize, usize, usize), a: View<'_>, b: Rows<'_>, start: Start) -> Vec<f32> {
+    fn reference(c0: &[f32], (m, n, k): (usize, usize, usize), a: View<'_>, b: Rows<'_>, start: Start<'_>) -> Vec<f32> {
         let mut c = vec![0f32; m * n];
         for i in 0..m {
             for j in 0..n {
-                let mut s = if start == Start::Dst { c0[i * n + j] } else { 0.0 };
+                let mut s = match start {
+                    Start::Zero => 0.0,
+                    Start::Dst => c0[i * n + j],
+                    Start::Row(r) => r[j],
+                };
                 for p in 0..k {
                     s = a.data[i * a.rs + p * a.cs].mul_add(b.data[p * b.ld + j], s);
                 }
@@ -447,7 +494,8 @@ mod tests {
         let shapes = [(1, 1, 1), (3, 5, 2), (6, 64, 64), (7, 65, 3), (13, 17, 40), (128, 64, 4), (64, 4, 130)];
         for &(m, n, k) in shapes.iter().chain(&[(2, 2, 64), (4, 33, 0), (12, 100, 9), (25, 48, 7)]) {
             for transposed_a in [false, true] {
-                for start in [Start::Zero, Start::Dst] {
+                let bias = data(n, 4.2);
+                for start in [Start::Zero, Start::Dst, Start::Row(&bias)] {
                     let a_data = data(m * k, 0.3);
                     let a = if transposed_a { View::transposed(&a_data, m) } else { View::rows(&a_data, k) };
                     let ld = n + 3; // a row stride wider than n

@@ -100,10 +100,7 @@ pub(crate) fn dense_forward(
             },
         );
     } else {
-        for row in y.chunks_exact_mut(out) {
-            row.copy_from_slice(&b[..out]);
-        }
-        chain_gemm(y, (rows, out, inp), View::rows(x, inp), Rows { data: wt, ld: out }, Start::Dst);
+        chain_gemm(y, (rows, out, inp), View::rows(x, inp), Rows { data: wt, ld: out }, Start::Row(b));
     }
     match activation {
         Some(Activation::Tanh) => map_in_place(y, tanh_fma),
