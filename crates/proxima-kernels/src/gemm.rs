@@ -229,6 +229,58 @@ mod x86 {
         };
     }
 
+    /// Defines `$name::<R, V>(tile, mask)`: one `R × V` tile of `$lanes`-lane vectors (type
+    /// `$vec`), the last vector of each row masked by `mask` — load C's start (or not), then for
+    /// each p: load B's row p, broadcast A's (i, p), one FMA per accumulator; store. The same body
+    /// for every instruction set, only its intrinsics differ.
+    macro_rules! tile_fn {
+        ($name:ident, $features:literal, $lanes:literal, $vec:ty, $mask:ty, $zero:ident, $load:ident, $store:ident,
+         $set1:ident, $fmadd:ident) => {
+            #[doc = concat!("One `R × V` tile of ", stringify!($lanes), "-lane vectors (see `tile_fn!`).")]
+            #[target_feature(enable = $features)]
+            #[inline]
+            unsafe fn $name<const R: usize, const V: usize>(t: Tile, mask: $mask) {
+                let mut acc = [[$zero(); V]; R];
+                match t.init {
+                    Init::Zero => {}
+                    Init::Dst => {
+                        for (i, row) in acc.iter_mut().enumerate() {
+                            for (v, s) in row.iter_mut().enumerate() {
+                                *s = $load(t.c.add(i * t.ldc + v * $lanes), v + 1 == V, mask);
+                            }
+                        }
+                    }
+                    Init::Row(r) => {
+                        for row in acc.iter_mut() {
+                            for (v, s) in row.iter_mut().enumerate() {
+                                *s = $load(r.add(v * $lanes), v + 1 == V, mask);
+                            }
+                        }
+                    }
+                }
+                for p in 0..t.k {
+                    let bp = t.b.add(p * t.ldb);
+                    let mut bv: [$vec; V] = [$zero(); V];
+                    for (v, s) in bv.iter_mut().enumerate() {
+                        *s = $load(bp.add(v * $lanes), v + 1 == V, mask);
+                    }
+                    let ap = t.a.add(p * t.cs);
+                    for (i, row) in acc.iter_mut().enumerate() {
+                        let ai = $set1(*ap.add(i * t.rs));
+                        for (s, &bvv) in row.iter_mut().zip(&bv) {
+                            *s = $fmadd(ai, bvv, *s);
+                        }
+                    }
+                }
+                for (i, row) in acc.iter().enumerate() {
+                    for (v, &s) in row.iter().enumerate() {
+                        $store(t.c.add(i * t.ldc + v * $lanes), v + 1 == V, mask, s);
+                    }
+                }
+            }
+        };
+    }
+
     /// The tiles of C in order: column panels of up to `max_nv` vectors of `lanes`, row blocks of
     /// up to [`MR`] in each; each item is `(rows, vectors, tile, lanes used in its last vector)`.
     struct Tiles {
@@ -332,53 +384,29 @@ mod x86 {
         }
     }
 
-    /// One `R × V` tile of 16-lane vectors, the last vector of each row masked by `mask`.
+    /// 16 floats to `p`, only the lanes in `mask` when `masked`.
     #[target_feature(enable = "avx512f")]
     #[inline]
-    unsafe fn tile512<const R: usize, const V: usize>(t: Tile, mask: __mmask16) {
-        let mut acc = [[_mm512_setzero_ps(); V]; R];
-        match t.init {
-            Init::Zero => {}
-            Init::Dst => {
-                for (i, row) in acc.iter_mut().enumerate() {
-                    for (v, s) in row.iter_mut().enumerate() {
-                        *s = load512(t.c.add(i * t.ldc + v * 16), v + 1 == V, mask);
-                    }
-                }
-            }
-            Init::Row(r) => {
-                for row in acc.iter_mut() {
-                    for (v, s) in row.iter_mut().enumerate() {
-                        *s = load512(r.add(v * 16), v + 1 == V, mask);
-                    }
-                }
-            }
-        }
-        for p in 0..t.k {
-            let bp = t.b.add(p * t.ldb);
-            let mut bv = [_mm512_setzero_ps(); V];
-            for (v, s) in bv.iter_mut().enumerate() {
-                *s = load512(bp.add(v * 16), v + 1 == V, mask);
-            }
-            let ap = t.a.add(p * t.cs);
-            for (i, row) in acc.iter_mut().enumerate() {
-                let ai = _mm512_set1_ps(*ap.add(i * t.rs));
-                for (s, &bvv) in row.iter_mut().zip(&bv) {
-                    *s = _mm512_fmadd_ps(ai, bvv, *s);
-                }
-            }
-        }
-        for (i, row) in acc.iter().enumerate() {
-            for (v, &s) in row.iter().enumerate() {
-                let p = t.c.add(i * t.ldc + v * 16);
-                if v + 1 == V {
-                    _mm512_mask_storeu_ps(p, mask, s);
-                } else {
-                    _mm512_storeu_ps(p, s);
-                }
-            }
+    unsafe fn store512(p: *mut f32, masked: bool, mask: __mmask16, x: __m512) {
+        if masked {
+            _mm512_mask_storeu_ps(p, mask, x)
+        } else {
+            _mm512_storeu_ps(p, x)
         }
     }
+
+    tile_fn!(
+        tile512,
+        "avx512f",
+        16,
+        __m512,
+        __mmask16,
+        _mm512_setzero_ps,
+        load512,
+        store512,
+        _mm512_set1_ps,
+        _mm512_fmadd_ps
+    );
 
     /// AVX2 + FMA: column panels of 2 vectors of 8 (12 accumulators of the 16 registers).
     ///
@@ -410,53 +438,29 @@ mod x86 {
         }
     }
 
-    /// One `R × V` tile of 8-lane vectors, the last vector of each row masked by `mask`.
+    /// 8 floats to `p`, only the lanes in `mask` when `masked`.
     #[target_feature(enable = "avx2,fma")]
     #[inline]
-    unsafe fn tile256<const R: usize, const V: usize>(t: Tile, mask: __m256i) {
-        let mut acc = [[_mm256_setzero_ps(); V]; R];
-        match t.init {
-            Init::Zero => {}
-            Init::Dst => {
-                for (i, row) in acc.iter_mut().enumerate() {
-                    for (v, s) in row.iter_mut().enumerate() {
-                        *s = load256(t.c.add(i * t.ldc + v * 8), v + 1 == V, mask);
-                    }
-                }
-            }
-            Init::Row(r) => {
-                for row in acc.iter_mut() {
-                    for (v, s) in row.iter_mut().enumerate() {
-                        *s = load256(r.add(v * 8), v + 1 == V, mask);
-                    }
-                }
-            }
-        }
-        for p in 0..t.k {
-            let bp = t.b.add(p * t.ldb);
-            let mut bv = [_mm256_setzero_ps(); V];
-            for (v, s) in bv.iter_mut().enumerate() {
-                *s = load256(bp.add(v * 8), v + 1 == V, mask);
-            }
-            let ap = t.a.add(p * t.cs);
-            for (i, row) in acc.iter_mut().enumerate() {
-                let ai = _mm256_set1_ps(*ap.add(i * t.rs));
-                for (s, &bvv) in row.iter_mut().zip(&bv) {
-                    *s = _mm256_fmadd_ps(ai, bvv, *s);
-                }
-            }
-        }
-        for (i, row) in acc.iter().enumerate() {
-            for (v, &s) in row.iter().enumerate() {
-                let p = t.c.add(i * t.ldc + v * 8);
-                if v + 1 == V {
-                    _mm256_maskstore_ps(p, mask, s);
-                } else {
-                    _mm256_storeu_ps(p, s);
-                }
-            }
+    unsafe fn store256(p: *mut f32, masked: bool, mask: __m256i, x: __m256) {
+        if masked {
+            _mm256_maskstore_ps(p, mask, x)
+        } else {
+            _mm256_storeu_ps(p, x)
         }
     }
+
+    tile_fn!(
+        tile256,
+        "avx2,fma",
+        8,
+        __m256,
+        __m256i,
+        _mm256_setzero_ps,
+        load256,
+        store256,
+        _mm256_set1_ps,
+        _mm256_fmadd_ps
+    );
 }
 
 #[cfg(test)]

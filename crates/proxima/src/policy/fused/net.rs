@@ -171,6 +171,25 @@ impl<'a> Rows<'a> {
     fn len(&self) -> usize {
         self.old_log_probs.len()
     }
+
+    /// These rows as the heads read them, with θ's log σ and π_θold's, the means over
+    /// `mean_over` rows; `head` and `values` (the network's outputs) are left empty for the
+    /// caller to fill in.
+    fn head_batch(&self, log_std: &'a [f32], old_log_std: &'a [f32], mean_over: usize) -> HeadBatch<'a, f32> {
+        HeadBatch {
+            head: &[],
+            log_std,
+            values: &[],
+            actions: self.actions,
+            old_log_prob: self.old_log_probs,
+            advantages: self.advantages,
+            old_values: self.old_values,
+            returns: self.returns,
+            old_head: self.old_head,
+            old_log_std,
+            mean_over,
+        }
+    }
 }
 
 /// The network of a [`PolicySpec`] as layers over a flat θ.
@@ -311,16 +330,8 @@ impl Net {
         let log_std_off = self.log_std.unwrap_or(theta.len());
         let batch = HeadBatch {
             head: &ws.actor[self.actor.len() - 1][..rows * hd],
-            log_std: &theta[log_std_off..],
             values: &ws.critic[self.critic.len() - 1][..rows],
-            actions: mb.actions,
-            old_log_prob: mb.old_log_probs,
-            advantages: mb.advantages,
-            old_values: mb.old_values,
-            returns: mb.returns,
-            old_head: mb.old_head,
-            old_log_std,
-            mean_over,
+            ..mb.head_batch(&theta[log_std_off..], old_log_std, mean_over)
         };
         let mut grads = HeadGrads {
             d_head: &mut ws.d_head[..rows * hd],
@@ -357,20 +368,8 @@ impl Net {
         ws.x[..rows * od].copy_from_slice(mb.observations);
         self.refresh_transposes(theta, version, ws);
         let log_std_off = self.log_std.unwrap_or(theta.len());
-        let batch = HeadBatch {
-            head: &[], // each half fills in its own output
-            log_std: &theta[log_std_off..],
-            values: &[],
-            actions: mb.actions,
-            old_log_prob: mb.old_log_probs,
-            advantages: mb.advantages,
-            old_values: mb.old_values,
-            returns: mb.returns,
-            old_head: mb.old_head,
-            old_log_std,
-            mean_over,
-        };
-        // The outputs' buffers as yet hold the last pass's values: only their lengths are read.
+        let batch = mb.head_batch(&theta[log_std_off..], old_log_std, mean_over); // each half adds its output
+                                                                                  // The outputs' buffers as yet hold the last pass's values: only their lengths are read.
         let sized = HeadBatch { head: &ws.actor[na][..rows * hd], values: &ws.critic[nc][..rows], ..batch };
         check_head_batch(kind, &sized, loss, ws.d_a.len(), ws.scratch.len())?;
         let Workspace { x, wt, actor, critic, log_ratio, scratch, d_a, d_b, d_c, d_d, .. } = ws;
