@@ -239,6 +239,11 @@ fn bad_input_gets_a_clear_error_and_nonzero_exit() {
         (vec!["train", "CartPole-v1", "--set", "learning_rate=-1", "--run-dir", rd], "learning_rate = -1"),
         (vec!["train", "CartPole-v1", "--set", "gamma=1.5", "--run-dir", rd], "gamma = 1.5"),
         (vec!["train", "CartPole-v1", "--set", "n_envs=0", "--run-dir", rd], "n_envs = 0"),
+        (vec!["train", "CartPole-v1", "--set", "num_threads=100000", "--run-dir", rd], "num_threads = 100000: at most 1024"),
+        (
+            vec!["train", "CartPole-v1", "--set", "net_arch=[65536, 65536]", "--run-dir", rd],
+            "4294967296 weights between hidden layers per network exceed 67108864",
+        ),
         (vec!["train", "CartPole-v1", "--set", "n_epochs=many", "--run-dir", rd], "n_epochs"),
         (
             vec!["train", "CartPole-v1", "--preset", "cleanrll", "--run-dir", rd],

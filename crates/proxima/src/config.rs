@@ -233,6 +233,13 @@ pub const OPTIONAL_KEYS: [&str; 3] = ["clip_range_vf", "max_grad_norm", "target_
 pub const MAX_ROLLOUT: usize = 1 << 24;
 /// Largest number of parallel envs accepted.
 pub const MAX_ENVS: usize = 1 << 16;
+/// Largest `num_threads` accepted: it sizes rayon's pool (one OS thread each, started at once), so
+/// a typo of 100000 would start 100000 threads.
+pub const MAX_THREADS: usize = 1024;
+/// Most weights between consecutive hidden layers of one network (Σ wᵢ·wᵢ₊₁): 2²⁶ f32 are 256 MiB,
+/// and θ, ∇θ, Adam's two moments and the step's scratch are five such copies per network; a
+/// width under [`MAX_WIDTH`] alone does not keep `[65536, 65536]` (16 GiB per copy) out.
+pub const MAX_HIDDEN_WEIGHTS: usize = 1 << 26;
 /// Largest hidden-layer width accepted.
 pub const MAX_WIDTH: usize = 1 << 16;
 
@@ -923,8 +930,18 @@ impl Config {
         if self.n_envs > MAX_ENVS {
             return bad(format!("n_envs = {}: at most {MAX_ENVS}", self.n_envs));
         }
+        if self.num_threads > MAX_THREADS {
+            return bad(format!("num_threads = {}: at most {MAX_THREADS}", self.num_threads));
+        }
         if let Some(w) = self.net_arch.iter().find(|w| **w > MAX_WIDTH) {
             return bad(format!("net_arch = {:?}: layer width {w} exceeds {MAX_WIDTH}", self.net_arch));
+        }
+        let hidden_weights: usize = self.net_arch.windows(2).map(|w| w[0] * w[1]).sum();
+        if hidden_weights > MAX_HIDDEN_WEIGHTS {
+            return bad(format!(
+                "net_arch = {:?}: {hidden_weights} weights between hidden layers per network exceed {MAX_HIDDEN_WEIGHTS}",
+                self.net_arch
+            ));
         }
         let rollout = match self.n_steps.checked_mul(self.n_envs) {
             Some(r) if r <= MAX_ROLLOUT => r,
