@@ -1,6 +1,6 @@
 //! Proxima's hand-written numeric kernels for small MLP policies: the fused backend's matrix
 //! products ([`gemm`]: each output one chain of fused multiply-adds, the same bits on every
-//! machine) and the weight transpose ([`transpose`]).
+//! machine), the weight transpose ([`transpose`]) and `exp`/`ln` that vectorise ([`math`]).
 //!
 //! A crate of its own so that it is compiled with optimisations in the test build too (the
 //! workspace's `[profile.dev.package.proxima-kernels]`): the SIMD intrinsics are a hundred times
@@ -8,6 +8,7 @@
 //! nothing.
 
 pub mod gemm;
+pub mod math;
 pub mod transpose;
 
 /// A matrix operand given by its elements and strides: element (i, j) is `data[i·rs + j·cs]`.

@@ -4,7 +4,8 @@
 //! single-thread GEMM rate this machine reaches on the hidden layer's shape: the better of the
 //! `gemm` crate's and the fused backend's own kernel's (`proxima_kernels::gemm::chain_gemm`),
 //! both measured here and printed. Run with `cargo bench -p proxima --bench update`; prints a Markdown table.
-//! `-- --fused-only` skips candle (for profiling the fused update alone).
+//! `-- --fused-only` skips candle; `-- --profile ROWS` only times the fused update of ROWS rows
+//! on one thread (for `perf record`).
 
 use proxima::algo::optim::Optimizer;
 use proxima::algo::update::apply_gradients;
@@ -155,7 +156,13 @@ fn update_us(backend: Backend, b: usize, threads: usize) -> f64 {
 }
 
 fn main() {
-    let fused_only = std::env::args().any(|a| a == "--fused-only");
+    let args: Vec<String> = std::env::args().collect();
+    let fused_only = args.iter().any(|a| a == "--fused-only");
+    if let Some(rows) = args.iter().position(|a| a == "--profile").and_then(|i| args.get(i + 1)) {
+        let rows = rows.parse().expect("--profile ROWS: a number of rows");
+        println!("fused, {rows} rows, one thread: {:.1} µs", update_us(Backend::Fused, rows, 1));
+        return;
+    }
     let sp = spec();
     println!(
         "| batch | FLOP per update | GEMM rate, gemm crate | GEMM rate, fused kernel | floor | fused | fused ÷ floor | fused, 2 threads | candle | candle ÷ fused |"

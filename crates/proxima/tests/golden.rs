@@ -8,7 +8,7 @@ use candle_core::{DType, Device, Tensor, Var};
 use proxima::config::Objective;
 use proxima::loss::{kl_and_clip_fraction, ppo_loss, PpoBatch, PpoCoefs};
 use proxima::policy::distributions::{categorical_kl, categorical_log_prob_entropy, gaussian_log_prob_entropy};
-use proxima::policy::fused::{head_loss, scratch_len, HeadBatch, HeadGrads, HeadLoss};
+use proxima::policy::fused::{cols_len, head_loss, head_loss_f32, scratch_len, HeadBatch, HeadGrads, HeadLoss};
 use proxima::policy::ActionKind;
 use proxima::rollout::{gae, normalize_advantages_f64, GaeInput};
 
@@ -237,7 +237,8 @@ fn loss_gradient_matches_finite_differences(objective: Objective) {
 }
 
 /// The fused backend's closed-form loss ([`head_loss`]) on `ppo_loss.json`, in float64 (the
-/// very code the f32 backend runs, monomorphised) to the candle test's 1e-9, and in f32.
+/// row-by-row code, monomorphised) to the candle test's 1e-9, and in f32 as the backend runs it
+/// ([`head_loss_f32`]: the batched policy head).
 #[test]
 fn fused_ppo_clip_loss_and_gradients_match_pytorch() {
     let g = golden("ppo_loss.json");
@@ -271,7 +272,7 @@ fn fused_ppo_clip_loss_and_gradients_match_pytorch() {
         // The same in f32, as the backend runs it: to f32's precision.
         let f32s: Vec<Vec<f32>> = inputs.iter().map(|v| v.iter().map(|&x| x as f32).collect()).collect();
         let f32s: [Vec<f32>; 7] = f32s.try_into().unwrap();
-        let (p32, dh32, dv32, _, _) = fused_head(&kind, &f32s, &[], b, &coefs);
+        let (p32, dh32, dv32, _, _) = fused_head_f32(&kind, &f32s, &[], b, &coefs);
         let wide = |v: &[f32]| v.iter().map(|&x| x as f64).collect::<Vec<_>>();
         close(&name("f32 loss"), &wide(&p32[..1]), &[e["loss"].as_f64().unwrap()], 1e-5);
         close(&name("f32 grad_logits"), &wide(&dh32), &flat(&e["grad_logits"]), 1e-6);
@@ -311,6 +312,15 @@ fn fused_gaussian_policy_loss_and_gradients_match_pytorch() {
         close(&name("log_probs"), &lp, &f64s(&e["log_probs"]), 1e-9);
         close(&name("grad_mean"), &d_head, &flat(&e["grad_mean"]), 1e-9);
         close(&name("grad_log_std"), &d_log_std, &f64s(&e["grad_log_std"]), 1e-9);
+        // In f32 as the backend runs it: to f32's precision.
+        let f32s: Vec<Vec<f32>> = inputs.iter().map(|v| v.iter().map(|&x| x as f32).collect()).collect();
+        let f32s: [Vec<f32>; 7] = f32s.try_into().unwrap();
+        let log_std32: Vec<f32> = log_std.iter().map(|&x| x as f32).collect();
+        let (p32, dh32, _, _, dls32) = fused_head_f32(&kind, &f32s, &log_std32, b, &coefs);
+        let wide = |v: &[f32]| v.iter().map(|&x| x as f64).collect::<Vec<_>>();
+        close(&name("f32 loss"), &wide(&p32[..1]), &[e["loss"].as_f64().unwrap()], 1e-5);
+        close(&name("f32 grad_mean"), &wide(&dh32), &flat(&e["grad_mean"]), 1e-5);
+        close(&name("f32 grad_log_std"), &wide(&dls32), &f64s(&e["grad_log_std"]), 1e-5);
     }
 }
 
@@ -351,5 +361,35 @@ fn fused_head<T: num_traits::Float>(
         scratch: &mut scratch,
     };
     let parts = head_loss(kind, &batch, &HeadLoss::Ppo(*c), &mut grads).unwrap();
+    (parts, d_head, d_values, log_ratio, d_log_std)
+}
+
+/// [`head_loss_f32`] (the fused backend's f32 heads) on the same inputs as [`fused_head`].
+fn fused_head_f32(kind: &ActionKind, x: &[Vec<f32>; 7], log_std: &[f32], b: usize, c: &PpoCoefs) -> HeadOut<f32> {
+    let hd = kind.head_dim();
+    let (mut d_head, mut d_values, mut log_ratio) = (vec![0f32; b * hd], vec![0f32; b], vec![0f32; b]);
+    let mut d_log_std = vec![0f32; log_std.len()];
+    let (mut scratch, mut cols) = (vec![0f32; scratch_len(kind)], vec![0f32; cols_len(hd, b)]);
+    let batch = HeadBatch {
+        head: &x[0],
+        log_std,
+        values: &x[1],
+        actions: &x[2],
+        old_log_prob: &x[3],
+        advantages: &x[4],
+        old_values: &x[5],
+        returns: &x[6],
+        old_head: &[],
+        old_log_std: &[],
+        mean_over: 0,
+    };
+    let mut grads = HeadGrads {
+        d_head: &mut d_head,
+        d_values: &mut d_values,
+        d_log_std: &mut d_log_std,
+        log_ratio: &mut log_ratio,
+        scratch: &mut scratch,
+    };
+    let parts = head_loss_f32(kind, &batch, &HeadLoss::Ppo(*c), &mut grads, &mut cols).unwrap();
     (parts, d_head, d_values, log_ratio, d_log_std)
 }

@@ -90,16 +90,22 @@ fn c<T: Float>(x: f64) -> T {
     T::from(x).expect("a float converts")
 }
 
-/// log-softmax as candle computes it: (z − max) − log Σ exp(z − max).
-fn log_softmax<T: Float>(z: &[T], out: &mut [T]) {
+/// log-softmax as candle computes it, ℓ = (z − max) − log Σ exp(z − max), into `ls`, and the
+/// probabilities p = exp(z − max) / Σ exp(z − max) into `p` (from the same exponentials: one
+/// `exp` per element instead of two).
+fn log_softmax_and_probs<T: Float>(z: &[T], ls: &mut [T], p: &mut [T]) {
     let m = z.iter().fold(T::neg_infinity(), |a, &b| a.max(b));
     let mut s = T::zero();
-    for (o, &x) in out.iter_mut().zip(z) {
-        *o = x - m;
-        s = s + o.exp();
+    for ((l, e), &x) in ls.iter_mut().zip(p.iter_mut()).zip(z) {
+        *l = x - m;
+        *e = l.exp();
+        s = s + *e;
     }
-    let ls = s.ln();
-    out.iter_mut().for_each(|o| *o = *o - ls);
+    let (log_s, inv_s) = (s.ln(), s.recip());
+    for (l, e) in ls.iter_mut().zip(p.iter_mut()) {
+        *l = *l - log_s;
+        *e = *e * inv_s;
+    }
 }
 
 /// Scratch values per head element: the new and old log-softmaxes and their exponentials.
@@ -124,20 +130,18 @@ fn row_stats<T: Float>(
             let (mut lp, mut ent, mut kl, mut off) = (T::zero(), T::zero(), T::zero(), 0);
             for (ci, &n) in comps.iter().enumerate() {
                 let r = off..off + n;
-                log_softmax(&head[r.clone()], &mut new_ls[r.clone()]);
+                log_softmax_and_probs(&head[r.clone()], &mut new_ls[r.clone()], &mut new_p[r.clone()]);
                 let a = action[ci].to_usize().unwrap_or(0).min(n - 1);
                 lp = lp + new_ls[off + a];
                 let mut h = T::zero();
                 for j in r.clone() {
-                    new_p[j] = new_ls[j].exp();
                     h = h - new_p[j] * new_ls[j];
                 }
                 ent_parts[ci] = h;
                 ent = ent + h;
                 if let Some((old_head, _)) = old {
-                    log_softmax(&old_head[r.clone()], &mut old_ls[r.clone()]);
+                    log_softmax_and_probs(&old_head[r.clone()], &mut old_ls[r.clone()], &mut old_p[r.clone()]);
                     for j in r {
-                        old_p[j] = old_ls[j].exp();
                         kl = kl + old_p[j] * (old_ls[j] - new_ls[j]);
                     }
                 }

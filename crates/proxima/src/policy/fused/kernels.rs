@@ -155,16 +155,10 @@ pub(crate) fn dense_backward(
     } else {
         chain_gemm(dw, (out, inp, rows), View::transposed(dy, out), Rows { data: x, ld: inp }, Start::Zero);
     }
-    let db = &mut db[..out];
-    db.fill(0.0);
-    with_simd(
-        #[inline(always)]
-        || {
-            for row in dy[..rows * out].chunks_exact(out) {
-                db.iter_mut().zip(row).for_each(|(s, &g)| *s += g);
-            }
-        },
-    );
+    // ∂b = 1ᵀ·dy: each chain adds the rows in order (fma(1, g, s) is s + g, rounded once), its
+    // columns in the kernel's registers.
+    let ones = View { data: &[1.0], rs: 0, cs: 0 };
+    chain_gemm(db, (1, out, rows), ones, Rows { data: dy, ld: out }, Start::Zero);
     if let Some(dx) = dx {
         chain_gemm(dx, (rows, inp, out), View::rows(dy, out), Rows { data: w, ld: inp }, Start::Zero);
     }

@@ -3,11 +3,13 @@
 //! PPO and A2C losses in closed form ([`heads`]), and θ, ∇θ as flat vectors the optimiser steps
 //! in place; with two threads or more the actor and critic run side by side ([`helper`]). It covers what PPO, A2C and A3C need; TRPO's forward-mode products stay on candle.
 
+mod batched_head;
 mod heads;
 mod helper;
 pub(super) mod kernels;
 mod mlp;
 mod net;
 
+pub use self::batched_head::{cols_len, head_loss_f32};
 pub use self::heads::{head_loss, kl_sum, scratch_len, HeadBatch, HeadGrads, HeadLoss};
 pub use self::mlp::{FusedMlp, MIN_SHARD_ROWS};

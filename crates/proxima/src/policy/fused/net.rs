@@ -3,9 +3,8 @@
 //! backward, on θ and ∇θ slices given by the caller (so several row shards can run at once on
 //! one θ).
 
-use super::heads::{
-    check_head_batch, combine_parts, head_loss, policy_head, scratch_len, value_head, HeadBatch, HeadGrads, HeadLoss,
-};
+use super::batched_head::{cols_len, head_loss_f32, policy_head_f32};
+use super::heads::{check_head_batch, combine_parts, scratch_len, value_head, HeadBatch, HeadGrads, HeadLoss};
 use super::helper::Helper;
 use super::kernels::{activation_backward, dense_backward, dense_forward, transpose, NARROW};
 use crate::error::Result;
@@ -36,6 +35,8 @@ pub(super) struct Workspace {
     d_values: Vec<f32>,
     pub log_ratio: Vec<f32>,
     scratch: Vec<f32>,
+    /// The batched policy head's columns ([`cols_len`]).
+    head_cols: Vec<f32>,
     /// Backward ping-pong buffers `[rows, widest]` (the actor's, then the critic's: the two
     /// towers may run at once), and the two heads' gradients at the trunk.
     d_a: Vec<f32>,
@@ -90,6 +91,7 @@ impl Workspace {
         grow(&mut self.d_head, rows * head_dim);
         grow(&mut self.d_values, rows);
         grow(&mut self.log_ratio, rows);
+        grow(&mut self.head_cols, cols_len(head_dim, rows));
     }
 }
 
@@ -312,10 +314,10 @@ impl Net {
     /// `ws`, then the closed-form head), its parts
     /// as means over `mean_over` rows (the whole minibatch's, when `mb` is one shard of it);
     /// ∂L/∂log σ goes to `grad`, log r to `ws.log_ratio`, the rest stays in `ws` for
-    /// [`Net::backward`].
+    /// [`Net::backward`]. The heads are [`head_loss_f32`]'s.
     ///
     /// # Errors
-    /// [`head_loss`]'s.
+    /// [`head_loss_f32`]'s.
     pub fn loss(
         &self,
         (theta, version, grad): (&[f32], u64, &mut [f32]),
@@ -340,7 +342,7 @@ impl Net {
             log_ratio: &mut ws.log_ratio[..rows],
             scratch: &mut ws.scratch,
         };
-        head_loss(&self.spec.action, &batch, loss, &mut grads)
+        head_loss_f32(&self.spec.action, &batch, loss, &mut grads, &mut ws.head_cols)
     }
 
     /// [`Net::loss`] and then [`Net::backward`] for a network without a shared trunk, in two
@@ -372,7 +374,7 @@ impl Net {
                                                                                   // The outputs' buffers as yet hold the last pass's values: only their lengths are read.
         let sized = HeadBatch { head: &ws.actor[na][..rows * hd], values: &ws.critic[nc][..rows], ..batch };
         check_head_batch(kind, &sized, loss, ws.d_a.len(), ws.scratch.len())?;
-        let Workspace { x, wt, actor, critic, log_ratio, scratch, d_a, d_b, d_c, d_d, .. } = ws;
+        let Workspace { x, wt, actor, critic, log_ratio, scratch, head_cols, d_a, d_b, d_c, d_d, .. } = ws;
         let (x, weights) = (&x[..rows * od], (theta, &wt[..]));
         let (g_towers, d_log_std) = grad.split_at_mut(log_std_off);
         let (g_actor, g_critic) = g_towers.split_at_mut(self.critic[0].w);
@@ -383,7 +385,8 @@ impl Net {
             || {
                 tower_forward(&self.actor, actor, x, weights, rows, act);
                 let b = HeadBatch { head: &actor[na][..rows * hd], ..batch };
-                *ps = policy_head(kind, &b, loss, (&mut d_a[..rows * hd], d_log_std, &mut log_ratio[..rows], scratch));
+                let grads = (&mut d_a[..rows * hd], d_log_std, &mut log_ratio[..rows], &mut scratch[..]);
+                *ps = policy_head_f32(kind, &b, loss, grads, head_cols);
                 tower_backward(&self.actor, actor, x, theta, (g_actor, 0), (d_a, d_b), None, rows, act);
             },
             || {
