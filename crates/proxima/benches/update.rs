@@ -47,8 +47,9 @@ fn flops(spec: &PolicySpec, b: usize) -> f64 {
     total
 }
 
-/// Single-thread GFLOP/s of `f(a, w, c)` computing `c[b, 64] = a[b, 64]·w[64, 64]`, best of
-/// several timed batches.
+/// Single-thread GFLOP/s of `f(a, w, c)` computing `c[b, 64] = a[b, 64]·w[64, 64]`: the median
+/// of 21 timed batches (the same statistic as the update's time, so that a noisy machine moves
+/// both alike).
 fn rate(b: usize, f: impl Fn(&[f32], &[f32], &mut [f32])) -> f64 {
     let (m, n, k) = (b, 64usize, 64usize);
     let mut rng = ChaCha8Rng::seed_from_u64(0);
@@ -56,16 +57,17 @@ fn rate(b: usize, f: impl Fn(&[f32], &[f32], &mut [f32])) -> f64 {
     let w: Vec<f32> = (0..k * n).map(|_| rng.random_range(-1.0..1.0)).collect();
     let mut c = vec![0f32; m * n];
     let reps = (2_000_000 / (m * n * k)).max(10);
-    let mut best = f64::INFINITY;
-    for _ in 0..20 {
+    let mut times = Vec::new();
+    for _ in 0..21 {
         let t = Instant::now();
         for _ in 0..reps {
             f(&a, &w, &mut c);
         }
-        best = best.min(t.elapsed().as_secs_f64() / reps as f64);
+        times.push(t.elapsed().as_secs_f64() / reps as f64);
     }
     std::hint::black_box(&c);
-    2.0 * (m * n * k) as f64 / best / 1e9
+    times.sort_by(f64::total_cmp);
+    2.0 * (m * n * k) as f64 / times[times.len() / 2] / 1e9
 }
 
 /// The `gemm` crate's rate on the hidden layer's shape (what the fused backend used before its

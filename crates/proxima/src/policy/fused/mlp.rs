@@ -18,7 +18,7 @@
 
 use super::heads::{kl_sum, scratch_len, HeadLoss};
 use super::helper::Helper;
-use super::net::{Net, Rows, Towers, Workspace};
+use super::net::{Net, Rows, Towers, Workspace, PARALLEL_MIN_ROWS};
 use crate::error::{ProximaError, Result};
 use crate::loss::PpoCoefs;
 use crate::policy::interface::{ActOutput, FlatParams, Join, LossReport, Policy};
@@ -62,6 +62,8 @@ pub struct FusedMlp {
     pending: Option<Pending>,
     /// Rows of log r_t(θ) the last PPO loss left in `train.log_ratio` (0 after an A2C loss).
     log_ratio_rows: usize,
+    /// Rows of the last loss evaluated (whether its optimiser step is long enough for two threads).
+    loss_rows: usize,
     /// Bumped whenever θ may have changed (the inference workspace's Wᵀ follows it).
     version: u64,
 }
@@ -126,6 +128,7 @@ impl FusedMlp {
             infer,
             pending: None,
             log_ratio_rows: 0,
+            loss_rows: 0,
             version: 0,
         };
         mlp.set_params(values)?;
@@ -228,6 +231,7 @@ impl FusedMlp {
         };
         self.pending = Some(pending);
         self.log_ratio_rows = if matches!(loss, HeadLoss::Ppo(_)) { rows } else { 0 };
+        self.loss_rows = rows;
         Ok(LossReport { values })
     }
 
@@ -352,7 +356,10 @@ impl Policy for FusedMlp {
         self.version += 1; // θ is lent mutably: the optimiser steps it
                            // The second half from the critic's first parameter (θ: trunk, actor, critic, log σ).
         let critic_first = 2 * (self.net.trunk.len() + self.net.actor.len());
-        let halves = self.net.helper.as_ref().map(|h| (critic_first, h as &dyn Join));
+        // Adam's halves side by side only after a minibatch that ran on both threads: after a
+        // shorter one the helper's wake-up costs more than half of Adam's step saves.
+        let helper = self.net.helper.as_ref().filter(|_| self.loss_rows >= PARALLEL_MIN_ROWS);
+        let halves = helper.map(|h| (critic_first, h as &dyn Join));
         Ok(Some(FlatParams { names: &self.names, values: &mut self.theta, grads: &self.grad, halves }))
     }
 
