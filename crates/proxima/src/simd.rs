@@ -48,7 +48,7 @@ pub fn map_in_place(v: &mut [f32], f: impl Fn(f32) -> f32) {
 }
 
 /// Σ x² over `v` in f64, with 32 interleaved accumulators (four vectors of eight: an add's
-/// latency is four vector adds long) added pairwise at the end: a fixed order (the same bits on
+/// latency is four vector adds long) folded in halves at the end: a fixed order (the same bits on
 /// every machine), and one the compiler can vectorise.
 #[inline(always)]
 pub fn sum_sq_f64(v: &[f32]) -> f64 {

@@ -8,9 +8,11 @@
 //!
 //! It covers a Discrete action (one Categorical) or a diagonal Gaussian under PPO's clipped or
 //! unclipped objective and A2C's loss — what the fused backend trains most. Anything else
-//! (MultiDiscrete, the KL objectives) returns `None` and the caller runs the generic code.
+//! (MultiDiscrete, the KL objectives) runs the generic row-by-row code.
 
-use super::heads::{check_head_batch, combine_parts, policy_head, value_head, HeadBatch, HeadGrads, HeadLoss};
+use super::heads::{
+    check_head_batch, check_outputs, combine_parts, policy_head, value_head, HeadBatch, HeadGrads, HeadLoss,
+};
 use crate::error::Result;
 use crate::loss::Objective;
 use crate::policy::distributions::HALF_LOG_2PI;
@@ -37,6 +39,7 @@ pub fn head_loss_f32(
 ) -> Result<[f32; 4]> {
     let rows = b.values.len();
     check_head_batch(kind, b, loss, g.d_head.len(), g.scratch.len())?;
+    check_outputs(g, rows, b.log_std.len())?;
     if cols.len() < cols_len(kind.head_dim(), rows) {
         return Err(crate::error::ProximaError::InvalidArgument(format!(
             "the batched head needs {} values of working space for {rows} rows, got {}",
@@ -374,6 +377,59 @@ mod tests {
                         close(&batched.3, &generic.3, &format!("{what}: log r"));
                     }
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn buffers_of_the_wrong_size_are_errors_not_panics() {
+        let ppo = HeadLoss::Ppo(PpoCoefs {
+            clip_range: 0.2,
+            clip_range_vf: None,
+            vf_coef: 0.5,
+            ent_coef: 0.0,
+            objective: Objective::Clip,
+            kl_coef: 1.0,
+        });
+        let gauss = ActionKind::Continuous { dim: 2, low: vec![-1.0; 2], high: vec![1.0; 2] };
+        let (four, eight) = (vec![0.1f32; 4], vec![0.2f32; 8]);
+        // (kind, head, actions, log σ, advantages, cols) — each with one buffer of the wrong size.
+        type Case<'a> = (ActionKind, &'a [f32], &'a [f32], &'a [f32], &'a [f32], usize);
+        let cases: [Case<'_>; 5] = [
+            (ActionKind::Discrete { n: 2 }, &eight, &four, &[], &four[..3], 64), // advantages
+            (ActionKind::Discrete { n: 2 }, &eight, &four[..3], &[], &four, 64), // actions
+            (gauss.clone(), &eight, &eight, &four[..1], &four, 64),              // log σ
+            (gauss.clone(), &eight, &eight, &four[..2], &four, 64),              // ∂L/∂log σ (1 given)
+            (ActionKind::Discrete { n: 2 }, &eight, &four, &[], &four, 3),       // working space
+        ];
+        for (i, (kind, head, actions, log_std, adv, cols)) in cases.into_iter().enumerate() {
+            let b = HeadBatch {
+                head,
+                log_std,
+                values: &four,
+                actions,
+                old_log_prob: &four,
+                advantages: adv,
+                old_values: &four,
+                returns: &four,
+                old_head: &[],
+                old_log_std: &[],
+                mean_over: 0,
+            };
+            let (mut dh, mut dv, mut lr, mut dls) = (vec![0f32; 8], vec![0f32; 4], vec![0f32; 4], vec![0f32; 1]);
+            let mut scratch = vec![0f32; 64];
+            let mut g = HeadGrads {
+                d_head: &mut dh,
+                d_values: &mut dv,
+                d_log_std: &mut dls,
+                log_ratio: &mut lr,
+                scratch: &mut scratch,
+            };
+            let out = head_loss_f32(&kind, &b, &ppo, &mut g, &mut vec![0f32; cols]);
+            assert!(matches!(out, Err(crate::error::ProximaError::InvalidArgument(_))), "case {i}: {out:?}");
+            if i < 4 {
+                let generic = crate::policy::fused::head_loss(&kind, &b, &ppo, &mut g);
+                assert!(generic.is_err(), "case {i}: the row-by-row entry point too");
             }
         }
     }

@@ -237,10 +237,28 @@ pub fn head_loss<T: Float>(
     g: &mut HeadGrads<'_, T>,
 ) -> Result<[T; 4]> {
     check_head_batch(kind, b, loss, g.d_head.len(), g.scratch.len())?;
+    check_outputs(g, b.values.len(), b.log_std.len())?;
     let policy = policy_head(kind, b, loss, (g.d_head, g.d_log_std, g.log_ratio, g.scratch));
     let vl = value_head(b, loss, g.d_values);
     let mean_over = if b.mean_over == 0 { b.values.len() } else { b.mean_over };
     Ok(combine_parts(loss, policy, vl, mean_over))
+}
+
+/// Whether `g`'s ∂L/∂V, log r and ∂L/∂log σ hold `rows`, `rows` and `dims` values ([`head_loss`]
+/// writes them; ∂L/∂head and the scratch are [`check_head_batch`]'s).
+///
+/// # Errors
+/// `InvalidArgument` naming the sizes.
+pub(super) fn check_outputs<T>(g: &HeadGrads<'_, T>, rows: usize, dims: usize) -> Result<()> {
+    if g.d_values.len() < rows || g.log_ratio.len() < rows || g.d_log_std.len() < dims {
+        return Err(ProximaError::InvalidArgument(format!(
+            "head loss outputs for {rows} rows: {} ∂L/∂V, {} log r, {} ∂L/∂log σ (needs {dims})",
+            g.d_values.len(),
+            g.log_ratio.len(),
+            g.d_log_std.len()
+        )));
+    }
+    Ok(())
 }
 
 /// Whether `b`'s buffers fit `kind`'s head (and the gradient buffers of `d_head_len` and
@@ -260,15 +278,26 @@ pub fn check_head_batch<T: Float>(
     if is_kl_objective(loss) && b.old_head.len() != n * hd {
         return Err(ProximaError::InvalidArgument("the KL objectives need π_θold's head for every row".into()));
     }
+    let rows_ok = [b.advantages.len(), b.old_log_prob.len(), b.returns.len()].iter().all(|&l| l == n)
+        && (matches!(loss, HeadLoss::A2c { .. }) || b.old_values.len() == n);
+    let log_std_ok = !matches!(kind, ActionKind::Continuous { .. }) || b.log_std.len() == ad;
     if b.head.len() != n * hd
         || b.actions.len() != n * ad
+        || !rows_ok
+        || !log_std_ok
         || d_head_len < n * hd
         || scratch_len_given < scratch_len(kind)
     {
         return Err(ProximaError::InvalidArgument(format!(
-            "head loss buffers: {} head values and {} actions for {n} rows of head_dim {hd}",
+            "head loss buffers: {} head values, {} actions, {} advantages, {} old log-probs, {} returns, {} old \
+             values and {} log-stds for {n} rows of head_dim {hd}",
             b.head.len(),
-            b.actions.len()
+            b.actions.len(),
+            b.advantages.len(),
+            b.old_log_prob.len(),
+            b.returns.len(),
+            b.old_values.len(),
+            b.log_std.len()
         )));
     }
     Ok(())
