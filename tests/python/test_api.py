@@ -468,10 +468,16 @@ def test_ctrl_c_raises_keyboard_interrupt_promptly_and_the_model_stays_savable(t
     import sys
 
     saved = str(tmp_path / "after")
+    # Python installs its KeyboardInterrupt handler only when SIGINT is not ignored at start, and
+    # a test run launched in the background (`.ci/run &`) starts with SIGINT ignored: install it,
+    # as an interactive Python has it. A hang dumps every thread's stack after 90 s and exits.
     code = f"""
-import os, signal, threading, time
+import faulthandler, os, signal, threading, time
+signal.signal(signal.SIGINT, signal.default_int_handler)
+faulthandler.dump_traceback_later(90, exit=True)
 import proxima
 m = proxima.PPO("MlpPolicy", "CartPole-v1", seed=1)
+print("built", flush=True)
 threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
 t = time.time()
 try:
