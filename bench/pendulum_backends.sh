@@ -13,6 +13,13 @@ cd "$(dirname "$0")/.."
 case "${1:-}" in -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 out=${OUT:-$PWD/bench-results/pendulum-backends}
 seeds=${SEEDS:-60}
+case "$seeds" in '' | *[!0-9]*) echo "error: SEEDS must be a number, got '$seeds'" >&2; exit 2 ;; esac
+[ "$seeds" -ge 2 ] || { echo "error: SEEDS must be at least 2 (a spread needs two seeds)" >&2; exit 2; }
+# $OUT is replaced: only an earlier output of this script (or a new or empty directory).
+if [ -d "$out" ] && [ -n "$(ls -A "$out")" ] && [ ! -f "$out/returns.txt" ]; then
+  echo "error: OUT=$out holds files this script did not write; choose a new or empty directory" >&2
+  exit 2
+fi
 rm -rf "$out"
 mkdir -p "$out"
 cargo build --release --locked -q -p proxima-cli

@@ -176,12 +176,19 @@ fn main() {
         let floor = f / (rate * 1e9) * 1e6;
         let fused = update_us(Backend::Fused, b, 1);
         let fused2 = update_us(Backend::Fused, b, 2);
-        let candle = if fused_only { f64::NAN } else { update_us(Backend::Candle, b, 1) };
+        // With --fused-only the candle columns say so ("—") instead of printing NaN.
+        let candle = if fused_only {
+            ("—".to_string(), "—".to_string())
+        } else {
+            let c = update_us(Backend::Candle, b, 1);
+            (format!("{c:.0} µs"), format!("{:.1}×", c / fused))
+        };
         println!(
-            "| {b} | {:.2} M | {crate_rate:.0} GFLOP/s | {own_rate:.0} GFLOP/s | {floor:.1} µs | {fused:.1} µs | {:.2}× | {fused2:.1} µs | {candle:.0} µs | {:.1}× |",
+            "| {b} | {:.2} M | {crate_rate:.0} GFLOP/s | {own_rate:.0} GFLOP/s | {floor:.1} µs | {fused:.1} µs | {:.2}× | {fused2:.1} µs | {} | {} |",
             f / 1e6,
             fused / floor,
-            candle / fused
+            candle.0,
+            candle.1
         );
     }
 }
