@@ -328,13 +328,14 @@ fn fused_gaussian_policy_loss_and_gradients_match_pytorch() {
 /// ∂L/∂head, ∂L/∂V, log r, ∂L/∂log σ.
 type HeadOut<T> = ([T; 4], Vec<T>, Vec<T>, Vec<T>, Vec<T>);
 
-/// [`head_loss`] on `[head, values, actions, old_log_probs, advantages, old_values, returns]`.
-fn fused_head<T: num_traits::Float>(
+/// `loss` (an entry point of the fused heads) on `[head, values, actions, old_log_probs,
+/// advantages, old_values, returns]` with log σ `log_std`, into fresh output buffers.
+fn run_head<T: num_traits::Float>(
     kind: &ActionKind,
     x: &[Vec<T>; 7],
     log_std: &[T],
     b: usize,
-    c: &PpoCoefs,
+    loss: impl FnOnce(&HeadBatch<'_, T>, &mut HeadGrads<'_, T>) -> [T; 4],
 ) -> HeadOut<T> {
     let hd = kind.head_dim();
     let (mut d_head, mut d_values, mut log_ratio) = (vec![T::zero(); b * hd], vec![T::zero(); b], vec![T::zero(); b]);
@@ -360,36 +361,23 @@ fn fused_head<T: num_traits::Float>(
         log_ratio: &mut log_ratio,
         scratch: &mut scratch,
     };
-    let parts = head_loss(kind, &batch, &HeadLoss::Ppo(*c), &mut grads).unwrap();
+    let parts = loss(&batch, &mut grads);
     (parts, d_head, d_values, log_ratio, d_log_std)
+}
+
+/// [`head_loss`] (the row-by-row heads, any float type) on [`run_head`]'s inputs.
+fn fused_head<T: num_traits::Float>(
+    kind: &ActionKind,
+    x: &[Vec<T>; 7],
+    log_std: &[T],
+    b: usize,
+    c: &PpoCoefs,
+) -> HeadOut<T> {
+    run_head(kind, x, log_std, b, |batch, g| head_loss(kind, batch, &HeadLoss::Ppo(*c), g).unwrap())
 }
 
 /// [`head_loss_f32`] (the fused backend's f32 heads) on the same inputs as [`fused_head`].
 fn fused_head_f32(kind: &ActionKind, x: &[Vec<f32>; 7], log_std: &[f32], b: usize, c: &PpoCoefs) -> HeadOut<f32> {
-    let hd = kind.head_dim();
-    let (mut d_head, mut d_values, mut log_ratio) = (vec![0f32; b * hd], vec![0f32; b], vec![0f32; b]);
-    let mut d_log_std = vec![0f32; log_std.len()];
-    let (mut scratch, mut cols) = (vec![0f32; scratch_len(kind)], vec![0f32; cols_len(hd, b)]);
-    let batch = HeadBatch {
-        head: &x[0],
-        log_std,
-        values: &x[1],
-        actions: &x[2],
-        old_log_prob: &x[3],
-        advantages: &x[4],
-        old_values: &x[5],
-        returns: &x[6],
-        old_head: &[],
-        old_log_std: &[],
-        mean_over: 0,
-    };
-    let mut grads = HeadGrads {
-        d_head: &mut d_head,
-        d_values: &mut d_values,
-        d_log_std: &mut d_log_std,
-        log_ratio: &mut log_ratio,
-        scratch: &mut scratch,
-    };
-    let parts = head_loss_f32(kind, &batch, &HeadLoss::Ppo(*c), &mut grads, &mut cols).unwrap();
-    (parts, d_head, d_values, log_ratio, d_log_std)
+    let mut cols = vec![0f32; cols_len(kind.head_dim(), b)];
+    run_head(kind, x, log_std, b, |batch, g| head_loss_f32(kind, batch, &HeadLoss::Ppo(*c), g, &mut cols).unwrap())
 }

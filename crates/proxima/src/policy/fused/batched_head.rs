@@ -292,6 +292,18 @@ mod tests {
     use crate::loss::PpoCoefs;
     use crate::policy::fused::heads::scratch_len;
 
+    /// PPO's loss with ε = 0.2 and `objective` (c₁ 0.5, c₂ `ent_coef`).
+    fn ppo(objective: Objective, ent_coef: f64) -> HeadLoss {
+        HeadLoss::Ppo(PpoCoefs {
+            clip_range: 0.2,
+            clip_range_vf: None,
+            vf_coef: 0.5,
+            ent_coef,
+            objective,
+            kl_coef: 1.0,
+        })
+    }
+
     fn wave(n: usize, f: f32, scale: f32) -> Vec<f32> {
         (0..n).map(|i| (i as f32 * f).sin() * scale).collect()
     }
@@ -327,19 +339,8 @@ mod tests {
             ActionKind::Continuous { dim: 1, low: vec![-2.0], high: vec![2.0] },
             ActionKind::Continuous { dim: 3, low: vec![-1.0; 3], high: vec![1.0; 3] },
         ];
-        let ppo = |objective| PpoCoefs {
-            clip_range: 0.2,
-            clip_range_vf: None,
-            vf_coef: 0.5,
-            ent_coef: 0.01,
-            objective,
-            kl_coef: 1.0,
-        };
-        let losses = [
-            HeadLoss::Ppo(ppo(Objective::Clip)),
-            HeadLoss::Ppo(ppo(Objective::None)),
-            HeadLoss::A2c { vf_coef: 0.5, ent_coef: 0.003 },
-        ];
+        let losses =
+            [ppo(Objective::Clip, 0.01), ppo(Objective::None, 0.01), HeadLoss::A2c { vf_coef: 0.5, ent_coef: 0.003 }];
         for kind in &kinds {
             for loss in &losses {
                 for (n, mean_over) in [(1, 0), (5, 0), (37, 0), (37, 128)] {
@@ -383,14 +384,7 @@ mod tests {
 
     #[test]
     fn buffers_of_the_wrong_size_are_errors_not_panics() {
-        let ppo = HeadLoss::Ppo(PpoCoefs {
-            clip_range: 0.2,
-            clip_range_vf: None,
-            vf_coef: 0.5,
-            ent_coef: 0.0,
-            objective: Objective::Clip,
-            kl_coef: 1.0,
-        });
+        let ppo = ppo(Objective::Clip, 0.0);
         let gauss = ActionKind::Continuous { dim: 2, low: vec![-1.0; 2], high: vec![1.0; 2] };
         let (four, eight) = (vec![0.1f32; 4], vec![0.2f32; 8]);
         // (kind, head, actions, log σ, advantages, cols) — each with one buffer of the wrong size.
@@ -451,14 +445,7 @@ mod tests {
             old_log_std: &[],
             mean_over: 0,
         };
-        let kl = HeadLoss::Ppo(PpoCoefs {
-            clip_range: 0.2,
-            clip_range_vf: None,
-            vf_coef: 0.5,
-            ent_coef: 0.0,
-            objective: Objective::AdaptiveKl,
-            kl_coef: 0.5,
-        });
+        let kl = ppo(Objective::AdaptiveKl, 0.0);
         let (batched, generic) = (run(&kind, &b, &kl, true), run(&kind, &b, &kl, false));
         assert_eq!(batched.0, generic.0);
         assert_eq!(batched.1, generic.1, "the very same code");
