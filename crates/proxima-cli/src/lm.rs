@@ -149,7 +149,7 @@ fn run_command(
 /// Runs `f` into `dir` with a progress bar, then reports. A first SIGINT/SIGTERM stops the run
 /// at the next evaluation row, whose checkpoint it has just written.
 fn with_bar(name: &str, dir: &Path, steps: usize, quiet: bool, f: &mut CommandFn<'_>) -> Result<()> {
-    crate::signals::install();
+    crate::signals::training_started();
     let b = bar(steps, quiet);
     let s = f(dir, &mut |p: &Progress| {
         b.set_position(p.step as u64);

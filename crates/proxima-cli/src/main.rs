@@ -203,6 +203,7 @@ struct BenchEnvArgs {
 }
 
 fn main() -> ExitCode {
+    signals::install(); // before anything starts Python (see its doc)
     quiet_on_closed_stdout();
     #[cfg(feature = "gym")]
     proxima_gym::register();
@@ -307,7 +308,7 @@ fn train(a: TrainArgs) -> Result<()> {
         ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {human_pos}/{human_len} steps | {msg}")
             .expect("valid template"),
     );
-    signals::install();
+    signals::training_started();
     let outcome = train::run(trainer, &run_dir, |r| {
         bar.set_position(r.global_step);
         let ret = r.ep_return_mean.map_or("-".to_string(), |m| format!("{m:.1}"));
@@ -629,7 +630,7 @@ fn train_seeds(a: &TrainArgs, resume: Option<&Path>) -> Result<()> {
     );
     let t0 = std::time::Instant::now();
     let quiet = a.quiet;
-    signals::install();
+    signals::training_started();
     let (m, runs) = seeds::run(&parent, jobs, backend, |r, done, total| {
         if quiet {
             return;
@@ -768,7 +769,7 @@ fn ablation(a: AblationArgs) -> Result<()> {
     let verb = if continuing { "continuing" } else { "ablation:" };
     eprintln!("{verb} {n_runs} runs of {total_timesteps} steps, {jobs} at a time, into {}", out.display());
     let t0 = std::time::Instant::now();
-    signals::install();
+    signals::training_started();
     let res = experiments::ablation::run(&spec, |done, total, r| {
         eprintln!(
             "[{done}/{total}] {} on {} seed {}: score {:.1} ({:.0} s)",

@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 struct Flags {
-    /// Set once training is over (the model is being written and evaluated): a signal then
-    /// takes its default action and ends the process at once.
+    /// Set before training starts and once it is over (the model is being written and
+    /// evaluated): a signal then takes its default action and ends the process at once.
     over: Arc<AtomicBool>,
     /// The first signal's number, 0 before any.
     signal: Arc<AtomicUsize>,
@@ -17,12 +17,19 @@ struct Flags {
 
 static FLAGS: OnceLock<Flags> = OnceLock::new();
 
-/// Installs the handlers (once; later calls do nothing). Without them (an error installing
-/// them), a signal keeps its default action: the process ends at once, as before.
+/// Installs the handlers (once; later calls do nothing), first thing in `main`: until
+/// [`training_started`] a signal still takes its default action (the process ends at once).
+/// Without them (an error installing them), a signal keeps its default action.
+///
+/// Why first: the embedded Python of the Gymnasium bridge installs its own SIGINT handler (a
+/// `KeyboardInterrupt` raised inside the env's code, which stops training with a traceback
+/// instead of saving) when its `signal` module is imported while SIGINT still has its default
+/// action; these handlers would then call it. Installed before anything starts Python, they are
+/// what Python finds, and it leaves them alone.
 pub fn install() {
     FLAGS.get_or_init(|| {
         let flags = Flags {
-            over: Arc::new(AtomicBool::new(false)),
+            over: Arc::new(AtomicBool::new(true)),
             signal: Arc::new(AtomicUsize::new(0)),
             armed: Arc::new(AtomicBool::new(false)),
         };
@@ -55,6 +62,15 @@ fn acknowledge_the_first_signal() {
             }
         });
         drop(spawned); // without the thread, the stop still happens, only unannounced
+    }
+}
+
+/// Training starts: from now on the first signal asks it to stop after the current update (or
+/// step) and save. Installs the handlers if [`install`] was not called.
+pub fn training_started() {
+    install();
+    if let Some(f) = FLAGS.get() {
+        f.over.store(false, Ordering::SeqCst);
     }
 }
 
