@@ -44,8 +44,8 @@ fn ppo_trains_on_a_bridged_env_and_resumes_through_make() {
     let _ = std::fs::remove_file(&path);
 }
 
-/// Bridged envs stepped as one Gymnasium vector env (`vector_env = "sync"`, and `"async"`:
-/// subprocesses) train exactly as the same envs bridged one by one (`"off"`, the default): the
+/// Bridged envs stepped as one vector env (`vector_env = "sync"`, `"async"`: Gymnasium's, and
+/// `"subproc"`: Proxima's worker processes) train exactly as the same envs bridged one by one (`"off"`, the default): the
 /// same weights bit for bit after a few updates (same-step autoreset and final-observation
 /// bootstrap kept).
 #[test]
@@ -68,12 +68,12 @@ fn training_on_a_gymnasium_vector_env_matches_envs_bridged_one_by_one() {
     let off = Trainer::new(id, cfg("off")).unwrap();
     assert_eq!(off.collector.venv.envs().len(), 3, "off: three env objects");
     let one_by_one = train(off);
-    for mode in ["sync", "async"] {
+    for mode in ["sync", "async", "subproc"] {
         let tr = Trainer::new(id, cfg(mode)).unwrap();
         assert!(tr.collector.venv.envs().is_empty(), "{mode}: one vector env, not three env objects");
         assert_eq!(train(tr), one_by_one, "vector_env = {mode}");
     }
-    for mode in ["sync", "async"] {
+    for mode in ["sync", "async", "subproc"] {
         let e = Trainer::new("CartPole-v1", cfg(mode)).err().unwrap().to_string();
         assert!(e.contains(&format!("vector_env = `{mode}`")) && e.contains("native envs step in-process"), "{e}");
         let mut a3c = cfg(mode);

@@ -19,6 +19,9 @@ pub enum VectorMode {
     Sync,
     /// `gymnasium.vector.AsyncVectorEnv`: one subprocess per env, stepped in parallel.
     Async,
+    /// Proxima's own worker processes (one group of envs per core, one group stepped by the
+    /// caller), raw bytes over spinning pipes.
+    Subproc,
 }
 
 /// N environments stepped together by one object (a Gymnasium vector env behind the bridge),

@@ -25,8 +25,10 @@ use std::sync::OnceLock;
 pub const PREFIX: &str = "gym:";
 
 mod atari;
+mod subproc;
 mod vector;
 pub use atari::{make_atari_env, AleGame};
+pub use subproc::SubprocVectorEnv;
 pub use vector::GymVectorEnv;
 
 /// Registers the bridge with [`proxima_env::make`] for ids starting with `gym:` and `atari:`
@@ -36,7 +38,10 @@ pub fn register() {
     proxima_env::register_prefix(proxima_env::atari::ATARI_PREFIX, |spec, _render| make_atari_env(spec));
     proxima_env::register_prefix(PREFIX, |spec, render| Ok(Box::new(GymEnv::make_with(spec, render)?) as Box<dyn Env>));
     proxima_env::register_vector_prefix(PREFIX, |spec, n, mode| {
-        Ok(Box::new(GymVectorEnv::make(spec, n, mode)?) as Box<dyn proxima_env::vec_env::BatchEnv>)
+        Ok(match mode {
+            proxima_env::vec_env::VectorMode::Subproc => Box::new(SubprocVectorEnv::make(spec, n, None)?),
+            _ => Box::new(GymVectorEnv::make(spec, n, mode)?) as Box<dyn proxima_env::vec_env::BatchEnv>,
+        })
     });
 }
 
@@ -93,13 +98,37 @@ pub fn python_executable() -> String {
     std::env::var("PROXIMA_PYTHON").unwrap_or_else(|_| "python3".to_string())
 }
 
-/// Initialises the embedded interpreter once with the user's `sys.path` (without the `embed`
-/// feature the bridge runs inside the user's interpreter: nothing to do).
-pub(crate) fn init() -> Result<()> {
-    if !cfg!(feature = "embed") {
-        return Ok(());
+/// The Python executable that `vector_env = "subproc"` workers run: the user's (the one whose
+/// `sys.path` the embedded interpreter took), or, inside the user's interpreter (the Python
+/// package), its `sys.executable`.
+///
+/// # Errors
+/// As [`init`]; `Env` when the running interpreter does not know its executable.
+pub(crate) fn python_for_workers() -> Result<String> {
+    if let Some(exe) = init()? {
+        return Ok(exe);
     }
-    static INIT: OnceLock<std::result::Result<(), String>> = OnceLock::new();
+    Python::attach(|py| {
+        let exe: String = py
+            .import("sys")
+            .and_then(|s| s.getattr("executable"))
+            .and_then(|e| e.extract())
+            .map_err(|e| EnvError::Env(py_err(py, e)))?;
+        if exe.is_empty() {
+            return Err(EnvError::Env("sys.executable is empty: no Python to start subproc workers with".into()));
+        }
+        Ok(exe)
+    })
+}
+
+/// Initialises the embedded interpreter once with the user's `sys.path`, and returns the user's
+/// Python executable (without the `embed` feature the bridge runs inside the user's
+/// interpreter: nothing to do, `None`).
+pub(crate) fn init() -> Result<Option<String>> {
+    if !cfg!(feature = "embed") {
+        return Ok(None);
+    }
+    static INIT: OnceLock<std::result::Result<String, String>> = OnceLock::new();
     INIT.get_or_init(|| {
         let exe = python_executable();
         let info = probe_python(&exe).map_err(|e| match e {
@@ -128,9 +157,11 @@ pub(crate) fn init() -> Result<()> {
             }
             sys.setattr("path", info.path.clone()).map_err(|e| e.to_string())?;
             Ok(())
-        })
+        })?;
+        Ok(info.executable.clone())
     })
     .clone()
+    .map(Some)
     .map_err(EnvError::Env)
 }
 

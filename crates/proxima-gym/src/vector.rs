@@ -46,6 +46,11 @@ impl GymVectorEnv {
         let mode_name = match mode {
             VectorMode::Sync => "sync",
             VectorMode::Async => "async",
+            VectorMode::Subproc => {
+                return Err(EnvError::InvalidArgument(
+                    "GymVectorEnv is Gymnasium's sync/async vector env; subproc is SubprocVectorEnv".into(),
+                ))
+            }
         };
         Python::attach(|py| {
             let gym = py.import("gymnasium").map_err(env_err(py, "import gymnasium"))?;

@@ -113,27 +113,42 @@ fn render_rgb_array_frames_and_errors() {
     assert!(e.contains("shape [4, 6]") && e.contains("(height, width, 3) uint8"), "{e}");
 }
 
-/// N bridged envs as one Gymnasium vector env (`make_vec`, sync and async, same-step autoreset)
-/// are seen exactly as the same N envs bridged one by one: observations, rewards, terminated,
-/// truncated, final observations and episode records, through time-limit truncations and
-/// terminations.
+/// N bridged envs as one vector env — Gymnasium's (`make_vec`, sync and async, same-step
+/// autoreset) or Proxima's subprocess workers (`subproc`, in every split: the default one group
+/// per core, three groups of one, all in this process) — are seen exactly as the same N envs
+/// bridged one by one: observations, rewards, terminated, truncated, final observations and
+/// episode records, through time-limit truncations and terminations.
 #[test]
-fn a_gymnasium_vector_env_steps_exactly_as_its_envs_one_by_one() {
-    use proxima_env::vec_env::{SyncVectorEnv, VectorMode};
+fn a_vector_env_steps_exactly_as_its_envs_one_by_one() {
+    use proxima_env::vec_env::{BatchEnv, SyncVectorEnv, VectorMode};
     if !setup() {
         return;
     }
-    for id in ["gym:toy_envs:toy/BoxDiscrete-v0", "gym:toy_envs:toy/BoxBox-v0"] {
-        for mode in [VectorMode::Sync, VectorMode::Async] {
+    let batch = |id: &str, mode: &str| -> Box<dyn BatchEnv> {
+        let registered = |m| proxima_env::make_vector(id, 3, m).expect("the bridge registers vector envs").unwrap();
+        let spec = id.strip_prefix("gym:").unwrap();
+        match mode {
+            "sync" => registered(VectorMode::Sync),
+            "async" => registered(VectorMode::Async),
+            "subproc" => registered(VectorMode::Subproc),
+            "subproc, 2 workers" => Box::new(proxima_gym::SubprocVectorEnv::make(spec, 3, Some(2)).unwrap()),
+            _ => Box::new(proxima_gym::SubprocVectorEnv::make(spec, 3, Some(0)).unwrap()),
+        }
+    };
+    let modes = ["sync", "async", "subproc", "subproc, 2 workers", "subproc, 0 workers"];
+    for id in ["gym:toy_envs:toy/BoxDiscrete-v0", "gym:toy_envs:toy/BoxBox-v0", "gym:toy_envs:toy/Prints-v0"] {
+        for mode in modes {
+            if id.contains("Prints") && !mode.starts_with("subproc") {
+                continue;
+            }
             let mut one = SyncVectorEnv::new(3, || make(id)).unwrap();
-            let batch = proxima_env::make_vector(id, 3, mode).expect("the bridge registers vector envs").unwrap();
-            let mut vec = SyncVectorEnv::from_batch(batch).unwrap();
+            let mut vec = SyncVectorEnv::from_batch(batch(id, mode)).unwrap();
             assert_eq!((vec.env_id(), vec.num_envs()), (id, 3));
             assert_eq!(vec.action_space(), one.action_space());
             assert_eq!(
                 one.reset(5).unwrap(),
                 vec.reset(5).unwrap(),
-                "{id} {mode:?}: reset(seed) seeds env i with seed + i"
+                "{id} {mode}: reset(seed) seeds env i with seed + i"
             );
             let box_actions = matches!(one.action_space(), Space::Box { .. });
             for t in 0..40usize {
@@ -145,7 +160,7 @@ fn a_gymnasium_vector_env_steps_exactly_as_its_envs_one_by_one() {
                 };
                 one.step(&actions).unwrap();
                 vec.step(&actions).unwrap();
-                let what = format!("{id} {mode:?} step {t}");
+                let what = format!("{id} {mode} step {t}");
                 assert_eq!(one.obs(), vec.obs(), "{what}");
                 assert_eq!(
                     (&one.rewards, &one.terminated, &one.truncated),
@@ -161,6 +176,43 @@ fn a_gymnasium_vector_env_steps_exactly_as_its_envs_one_by_one() {
     let e =
         proxima_env::make_vector("gym:toy_envs:toy/Nope-v0", 2, VectorMode::Sync).unwrap().err().unwrap().to_string();
     assert!(e.contains("gymnasium.make_vec(\"toy_envs:toy/Nope-v0\", num_envs=2") && e.contains("Nope"), "{e}");
+}
+
+/// `subproc` workers' failures are errors that say what and where, never a hang: an exception in
+/// a worker's env (its traceback and env indices), an observation of the wrong shape, a worker
+/// that dies (its exit status), an unknown id (Gymnasium's message, before any worker starts), an
+/// action out of range.
+#[test]
+fn subproc_workers_failures_are_clear_errors() {
+    use proxima_env::vec_env::{BatchEnv, BatchStep};
+    use proxima_gym::SubprocVectorEnv;
+    if !setup() {
+        return;
+    }
+    std::env::set_var("TOY_PARENT_PID", std::process::id().to_string());
+    let mut out = BatchStep::default();
+    let mut first_step_error = |spec: &str| {
+        let mut env = SubprocVectorEnv::make(spec, 2, Some(1)).unwrap();
+        let mut obs = vec![0.0; 6];
+        env.reset(0, &mut obs).unwrap();
+        (0..5).find_map(|_| env.step(&[0.0, 0.0], &mut out).err()).expect("an error within 5 steps").to_string()
+    };
+    let e = first_step_error("toy_envs:toy/Raises-v0");
+    assert!(e.contains("ValueError: boom from inside the env") && e.contains("Traceback"), "{e}");
+    let e = first_step_error("toy_envs:toy/WrongShape-v0");
+    assert!(e.contains("shape [2]") && e.contains("declares shape [3]"), "{e}");
+    let e = first_step_error("toy_envs:toy/DiesInWorker-v0");
+    assert!(e.contains("subproc worker 0 (env indices 0..1) stopped") && e.contains("exit status: 3"), "{e}");
+
+    let e = SubprocVectorEnv::make("toy_envs:toy/Nope-v0", 2, Some(1)).err().unwrap().to_string();
+    assert!(e.contains("gymnasium.make(\"toy_envs:toy/Nope-v0\") failed"), "{e}");
+    let e = SubprocVectorEnv::make("toy_envs:toy/BoxDiscrete-v0", 0, None).err().unwrap().to_string();
+    assert!(e.contains("n_envs ≥ 1"), "{e}");
+    let mut env = SubprocVectorEnv::make("toy_envs:toy/BoxDiscrete-v0", 2, Some(1)).unwrap();
+    let e = env.step(&[0.0, 2.0], &mut out).unwrap_err().to_string();
+    assert!(e.contains("2 is not in Discrete(2)"), "{e}");
+    let e = env.step(&[0.0], &mut out).unwrap_err().to_string();
+    assert!(e.contains("expected 2 action values"), "{e}");
 }
 
 #[test]

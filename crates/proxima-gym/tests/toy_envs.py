@@ -1,4 +1,6 @@
 """Small Gymnasium environments for the bridge's tests (imported as `toy_envs:toy/...`)."""
+import os
+
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
@@ -50,6 +52,25 @@ class Raises(BoxDiscrete):
 class WrongShape(BoxDiscrete):
     def step(self, action):
         return np.zeros(2, np.float32), 0.0, False, False, {}
+
+
+class Prints(BoxDiscrete):
+    """BoxDiscrete that prints to stdout at every step (a subproc worker must keep its pipe clean)."""
+
+    def step(self, action):
+        print("a line on stdout from inside the env")
+        return super().step(action)
+
+
+class DiesInWorker(BoxDiscrete):
+    """Exits its process at the third step when that process is a child of the test's
+    (`TOY_PARENT_PID`): a subproc worker that dies."""
+
+    def step(self, action):
+        self.t = getattr(self, "t", 0) + 1
+        if self.t == 3 and str(os.getppid()) == os.environ.get("TOY_PARENT_PID"):
+            os._exit(3)
+        return super().step(action)
 
 
 class DictAction(BoxDiscrete):
@@ -130,5 +151,5 @@ class AtariLikeGray(AtariLike):
 for name, cls in [("AtariLike", AtariLike), ("AtariLikeGray", AtariLikeGray)]:
     gym.register(f"toy/{name}-v0", entry_point=cls, disable_env_checker=True)
 
-for name, cls in [("BoxDiscrete", BoxDiscrete), ("BoxBox", BoxBox), ("Raises", Raises), ("WrongShape", WrongShape), ("DictAction", DictAction), ("Renders", Renders), ("RendersGray", RendersGray), ("RendersNone", RendersNone)]:
+for name, cls in [("BoxDiscrete", BoxDiscrete), ("BoxBox", BoxBox), ("Raises", Raises), ("WrongShape", WrongShape), ("DictAction", DictAction), ("Prints", Prints), ("DiesInWorker", DiesInWorker), ("Renders", Renders), ("RendersGray", RendersGray), ("RendersNone", RendersNone)]:
     gym.register(f"toy/{name}-v0", entry_point=cls, max_episode_steps=10)

@@ -115,8 +115,10 @@ pub struct Config {
     /// How bridged `gym:` envs are stepped: `off` (default; Proxima steps each env object itself,
     /// one Python call per env per step, as SB3's `DummyVecEnv`), `sync`
     /// (`gymnasium.vector.SyncVectorEnv`: the N envs in one Python call per step) or `async`
-    /// (`gymnasium.vector.AsyncVectorEnv`: one subprocess per env, stepped in parallel). All
-    /// three give the same results; only the speed differs. Native envs always step in-process.
+    /// (`gymnasium.vector.AsyncVectorEnv`: one subprocess per env, stepped in parallel) or
+    /// `subproc` (Proxima's own worker processes, one group of envs per core, raw bytes over
+    /// spinning pipes: the parallel mode that pays off for envs as fast as MuJoCo's). All four
+    /// give the same results; only the speed differs. Native envs always step in-process.
     #[serde(default)]
     pub vector_env: VectorEnv,
     /// Write a checkpoint every this many updates (0 = only the final model).
@@ -776,7 +778,7 @@ impl Config {
             return bad("algo = `trpo` needs separate policy and value networks (shared_trunk = false): the natural-gradient step must not move the critic".into());
         }
         if self.algo == "a3c" && self.vector_env != VectorEnv::Off {
-            return bad("algo = `a3c` does not support vector_env = `sync` / `async` (each worker makes one env object per env): use vector_env = `off`".into());
+            return bad("algo = `a3c` does not support vector_env = `sync` / `async` / `subproc` (each worker makes one env object per env): use vector_env = `off`".into());
         }
         if self.algo == "a3c" && (self.normalize_observation || self.normalize_reward) {
             return bad("algo = `a3c` does not support normalize_observation / normalize_reward (each worker would keep its own statistics)".into());
@@ -1093,6 +1095,8 @@ pub enum VectorEnv {
     Sync,
     /// `gymnasium.vector.AsyncVectorEnv` for bridged envs.
     Async,
+    /// Proxima's own subprocess workers for bridged envs (`proxima_gym::SubprocVectorEnv`).
+    Subproc,
 }
 
 /// What trained a run whose saved config predates the `backend` key.

@@ -406,26 +406,31 @@ fn a3c_workers(cfg: &Config, spec: &PolicySpec, make_env: MakeEnv<'_>) -> Result
 
 impl Trainer {
     /// A fresh run: N envs reset with seeds `seed..seed+N`, the network initialised from `seed`.
-    /// With `vector_env = "sync" | "async"` the N envs of an id with a registered vector factory
+    /// With `vector_env = "sync" | "async" | "subproc"` the N envs of an id with a registered vector factory
     /// (the bridge's `gym:`) are one [`crate::env::vec_env::BatchEnv`] (A3C refuses them: its
     /// workers make their own envs).
     ///
     /// # Errors
     /// An invalid config, an unknown env id, an unsupported action space; `vector_env = "sync"`
-    /// or `"async"` for an env without a vector factory (native envs).
+    /// `"async"` or `"subproc"` for an env without a vector factory (native envs).
     pub fn new(env_id: &str, cfg: Config) -> Result<Self> {
         cfg.validate()?;
         let mode = match cfg.vector_env {
             VectorEnv::Off => None,
             VectorEnv::Sync => Some(VectorMode::Sync),
             VectorEnv::Async => Some(VectorMode::Async),
+            VectorEnv::Subproc => Some(VectorMode::Subproc),
         };
         let batch = mode.and_then(|m| crate::env::make_vector(env_id, cfg.n_envs, m));
         match batch {
             Some(batch) => Self::with_batch_env(env_id, cfg, batch?),
             None if cfg.vector_env != VectorEnv::Off => Err(ProximaError::Config(format!(
                 "vector_env = `{}` steps bridged `gym:` envs as one Gymnasium vector env; `{env_id}` is not one (native envs step in-process)",
-                if cfg.vector_env == VectorEnv::Sync { "sync" } else { "async" }
+                match cfg.vector_env {
+                    VectorEnv::Sync => "sync",
+                    VectorEnv::Async => "async",
+                    _ => "subproc",
+                }
             ))),
             None => Self::with_env_fn(env_id, cfg, || make(env_id)),
         }

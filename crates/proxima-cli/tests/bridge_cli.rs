@@ -1,0 +1,86 @@
+//! The `proxima` binary on bridged envs (built with `--features gym`; `.ci/run` runs this file
+//! with `cargo test -p proxima-cli --features gym --test bridge_cli`): Ctrl-C saves and exits 130
+//! for every `vector_env` — the embedded Python must not turn the signal into a
+//! `KeyboardInterrupt` inside the env's code — and the subprocess workers of `subproc` end with
+//! the run.
+
+#[cfg(not(feature = "gym"))]
+#[test]
+fn skipped_without_the_gym_feature() {
+    println!("SKIPPED: proxima-cli built without --features gym; .ci/run runs this file with it");
+}
+
+#[cfg(feature = "gym")]
+#[path = "../../proxima-gym/tests/common/mod.rs"]
+mod common;
+
+#[cfg(feature = "gym")]
+mod with_gym {
+    use std::path::Path;
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    const BIN: &str = env!("CARGO_BIN_EXE_proxima");
+
+    fn rows(dir: &Path) -> usize {
+        std::fs::read_to_string(dir.join("progress.csv")).map_or(0, |t| t.lines().count().saturating_sub(1))
+    }
+
+    /// The worker processes whose command line names `dir` (none once the run has ended).
+    fn workers_of(dir: &Path) -> usize {
+        let out = Command::new("pgrep").args(["-f", "Proxima's subprocess worker"]).output();
+        let pids = out.map(|o| String::from_utf8_lossy(&o.stdout).to_string()).unwrap_or_default();
+        pids.lines()
+            .filter(|pid| {
+                let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+                String::from_utf8_lossy(&environ).contains(&dir.display().to_string())
+            })
+            .count()
+    }
+
+    #[test]
+    fn sigint_on_a_bridged_env_saves_and_exits_130_for_every_vector_env() {
+        if !super::common::setup(concat!(env!("CARGO_MANIFEST_DIR"), "/../proxima-gym/tests")) {
+            return;
+        }
+        for mode in ["off", "sync", "subproc"] {
+            let dir = std::env::temp_dir().join(format!("proxima-bridge-sigint-{}-{mode}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            let sets = ["n_envs=2", "n_steps=64", "batch_size=64", "eval_episodes=0", &format!("vector_env={mode}")];
+            let mut args: Vec<String> =
+                ["train", "gym:toy_envs:toy/BoxDiscrete-v0", "--total-timesteps", "10000000", "--quiet", "--run-dir"]
+                    .map(String::from)
+                    .to_vec();
+            args.push(dir.display().to_string());
+            for s in sets {
+                args.extend(["--set".to_string(), s.to_string()]);
+            }
+            // The run directory in the environment, so that this run's workers can be told apart.
+            let child = Command::new(BIN)
+                .args(&args)
+                .env("PROXIMA_TEST_RUN", &dir)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let t0 = Instant::now();
+            while rows(&dir) < 3 {
+                assert!(t0.elapsed() < Duration::from_secs(120), "{mode}: no progress in 120 s");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            if mode == "subproc" {
+                assert!(workers_of(&dir) >= 1, "subproc: no worker process while training");
+            }
+            let ok = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success();
+            assert!(ok, "kill -INT failed");
+            let out = child.wait_with_output().unwrap();
+            let se = String::from_utf8_lossy(&out.stderr).to_string();
+            assert!(!se.contains("KeyboardInterrupt"), "{mode}: Python raised KeyboardInterrupt:\n{se}");
+            assert_eq!(out.status.code(), Some(130), "{mode}:\n{se}");
+            assert!(se.contains("SIGINT: stopped after update") && se.contains("continue with"), "{mode}:\n{se}");
+            assert!(dir.join("model.safetensors").is_file(), "{mode}: nothing saved");
+            assert_eq!(workers_of(&dir), 0, "{mode}: worker processes outlived the run");
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+}
