@@ -92,7 +92,7 @@ pub struct Config {
     pub shared_trunk: bool,
     /// Orthogonal initialisation (gains √2 / 0.01 / 1.0).
     pub ortho_init: bool,
-    /// Initial Gaussian log-std (continuous actions).
+    /// Initial Gaussian log-std (continuous actions), in [-20, 20].
     pub log_std_init: f32,
     /// The network, SB3's names: `MlpPolicy` (the MLPs above) or `CnnPolicy` (the Nature CNN
     /// shared by the policy and value heads, for image observations: a uint8 Box `[channels,
@@ -1017,8 +1017,11 @@ impl Config {
                 return bad(format!("{k} = {v}: must be a finite number ≥ 0"));
             }
         }
-        if !self.log_std_init.is_finite() {
-            return bad(format!("log_std_init = {}: must be finite", self.log_std_init));
+        if !(-LOG_STD_LIMIT..=LOG_STD_LIMIT).contains(&self.log_std_init) {
+            return bad(format!(
+                "log_std_init = {}: must lie in [-{LOG_STD_LIMIT}, {LOG_STD_LIMIT}] (σ from 2e-9 to 5e8; beyond it σ² leaves f32's range in the Gaussian's log-probability — SB3's SAC clamps log σ to [-20, 2])",
+                self.log_std_init
+            ));
         }
         Ok(())
     }
@@ -1084,6 +1087,10 @@ mod optional_f64 {
 fn clip() -> Objective {
     Objective::Clip
 }
+/// The largest |log_std_init| accepted: σ = e^±20 keeps σ² (≈ 2e17, or its reciprocal) inside
+/// f32's range in the Gaussian's log-probability and its gradient.
+const LOG_STD_LIMIT: f32 = 20.0;
+
 /// The config's `vector_env` key (see [`Config::vector_env`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -1236,5 +1243,12 @@ mod tests {
         let e = Config::resolve("cleanrl", None, &["gamma=1.5".into()]).unwrap_err().to_string();
         assert!(e.contains("gamma"), "{e}");
         assert!(Config::resolve("clenrl", None, &[]).unwrap_err().to_string().contains("did you mean `cleanrl`"));
+        for v in ["50", "-20.5", "nan", "inf"] {
+            let e = Config::resolve("cleanrl", None, &[format!("log_std_init={v}")]).unwrap_err().to_string();
+            assert!(e.contains("log_std_init") && e.contains("[-20, 20]"), "log_std_init = {v}: {e}");
+        }
+        for v in ["20", "-20", "-0.5"] {
+            assert!(Config::resolve("cleanrl", None, &[format!("log_std_init={v}")]).is_ok(), "log_std_init = {v}");
+        }
     }
 }

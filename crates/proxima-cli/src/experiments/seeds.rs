@@ -283,19 +283,29 @@ pub fn aggregate(x: &[f64]) -> (f64, f64, f64, f64) {
     (mean, std, mid.iter().sum::<f64>() / mid.len() as f64, s[0])
 }
 
+/// "N steps", or "N steps asked, M run (whole rollouts)" when the seeds' last logged step (their
+/// learning curves' ends) passed the asked total: training runs whole rollouts.
+fn steps_label(total: u64, runs: &[SeedRun]) -> String {
+    let ran = runs.iter().filter_map(|r| r.curve.last().map(|&(step, _)| step as u64)).max();
+    match ran {
+        Some(ran) if ran > total => format!("{total} steps asked, {ran} run (whole rollouts)"),
+        _ => format!("{total} steps"),
+    }
+}
+
 /// Writes `summary.csv` and `summary.md`.
 fn write_summary(parent: &Path, m: &Manifest, runs: &[SeedRun]) -> Result<()> {
     let finals: Vec<f64> = runs.iter().filter_map(|r| r.final_return).collect();
     let (mean, std, iqm, min) = aggregate(&finals);
     let mut csv = String::from("seed,final_return,episodes,train_seconds,error\n");
     let mut md = format!(
-        "# {} — {} (`{}` preset, backend `{}`), {} seeds × {} steps\n\n| seed | final return (deterministic) | episodes | training seconds |\n|---|---|---|---|\n",
+        "# {} — {} (`{}` preset, backend `{}`), {} seeds × {}\n\n| seed | final return (deterministic) | episodes | training seconds |\n|---|---|---|---|\n",
         m.env_id,
         m.config.algo,
         m.config.preset,
         m.config.resolved_backend().as_str(),
         m.seeds.len(),
-        m.config.total_timesteps
+        steps_label(m.config.total_timesteps, runs)
     );
     for r in runs {
         let ret = r.final_return.map_or(String::new(), |v| format!("{v}"));
@@ -323,6 +333,21 @@ fn write_summary(parent: &Path, m: &Manifest, runs: &[SeedRun]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_summary_says_how_many_steps_ran() {
+        let run = |last: f64| SeedRun {
+            seed: 1,
+            final_return: Some(500.0),
+            episodes: 10,
+            train_seconds: 1.0,
+            curve: vec![(512.0, 20.0), (last, 500.0)],
+            error: None,
+        };
+        assert_eq!(steps_label(500_000, &[run(500_224.0)]), "500000 steps asked, 500224 run (whole rollouts)");
+        assert_eq!(steps_label(500_000, &[run(500_000.0)]), "500000 steps");
+        assert_eq!(steps_label(500_000, &[]), "500000 steps");
+    }
 
     #[test]
     fn seed_lists_and_their_errors() {
