@@ -13,6 +13,7 @@
 //! Every error prints one `error: …` line naming what is wrong and exits with status 1
 //! (usage errors: status 2, from clap).
 
+mod distributed;
 mod experiments;
 mod lm;
 mod plot;
@@ -270,6 +271,9 @@ fn dispatch(cli: Cli) -> Result<()> {
 
 /// `proxima train`: a new run, or `--resume` of one, then training with a progress bar.
 fn train(a: TrainArgs) -> Result<()> {
+    if let Some((launcher, size)) = distributed::launched_size() {
+        return train_distributed(&a, &launcher, size);
+    }
     if a.seeds.is_some() {
         return train_seeds(&a, None);
     }
@@ -286,6 +290,49 @@ fn train(a: TrainArgs) -> Result<()> {
         },
         None => new_trainer(&a)?,
     };
+    train_with_bar(&a, trainer, &run_dir)
+}
+
+/// One rank of `mpirun -np N proxima train …` (see `distributed.rs`): rank 0 trains as
+/// [`train`] does, writing the run directory; the others train silently; a failure anywhere
+/// aborts the job.
+#[cfg(feature = "mpi")]
+fn train_distributed(a: &TrainArgs, _launcher: &str, _size: usize) -> Result<()> {
+    use proxima::dist::Collective;
+    distributed::check_args(a.seeds.is_some(), a.resume.is_some())?;
+    let mpi = std::sync::Arc::new(distributed::Mpi::init()?);
+    let rank = mpi.rank();
+    let run = || -> Result<()> {
+        let (env_id, cfg) = train_config(a)?;
+        let (seed, label) = (cfg.seed, cfg.algo.clone());
+        let mut trainer = train::Trainer::distributed(env_id, cfg, mpi.clone())?;
+        if rank == 0 {
+            check_env_keys(a, &trainer)?;
+            let dir = claim_run_dir(a.run_dir.clone(), &format!("{}__{label}__{seed}", safe_id(env_id)))?;
+            return train_with_bar(a, trainer, &dir);
+        }
+        while !trainer.is_done() {
+            trainer.step()?;
+        }
+        Ok(())
+    };
+    if let Err(e) = run() {
+        eprintln!("error on rank {rank} of {}: {e:#}", mpi.size());
+        mpi.abort(1);
+    }
+    Ok(())
+}
+
+/// Without the `mpi` feature a launch by mpirun/srun is refused, naming the feature.
+#[cfg(not(feature = "mpi"))]
+fn train_distributed(_: &TrainArgs, launcher: &str, size: usize) -> Result<()> {
+    bail!(
+        "proxima was started by an MPI launcher ({launcher}={size}) but built without MPI: rebuild with `cargo build --release -p proxima-cli --features mpi` (needs libopenmpi-dev, openmpi-bin and libclang-dev), or run it without mpirun"
+    )
+}
+
+/// Trains `trainer` into `run_dir` with a progress bar and Ctrl-C handling, then reports.
+fn train_with_bar(a: &TrainArgs, trainer: train::Trainer, run_dir: &Path) -> Result<()> {
     let env_id = trainer.env_id.clone();
     let total = trainer.cfg.total_timesteps;
     let (a3c, last_update) = (trainer.cfg.algo == "a3c", trainer.num_updates);
@@ -309,7 +356,7 @@ fn train(a: TrainArgs) -> Result<()> {
             .expect("valid template"),
     );
     signals::training_started();
-    let outcome = train::run(trainer, &run_dir, |r| {
+    let outcome = train::run(trainer, run_dir, |r| {
         bar.set_position(r.global_step);
         let ret = r.ep_return_mean.map_or("-".to_string(), |m| format!("{m:.1}"));
         bar.set_message(match r.stats.ent_coef {

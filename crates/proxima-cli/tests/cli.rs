@@ -1242,3 +1242,22 @@ fn a_closed_stdout_ends_quietly_with_sigpipes_code() {
     assert_eq!(out.status.code(), Some(141), "{se}");
     assert!(!se.contains("panicked"), "{se}");
 }
+
+/// Started by an MPI launcher (its environment variables) but built without the `mpi` feature:
+/// a clear error naming the feature, not a single-process run that each rank would repeat. With
+/// the feature (`tests/mpi.rs`), `--resume` and `--seeds` under mpirun are refused instead.
+#[test]
+fn mpirun_without_the_mpi_feature_is_a_clear_error() {
+    if cfg!(feature = "mpi") {
+        println!("SKIPPED: built with --features mpi (tests/mpi.rs covers mpirun)");
+        return;
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_proxima"))
+        .args(["train", "CartPole-v1", "--total-timesteps", "512", "--quiet"])
+        .env("OMPI_COMM_WORLD_SIZE", "2")
+        .output()
+        .unwrap();
+    let se = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{se}");
+    assert!(se.contains("OMPI_COMM_WORLD_SIZE=2") && se.contains("--features mpi"), "{se}");
+}

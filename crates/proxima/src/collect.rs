@@ -9,7 +9,8 @@ use crate::error::Result;
 use crate::normalize::Normalizer;
 use crate::policy::{ActOutput, Policy};
 use crate::rollout::RolloutBuffer;
-use rand::Rng;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 use std::collections::VecDeque;
 
 /// How many finished episodes the running means cover (SB3's `ep_info_buffer`, CleanRL's logs).
@@ -138,6 +139,11 @@ pub struct Collector {
     env_actions: Vec<f32>,
     /// The policy's output of the current step (reused each step).
     act: ActOutput,
+    /// One sampling stream per env (a distributed run, [`Collector::sample_per_env`]); empty:
+    /// every env's actions come from the caller's one stream.
+    env_rngs: Vec<ChaCha8Rng>,
+    /// One env's output, when each env samples from its own stream.
+    one: ActOutput,
 }
 
 impl Collector {
@@ -177,7 +183,44 @@ impl Collector {
             stats: EpisodeStats::default(),
             env_actions: vec![0f32; n_envs * act_dim],
             act: ActOutput::default(),
+            env_rngs: Vec::new(),
+            one: ActOutput::default(),
         })
+    }
+
+    /// From now on env `i` samples its actions from a stream of its own: ChaCha8 keyed by
+    /// `seed`, stream `first_env + i + 1` (its global index in a distributed run, [`crate::dist`]),
+    /// so that no env's draws depend on how many envs share a process.
+    pub fn sample_per_env(&mut self, seed: u64, first_env: usize) {
+        self.env_rngs = (0..self.venv.num_envs())
+            .map(|i| {
+                let mut r = ChaCha8Rng::seed_from_u64(seed);
+                r.set_stream((first_env + i + 1) as u64);
+                r
+            })
+            .collect();
+    }
+
+    /// π's actions for the current observations into `self.act`: one pass sampling from `rng`,
+    /// or with per-env streams one pass per env.
+    fn act_all<R: Rng>(&mut self, policy: &dyn Policy, rng: &mut R) -> Result<()> {
+        if self.env_rngs.is_empty() {
+            return policy.act_into(&self.obs, false, rng, &mut self.act);
+        }
+        let od = self.obs.len() / self.env_rngs.len();
+        let a = &mut self.act;
+        a.actions.clear();
+        a.log_probs.clear();
+        a.values.clear();
+        a.head.clear();
+        for (obs, env_rng) in self.obs.chunks(od).zip(&mut self.env_rngs) {
+            policy.act_into(obs, false, env_rng, &mut self.one)?;
+            a.actions.extend_from_slice(&self.one.actions);
+            a.log_probs.extend_from_slice(&self.one.log_probs);
+            a.values.extend_from_slice(&self.one.values);
+            a.head.extend_from_slice(&self.one.head);
+        }
+        Ok(())
     }
 
     /// Runs π in the N envs for the buffer's T steps, filling `buf` (observations, actions,
@@ -219,7 +262,7 @@ impl Collector {
         for t in 0..buf.n_steps {
             let row = t * n..(t + 1) * n;
             buf.observations.write(t * n * od, &self.obs)?;
-            policy.act_into(&self.obs, false, rng, &mut self.act)?;
+            self.act_all(policy, rng)?;
             let out = &self.act;
             buf.actions[t * n * ad..(t + 1) * n * ad].copy_from_slice(&out.actions);
             buf.log_probs[row.clone()].copy_from_slice(&out.log_probs);

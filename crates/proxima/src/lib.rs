@@ -10,6 +10,7 @@ pub mod algo;
 pub mod checkpoint;
 pub mod collect;
 pub mod config;
+pub mod dist;
 pub mod error;
 pub mod io;
 pub mod log;

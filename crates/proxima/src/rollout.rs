@@ -4,6 +4,7 @@
 //! the rollout is collected step by step on the CPU, so there is nothing to gain from tensors
 //! until the minibatch update.
 
+use crate::dist::EnvSplit;
 use crate::error::{ProximaError, Result};
 
 /// The inputs of [`gae`], all `[n_steps, n_envs]` row-major except `last_values` (`[n_envs]`).
@@ -456,6 +457,12 @@ pub struct Minibatches<'a> {
     next: usize,
     with_old_head: bool,
     batch: Minibatch,
+    /// A distributed run's split: `idx` then runs over every rank's transitions.
+    split: Option<EnvSplit>,
+    /// The local rows of the current minibatch (distributed runs).
+    local: Vec<usize>,
+    /// This rank's share of the current global minibatch (see [`Minibatches::share`]).
+    share: f32,
 }
 
 impl<'a> Minibatches<'a> {
@@ -475,7 +482,35 @@ impl<'a> Minibatches<'a> {
             next: buf.len(),
             with_old_head: with_old_head && buf.head_dim > 0,
             batch: Minibatch::default(),
+            split: None,
+            local: Vec::new(),
+            share: 1.0,
         }
+    }
+
+    /// The minibatches of a distributed run ([`crate::dist`]): each epoch permutes the
+    /// `T · total_envs` transitions of *every* rank (the same permutation on each, from the same
+    /// `rng`), cuts them into global minibatches of `size`, and [`Minibatches::next_batch`]
+    /// gathers the part of each this rank holds. A rank that holds none of a minibatch gets its
+    /// first row as a placeholder with share 0 (it must still take part in the minibatch's
+    /// collectives). With one rank this is [`Minibatches::new`] (advantages not normalised over
+    /// the batch).
+    pub fn split(buf: &'a RolloutBuffer, size: usize, with_old_head: bool, split: EnvSplit) -> Self {
+        let global = buf.n_steps * split.total_envs();
+        Minibatches {
+            idx: (0..global).collect(),
+            next: global,
+            split: Some(split),
+            ..Self::new(buf, size, false, with_old_head)
+        }
+    }
+
+    /// [`Minibatches::next_batch`] with this rank's share of it: its rows ÷ the global
+    /// minibatch's (1 in a run of one process; 0 for a placeholder). Each rank's mean-loss
+    /// gradient times its share, summed over ranks, is the global minibatch's mean-loss gradient.
+    pub fn next_with_share(&mut self) -> Option<(&mut Minibatch, f32)> {
+        self.next_batch()?;
+        Some((&mut self.batch, self.share))
     }
 
     /// Starts an epoch: shuffles the order of the transitions with `rng`.
@@ -487,11 +522,20 @@ impl<'a> Minibatches<'a> {
 
     /// The epoch's next minibatch (the last may be smaller), or `None` at the epoch's end.
     pub fn next_batch(&mut self) -> Option<&mut Minibatch> {
-        let chunk = self.idx.get(self.next..(self.next + self.size).min(self.idx.len()))?;
+        let mut chunk = self.idx.get(self.next..(self.next + self.size).min(self.idx.len()))?;
         if chunk.is_empty() {
             return None;
         }
         self.next += chunk.len();
+        if let Some(split) = self.split {
+            self.local.clear();
+            self.local.extend(chunk.iter().filter_map(|&g| split.local_row(g)));
+            self.share = self.local.len() as f32 / chunk.len() as f32;
+            if self.local.is_empty() {
+                self.local.push(0);
+            }
+            chunk = &self.local;
+        }
         let (b, buf) = (&mut self.batch, self.buf);
         let (od, ad, hd) = (buf.obs_dim, buf.act_dim, if self.with_old_head { buf.head_dim } else { 0 });
         b.len = chunk.len();

@@ -148,7 +148,7 @@ pub fn update<R: Rng + ?Sized>(
     rng: &mut R,
 ) -> Result<UpdateStats> {
     let mut unused_beta = 0.0; // L^CLIP only: no KL penalty to adapt
-    let mut stats = ppo::update(policy, opt, buf, &ppg.params.ppo, lr, &mut unused_beta, rng)?;
+    let mut stats = ppo::update(policy, opt, buf, &ppg.params.ppo, (lr, &mut unused_beta), rng, None)?;
     ppg.aux.push(buf);
     if ppg.aux.rollouts() < ppg.params.n_iteration {
         return Ok(stats);

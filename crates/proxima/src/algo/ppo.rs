@@ -3,7 +3,8 @@
 //! of shuffled minibatches) over one rollout.
 
 use crate::algo::optim::Optimizer;
-use crate::algo::update::{apply_gradients, AdvantageNorm, UpdateStats};
+use crate::algo::update::{apply_gradients, apply_gradients_summed, AdvantageNorm, UpdateStats};
+use crate::dist::{normalize_advantages_across, Dist};
 use crate::error::{ProximaError, Result};
 use crate::loss::{kl_and_clip_fraction, Objective, PpoCoefs};
 use crate::policy::Policy;
@@ -62,21 +63,30 @@ impl PpoParams {
 /// (`kl_coef`) is then adapted as in the paper's Sec. 4: β ← 2β if d > 1.5·d_targ, β ← β/2
 /// if d < d_targ/1.5.
 ///
+/// In a distributed run (`dist`, [`crate::dist`]) the minibatches are the global ones
+/// ([`Minibatches::split`]): Â is normalised with their global statistics, the losses, KL and
+/// clip fraction reported (and `target_kl`'s decision) are the global minibatch's, the gradient
+/// is summed across ranks ([`apply_gradients_summed`]) and d is averaged over ranks — every
+/// rank takes the same steps.
+///
 /// # Errors
 /// `NonFinite` naming the minibatch when the loss or a gradient is not finite (parameters are
-/// left as they were before that step).
+/// left as they were before that step); in a distributed run, the engine's.
 pub fn update<R: Rng + ?Sized>(
     policy: &mut dyn Policy,
     opt: &mut Optimizer,
     buf: &RolloutBuffer,
     p: &PpoParams,
-    lr: f64,
-    kl_coef: &mut f64,
+    (lr, kl_coef): (f64, &mut f64),
     rng: &mut R,
+    dist: Option<&Dist>,
 ) -> Result<UpdateStats> {
     let kl_objective = matches!(p.objective, Objective::AdaptiveKl | Objective::FixedKl);
     let coefs = p.coefs(*kl_coef);
-    let mut batches = Minibatches::new(buf, p.batch_size, p.normalize_advantage == AdvantageNorm::Batch, kl_objective);
+    let mut batches = match dist {
+        Some(d) => Minibatches::split(buf, p.batch_size, kl_objective, d.split),
+        None => Minibatches::new(buf, p.batch_size, p.normalize_advantage == AdvantageNorm::Batch, kl_objective),
+    };
     opt.lr = lr;
     let mut s = UpdateStats {
         learning_rate: lr,
@@ -87,27 +97,33 @@ pub fn update<R: Rng + ?Sized>(
     let mut clip_sum = 0f64;
     'epochs: for _epoch in 0..p.n_epochs {
         batches.shuffle(rng);
-        while let Some(mb) = batches.next_batch() {
+        while let Some((mb, share)) = batches.next_with_share() {
             if p.normalize_advantage == AdvantageNorm::Minibatch {
-                normalize_advantages(&mut mb.advantages);
+                match dist {
+                    Some(d) => normalize_advantages_across(&mut mb.advantages, share > 0.0, d)?,
+                    None => normalize_advantages(&mut mb.advantages),
+                }
             }
             let out = policy.ppo_loss(mb, &buf.old_log_std, &coefs)?;
-            let [loss, policy_loss, value_loss, entropy] = out.values;
+            let (kl, cf) = kl_and_clip_fraction(policy.log_ratio(), p.clip_range);
+            let [loss, policy_loss, value_loss, entropy, kl, cf] = minibatch_means(out.values, (kl, cf), share, dist)?;
             if !loss.is_finite() {
                 return Err(ProximaError::NonFinite(format!(
                     "loss is {loss} at minibatch {} (policy_loss {policy_loss}, value_loss {value_loss}, entropy {entropy})",
                     s.minibatches
                 )));
             }
-            let (kl, cf) = kl_and_clip_fraction(policy.log_ratio(), p.clip_range);
             if p.target_kl.is_some_and(|tk| kl > 1.5 * tk) {
                 s.approx_kl = kl;
                 break 'epochs;
             }
-            let info = apply_gradients(policy, opt, p.max_grad_norm)?;
-            s.policy_loss += policy_loss as f64;
-            s.value_loss += value_loss as f64;
-            s.entropy += entropy as f64;
+            let info = match dist {
+                Some(d) => apply_gradients_summed(policy, opt, p.max_grad_norm, &*d.comm, share)?,
+                None => apply_gradients(policy, opt, p.max_grad_norm)?,
+            };
+            s.policy_loss += policy_loss;
+            s.value_loss += value_loss;
+            s.entropy += entropy;
             s.grad_norm += info.grad_norm;
             clip_sum += cf;
             s.approx_kl = kl;
@@ -120,10 +136,27 @@ pub fn update<R: Rng + ?Sized>(
         (s.policy_loss / m, s.value_loss / m, s.entropy / m, s.grad_norm / m);
     s.clip_fraction = clip_sum / m;
     s.kl_divergence = policy.rollout_kl(&buf.observations.to_f32(), &buf.old_head, &buf.old_log_std)?;
+    if let Some(d) = dist {
+        // Every rank holds as many transitions: the global means are the ranks' means averaged.
+        let [kl, ev] = d.sum([s.kl_divergence, s.explained_variance])?;
+        let n = d.split.size as f64;
+        (s.kl_divergence, s.explained_variance) = (kl / n, ev / n);
+    }
     if p.objective == Objective::AdaptiveKl {
         *kl_coef = adapt_kl_coef(*kl_coef, s.kl_divergence, p.kl_target);
     }
     Ok(s)
+}
+
+/// The minibatch's loss, L^CLIP, value loss, entropy (the policy's `values`), approx KL and clip
+/// fraction as f64: this process's own, or in a distributed run the global minibatch's (each
+/// rank's times its `share`, summed; a NaN anywhere reaches every rank, so all stop together).
+fn minibatch_means(values: [f32; 4], (kl, cf): (f64, f64), share: f32, dist: Option<&Dist>) -> Result<[f64; 6]> {
+    let local = [values[0] as f64, values[1] as f64, values[2] as f64, values[3] as f64, kl, cf];
+    match dist {
+        None => Ok(local),
+        Some(d) => d.sum(local.map(|x| x * share as f64)),
+    }
 }
 
 /// The adaptive-KL rule of Schulman et al. 2017, Sec. 4 (constants 1.5 and 2 are the paper's):

@@ -2,6 +2,7 @@
 //! update reports, and applying a gradient to the policy with the optimiser.
 
 use super::optim::{Optimizer, StepInfo};
+use crate::dist::Collective;
 use crate::error::Result;
 use crate::policy::Policy;
 use serde::{Deserialize, Serialize};
@@ -80,6 +81,47 @@ pub fn apply_gradients(policy: &mut dyn Policy, opt: &mut Optimizer, max_grad_no
     }
     let grads = policy.backward()?;
     apply_host_gradients(policy, opt, &grads, max_grad_norm)
+}
+
+/// [`apply_gradients`] in a distributed run ([`crate::dist`]): this rank's gradient times
+/// `share` (its part of the global minibatch), summed over ranks, is the step's gradient — the
+/// global minibatch's mean-loss gradient — on every rank alike, so the parameters stay the same
+/// everywhere. Clipping and the NaN guard then see the summed gradient.
+///
+/// # Errors
+/// As [`apply_gradients`]; the engine's.
+pub fn apply_gradients_summed(
+    policy: &mut dyn Policy,
+    opt: &mut Optimizer,
+    max_grad_norm: Option<f64>,
+    comm: &dyn Collective,
+    share: f32,
+) -> Result<StepInfo> {
+    if let Some(flat) = policy.backward_flat()? {
+        flat.grads.iter_mut().for_each(|g| *g *= share);
+        comm.all_reduce_sum_f32(flat.grads)?;
+        return opt.step_flat(flat.names, flat.values, flat.grads, max_grad_norm, flat.halves);
+    }
+    let grads = policy.backward()?;
+    let sizes: Vec<usize> = opt.m.iter().map(Vec::len).collect();
+    let mut flat: Vec<f32> = Vec::with_capacity(sizes.iter().sum());
+    for (g, &n) in grads.iter().zip(&sizes) {
+        match g {
+            Some(g) => flat.extend(g.iter().map(|x| x * share)),
+            None => flat.extend(std::iter::repeat_n(0.0, n)),
+        }
+    }
+    comm.all_reduce_sum_f32(&mut flat)?;
+    let mut rest = &flat[..];
+    let summed: Vec<Option<Vec<f32>>> = sizes
+        .iter()
+        .map(|&n| {
+            let (g, r) = rest.split_at(n);
+            rest = r;
+            Some(g.to_vec())
+        })
+        .collect();
+    apply_host_gradients(policy, opt, &summed, max_grad_norm)
 }
 
 /// [`apply_gradients`] with gradients already on the host (one entry per parameter, as

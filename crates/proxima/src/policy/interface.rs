@@ -24,8 +24,8 @@ pub struct FlatParams<'a> {
     pub names: &'a [String],
     /// θ, `[P]`.
     pub values: &'a mut [f32],
-    /// ∇θ of the last loss, `[P]`.
-    pub grads: &'a [f32],
+    /// ∇θ of the last loss, `[P]` (mutable: a distributed run sums it across ranks in place).
+    pub grads: &'a mut [f32],
     /// Where the optimiser may cut its step in two halves run side by side: the index of the
     /// first parameter of the second half, and what runs them; `None`: one after the other.
     /// Each parameter's update is its own, so the halves give the same bits either way.

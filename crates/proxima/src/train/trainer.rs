@@ -13,7 +13,8 @@ use crate::algo::td3::{Td3, Td3Params};
 use crate::algo::trpo::{self, TrpoParams};
 use crate::algo::UpdateStats;
 use crate::collect::{Collector, StepObserver};
-use crate::config::{Config, OptimizerName, VectorEnv};
+use crate::config::{AdvantageNorm, Config, OptimizerName, VectorEnv};
+use crate::dist::{Collective, Dist, EnvSplit};
 use crate::env::vec_env::{EpisodeRecord, SyncVectorEnv, VectorMode};
 use crate::env::{make, Env, Space};
 use crate::error::{ProximaError, Result};
@@ -189,6 +190,8 @@ pub struct Trainer {
     /// A learning rate set from outside for the next iterations (a schedule, such as
     /// Stable-Baselines3's callable `learning_rate`); the config keeps its own.
     lr_override: Option<f64>,
+    /// A distributed run's engine and this rank's place ([`Trainer::distributed`]).
+    dist: Option<Dist>,
 }
 
 /// Builds the network spec for an env's spaces from the config.
@@ -256,7 +259,13 @@ fn normalizer(cfg: &Config, venv: &SyncVectorEnv) -> Normalizer {
 /// The sampling and shuffling stream of a run seeded with `seed`: separate from the
 /// initialisation's, so changing the init scheme does not change which actions are sampled.
 fn sampling_rng(seed: u64) -> ChaCha8Rng {
-    ChaCha8Rng::seed_from_u64(seed ^ 0x5eed_0f_ac7_10u64)
+    ChaCha8Rng::seed_from_u64(sampling_seed(seed))
+}
+
+/// The key of the run's sampling streams (the trainer's one, or a distributed run's per-env
+/// ones).
+fn sampling_seed(seed: u64) -> u64 {
+    seed ^ 0x5eed_0f_ac7_10u64
 }
 
 /// The config's PPO parameters.
@@ -436,6 +445,52 @@ impl Trainer {
         }
     }
 
+    /// One rank of a distributed run ([`crate::dist`]; `mpirun -np N proxima train …`): this
+    /// rank's `n_envs` envs are global envs `rank·n_envs ..`, seeded `seed + rank·n_envs + i`,
+    /// each sampling from its own stream; the network starts from `seed` on every rank, and
+    /// every update sums the gradient across ranks, so all ranks keep the same parameters. Only
+    /// PPO, without observation/return normalisation and with Â normalised per minibatch or
+    /// not at all, for now.
+    ///
+    /// # Errors
+    /// As [`Trainer::new`]; `Config` for what a distributed run does not cover (named).
+    pub fn distributed(env_id: &str, cfg: Config, comm: std::sync::Arc<dyn Collective>) -> Result<Self> {
+        cfg.validate()?;
+        let refuse =
+            |what: &str| Err(ProximaError::Config(format!("{what} is not supported in a distributed (MPI) run yet")));
+        if cfg.algo != "ppo" {
+            return refuse(&format!("algo = `{}` (only ppo)", cfg.algo));
+        }
+        if cfg.normalize_observation || cfg.normalize_reward {
+            return refuse("normalize_observation / normalize_reward");
+        }
+        if ppo_params(&cfg).normalize_advantage == AdvantageNorm::Batch {
+            return refuse("normalize_advantage = `batch`");
+        }
+        let split = EnvSplit { rank: comm.rank(), size: comm.size(), n_envs: cfg.n_envs };
+        let first = split.global_env(0);
+        let mut trainer = match cfg.vector_env {
+            VectorEnv::Off => {
+                let mut make_env = || make(env_id);
+                let collector = Collector::new(cfg.n_envs, cfg.seed.wrapping_add(first as u64), &mut make_env, |v| {
+                    normalizer(&cfg, v)
+                })?;
+                Self::with_collector(env_id, cfg.clone(), collector, &mut make_env)?
+            }
+            _ => return refuse("vector_env other than `off`"),
+        };
+        trainer.collector.sample_per_env(sampling_seed(cfg.seed), first);
+        trainer.dist = Some(Dist { comm, split });
+        // Steps count every rank's: the run's total is the global one.
+        trainer.num_updates = trainer.cfg.total_timesteps.div_ceil(trainer.steps_per_iteration());
+        Ok(trainer)
+    }
+
+    /// The distributed run this trainer is a rank of, if any.
+    pub fn dist(&self) -> Option<&Dist> {
+        self.dist.as_ref()
+    }
+
     /// A fresh run on envs built by `make_env` (called `n_envs` times, and `n_envs` more for
     /// each A3C worker): the way to train on an environment of your own that implements
     /// [`crate::env::Env`]. `env_id` names it in logs, errors and checkpoints. (Evaluation and
@@ -551,6 +606,7 @@ impl Trainer {
             },
             last_stats: None,
             lr_override: None,
+            dist: None,
         }
     }
 
@@ -601,9 +657,15 @@ impl Trainer {
         }
     }
 
-    /// Env steps of one iteration (N·T; A3C: all its workers' rollouts).
+    /// Env steps of one iteration (N·T; A3C: all its workers' rollouts; a distributed run:
+    /// every rank's).
     pub fn steps_per_iteration(&self) -> u64 {
-        steps_per_iteration(&self.cfg, &self.algo)
+        steps_per_iteration(&self.cfg, &self.algo) * self.ranks() as u64
+    }
+
+    /// The processes of this run (1 unless distributed).
+    fn ranks(&self) -> usize {
+        self.dist.as_ref().map_or(1, |d| d.split.size)
     }
 
     /// Sets the learning rate of the next iterations, in place of the config's (and its
@@ -732,7 +794,7 @@ impl Trainer {
             let (policy, buf, rng) = (&self.policy, &mut self.buf, &mut self.rng);
             let (finished, stopped_at) =
                 self.collector.collect_observed(policy, buf, rng, self.global_step, observer.as_deref_mut())?;
-            self.global_step += (stopped_at.unwrap_or(self.buf.n_steps) * self.buf.n_envs) as u64;
+            self.global_step += (stopped_at.unwrap_or(self.buf.n_steps) * self.buf.n_envs * self.ranks()) as u64;
             let t1 = Instant::now();
             self.clock.collect_seconds += (t1 - t0).as_secs_f64();
             if stopped_at.is_some() {
@@ -754,7 +816,7 @@ impl Trainer {
             let stats = match &mut self.algo {
                 Algo::Ppo { params, kl_coef } => {
                     let params = PpoParams { clip_range: params.clip_range * alpha, ..*params };
-                    ppo::update(policy, opt, buf, &params, lr, kl_coef, rng)
+                    ppo::update(policy, opt, buf, &params, (lr, kl_coef), rng, self.dist.as_ref())
                 }
                 Algo::A2c(params) => a2c::update(policy, opt, buf, params, lr),
                 Algo::Reinforce(params) => reinforce::update(policy, opt, buf, params, lr),

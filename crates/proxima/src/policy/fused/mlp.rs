@@ -360,7 +360,7 @@ impl Policy for FusedMlp {
         // shorter one the helper's wake-up costs more than half of Adam's step saves.
         let helper = self.net.helper.as_ref().filter(|_| self.loss_rows >= PARALLEL_MIN_ROWS);
         let halves = helper.map(|h| (critic_first, h as &dyn Join));
-        Ok(Some(FlatParams { names: &self.names, values: &mut self.theta, grads: &self.grad, halves }))
+        Ok(Some(FlatParams { names: &self.names, values: &mut self.theta, grads: &mut self.grad, halves }))
     }
 
     fn rollout_kl(&self, obs: &[f32], old_head: &[f32], old_log_std: &[f32]) -> Result<f64> {

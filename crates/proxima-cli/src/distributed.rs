@@ -1,0 +1,102 @@
+//! `mpirun -np N proxima train ENV …` (and `srun`): one learner per rank, data-parallel PPO
+//! ([`proxima::dist`]). The engine is MPI through rsmpi, built with the `mpi` feature
+//! (`cargo build --release -p proxima-cli --features mpi`; needs `libopenmpi-dev openmpi-bin
+//! libclang-dev`); without it, a launch by an MPI launcher is a clear error naming the feature.
+//!
+//! Rank 0 alone writes the run directory, its logs and checkpoints; the other ranks train
+//! silently. A rank that fails prints its error with its rank and aborts the whole job
+//! (`MPI_Abort`), so no rank waits forever in a collective.
+
+use anyhow::{bail, Result};
+
+/// The environment variables MPI launchers set in every rank (Open MPI's `mpirun`, and
+/// PMI/PMIx as used by `srun` and MPICH's `mpiexec`): the world size, when launched so.
+pub fn launched_size() -> Option<(String, usize)> {
+    ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS"]
+        .iter()
+        .find_map(|k| std::env::var(k).ok().and_then(|v| v.parse().ok()).map(|n| (k.to_string(), n)))
+}
+
+/// Refuses what a distributed run does not do yet, before anything starts.
+#[cfg(feature = "mpi")]
+///
+/// # Errors
+/// `--seeds`, `--resume` (a checkpoint holds rank 0's envs and streams only, for now).
+pub fn check_args(seeds: bool, resume: bool) -> Result<()> {
+    if seeds {
+        bail!("--seeds under mpirun: run one seed per job (each job is one data-parallel run)");
+    }
+    if resume {
+        bail!("--resume of a distributed (MPI) run is not supported yet: its checkpoint holds rank 0's envs and sampling streams only");
+    }
+    Ok(())
+}
+
+#[cfg(feature = "mpi")]
+pub use engine::Mpi;
+
+#[cfg(feature = "mpi")]
+mod engine {
+    use mpi::collective::SystemOperation;
+    use mpi::topology::SimpleCommunicator;
+    use mpi::traits::*;
+    use proxima::dist::Collective;
+    use proxima::{ProximaError, Result};
+
+    /// The world communicator of an initialised MPI (finalised when this is dropped).
+    pub struct Mpi {
+        world: SimpleCommunicator,
+        _universe: mpi::environment::Universe,
+    }
+
+    // SAFETY: MPI is initialised with the default threading level and every call is made from
+    // the thread that trains (the main thread); the communicator handle is only an id there.
+    unsafe impl Send for Mpi {}
+    // SAFETY: as above: `&Mpi` is only used from the training thread.
+    unsafe impl Sync for Mpi {}
+
+    impl Mpi {
+        /// Initialises MPI.
+        ///
+        /// # Errors
+        /// MPI already initialised, or failing to start.
+        pub fn init() -> anyhow::Result<Mpi> {
+            let universe =
+                mpi::initialize().ok_or_else(|| anyhow::anyhow!("MPI could not be initialised (or was already)"))?;
+            Ok(Mpi { world: universe.world(), _universe: universe })
+        }
+
+        /// Ends the whole job with `code` (every rank), after this rank's message.
+        pub fn abort(&self, code: i32) -> ! {
+            self.world.abort(code)
+        }
+    }
+
+    fn check(len: usize) -> Result<()> {
+        if len > i32::MAX as usize {
+            return Err(ProximaError::InvalidArgument(format!("an all-reduce of {len} values: more than MPI's count")));
+        }
+        Ok(())
+    }
+
+    impl Collective for Mpi {
+        fn rank(&self) -> usize {
+            self.world.rank() as usize
+        }
+        fn size(&self) -> usize {
+            self.world.size() as usize
+        }
+        fn all_reduce_sum_f32(&self, v: &mut [f32]) -> Result<()> {
+            check(v.len())?;
+            let send = v.to_vec();
+            self.world.all_reduce_into(&send[..], v, SystemOperation::sum());
+            Ok(())
+        }
+        fn all_reduce_sum_f64(&self, v: &mut [f64]) -> Result<()> {
+            check(v.len())?;
+            let send = v.to_vec();
+            self.world.all_reduce_into(&send[..], v, SystemOperation::sum());
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,149 @@
+//! Data-parallel training across processes (issue 17): the collective operations a distributed
+//! PPO update needs, behind one trait, and where this process sits among the others.
+//!
+//! The engine is MPI (the CLI's `mpi` feature implements [`Collective`] on rsmpi over the
+//! system's OpenMPI); the library only sees the trait, so it needs no MPI to build. A run of
+//! `size` processes ("ranks") × `n_envs` envs each is one run of `size · n_envs` envs:
+//! rank r steps global envs `r·n_envs .. (r+1)·n_envs` (seeded `seed + r·n_envs + i`), each env
+//! samples its actions from a stream of its own (seeded from the seed and its global index, so
+//! that no draw depends on how envs are split across ranks), GAE is computed locally, and every
+//! minibatch is the global one — the same permutation of all `T · size · n_envs` transitions on
+//! every rank, each rank taking the part it holds — with the gradient summed across ranks
+//! (each rank's mean-loss gradient weighted by its share of the minibatch) before every optimiser
+//! step. So 2 ranks × 2 envs train as 1 rank × 4 envs: the same samples in the same minibatches.
+
+use crate::error::Result;
+use std::sync::Arc;
+
+/// Sums across every rank, in place; every rank gets the same result. Implementations must be
+/// callable from the training thread only (MPI's default threading level).
+pub trait Collective: Send + Sync {
+    /// This process's index, `0..size`.
+    fn rank(&self) -> usize;
+    /// The number of processes.
+    fn size(&self) -> usize;
+    /// `v ← Σ_ranks v`, element by element (every rank passes the same length).
+    ///
+    /// # Errors
+    /// The engine's failure (named); a length mismatch is the caller's bug.
+    fn all_reduce_sum_f32(&self, v: &mut [f32]) -> Result<()>;
+    /// `v ← Σ_ranks v` in f64 (statistics: advantage sums, losses, counts).
+    ///
+    /// # Errors
+    /// As [`Collective::all_reduce_sum_f32`].
+    fn all_reduce_sum_f64(&self, v: &mut [f64]) -> Result<()>;
+}
+
+/// One process alone: the sums are the values themselves.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Solo;
+
+impl Collective for Solo {
+    fn rank(&self) -> usize {
+        0
+    }
+    fn size(&self) -> usize {
+        1
+    }
+    fn all_reduce_sum_f32(&self, _: &mut [f32]) -> Result<()> {
+        Ok(())
+    }
+    fn all_reduce_sum_f64(&self, _: &mut [f64]) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Where this rank's envs sit among all of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EnvSplit {
+    /// This rank.
+    pub rank: usize,
+    /// Ranks in all.
+    pub size: usize,
+    /// Envs per rank (the config's `n_envs`).
+    pub n_envs: usize,
+}
+
+impl EnvSplit {
+    /// The global index of local env `i`.
+    pub fn global_env(&self, i: usize) -> usize {
+        self.rank * self.n_envs + i
+    }
+    /// Envs across all ranks.
+    pub fn total_envs(&self) -> usize {
+        self.size * self.n_envs
+    }
+    /// The local buffer row (`t·n_envs + i`) of global transition `t·total_envs + e`, when env
+    /// `e` is this rank's.
+    pub fn local_row(&self, global: usize) -> Option<usize> {
+        let (t, e) = (global / self.total_envs(), global % self.total_envs());
+        let first = self.rank * self.n_envs;
+        (first..first + self.n_envs).contains(&e).then(|| t * self.n_envs + e - first)
+    }
+}
+
+/// A distributed run's engine and this rank's place in it.
+#[derive(Clone)]
+pub struct Dist {
+    /// The engine.
+    pub comm: Arc<dyn Collective>,
+    /// Where this rank's envs sit.
+    pub split: EnvSplit,
+}
+
+impl Dist {
+    /// `v ← Σ_ranks v` in f64, as a new array (small statistics).
+    ///
+    /// # Errors
+    /// The engine's.
+    pub fn sum<const N: usize>(&self, mut v: [f64; N]) -> Result<[f64; N]> {
+        self.comm.all_reduce_sum_f64(&mut v)?;
+        Ok(v)
+    }
+}
+
+/// Normalises advantages with the mean and standard deviation of a minibatch spread over ranks:
+/// (Â − mean)/(std + 1e-8), std with Bessel's correction as [`crate::rollout::normalize_advantages`]
+/// (which it equals up to rounding: the statistics come from all-reduced sums, Σ Â and Σ Â²). A
+/// rank whose share is a placeholder (`counted = false`) adds nothing to the sums; fewer than 2
+/// values in all: unchanged.
+///
+/// # Errors
+/// The engine's.
+pub fn normalize_advantages_across(adv: &mut [f32], counted: bool, dist: &Dist) -> Result<()> {
+    let (s, q) = adv.iter().fold((0f64, 0f64), |(s, q), &a| (s + a as f64, q + (a as f64) * (a as f64)));
+    let local = if counted { [s, q, adv.len() as f64] } else { [0.0; 3] };
+    let [s, q, n] = dist.sum(local)?;
+    if n < 2.0 {
+        return Ok(());
+    }
+    let mean = s / n;
+    let var = ((q - n * mean * mean) / (n - 1.0)).max(0.0);
+    let denom = var.sqrt() + 1e-8;
+    for a in adv.iter_mut() {
+        *a = ((*a as f64 - mean) / denom) as f32;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_global_transition_has_exactly_one_home() {
+        let (t_len, size, n_envs) = (5, 3, 2);
+        let mut seen = vec![0; t_len * n_envs * size];
+        for rank in 0..size {
+            let split = EnvSplit { rank, size, n_envs };
+            for g in 0..t_len * split.total_envs() {
+                if let Some(row) = split.local_row(g) {
+                    let (t, i) = (row / n_envs, row % n_envs);
+                    assert_eq!(g, t * split.total_envs() + split.global_env(i), "rank {rank}, transition {g}");
+                    seen[g] += 1;
+                }
+            }
+        }
+        assert!(seen.iter().all(|&c| c == 1), "{seen:?}");
+    }
+}
