@@ -12,6 +12,7 @@
 //! (each rank's mean-loss gradient weighted by its share of the minibatch) before every optimiser
 //! step. So 2 ranks × 2 envs train as 1 rank × 4 envs: the same samples in the same minibatches.
 
+use crate::env::vec_env::EpisodeRecord;
 use crate::error::Result;
 use std::sync::Arc;
 
@@ -100,6 +101,41 @@ impl Dist {
         self.comm.all_reduce_sum_f64(&mut v)?;
         Ok(v)
     }
+}
+
+/// Every rank's episodes that ended during one rollout, on every rank, in the order one
+/// process stepping all the envs would have recorded them: by step, then by global env index.
+/// `local` holds this rank's, with the step the collector gave each (`step0 + (t+1)·n_envs`,
+/// counting this rank's envs only); the result carries global env indices and global steps
+/// (`step0 + (t+1)·total_envs`). Two all-reduces: the counts, then the episodes (each rank's at
+/// its own offset, zeros elsewhere; sums of one value and zeros are exact).
+///
+/// # Errors
+/// The engine's.
+pub fn gather_episodes(dist: &Dist, local: &[(u64, EpisodeRecord)], step0: u64) -> Result<Vec<(u64, EpisodeRecord)>> {
+    let (split, size) = (dist.split, dist.split.size);
+    let mut counts = vec![0f64; size];
+    counts[split.rank] = local.len() as f64;
+    dist.comm.all_reduce_sum_f64(&mut counts)?;
+    let counts: Vec<usize> = counts.iter().map(|&c| c as usize).collect();
+    let offset: usize = counts[..split.rank].iter().sum();
+    let mut all = vec![0f64; 4 * counts.iter().sum::<usize>()];
+    for (k, (step, ep)) in local.iter().enumerate() {
+        let t = (step - step0) / split.n_envs as u64 - 1;
+        let row = [t as f64, split.global_env(ep.env_index) as f64, ep.episode_return, ep.length as f64];
+        all[4 * (offset + k)..4 * (offset + k + 1)].copy_from_slice(&row);
+    }
+    dist.comm.all_reduce_sum_f64(&mut all)?;
+    let mut eps: Vec<(u64, usize, EpisodeRecord)> = all
+        .chunks_exact(4)
+        .map(|r| {
+            let record = EpisodeRecord { env_index: r[1] as usize, episode_return: r[2], length: r[3] as usize };
+            (r[0] as u64, r[1] as usize, record)
+        })
+        .collect();
+    eps.sort_by_key(|&(t, e, _)| (t, e));
+    let total = split.total_envs() as u64;
+    Ok(eps.into_iter().map(|(t, _, ep)| (step0 + (t + 1) * total, ep)).collect())
 }
 
 /// Normalises advantages with the mean and standard deviation of a minibatch spread over ranks:

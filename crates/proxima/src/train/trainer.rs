@@ -792,8 +792,15 @@ impl Trainer {
         } else {
             // collect: run π_θold in the N envs for T steps.
             let (policy, buf, rng) = (&self.policy, &mut self.buf, &mut self.rng);
-            let (finished, stopped_at) =
+            let before = self.dist.as_ref().map(|_| self.collector.stats.clone());
+            let (mut finished, stopped_at) =
                 self.collector.collect_observed(policy, buf, rng, self.global_step, observer.as_deref_mut())?;
+            if let (Some(d), Some(before)) = (&self.dist, before) {
+                // Every rank's episodes, in the order one process would have seen them.
+                finished = crate::dist::gather_episodes(d, &finished, self.global_step)?;
+                self.collector.stats = before;
+                finished.iter().for_each(|&(_, ep)| self.collector.stats.push(ep));
+            }
             self.global_step += (stopped_at.unwrap_or(self.buf.n_steps) * self.buf.n_envs * self.ranks()) as u64;
             let t1 = Instant::now();
             self.clock.collect_seconds += (t1 - t0).as_secs_f64();
