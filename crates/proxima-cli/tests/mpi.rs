@@ -17,13 +17,14 @@ mod with_mpi {
 
     const BIN: &str = env!("CARGO_BIN_EXE_proxima");
 
-    /// `mpirun -np N proxima train CartPole-v1` for 10 updates of 4 envs × 128 steps in all.
-    fn run(np: usize, dir: &Path) -> String {
+    /// `mpirun -np N proxima train ENV` on `backend` for 10 updates of 4 envs × 128 steps in all.
+    fn run(np: usize, dir: &Path, (env, backend): (&str, &str)) -> String {
         let n_envs = 4 / np;
         let out = Command::new("mpirun")
-            .args(["--oversubscribe", "-np", &np.to_string(), BIN, "train", "CartPole-v1", "--quiet", "--seed", "3"])
+            .args(["--oversubscribe", "-np", &np.to_string(), BIN, "train", env, "--quiet", "--seed", "3"])
             .args(["--total-timesteps", "5120", "--run-dir", dir.to_str().unwrap()])
-            .args(["--set", &format!("n_envs={n_envs}"), "--set", "eval_episodes=0"])
+            .args(["--set", &format!("n_envs={n_envs}"), "--set", "eval_episodes=0", "--set"])
+            .arg(format!("backend={backend}"))
             .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
             .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
             .output()
@@ -59,20 +60,27 @@ mod with_mpi {
             .collect()
     }
 
+    /// On both backends, discrete and continuous actions.
     #[test]
     fn two_ranks_of_two_envs_train_as_one_rank_of_four() {
-        let base = std::env::temp_dir().join(format!("proxima-mpi-{}", std::process::id()));
+        for case in [("CartPole-v1", "fused"), ("CartPole-v1", "candle"), ("Pendulum-v1", "fused")] {
+            compare(case);
+        }
+    }
+
+    fn compare(case: (&str, &str)) {
+        let base = std::env::temp_dir().join(format!("proxima-mpi-{}-{}-{}", std::process::id(), case.0, case.1));
         let (one, two) = (base.join("np1"), base.join("np2"));
         let _ = std::fs::remove_dir_all(&base);
         std::fs::create_dir_all(&base).unwrap();
-        let (o1, o2) = (run(1, &one), run(2, &two));
+        let (o1, o2) = (run(1, &one, case), run(2, &two, case));
         assert!(o1.contains("for 5120 steps") && o2.contains("for 5120 steps"), "{o1}\n{o2}");
         let (w1, w2) = (weights(&one.join("model.safetensors")), weights(&two.join("model.safetensors")));
         assert_eq!(w1.len(), w2.len());
         for ((name, a), (_, b)) in w1.iter().zip(&w2) {
             let scale = a.iter().fold(1e-3f32, |m, x| m.max(x.abs()));
             let worst = a.iter().zip(b).fold(0f32, |m, (x, y)| m.max((x - y).abs()));
-            assert!(worst <= 1e-5 * scale, "{name}: differs by {worst} (scale {scale})");
+            assert!(worst <= 1e-5 * scale, "{case:?} {name}: differs by {worst} (scale {scale})");
         }
         let (s1, s2) = (update_stats(&one), update_stats(&two));
         assert_eq!(s1.len(), 10, "10 updates");
@@ -80,7 +88,7 @@ mod with_mpi {
         for (u, (r1, r2)) in s1.iter().zip(&s2).enumerate() {
             for (c, (x, y)) in r1.iter().zip(r2).enumerate() {
                 let same = (x.is_nan() && y.is_nan()) || (x - y).abs() <= 1e-4 * x.abs().max(1e-3);
-                assert!(same, "update {u}, column {c}: {x} vs {y}");
+                assert!(same, "{case:?} update {u}, column {c}: {x} vs {y}");
             }
         }
         let _ = std::fs::remove_dir_all(&base);
