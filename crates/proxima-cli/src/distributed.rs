@@ -38,15 +38,30 @@ pub use engine::Mpi;
 #[cfg(feature = "mpi")]
 mod engine {
     use mpi::collective::SystemOperation;
+    use mpi::datatype::Equivalence;
     use mpi::topology::SimpleCommunicator;
     use mpi::traits::*;
     use proxima::dist::Collective;
     use proxima::{ProximaError, Result};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::Instant;
 
-    /// The world communicator of an initialised MPI (finalised when this is dropped).
+    /// The world communicator of an initialised MPI (finalised when this is dropped), with the
+    /// time spent in its collectives.
     pub struct Mpi {
         world: SimpleCommunicator,
         _universe: mpi::environment::Universe,
+        /// Nanoseconds inside all-reduces and their number: [gradients (f32), statistics (f64)].
+        timing: [(AtomicU64, AtomicU64); 2],
+    }
+
+    /// Time spent in all-reduces: (calls, seconds).
+    #[derive(Clone, Copy, Debug)]
+    pub struct CommTime {
+        /// The gradients' (one per minibatch).
+        pub grads: (u64, f64),
+        /// The statistics' (advantages, losses and KL, rollout KL, episodes).
+        pub stats: (u64, f64),
     }
 
     // SAFETY: MPI is initialised with the default threading level and every call is made from
@@ -63,20 +78,39 @@ mod engine {
         pub fn init() -> anyhow::Result<Mpi> {
             let universe =
                 mpi::initialize().ok_or_else(|| anyhow::anyhow!("MPI could not be initialised (or was already)"))?;
-            Ok(Mpi { world: universe.world(), _universe: universe })
+            Ok(Mpi { world: universe.world(), _universe: universe, timing: Default::default() })
         }
 
         /// Ends the whole job with `code` (every rank), after this rank's message.
         pub fn abort(&self, code: i32) -> ! {
             self.world.abort(code)
         }
-    }
 
-    fn check(len: usize) -> Result<()> {
-        if len > i32::MAX as usize {
-            return Err(ProximaError::InvalidArgument(format!("an all-reduce of {len} values: more than MPI's count")));
+        /// The time spent in all-reduces so far.
+        pub fn comm_time(&self) -> CommTime {
+            let read = |k: usize| {
+                let (ns, calls) = &self.timing[k];
+                (calls.load(Ordering::Relaxed), ns.load(Ordering::Relaxed) as f64 * 1e-9)
+            };
+            CommTime { grads: read(0), stats: read(1) }
         }
-        Ok(())
+
+        /// `v ← Σ_ranks v`, timed under `kind` (0: gradients, 1: statistics).
+        fn sum<T: Equivalence + Clone>(&self, v: &mut [T], kind: usize) -> Result<()> {
+            if v.len() > i32::MAX as usize {
+                let n = v.len();
+                return Err(ProximaError::InvalidArgument(format!(
+                    "an all-reduce of {n} values: more than MPI's count"
+                )));
+            }
+            let t = Instant::now();
+            let send = v.to_vec();
+            self.world.all_reduce_into(&send[..], v, SystemOperation::sum());
+            let (ns, calls) = &self.timing[kind];
+            ns.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            calls.fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        }
     }
 
     impl Collective for Mpi {
@@ -87,16 +121,10 @@ mod engine {
             self.world.size() as usize
         }
         fn all_reduce_sum_f32(&self, v: &mut [f32]) -> Result<()> {
-            check(v.len())?;
-            let send = v.to_vec();
-            self.world.all_reduce_into(&send[..], v, SystemOperation::sum());
-            Ok(())
+            self.sum(v, 0)
         }
         fn all_reduce_sum_f64(&self, v: &mut [f64]) -> Result<()> {
-            check(v.len())?;
-            let send = v.to_vec();
-            self.world.all_reduce_into(&send[..], v, SystemOperation::sum());
-            Ok(())
+            self.sum(v, 1)
         }
     }
 }

@@ -316,11 +316,34 @@ fn train_distributed(a: &TrainArgs, _launcher: &str, _size: usize) -> Result<()>
         }
         Ok(())
     };
+    let t0 = std::time::Instant::now();
     if let Err(e) = run() {
         eprintln!("error on rank {rank} of {}: {e:#}", mpi.size());
         mpi.abort(1);
     }
+    if !a.quiet || std::env::var_os("PROXIMA_MPI_TIMING").is_some() {
+        eprintln!("{}", comm_summary(&mpi, rank, t0.elapsed().as_secs_f64()));
+    }
     Ok(())
+}
+
+/// One line on the time this rank spent communicating.
+#[cfg(feature = "mpi")]
+fn comm_summary(mpi: &distributed::Mpi, rank: usize, wall: f64) -> String {
+    use proxima::dist::Collective;
+    let c = mpi.comm_time();
+    let per_call = |(n, s): (u64, f64)| s / n.max(1) as f64 * 1e6;
+    format!(
+        "MPI rank {rank} of {}: {wall:.2} s; gradient all-reduces {} × {:.1} µs = {:.2} s, statistics all-reduces {} × {:.1} µs = {:.2} s ({:.1}% of the wall time communicating)",
+        mpi.size(),
+        c.grads.0,
+        per_call(c.grads),
+        c.grads.1,
+        c.stats.0,
+        per_call(c.stats),
+        c.stats.1,
+        100.0 * (c.grads.1 + c.stats.1) / wall.max(1e-9)
+    )
 }
 
 /// Without the `mpi` feature a launch by mpirun/srun is refused, naming the feature.
