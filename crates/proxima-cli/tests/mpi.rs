@@ -91,6 +91,13 @@ mod with_mpi {
                 assert!(same, "{case:?} update {u}, column {c}: {x} vs {y}");
             }
         }
+        // Its checkpoint holds rank 0's envs only: a resume without mpirun is refused, saying why.
+        let out = Command::new(BIN)
+            .args(["train", "--resume", two.to_str().unwrap(), "--total-timesteps", "10240"])
+            .output()
+            .unwrap();
+        let se = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && se.contains("distributed run of 2 MPI ranks"), "{se}");
         let _ = std::fs::remove_dir_all(&base);
     }
 

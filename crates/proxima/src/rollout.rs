@@ -461,7 +461,7 @@ pub struct Minibatches<'a> {
     split: Option<EnvSplit>,
     /// The local rows of the current minibatch (distributed runs).
     local: Vec<usize>,
-    /// This rank's share of the current global minibatch (see [`Minibatches::share`]).
+    /// This rank's share of the current global minibatch (see [`Minibatches::next_with_share`]).
     share: f32,
 }
 

@@ -66,8 +66,8 @@ impl PpoParams {
 /// In a distributed run (`dist`, [`crate::dist`]) the minibatches are the global ones
 /// ([`Minibatches::split`]): Â is normalised with their global statistics, the losses, KL and
 /// clip fraction reported (and `target_kl`'s decision) are the global minibatch's, the gradient
-/// is summed across ranks ([`apply_gradients_summed`]) and d is averaged over ranks — every
-/// rank takes the same steps.
+/// is summed across ranks ([`apply_gradients_summed`]) and d is averaged over ranks (the
+/// explained variance too, as an approximation) — every rank takes the same steps.
 ///
 /// # Errors
 /// `NonFinite` naming the minibatch when the loss or a gradient is not finite (parameters are
@@ -137,7 +137,9 @@ pub fn update<R: Rng + ?Sized>(
     s.clip_fraction = clip_sum / m;
     s.kl_divergence = policy.rollout_kl(&buf.observations.to_f32(), &buf.old_head, &buf.old_log_std)?;
     if let Some(d) = dist {
-        // Every rank holds as many transitions: the global means are the ranks' means averaged.
+        // Every rank holds as many transitions: d over all of them is the ranks' d averaged (the
+        // β update needs the global one); the explained variance, a ratio, is only logged, as
+        // the ranks' average.
         let [kl, ev] = d.sum([s.kl_divergence, s.explained_variance])?;
         let n = d.split.size as f64;
         (s.kl_divergence, s.explained_variance) = (kl / n, ev / n);

@@ -82,6 +82,10 @@ impl Trainer {
         if c.norm.is_active() {
             extra.insert("normalization".to_string(), serde_json::to_string(&c.norm).expect("normaliser serialises"));
         }
+        if let Some(d) = self.dist() {
+            // Rank 0's state only, for now: marked so that a resume refuses it.
+            extra.insert("mpi_ranks".to_string(), d.split.size.to_string());
+        }
         if let Algo::OffPolicy(l) = &self.algo {
             extra.insert(
                 "off_policy_state".to_string(),
@@ -124,6 +128,11 @@ impl Trainer {
         total_timesteps: Option<u64>,
         backend: Option<Backend>,
     ) -> Result<Self> {
+        if let Some(ranks) = ck.meta.extra.get("mpi_ranks") {
+            return Err(ProximaError::Checkpoint(format!(
+                "cannot resume: a checkpoint of a distributed run of {ranks} MPI ranks holds rank 0's envs and sampling streams only; resuming it is not supported yet (evaluate it with proxima eval)"
+            )));
+        }
         let mut cfg = resumed_config(ck, total_timesteps)?;
         if let Some(b) = backend {
             cfg.backend = b;
