@@ -7,6 +7,7 @@
 //! silently. A rank that fails prints its error with its rank and aborts the whole job
 //! (`MPI_Abort`), so no rank waits forever in a collective.
 
+#[cfg(feature = "mpi")]
 use anyhow::{bail, Result};
 
 /// The environment variables MPI launchers set in every rank (Open MPI's `mpirun`, and

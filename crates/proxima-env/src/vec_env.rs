@@ -83,6 +83,8 @@ pub struct SyncVectorEnv {
     envs: Vec<Box<dyn Env>>,
     /// The envs as one [`BatchEnv`] (then `envs` is empty), with its step's buffers.
     batch: Option<(Box<dyn BatchEnv>, BatchStep)>,
+    /// The envs' id (kept here: a step's errors name it while the batch env is lent out).
+    id: String,
     n: usize,
     obs_dim: usize,
     act_dim: usize,
@@ -145,9 +147,14 @@ impl SyncVectorEnv {
     ) -> Self {
         let obs_dim = observation_space.flat_dim();
         let act_dim = action_space.flat_dim();
+        let id = match &batch {
+            Some((b, _)) => b.id().to_string(),
+            None => envs[0].id().to_string(),
+        };
         SyncVectorEnv {
             envs,
             batch,
+            id,
             n,
             obs_dim,
             act_dim,
@@ -167,10 +174,7 @@ impl SyncVectorEnv {
 
     /// The envs' id.
     pub fn env_id(&self) -> &str {
-        match &self.batch {
-            Some((b, _)) => b.id(),
-            None => self.envs[0].id(),
-        }
+        &self.id
     }
 
     /// N.
@@ -471,6 +475,47 @@ mod tests {
         assert!(one.finished.len() > 5);
         assert_eq!(one.finished, batch.finished);
         assert!(batch.step(&[1.0, 2.5, 0.0]).is_err(), "actions are checked before the batch steps");
+    }
+
+    /// A batch env whose env 1 returns a NaN reward, then a NaN observation: errors naming the
+    /// env (its step's errors once panicked: the id was read from the batch env lent out).
+    struct NanBatch(Batched, bool);
+
+    impl BatchEnv for NanBatch {
+        fn id(&self) -> &str {
+            "NanBatch-v0"
+        }
+        fn num_envs(&self) -> usize {
+            self.0.num_envs()
+        }
+        fn observation_space(&self) -> Space {
+            self.0.observation_space()
+        }
+        fn action_space(&self) -> Space {
+            self.0.action_space()
+        }
+        fn reset(&mut self, seed: u64, obs: &mut [f32]) -> Result<()> {
+            self.0.reset(seed, obs)
+        }
+        fn step(&mut self, actions: &[f32], out: &mut BatchStep) -> Result<()> {
+            self.0.step(actions, out)?;
+            match self.1 {
+                true => out.rewards[1] = f64::NAN,
+                false => out.obs[5] = f32::INFINITY,
+            }
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_batch_envs_non_finite_values_are_errors_not_panics() {
+        for nan_reward in [true, false] {
+            let envs = (0..2).map(|_| make("CartPole-v1").unwrap()).collect();
+            let mut v = SyncVectorEnv::from_batch(Box::new(NanBatch(Batched(envs), nan_reward))).unwrap();
+            v.reset(0).unwrap();
+            let e = v.step(&[0.0, 1.0]).unwrap_err().to_string();
+            assert!(e.contains("NanBatch-v0 (env index 1)"), "{e}");
+        }
     }
 
     #[test]

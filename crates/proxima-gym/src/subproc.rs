@@ -5,8 +5,10 @@
 //! `multiprocessing` pipes and blocks on them: ≈ 280 µs per step on this project's 2-core
 //! machine, against ≈ 37 µs for a MuJoCo step. Here a step is raw bytes, and both sides *spin* on
 //! a non-blocking pipe while a rollout runs (a blocked process takes 20–50 µs to wake on a virtual
-//! machine; spinning, a round trip takes 2–3 µs), falling back to blocking after 2 ms without a
-//! message (the update phase).
+//! machine; spinning, a round trip takes 2–3 µs), yielding the core between polls (on a busy
+//! machine the spinning would otherwise take it from the processes doing work), and falling
+//! back to blocking after 2 ms without a message (the update phase). Off-policy algorithms
+//! (one env step between gradient steps) find the workers asleep each time and gain nothing.
 //!
 //! **Layout.** The N envs are split into `workers + 1` contiguous groups, as equal as possible:
 //! the first `workers` groups are stepped by one Python process each (`python -c
@@ -21,9 +23,10 @@
 //!
 //! **Failures.** An exception in a worker (making, resetting or stepping its envs) comes back as
 //! an `Env` error with its traceback and the env indices; a worker that dies (killed, crashed) is
-//! an error naming it and its exit status, never a hang. Workers ignore SIGINT (the terminal's
-//! Ctrl-C reaches the whole process group; the parent decides when they stop) and exit when the
-//! parent closes their stdin (also when it dies).
+//! an error naming it and its exit status, never a hang. Workers run in a process group of their
+//! own (signals for the run reach the trainer, which saves and then closes them), exit when the
+//! parent closes their stdin, and are killed when it dies (`PR_SET_PDEATHSIG` on Linux, so one
+//! stuck inside an env's step does not outlive a run that quit at once).
 
 use crate::{python_for_workers, GymEnv, PREFIX};
 use proxima_env::vec_env::{BatchEnv, BatchStep};
@@ -60,6 +63,14 @@ struct Worker {
     stdin: Option<ChildStdin>,
     stdout: ChildStdout,
     payload: Vec<u8>,
+}
+
+/// "env index 3" or "env indices 0–1" (inclusive).
+fn envs_label(first: usize, k: usize) -> String {
+    match k {
+        1 => format!("env index {first}"),
+        _ => format!("env indices {first}–{}", first + k - 1),
+    }
 }
 
 /// The sizes of `groups` contiguous groups of `n` envs, as equal as possible (larger first).
@@ -137,11 +148,10 @@ impl SubprocVectorEnv {
         match header[0] {
             b'O' => Ok(()),
             b'E' => Err(EnvError::Env(format!(
-                "{}\n(in subproc worker {} of {id}, env indices {}..{})",
+                "{}\n(in subproc worker {} of {id}, {})",
                 String::from_utf8_lossy(&worker.payload),
                 worker.index,
-                worker.first,
-                worker.first + worker.k
+                envs_label(worker.first, worker.k)
             ))),
             tag => Err(EnvError::Env(format!("{id}: subproc worker {} sent an unknown reply {tag}", worker.index))),
         }
@@ -183,10 +193,15 @@ impl SubprocVectorEnv {
         for (j, env) in self.local.iter_mut().enumerate() {
             let i = first + j;
             let a = &actions[i * ad..(i + 1) * ad];
-            let r = env.step(if discrete { Action::Discrete(a[0] as usize) } else { Action::Continuous(a) })?;
+            let here = |e: EnvError| match e {
+                EnvError::Env(m) => EnvError::Env(format!("{m}\n(env index {i}, stepped in the training process)")),
+                other => other,
+            };
+            let action = if discrete { Action::Discrete(a[0] as usize) } else { Action::Continuous(a) };
+            let r = env.step(action).map_err(here)?;
             let obs = if r.terminated || r.truncated {
                 out.final_obs[i] = Some(r.observation);
-                env.reset(None)?.0
+                env.reset(None).map_err(here)?.0
             } else {
                 r.observation
             };
@@ -237,10 +252,14 @@ impl Worker {
         let mut config = config.clone();
         config["first"] = first.into();
         config["k"] = k.into();
-        let mut child = Command::new(python)
-            .args(["-c", WORKER_PY, &config.to_string()])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
+        let mut command = Command::new(python);
+        command.args(["-c", WORKER_PY, &config.to_string()]).stdin(Stdio::piped()).stdout(Stdio::piped());
+        // A process group of its own: signals meant for the run (the terminal's Ctrl-C, a
+        // `kill -- -PGID`, `timeout`, a batch system) reach the trainer, which saves and then
+        // closes the workers, instead of killing the workers mid-rollout.
+        #[cfg(unix)]
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        let mut child = command
             .stderr(Stdio::inherit())
             .spawn()
             .map_err(|e| EnvError::Env(format!("cannot start a subproc worker with `{python}`: {e}")))?;
@@ -273,7 +292,9 @@ impl Worker {
                     if Instant::now() > spin_until {
                         wait_readable(&self.stdout);
                     } else {
-                        std::hint::spin_loop();
+                        // Give the core away if anything else wants it (a busy machine: without
+                        // this, spinning made runs several times slower); free when nothing does.
+                        std::thread::yield_now();
                     }
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -295,10 +316,9 @@ impl Worker {
             }
         };
         EnvError::Env(format!(
-            "{id}: subproc worker {} (env indices {}..{}) stopped ({status}); its output, if any, is above",
+            "{id}: subproc worker {} ({}) stopped ({status}); its output, if any, is above",
             self.index,
-            self.first,
-            self.first + self.k
+            envs_label(self.first, self.k)
         ))
     }
 }

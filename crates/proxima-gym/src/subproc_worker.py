@@ -19,9 +19,10 @@ bits: observations `np.asarray(o).astype("<f4")` after a shape check, rewards as
 Discrete actions as Python ints, Box/MultiDiscrete actions `np.frombuffer(a, "<f4")
 .astype(dtype).reshape(shape)`, and an ended episode's env reset with no seed.
 
-Waiting: a worker spins on a non-blocking read for up to SPIN_S after its last message (a step
-arrives every few tens of µs during a rollout, and a sleeping process takes 20-50 µs to wake on a
-virtual machine), then blocks in select() until the next one.
+Waiting: a worker spins on a non-blocking read (yielding the core between tries) for up to
+SPIN_S after its last message (a step arrives every few tens of µs during a rollout, and a
+sleeping process takes 20-50 µs to wake on a virtual machine), then blocks in select() until the
+next one.
 """
 
 import json
@@ -67,6 +68,8 @@ class Reader:
             except BlockingIOError:
                 if time.perf_counter() > deadline:
                     select.select([self.fd], [], [])
+                else:
+                    os.sched_yield()  # the core to whoever else wants it (a busy machine)
                 continue
             if not chunk:
                 return None  # the parent closed the pipe
@@ -94,7 +97,7 @@ class Envs:
         arr = np.asarray(o)
         if arr.shape != self.obs_shape or arr.dtype.kind not in "fiub":
             raise BridgeError(
-                f"{self.id} returned an observation of shape {list(arr.shape)} and dtype {arr.dtype.str}; "
+                f"{self.id} returned an observation of shape {list(arr.shape)} and dtype {arr.dtype}; "
                 f"its observation_space declares shape {list(self.obs_shape)} (dtype {self.obs_dtype})"
             )
         return arr.astype("<f4").tobytes()
@@ -180,10 +183,25 @@ def serve(envs, reader, out):
         reply(out, b"O", payload)
 
 
+def die_with_parent():
+    """Linux: be killed when the parent dies (PR_SET_PDEATHSIG), so that a worker stuck inside an
+    env's step does not outlive a run that quit at once; elsewhere, end-of-file on stdin."""
+    parent = os.getppid()
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+    except Exception:
+        pass
+    if os.getppid() != parent:  # the parent died before the call
+        os._exit(1)
+
+
 def main():
-    # The terminal's Ctrl-C reaches the whole process group: the parent decides when to stop
-    # (it saves, then closes this worker's stdin).
+    # The parent decides when to stop (it saves, then closes this worker's stdin); this worker
+    # runs in a process group of its own, and ignores a stray Ctrl-C too.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent()
     cfg = json.loads(sys.argv[1])
     rin, out = os.dup(0), os.dup(1)
     os.dup2(2, 1)  # the env's prints go to stderr

@@ -199,10 +199,19 @@ fn subproc_workers_failures_are_clear_errors() {
     };
     let e = first_step_error("toy_envs:toy/Raises-v0");
     assert!(e.contains("ValueError: boom from inside the env") && e.contains("Traceback"), "{e}");
+    // The env stepped here fails first (the worker's reply is read after it); each says which env.
+    assert!(e.contains("(env index 1, stepped in the training process)"), "{e}");
     let e = first_step_error("toy_envs:toy/WrongShape-v0");
     assert!(e.contains("shape [2]") && e.contains("declares shape [3]"), "{e}");
+    let mut env = SubprocVectorEnv::make("toy_envs:toy/RaisesInWorker-v0", 2, Some(1)).unwrap();
+    let e = env.reset(0, &mut [0.0; 6]).unwrap_err().to_string();
+    assert!(
+        e.contains("RuntimeError: only in a worker")
+            && e.contains("(in subproc worker 0 of gym:toy_envs:toy/RaisesInWorker-v0, env index 0)"),
+        "{e}"
+    );
     let e = first_step_error("toy_envs:toy/DiesInWorker-v0");
-    assert!(e.contains("subproc worker 0 (env indices 0..1) stopped") && e.contains("exit status: 3"), "{e}");
+    assert!(e.contains("subproc worker 0 (env index 0) stopped") && e.contains("exit status: 3"), "{e}");
 
     let e = SubprocVectorEnv::make("toy_envs:toy/Nope-v0", 2, Some(1)).err().unwrap().to_string();
     assert!(e.contains("gymnasium.make(\"toy_envs:toy/Nope-v0\") failed"), "{e}");

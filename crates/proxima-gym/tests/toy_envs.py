@@ -73,6 +73,15 @@ class DiesInWorker(BoxDiscrete):
         return super().step(action)
 
 
+class RaisesInWorker(BoxDiscrete):
+    """Raises in reset inside a subproc worker (a child of the test, `TOY_PARENT_PID`) only."""
+
+    def reset(self, seed=None, options=None):
+        if str(os.getppid()) == os.environ.get("TOY_PARENT_PID"):
+            raise RuntimeError("only in a worker")
+        return super().reset(seed=seed, options=options)
+
+
 class DictAction(BoxDiscrete):
     def __init__(self):
         super().__init__()
@@ -151,5 +160,5 @@ class AtariLikeGray(AtariLike):
 for name, cls in [("AtariLike", AtariLike), ("AtariLikeGray", AtariLikeGray)]:
     gym.register(f"toy/{name}-v0", entry_point=cls, disable_env_checker=True)
 
-for name, cls in [("BoxDiscrete", BoxDiscrete), ("BoxBox", BoxBox), ("Raises", Raises), ("WrongShape", WrongShape), ("DictAction", DictAction), ("Prints", Prints), ("DiesInWorker", DiesInWorker), ("Renders", Renders), ("RendersGray", RendersGray), ("RendersNone", RendersNone)]:
+for name, cls in [("BoxDiscrete", BoxDiscrete), ("BoxBox", BoxBox), ("Raises", Raises), ("WrongShape", WrongShape), ("DictAction", DictAction), ("Prints", Prints), ("DiesInWorker", DiesInWorker), ("RaisesInWorker", RaisesInWorker), ("Renders", Renders), ("RendersGray", RendersGray), ("RendersNone", RendersNone)]:
     gym.register(f"toy/{name}-v0", entry_point=cls, max_episode_steps=10)
