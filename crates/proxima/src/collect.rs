@@ -3,6 +3,7 @@
 //! steps into a [`RolloutBuffer`]; it knows nothing of losses or optimisers, so every
 //! algorithm (and every A3C worker) collects through it.
 
+use crate::dist::{Collective, EnvSplit};
 use crate::env::vec_env::{EpisodeRecord, SyncVectorEnv};
 use crate::env::Env;
 use crate::error::Result;
@@ -12,6 +13,7 @@ use crate::rollout::RolloutBuffer;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 /// How many finished episodes the running means cover (SB3's `ep_info_buffer`, CleanRL's logs).
 pub const EPISODE_WINDOW: usize = 100;
@@ -144,6 +146,9 @@ pub struct Collector {
     env_rngs: Vec<ChaCha8Rng>,
     /// One env's output, when each env samples from its own stream.
     one: ActOutput,
+    /// A distributed run's engine and split: the normaliser's statistics take in every rank's
+    /// rows.
+    across: Option<(Arc<dyn Collective>, EnvSplit)>,
 }
 
 impl Collector {
@@ -185,7 +190,21 @@ impl Collector {
             act: ActOutput::default(),
             env_rngs: Vec::new(),
             one: ActOutput::default(),
+            across: None,
         })
+    }
+
+    /// From now on the normaliser's statistics take in every rank's observations and returns
+    /// ([`crate::dist`]); `norm` replaces the current normaliser and takes in the first
+    /// observations of every rank, as one process stepping all the envs would have.
+    ///
+    /// # Errors
+    /// The engine's.
+    pub fn normalize_across(&mut self, norm: Normalizer, comm: Arc<dyn Collective>, split: EnvSplit) -> Result<()> {
+        self.norm = norm;
+        self.norm.update_and_normalize_across(self.venv.obs(), &mut self.obs, Some((&*comm, split)))?;
+        self.across = Some((comm, split));
+        Ok(())
     }
 
     /// From now on env `i` samples its actions from a stream of its own: ChaCha8 keyed by
@@ -278,8 +297,9 @@ impl Collector {
             self.venv.step(&self.env_actions)?;
             buf.rewards[row.clone()].copy_from_slice(&self.venv.rewards);
             let (term, trunc) = (&self.venv.terminated, &self.venv.truncated);
-            self.norm.scale_rewards(&mut buf.rewards[row.clone()], |e| term[e] || trunc[e]);
-            self.norm.update_and_normalize_into(self.venv.obs(), &mut self.obs);
+            let across = self.across.as_ref().map(|(c, split)| (&**c, *split));
+            self.norm.scale_rewards_across(&mut buf.rewards[row.clone()], |e| term[e] || trunc[e], across)?;
+            self.norm.update_and_normalize_across(self.venv.obs(), &mut self.obs, across)?;
             buf.terminated[row.clone()].copy_from_slice(&self.venv.terminated);
             buf.truncated[row.clone()].copy_from_slice(&self.venv.truncated);
             self.bootstrap_truncated(policy, &mut buf.final_obs_values[row])?;

@@ -10,7 +10,9 @@
 //! minibatch is the global one — the same permutation of all `T · size · n_envs` transitions on
 //! every rank, each rank taking the part it holds — with the gradient summed across ranks
 //! (each rank's mean-loss gradient weighted by its share of the minibatch) before every optimiser
-//! step. So 2 ranks × 2 envs train as 1 rank × 4 envs: the same samples in the same minibatches.
+//! step; the observation/return statistics take in every rank's rows. So 2 ranks × 2 envs train as
+//! 1 rank × 4 envs: the same samples in the same minibatches (the sums in another order: equal up
+//! to rounding, which many optimiser steps amplify).
 
 use crate::env::vec_env::EpisodeRecord;
 use crate::error::Result;

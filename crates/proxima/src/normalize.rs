@@ -8,6 +8,8 @@
 //!
 //! The statistics are saved in every checkpoint and applied, frozen, at evaluation.
 
+use crate::dist::{Collective, EnvSplit};
+use crate::error::Result;
 use serde::{Deserialize, Serialize};
 
 /// Running mean and variance over batches (Chan et al.'s parallel algorithm), f64, with the
@@ -39,13 +41,37 @@ impl RunningMeanStd {
             let col = x.chunks_exact(dim).map(|r| r[j] as f64);
             let bm = col.clone().sum::<f64>() / n;
             let bv = col.map(|v| (v - bm).powi(2)).sum::<f64>() / n;
-            let delta = bm - self.mean[j];
-            let tot = self.count + n;
-            self.mean[j] += delta * n / tot;
-            let m2 = self.var[j] * self.count + bv * n + delta * delta * self.count * n / tot;
-            self.var[j] = m2 / tot;
+            self.fold(j, bm, bv, n);
         }
         self.count += n;
+    }
+
+    /// [`RunningMeanStd::update`] with a batch spread over the ranks of a distributed run
+    /// ([`crate::dist`]): this rank's rows `x` (`[n_envs, dim]`, its envs') are placed among
+    /// every rank's (one all-reduce of the zero-padded `[total_envs, dim]` batch: sums of one
+    /// value and zeros are exact), and every rank folds in the whole batch with `update` — the
+    /// very statistics one process stepping all the envs computes.
+    ///
+    /// # Errors
+    /// The engine's.
+    pub fn update_across(&mut self, x: &[f32], (comm, split): (&dyn Collective, EnvSplit)) -> Result<()> {
+        let dim = self.mean.len();
+        let mut all = vec![0f32; split.total_envs() * dim];
+        let at = split.global_env(0) * dim;
+        all[at..at + x.len()].copy_from_slice(x);
+        comm.all_reduce_sum_f32(&mut all)?;
+        self.update(&all);
+        Ok(())
+    }
+
+    /// Chan et al.'s merge of a batch (mean `bm`, population variance `bv`, `n` rows) into
+    /// component `j` (the count is advanced by the caller, once for all components).
+    fn fold(&mut self, j: usize, bm: f64, bv: f64, n: f64) {
+        let delta = bm - self.mean[j];
+        let tot = self.count + n;
+        self.mean[j] += delta * n / tot;
+        let m2 = self.var[j] * self.count + bv * n + delta * delta * self.count * n / tot;
+        self.var[j] = m2 / tot;
     }
 
     /// ô = clip((o − μ)/√(σ² + 1e-8), ±clip) for each row of `x` (`[n, dim]`), in place.
@@ -117,6 +143,30 @@ impl Normalizer {
         }
     }
 
+    /// [`Normalizer::update_and_normalize_into`], the statistics updated with every rank's rows
+    /// ([`RunningMeanStd::update_across`]) in a distributed run (`across`).
+    ///
+    /// # Errors
+    /// The engine's.
+    pub fn update_and_normalize_across(
+        &mut self,
+        obs: &[f32],
+        out: &mut Vec<f32>,
+        across: Option<(&dyn Collective, EnvSplit)>,
+    ) -> Result<()> {
+        let Some(across) = across else {
+            self.update_and_normalize_into(obs, out);
+            return Ok(());
+        };
+        out.clear();
+        out.extend_from_slice(obs);
+        if let Some(rms) = &mut self.obs_rms {
+            rms.update_across(obs, across)?;
+            rms.normalize(out, self.clip_obs);
+        }
+        Ok(())
+    }
+
     /// Normalises `obs` with the current statistics, without updating them (evaluation,
     /// final observations of truncated episodes).
     pub fn normalize_obs(&self, obs: &mut [f32]) {
@@ -128,7 +178,22 @@ impl Normalizer {
     /// Training: scales one step's rewards `[n_envs]` in place by the running std of the
     /// discounted return, then resets the return of envs whose episode ended.
     pub fn scale_rewards(&mut self, rewards: &mut [f32], dones: impl Fn(usize) -> bool) {
-        let Some(rms) = &mut self.ret_rms else { return };
+        // Without an engine nothing can fail.
+        let _ = self.scale_rewards_across(rewards, dones, None);
+    }
+
+    /// [`Normalizer::scale_rewards`], the return statistics updated with every rank's returns
+    /// in a distributed run (`across`).
+    ///
+    /// # Errors
+    /// The engine's.
+    pub fn scale_rewards_across(
+        &mut self,
+        rewards: &mut [f32],
+        dones: impl Fn(usize) -> bool,
+        across: Option<(&dyn Collective, EnvSplit)>,
+    ) -> Result<()> {
+        let Some(rms) = &mut self.ret_rms else { return Ok(()) };
         let r: Vec<f32> = rewards
             .iter()
             .zip(self.returns.iter_mut())
@@ -137,7 +202,10 @@ impl Normalizer {
                 *g as f32
             })
             .collect();
-        rms.update(&r);
+        match across {
+            Some(across) => rms.update_across(&r, across)?,
+            None => rms.update(&r),
+        }
         let std = (rms.var[0] + 1e-8).sqrt();
         for (i, r) in rewards.iter_mut().enumerate() {
             *r = (*r as f64 / std).clamp(-self.clip_reward, self.clip_reward) as f32;
@@ -145,6 +213,7 @@ impl Normalizer {
                 self.returns[i] = 0.0;
             }
         }
+        Ok(())
     }
 
     /// Whether anything is normalised.

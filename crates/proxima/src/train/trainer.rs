@@ -448,9 +448,9 @@ impl Trainer {
     /// One rank of a distributed run ([`crate::dist`]; `mpirun -np N proxima train …`): this
     /// rank's `n_envs` envs are global envs `rank·n_envs ..`, seeded `seed + rank·n_envs + i`,
     /// each sampling from its own stream; the network starts from `seed` on every rank, and
-    /// every update sums the gradient across ranks, so all ranks keep the same parameters. Only
-    /// PPO, without observation/return normalisation and with Â normalised per minibatch or
-    /// not at all, for now.
+    /// every update sums the gradient across ranks, so all ranks keep the same parameters; the
+    /// observation/return statistics take in every rank's rows. Only PPO, with Â normalised per
+    /// minibatch or not at all, for now.
     ///
     /// # Errors
     /// As [`Trainer::new`]; `Config` for what a distributed run does not cover (named).
@@ -460,9 +460,6 @@ impl Trainer {
             |what: &str| Err(ProximaError::Config(format!("{what} is not supported in a distributed (MPI) run yet")));
         if cfg.algo != "ppo" {
             return refuse(&format!("algo = `{}` (only ppo)", cfg.algo));
-        }
-        if cfg.normalize_observation || cfg.normalize_reward {
-            return refuse("normalize_observation / normalize_reward");
         }
         if ppo_params(&cfg).normalize_advantage == AdvantageNorm::Batch {
             return refuse("normalize_advantage = `batch`");
@@ -480,6 +477,8 @@ impl Trainer {
             _ => return refuse("vector_env other than `off`"),
         };
         trainer.collector.sample_per_env(sampling_seed(cfg.seed), first);
+        let norm = normalizer(&trainer.cfg, &trainer.collector.venv);
+        trainer.collector.normalize_across(norm, comm.clone(), split)?;
         trainer.dist = Some(Dist { comm, split });
         // Steps count every rank's: the run's total is the global one.
         trainer.num_updates = trainer.cfg.total_timesteps.div_ceil(trainer.steps_per_iteration());
