@@ -10,10 +10,11 @@
 #[cfg(feature = "mpi")]
 use anyhow::{bail, Result};
 
-/// The environment variables MPI launchers set in every rank (Open MPI's `mpirun`, and
-/// PMI/PMIx as used by `srun` and MPICH's `mpiexec`): the world size, when launched so.
+/// One of the environment variables MPI launchers set in every rank (Open MPI's `mpirun`:
+/// `OMPI_COMM_WORLD_SIZE`; PMI-2 and PMIx as `srun` and MPICH's `mpiexec` use them: `PMI_SIZE`,
+/// `PMIX_RANK`), with its value, when launched so.
 pub fn launched_size() -> Option<(String, usize)> {
-    ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS"]
+    ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"]
         .iter()
         .find_map(|k| std::env::var(k).ok().and_then(|v| v.parse().ok()).map(|n| (k.to_string(), n)))
 }

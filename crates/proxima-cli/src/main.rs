@@ -350,7 +350,7 @@ fn comm_summary(mpi: &distributed::Mpi, rank: usize, wall: f64) -> String {
 #[cfg(not(feature = "mpi"))]
 fn train_distributed(_: &TrainArgs, launcher: &str, size: usize) -> Result<()> {
     bail!(
-        "proxima was started by an MPI launcher ({launcher}={size}) but built without MPI: rebuild with `cargo build --release -p proxima-cli --features mpi` (needs libopenmpi-dev, openmpi-bin and libclang-dev), or run it without mpirun"
+        "proxima was started by an MPI launcher ({launcher}={size} is set) but built without MPI: rebuild with `cargo build --release -p proxima-cli --features mpi` (needs libopenmpi-dev, openmpi-bin and libclang-dev), or run it without mpirun"
     )
 }
 
