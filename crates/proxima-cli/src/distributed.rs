@@ -4,8 +4,10 @@
 //! libclang-dev`); without it, a launch by an MPI launcher is a clear error naming the feature.
 //!
 //! Rank 0 alone writes the run directory, its logs and checkpoints; the other ranks train
-//! silently. A rank that fails prints its error with its rank and aborts the whole job
-//! (`MPI_Abort`), so no rank waits forever in a collective.
+//! silently. A signal (mpirun forwards Ctrl-C to every rank as SIGTERM) stops every rank after
+//! the same update (the ranks sum their flags after each one); rank 0 saves. A rank that fails
+//! prints its error with its rank and aborts the whole job (`MPI_Abort`), so no rank waits
+//! forever in a collective.
 
 #[cfg(feature = "mpi")]
 use anyhow::{bail, Result};
@@ -29,7 +31,7 @@ pub fn check_args(seeds: bool, resume: bool) -> Result<()> {
         bail!("--seeds under mpirun: run one seed per job (each job is one data-parallel run)");
     }
     if resume {
-        bail!("--resume of a distributed (MPI) run is not supported yet: its checkpoint holds rank 0's envs and sampling streams only");
+        bail!("--resume under mpirun is not supported yet (a distributed run's checkpoint holds rank 0's envs and sampling streams only): start a new run");
     }
     Ok(())
 }

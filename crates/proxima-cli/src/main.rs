@@ -290,7 +290,7 @@ fn train(a: TrainArgs) -> Result<()> {
         },
         None => new_trainer(&a)?,
     };
-    train_with_bar(&a, trainer, &run_dir)
+    train_with_bar(&a, trainer, &run_dir, &|| signals::received().is_some())
 }
 
 /// One rank of `mpirun -np N proxima train …` (see `distributed.rs`): rank 0 trains as
@@ -302,6 +302,12 @@ fn train_distributed(a: &TrainArgs, _launcher: &str, _size: usize) -> Result<()>
     distributed::check_args(a.seeds.is_some(), a.resume.is_some())?;
     let mpi = std::sync::Arc::new(distributed::Mpi::init()?);
     let rank = mpi.rank();
+    // A signal stops every rank after the same update: after each one the ranks sum their
+    // "signalled" flags (mpirun forwards Ctrl-C to every rank as SIGTERM, not at the same instant).
+    let signalled = || {
+        let mut any = [f64::from(u8::from(signals::received().is_some()))];
+        mpi.all_reduce_sum_f64(&mut any).is_err() || any[0] > 0.0
+    };
     let run = || -> Result<()> {
         let (env_id, cfg) = train_config(a)?;
         let (seed, label) = (cfg.seed, cfg.algo.clone());
@@ -309,22 +315,31 @@ fn train_distributed(a: &TrainArgs, _launcher: &str, _size: usize) -> Result<()>
         if rank == 0 {
             check_env_keys(a, &trainer)?;
             let dir = claim_run_dir(a.run_dir.clone(), &format!("{}__{label}__{seed}", safe_id(env_id)))?;
-            return train_with_bar(a, trainer, &dir);
+            return train_with_bar(a, trainer, &dir, &signalled);
         }
+        signals::training_started();
         while !trainer.is_done() {
             trainer.step()?;
+            if signalled() {
+                let signal = signals::received().unwrap_or(signal_hook::consts::SIGINT);
+                return Err(signals::Interrupted { signal }.into());
+            }
         }
         Ok(())
     };
     let t0 = std::time::Instant::now();
-    if let Err(e) = run() {
-        eprintln!("error on rank {rank} of {}: {e:#}", mpi.size());
-        mpi.abort(1);
+    let outcome = run();
+    if let Err(e) = &outcome {
+        if e.downcast_ref::<signals::Interrupted>().is_none() {
+            // One write per line, so that the ranks' lines do not interleave.
+            eprint!("{}", format!("error on rank {rank} of {}: {e:#}\n", mpi.size()));
+            mpi.abort(1);
+        }
     }
     if !a.quiet || std::env::var_os("PROXIMA_MPI_TIMING").is_some() {
-        eprintln!("{}", comm_summary(&mpi, rank, t0.elapsed().as_secs_f64()));
+        eprint!("{}", comm_summary(&mpi, rank, t0.elapsed().as_secs_f64()) + "\n");
     }
-    Ok(())
+    outcome
 }
 
 /// One line on the time this rank spent communicating.
@@ -354,8 +369,9 @@ fn train_distributed(_: &TrainArgs, launcher: &str, size: usize) -> Result<()> {
     )
 }
 
-/// Trains `trainer` into `run_dir` with a progress bar and Ctrl-C handling, then reports.
-fn train_with_bar(a: &TrainArgs, trainer: train::Trainer, run_dir: &Path) -> Result<()> {
+/// Trains `trainer` into `run_dir` with a progress bar and Ctrl-C handling, then reports;
+/// `signalled` (asked once after every update) says whether to stop there.
+fn train_with_bar(a: &TrainArgs, trainer: train::Trainer, run_dir: &Path, signalled: &dyn Fn() -> bool) -> Result<()> {
     let env_id = trainer.env_id.clone();
     let total = trainer.cfg.total_timesteps;
     let (a3c, last_update) = (trainer.cfg.algo == "a3c", trainer.num_updates);
@@ -389,7 +405,7 @@ fn train_with_bar(a: &TrainArgs, trainer: train::Trainer, run_dir: &Path) -> Res
                 r.sps, r.stats.approx_kl, r.stats.clip_fraction
             ),
         });
-        let go_on = signals::received().is_none();
+        let go_on = !signalled();
         if go_on && r.update >= last_update {
             // Trained: the model is written next, then evaluated; a signal now ends the process.
             signals::training_over();

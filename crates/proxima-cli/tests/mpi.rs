@@ -131,7 +131,7 @@ mod with_mpi {
             String::from_utf8_lossy(&out.stderr).to_string()
         };
         let e = fail(&["train", "--resume", "/nonexistent"]);
-        assert!(e.contains("--resume of a distributed (MPI) run is not supported yet"), "{e}");
+        assert!(e.contains("--resume under mpirun is not supported yet"), "{e}");
         let e = fail(&["train", "CartPole-v1", "--seeds", "1-2"]);
         assert!(e.contains("--seeds under mpirun"), "{e}");
         let e = fail(&["train", "CartPole-v1", "--algo", "a2c", "--quiet"]);
