@@ -15,7 +15,7 @@ use anyhow::{bail, Result};
 /// One of the environment variables MPI launchers set in every rank (Open MPI's `mpirun`:
 /// `OMPI_COMM_WORLD_SIZE`; PMI-2 and PMIx as `srun` and MPICH's `mpiexec` use them: `PMI_SIZE`,
 /// `PMIX_RANK`), with its value, when launched so.
-pub fn launched_size() -> Option<(String, usize)> {
+pub fn launched_by() -> Option<(String, usize)> {
     ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"]
         .iter()
         .find_map(|k| std::env::var(k).ok().and_then(|v| v.parse().ok()).map(|n| (k.to_string(), n)))

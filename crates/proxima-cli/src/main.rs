@@ -271,8 +271,8 @@ fn dispatch(cli: Cli) -> Result<()> {
 
 /// `proxima train`: a new run, or `--resume` of one, then training with a progress bar.
 fn train(a: TrainArgs) -> Result<()> {
-    if let Some((launcher, size)) = distributed::launched_size() {
-        return train_distributed(&a, &launcher, size);
+    if let Some((var, value)) = distributed::launched_by() {
+        return train_distributed(&a, &var, value);
     }
     if a.seeds.is_some() {
         return train_seeds(&a, None);
@@ -297,7 +297,7 @@ fn train(a: TrainArgs) -> Result<()> {
 /// [`train`] does, writing the run directory; the others train silently; a failure anywhere
 /// aborts the job.
 #[cfg(feature = "mpi")]
-fn train_distributed(a: &TrainArgs, _launcher: &str, _size: usize) -> Result<()> {
+fn train_distributed(a: &TrainArgs, _var: &str, _value: usize) -> Result<()> {
     use proxima::dist::Collective;
     distributed::check_args(a.seeds.is_some(), a.resume.is_some())?;
     let mpi = std::sync::Arc::new(distributed::Mpi::init()?);
@@ -331,15 +331,20 @@ fn train_distributed(a: &TrainArgs, _launcher: &str, _size: usize) -> Result<()>
     let outcome = run();
     if let Err(e) = &outcome {
         if e.downcast_ref::<signals::Interrupted>().is_none() {
-            // One write per line, so that the ranks' lines do not interleave.
-            eprint!("{}", format!("error on rank {rank} of {}: {e:#}\n", mpi.size()));
+            one_line(&format!("error on rank {rank} of {}: {e:#}", mpi.size()));
             mpi.abort(1);
         }
     }
     if !a.quiet || std::env::var_os("PROXIMA_MPI_TIMING").is_some() {
-        eprint!("{}", comm_summary(&mpi, rank, t0.elapsed().as_secs_f64()) + "\n");
+        one_line(&comm_summary(&mpi, rank, t0.elapsed().as_secs_f64()));
     }
     outcome
+}
+
+/// `line` on stderr in one write, so that the ranks' lines do not interleave.
+#[cfg(feature = "mpi")]
+fn one_line(line: &str) {
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), format!("{line}\n").as_bytes());
 }
 
 /// One line on the time this rank spent communicating.
@@ -363,9 +368,9 @@ fn comm_summary(mpi: &distributed::Mpi, rank: usize, wall: f64) -> String {
 
 /// Without the `mpi` feature a launch by mpirun/srun is refused, naming the feature.
 #[cfg(not(feature = "mpi"))]
-fn train_distributed(_: &TrainArgs, launcher: &str, size: usize) -> Result<()> {
+fn train_distributed(_: &TrainArgs, var: &str, value: usize) -> Result<()> {
     bail!(
-        "proxima was started by an MPI launcher ({launcher}={size} is set) but built without MPI: rebuild with `cargo build --release -p proxima-cli --features mpi` (needs libopenmpi-dev, openmpi-bin and libclang-dev), or run it without mpirun"
+        "proxima was started by an MPI launcher ({var}={value} is set) but built without MPI: rebuild with `cargo build --release -p proxima-cli --features mpi` (needs libopenmpi-dev, openmpi-bin and libclang-dev), or run it without mpirun"
     )
 }
 

@@ -92,7 +92,7 @@ class Envs:
         for _ in range(self.k):
             self.envs.append(gym.make(cfg["spec"]))
 
-    def observation(self, o, j):
+    def observation(self, o):
         np = self.np
         arr = np.asarray(o)
         if arr.shape != self.obs_shape or arr.dtype.kind not in "fiub":
@@ -122,7 +122,7 @@ class Envs:
             raise BridgeError(
                 f"{self.id}.reset did not return (observation, info) (the old gym API returned the observation alone)"
             )
-        return self.observation(out[0], j)
+        return self.observation(out[0])
 
     def reset(self, seed):
         return b"".join(self.reset_one(j, seed + self.first + j) for j in range(self.k))
@@ -145,7 +145,7 @@ class Envs:
                     f"{self.id}.step did not return (observation, reward, terminated, truncated, info) "
                     "(the old gym API returned 4 values with one `done`)"
                 )
-            o = self.observation(out[0], j)
+            o = self.observation(out[0])
             rewards.append(self.reward(out[1]))
             terminated, truncated = bool(out[2]), bool(out[3])
             flags[j] = int(terminated) | (int(truncated) << 1)

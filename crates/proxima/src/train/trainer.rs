@@ -466,16 +466,13 @@ impl Trainer {
         }
         let split = EnvSplit { rank: comm.rank(), size: comm.size(), n_envs: cfg.n_envs };
         let first = split.global_env(0);
-        let mut trainer = match cfg.vector_env {
-            VectorEnv::Off => {
-                let mut make_env = || make(env_id);
-                let collector = Collector::new(cfg.n_envs, cfg.seed.wrapping_add(first as u64), &mut make_env, |v| {
-                    normalizer(&cfg, v)
-                })?;
-                Self::with_collector(env_id, cfg.clone(), collector, &mut make_env)?
-            }
-            _ => return refuse("vector_env other than `off`"),
-        };
+        if cfg.vector_env != VectorEnv::Off {
+            return refuse("vector_env other than `off`");
+        }
+        let mut make_env = || make(env_id);
+        let seed = cfg.seed.wrapping_add(first as u64);
+        let collector = Collector::new(cfg.n_envs, seed, &mut make_env, |v| normalizer(&cfg, v))?;
+        let mut trainer = Self::with_collector(env_id, cfg.clone(), collector, &mut make_env)?;
         trainer.collector.sample_per_env(sampling_seed(cfg.seed), first);
         let norm = normalizer(&trainer.cfg, &trainer.collector.venv);
         trainer.collector.normalize_across(norm, comm.clone(), split)?;
