@@ -3,8 +3,9 @@
 //! (`cargo build --release -p proxima-cli --features mpi`; needs `libopenmpi-dev openmpi-bin
 //! libclang-dev`); without it, a launch by an MPI launcher is a clear error naming the feature.
 //!
-//! Rank 0 alone writes the run directory, its logs and checkpoints; the other ranks train
-//! silently. A signal (mpirun forwards Ctrl-C to every rank as SIGTERM) stops every rank after
+//! Rank 0 alone writes the run directory, its logs and checkpoints (holding every rank's envs
+//! and streams, gathered after each update); the other ranks train silently. `--resume` under
+//! the same number of ranks is exact: rank 0 reads the checkpoint and broadcasts it. A signal (mpirun forwards Ctrl-C to every rank as SIGTERM) stops every rank after
 //! the same update (the ranks sum their flags after each one); rank 0 saves. A rank that fails
 //! prints its error with its rank and aborts the whole job (`MPI_Abort`), so no rank waits
 //! forever in a collective.
@@ -21,17 +22,14 @@ pub fn launched_by() -> Option<(String, usize)> {
         .find_map(|k| std::env::var(k).ok().and_then(|v| v.parse().ok()).map(|n| (k.to_string(), n)))
 }
 
-/// Refuses what a distributed run does not do yet, before anything starts.
+/// Refuses what a distributed run does not do, before anything starts.
 #[cfg(feature = "mpi")]
 ///
 /// # Errors
-/// `--seeds`, `--resume` (a checkpoint holds rank 0's envs and streams only, for now).
-pub fn check_args(seeds: bool, resume: bool) -> Result<()> {
+/// `--seeds` (each job is one data-parallel run).
+pub fn check_args(seeds: bool) -> Result<()> {
     if seeds {
         bail!("--seeds under mpirun: run one seed per job (each job is one data-parallel run)");
-    }
-    if resume {
-        bail!("--resume under mpirun is not supported yet (a distributed run's checkpoint holds rank 0's envs and sampling streams only): start a new run");
     }
     Ok(())
 }
@@ -42,21 +40,68 @@ pub use engine::Mpi;
 #[cfg(feature = "mpi")]
 mod engine {
     use mpi::collective::SystemOperation;
-    use mpi::datatype::Equivalence;
+    use mpi::datatype::{Equivalence, PartitionMut};
     use mpi::topology::SimpleCommunicator;
     use mpi::traits::*;
+    use mpi::Count;
     use proxima::dist::Collective;
     use proxima::{ProximaError, Result};
     use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
     use std::time::Instant;
 
     /// The world communicator of an initialised MPI (finalised when this is dropped), with the
-    /// time spent in its collectives.
+    /// time spent in its collectives and a watchdog on them.
     pub struct Mpi {
         world: SimpleCommunicator,
         _universe: mpi::environment::Universe,
         /// Nanoseconds inside all-reduces and their number: [gradients (f32), statistics (f64)].
         timing: [(AtomicU64, AtomicU64); 2],
+        /// Since when this rank has waited in a collective: nanoseconds after `epoch`, plus one;
+        /// 0 outside one. The watchdog ([`watchdog`]) reads it.
+        waiting_since: Arc<AtomicU64>,
+        epoch: Instant,
+    }
+
+    /// Seconds a rank may wait in one collective before it ends the job, from
+    /// `PROXIMA_MPI_TIMEOUT` (0: never).
+    pub const DEFAULT_TIMEOUT_S: u64 = 600;
+
+    /// The collective timeout this job runs with (`PROXIMA_MPI_TIMEOUT`, seconds; 0: none).
+    ///
+    /// # Errors
+    /// A value that is not a whole number of seconds.
+    fn timeout() -> anyhow::Result<u64> {
+        match std::env::var("PROXIMA_MPI_TIMEOUT") {
+            Err(_) => Ok(DEFAULT_TIMEOUT_S),
+            Ok(v) => v.trim().parse().map_err(|_| {
+                anyhow::anyhow!("PROXIMA_MPI_TIMEOUT={v:?}: expected whole seconds (0 turns the timeout off)")
+            }),
+        }
+    }
+
+    /// A thread that ends the job when this rank has waited `limit_s` seconds in one collective:
+    /// another rank is stuck (an env that never returns, a stopped process) or gone without MPI
+    /// noticing. It prints which rank gave up and after how long, then kills this process
+    /// (`MPI_Abort` may only be called from the training thread); `mpirun` then ends the others.
+    fn watchdog(waiting_since: Arc<AtomicU64>, epoch: Instant, limit_s: u64, (rank, size): (i32, i32)) {
+        let poll = std::time::Duration::from_millis((limit_s * 250).clamp(50, 1000));
+        std::thread::Builder::new()
+            .name("mpi-watchdog".into())
+            .spawn(move || loop {
+                std::thread::sleep(poll);
+                let since = waiting_since.load(Ordering::Relaxed);
+                let now = epoch.elapsed().as_nanos() as u64 + 1;
+                if since != 0 && now.saturating_sub(since) >= limit_s * 1_000_000_000 {
+                    crate::one_line(&format!(
+                        "error on rank {rank} of {size}: waited {limit_s} s in an MPI collective for the other ranks (PROXIMA_MPI_TIMEOUT={limit_s}): a rank is stuck or gone; ending the job"
+                    ));
+                    // SIGKILL, not abort(): Open MPI's handler would print a backtrace of this thread.
+                    let _ = signal_hook::low_level::raise(signal_hook::consts::SIGKILL);
+                    std::process::abort();
+                }
+            })
+            .expect("a thread starts");
     }
 
     /// Time spent in all-reduces: (calls, seconds).
@@ -80,9 +125,23 @@ mod engine {
         /// # Errors
         /// MPI already initialised, or failing to start.
         pub fn init() -> anyhow::Result<Mpi> {
+            let limit_s = timeout()?;
             let universe =
                 mpi::initialize().ok_or_else(|| anyhow::anyhow!("MPI could not be initialised (or was already)"))?;
-            Ok(Mpi { world: universe.world(), _universe: universe, timing: Default::default() })
+            let world = universe.world();
+            let (waiting_since, epoch) = (Arc::new(AtomicU64::new(0)), Instant::now());
+            if limit_s > 0 {
+                watchdog(waiting_since.clone(), epoch, limit_s, (world.rank(), world.size()));
+            }
+            Ok(Mpi { world, _universe: universe, timing: Default::default(), waiting_since, epoch })
+        }
+
+        /// `f` (one collective) under the watchdog.
+        fn watched<T>(&self, f: impl FnOnce() -> T) -> T {
+            self.waiting_since.store(self.epoch.elapsed().as_nanos() as u64 + 1, Ordering::Relaxed);
+            let out = f();
+            self.waiting_since.store(0, Ordering::Relaxed);
+            out
         }
 
         /// Ends the whole job with `code` (every rank), after this rank's message.
@@ -109,7 +168,7 @@ mod engine {
             }
             let t = Instant::now();
             let send = v.to_vec();
-            self.world.all_reduce_into(&send[..], v, SystemOperation::sum());
+            self.watched(|| self.world.all_reduce_into(&send[..], v, SystemOperation::sum()));
             let (ns, calls) = &self.timing[kind];
             ns.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
             calls.fetch_add(1, Ordering::Relaxed);
@@ -130,5 +189,57 @@ mod engine {
         fn all_reduce_sum_f64(&self, v: &mut [f64]) -> Result<()> {
             self.sum(v, 1)
         }
+        fn gather_bytes(&self, bytes: &[u8]) -> Result<Vec<Vec<u8>>> {
+            self.watched(|| self.gather_to_root(bytes))
+        }
+        fn broadcast_bytes(&self, bytes: &mut Vec<u8>) -> Result<()> {
+            self.watched(|| self.broadcast_from_root(bytes))
+        }
+    }
+
+    impl Mpi {
+        /// [`Collective::gather_bytes`], unwatched.
+        fn gather_to_root(&self, bytes: &[u8]) -> Result<Vec<Vec<u8>>> {
+            let root = self.world.process_at_rank(0);
+            let n = count(bytes.len())?;
+            if self.world.rank() != 0 {
+                root.gather_into(&n);
+                root.gather_varcount_into(bytes);
+                return Ok(Vec::new());
+            }
+            let mut counts = vec![0 as Count; self.world.size() as usize];
+            root.gather_into_root(&n, &mut counts[..]);
+            let displs: Vec<Count> = counts
+                .iter()
+                .scan(0 as Count, |at, &c| {
+                    let d = *at;
+                    *at = at.saturating_add(c);
+                    Some(d)
+                })
+                .collect();
+            let total = counts.iter().map(|&c| c as usize).sum::<usize>();
+            count(total)?;
+            // At least one byte: an empty buffer's dangling pointer could equal the (empty) send
+            // buffer's, which Open MPI refuses as an aliased MPI_Gatherv.
+            let mut all = vec![0u8; total.max(1)];
+            root.gather_varcount_into_root(bytes, &mut PartitionMut::new(&mut all[..], &counts[..], &displs[..]));
+            Ok(displs.iter().zip(&counts).map(|(&d, &c)| all[d as usize..(d + c) as usize].to_vec()).collect())
+        }
+        /// [`Collective::broadcast_bytes`], unwatched.
+        fn broadcast_from_root(&self, bytes: &mut Vec<u8>) -> Result<()> {
+            let root = self.world.process_at_rank(0);
+            let mut n = bytes.len() as u64;
+            root.broadcast_into(&mut n);
+            count(n as usize)?;
+            bytes.resize(n as usize, 0);
+            root.broadcast_into(&mut bytes[..]);
+            Ok(())
+        }
+    }
+
+    /// `n` as MPI's element count.
+    fn count(n: usize) -> Result<Count> {
+        Count::try_from(n)
+            .map_err(|_| ProximaError::InvalidArgument(format!("a message of {n} bytes: more than MPI's count")))
     }
 }

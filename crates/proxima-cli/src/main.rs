@@ -299,7 +299,7 @@ fn train(a: TrainArgs) -> Result<()> {
 #[cfg(feature = "mpi")]
 fn train_distributed(a: &TrainArgs, _var: &str, _value: usize) -> Result<()> {
     use proxima::dist::Collective;
-    distributed::check_args(a.seeds.is_some(), a.resume.is_some())?;
+    distributed::check_args(a.seeds.is_some())?;
     let mpi = std::sync::Arc::new(distributed::Mpi::init()?);
     let rank = mpi.rank();
     // A signal stops every rank after the same update: after each one the ranks sum their
@@ -309,12 +309,25 @@ fn train_distributed(a: &TrainArgs, _var: &str, _value: usize) -> Result<()> {
         mpi.all_reduce_sum_f64(&mut any).is_err() || any[0] > 0.0
     };
     let run = || -> Result<()> {
-        let (env_id, cfg) = train_config(a)?;
-        let (seed, label) = (cfg.seed, cfg.algo.clone());
-        let mut trainer = train::Trainer::distributed(env_id, cfg, mpi.clone())?;
+        let (mut trainer, dir) = match &a.resume {
+            Some(dir) => match resumed_distributed(a, dir, mpi.clone())? {
+                Some(trainer) => (trainer, dir.clone()),
+                None => return Ok(()),
+            },
+            None => {
+                let (env_id, cfg) = train_config(a)?;
+                let (seed, label) = (cfg.seed, cfg.algo.clone());
+                let trainer = train::Trainer::distributed(env_id, cfg, mpi.clone())?;
+                if rank != 0 {
+                    (trainer, PathBuf::new())
+                } else {
+                    check_env_keys(a, &trainer)?;
+                    let dir = claim_run_dir(a.run_dir.clone(), &format!("{}__{label}__{seed}", safe_id(env_id)))?;
+                    (trainer, dir)
+                }
+            }
+        };
         if rank == 0 {
-            check_env_keys(a, &trainer)?;
-            let dir = claim_run_dir(a.run_dir.clone(), &format!("{}__{label}__{seed}", safe_id(env_id)))?;
             return train_with_bar(a, trainer, &dir, &signalled);
         }
         signals::training_started();
@@ -339,6 +352,37 @@ fn train_distributed(a: &TrainArgs, _var: &str, _value: usize) -> Result<()> {
         one_line(&comm_summary(&mpi, rank, t0.elapsed().as_secs_f64()));
     }
     outcome
+}
+
+/// `--resume DIR` under mpirun: rank 0 reads DIR's latest checkpoint and sends it to every rank
+/// (no shared file system needed), and each rank takes its own envs and streams from it
+/// ([`train::Trainer::resume_distributed`]); `None` when there is nothing to train.
+#[cfg(feature = "mpi")]
+fn resumed_distributed(
+    a: &TrainArgs,
+    dir: &Path,
+    mpi: std::sync::Arc<distributed::Mpi>,
+) -> Result<Option<train::Trainer>> {
+    use proxima::dist::Collective;
+    let (mut bytes, mut name) = (Vec::new(), Vec::new());
+    let rank = mpi.rank();
+    if rank == 0 {
+        let file = latest_checkpoint(dir)?;
+        bytes = std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
+        name = file.display().to_string().into_bytes();
+    }
+    mpi.broadcast_bytes(&mut bytes)?;
+    mpi.broadcast_bytes(&mut name)?;
+    let file = PathBuf::from(String::from_utf8_lossy(&name).into_owned());
+    let ck = proxima::checkpoint::load_bytes(&bytes, &file.display().to_string())?;
+    check_resumed_env(dir, &ck, a.env_id.as_deref())?;
+    let backend = a.backend.as_deref().map(parse_backend).transpose()?;
+    let trainer = train::Trainer::resume_distributed(&ck, a.total_timesteps, backend, mpi)?;
+    if rank == 0 {
+        return ready_to_resume(dir, &file, trainer, a.total_timesteps);
+    }
+    set_threads(trainer.cfg.num_threads);
+    Ok(Some(trainer))
 }
 
 /// `line` on stderr in one write, so that the ranks' lines do not interleave.
@@ -484,12 +528,29 @@ fn resumed_trainer(
         Err(e) => return Err(e),
     };
     let ck = proxima::checkpoint::load(&file)?;
-    if let Some(e) = env_id {
-        if e != ck.meta.env_id {
-            bail!("{} was trained on {}, not {e}", dir.display(), ck.meta.env_id);
-        }
-    }
+    check_resumed_env(dir, &ck, env_id)?;
     let trainer = train::Trainer::resume_on(&ck, total_timesteps, backend.map(parse_backend).transpose()?)?;
+    ready_to_resume(dir, &file, trainer, total_timesteps)
+}
+
+/// Refuses `--resume DIR ENV_ID` when DIR's run trained on another env.
+fn check_resumed_env(dir: &Path, ck: &proxima::checkpoint::Checkpoint, env_id: Option<&str>) -> Result<()> {
+    match env_id {
+        Some(e) if e != ck.meta.env_id => bail!("{} was trained on {}, not {e}", dir.display(), ck.meta.env_id),
+        _ => Ok(()),
+    }
+}
+
+/// What `--resume` does with `trainer`, restored from `file` of run directory `dir`: training
+/// left → the trainer (and a line saying where it resumes); all steps taken → finish the run
+/// when it stopped before its evaluation, write a missing `model.safetensors` (then `None`), or
+/// refuse.
+fn ready_to_resume(
+    dir: &Path,
+    file: &Path,
+    trainer: train::Trainer,
+    total_timesteps: Option<u64>,
+) -> Result<Option<train::Trainer>> {
     if trainer.is_done() {
         if let Some(t) = total_timesteps {
             bail!(
@@ -524,10 +585,10 @@ fn resumed_trainer(
     set_threads(trainer.cfg.num_threads);
     eprintln!(
         "resuming {} from {} (update {}, step {})",
-        ck.meta.env_id,
+        trainer.env_id,
         file.display(),
-        ck.meta.update,
-        ck.meta.global_step
+        trainer.update,
+        trainer.global_step
     );
     Ok(Some(trainer))
 }

@@ -13,7 +13,8 @@ fn skipped_without_the_mpi_feature() {
 #[cfg(feature = "mpi")]
 mod with_mpi {
     use std::path::Path;
-    use std::process::Command;
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
 
     const BIN: &str = env!("CARGO_BIN_EXE_proxima");
 
@@ -105,18 +106,144 @@ mod with_mpi {
                 assert!(same, "{case:?} update {u}, column {c}: {x} vs {y}");
             }
         }
-        // Its checkpoint holds rank 0's envs only: a resume without mpirun is refused, saying why.
+        // Its checkpoint holds every rank's envs: a resume in one process, or under another
+        // number of ranks, is refused, saying why.
         let out = Command::new(BIN)
             .args(["train", "--resume", two.to_str().unwrap(), "--total-timesteps", "10240"])
             .output()
             .unwrap();
         let se = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success() && se.contains("distributed run of 2 MPI ranks"), "{se}");
+        let out = mpirun(3).args(["train", "--resume", two.to_str().unwrap(), "--total-timesteps", "10240"]).output();
+        let se = String::from_utf8_lossy(&out.unwrap().stderr).to_string();
+        assert!(se.contains("a checkpoint of 2 MPI ranks and this job has 3"), "{se}");
         let _ = std::fs::remove_dir_all(&base);
     }
 
-    /// What a distributed run does not do yet is refused on every rank with one message, never a
-    /// hang: `--resume`, `--seeds`, another algorithm; a failing rank aborts the job.
+    /// `mpirun --oversubscribe -np N proxima`, allowed to run as root (CI containers).
+    fn mpirun(np: usize) -> Command {
+        let mut c = Command::new("mpirun");
+        c.args(["--oversubscribe", "-np", &np.to_string(), BIN])
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+        c
+    }
+
+    /// Runs `c` to success; its stderr.
+    fn succeed(c: &mut Command) -> String {
+        let out = c.output().expect("mpirun (Open MPI) is installed");
+        let se = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(out.status.success(), "{c:?} failed:\n{se}");
+        se
+    }
+
+    /// Two runs' weights are the same bits, and their progress.csv the same numbers but the
+    /// timings, row by row.
+    fn assert_same_run(a: &Path, b: &Path) {
+        assert_eq!(weights(&a.join("model.safetensors")), weights(&b.join("model.safetensors")));
+        let (sa, sb) = (update_stats(a), update_stats(b));
+        assert_eq!(sa.len(), sb.len(), "updates");
+        for (u, (ra, rb)) in sa.iter().zip(&sb).enumerate() {
+            let same = ra.iter().zip(rb).all(|(x, y)| x.to_bits() == y.to_bits());
+            assert!(same, "update {u}: {ra:?} vs {rb:?}");
+        }
+    }
+
+    /// A checkpoint of a distributed run holds every rank's envs, sampling streams, running
+    /// episodes and normaliser state, so `mpirun -np 2 proxima train --resume` continues exactly:
+    /// a run extended from 10 to 20 updates, and a run stopped by Ctrl-C (SIGINT to mpirun, at
+    /// whatever update it lands) and resumed, end with the very weights and progress.csv of the
+    /// uninterrupted run.
+    #[test]
+    fn a_stopped_or_extended_run_resumes_exactly_under_the_same_ranks() {
+        let base = std::env::temp_dir().join(format!("proxima-mpi-resume-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(&base).unwrap();
+        let dir = |name: &str| base.join(name).display().to_string();
+        // `mpirun -np 2 proxima train ENV` for STEPS steps into run directory RUN.
+        let train = |env: &str, steps: &str, run: &str| {
+            let mut c = mpirun(2);
+            c.args(["train", env, "--quiet", "--seed", "5", "--total-timesteps", steps, "--run-dir", &dir(run)]);
+            for s in ["n_envs=2", "eval_episodes=0", "anneal_lr=false", "checkpoint_freq=50"] {
+                c.args(["--set", s]);
+            }
+            if env == "Pendulum-v1" {
+                c.args(["--set", "normalize_observation=true", "--set", "normalize_reward=true"]);
+            }
+            c
+        };
+        // Extended: 10 updates of 2 ranks × 2 envs × 128 steps, then 10 more.
+        succeed(&mut train("CartPole-v1", "10240", "whole"));
+        succeed(&mut train("CartPole-v1", "5120", "extended"));
+        let se = succeed(mpirun(2).args(["train", "--resume", &dir("extended"), "--total-timesteps", "10240"]));
+        assert!(se.contains("resuming CartPole-v1") && se.contains("(update 10, step 5120)"), "{se}");
+        assert_same_run(&base.join("whole"), &base.join("extended"));
+        // Stopped by a signal: 128 updates, long enough (≈ 6 s in the test build) that it is still
+        // training when the signal comes after the third.
+        let steps = "65536";
+        succeed(&mut train("Pendulum-v1", steps, "uninterrupted"));
+        let mut c = train("Pendulum-v1", steps, "stopped");
+        let child = c.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+        let progress = base.join("stopped").join("progress.csv");
+        let t0 = Instant::now();
+        while std::fs::read_to_string(&progress).map_or(0, |t| t.lines().count()) < 4 {
+            assert!(t0.elapsed() < Duration::from_secs(120), "no progress in 120 s");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
+        let out = child.wait_with_output().unwrap();
+        let se = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(se.contains("stopped after update") && se.contains("continue with"), "{se}");
+        let rows = update_stats(&base.join("stopped")).len();
+        assert!(rows < 128, "the run finished before the signal: make it longer");
+        let se = succeed(mpirun(2).args(["train", "--resume", &dir("stopped")]));
+        assert!(se.contains("resuming Pendulum-v1"), "{se}");
+        assert_same_run(&base.join("uninterrupted"), &base.join("stopped"));
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    /// A rank that is killed, or stuck (here: stopped with SIGSTOP) while the others wait for it in
+    /// a collective, ends the whole job with a message, never a hang: Open MPI ends a job whose
+    /// rank died, and the ranks' watchdog gives up after `PROXIMA_MPI_TIMEOUT` seconds in one
+    /// collective. A malformed timeout is refused.
+    #[test]
+    fn a_killed_or_stuck_rank_ends_the_job() {
+        for (signal, timeout, said) in [
+            ("-KILL", "600", "exited on signal 9"),
+            ("-STOP", "2", "waited 2 s in an MPI collective for the other ranks (PROXIMA_MPI_TIMEOUT=2)"),
+        ] {
+            let dir = std::env::temp_dir().join(format!("proxima-mpi-stuck-{}{signal}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            let child = mpirun(2)
+                .args(["train", "CartPole-v1", "--quiet", "--total-timesteps", "100000000", "--set", "n_envs=2"])
+                .args(["--run-dir", dir.to_str().unwrap()])
+                .env("PROXIMA_MPI_TIMEOUT", timeout)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let t0 = Instant::now();
+            while std::fs::read_to_string(dir.join("progress.csv")).map_or(0, |t| t.lines().count()) < 3 {
+                assert!(t0.elapsed() < Duration::from_secs(120), "{signal}: no progress in 120 s");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let ranks = Command::new("pgrep").args(["-P", &child.id().to_string()]).output().unwrap();
+            let rank = String::from_utf8_lossy(&ranks.stdout).lines().last().expect("a rank process").to_string();
+            assert!(Command::new("kill").args([signal, &rank]).status().unwrap().success());
+            let t1 = Instant::now();
+            let out = child.wait_with_output().unwrap();
+            let se = String::from_utf8_lossy(&out.stderr).to_string();
+            assert!(!out.status.success() && se.contains(said), "{signal}:\n{se}");
+            assert!(t1.elapsed() < Duration::from_secs(60), "{signal}: the job took {:?} to end", t1.elapsed());
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        let out = mpirun(2).args(["train", "CartPole-v1"]).env("PROXIMA_MPI_TIMEOUT", "soon").output().unwrap();
+        let se = String::from_utf8_lossy(&out.stderr);
+        assert!(se.contains("PROXIMA_MPI_TIMEOUT=\"soon\": expected whole seconds"), "{se}");
+    }
+
+    /// What a distributed run does not do is refused with a clear message, never a hang:
+    /// `--resume` of nothing, `--seeds`, another algorithm; a failing rank aborts the job.
     #[test]
     fn what_mpi_runs_do_not_cover_is_a_clear_error() {
         let fail = |args: &[&str]| {
@@ -131,7 +258,7 @@ mod with_mpi {
             String::from_utf8_lossy(&out.stderr).to_string()
         };
         let e = fail(&["train", "--resume", "/nonexistent"]);
-        assert!(e.contains("--resume under mpirun is not supported yet"), "{e}");
+        assert!(e.contains("error on rank 0 of 2: /nonexistent: no such run directory"), "{e}");
         let e = fail(&["train", "CartPole-v1", "--seeds", "1-2"]);
         assert!(e.contains("--seeds under mpirun"), "{e}");
         let e = fail(&["train", "CartPole-v1", "--algo", "a2c", "--quiet"]);

@@ -131,6 +131,16 @@ pub fn load(path: &Path) -> Result<Checkpoint> {
     Ok(Checkpoint { meta, optim_t, file })
 }
 
+/// [`load`] of a checkpoint file's bytes, read elsewhere (`shown`: its name in errors): a
+/// distributed run's ranks resume from the bytes rank 0 read and sent them.
+///
+/// # Errors
+/// As [`load`], but no `Io`.
+pub fn load_bytes(bytes: &[u8], shown: &str) -> Result<Checkpoint> {
+    let ((meta, optim_t), file) = crate::io::read_f32_safetensors_bytes(bytes, shown, parse_meta)?;
+    Ok(Checkpoint { meta, optim_t, file })
+}
+
 /// A checkpoint's metadata, and the step count of its trainer's optimiser.
 fn parse_meta(
     md: &HashMap<String, String>,

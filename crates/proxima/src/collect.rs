@@ -6,7 +6,7 @@
 use crate::dist::{Collective, EnvSplit};
 use crate::env::vec_env::{EpisodeRecord, SyncVectorEnv};
 use crate::env::Env;
-use crate::error::Result;
+use crate::error::{ProximaError, Result};
 use crate::normalize::Normalizer;
 use crate::policy::{ActOutput, Policy};
 use crate::rollout::RolloutBuffer;
@@ -218,6 +218,28 @@ impl Collector {
                 r
             })
             .collect();
+    }
+
+    /// The per-env sampling streams ([`Collector::sample_per_env`]); empty when every env samples
+    /// from the caller's stream.
+    pub fn env_streams(&self) -> &[ChaCha8Rng] {
+        &self.env_rngs
+    }
+
+    /// Puts saved per-env sampling streams back (an exact resume).
+    ///
+    /// # Errors
+    /// `Checkpoint` when their number is not this collector's.
+    pub fn set_env_streams(&mut self, streams: Vec<ChaCha8Rng>) -> Result<()> {
+        if streams.len() != self.env_rngs.len() {
+            return Err(ProximaError::Checkpoint(format!(
+                "cannot resume: {} sampling streams for {} per-env streams",
+                streams.len(),
+                self.env_rngs.len()
+            )));
+        }
+        self.env_rngs = streams;
+        Ok(())
     }
 
     /// π's actions for the current observations into `self.act`: one pass sampling from `rng`,

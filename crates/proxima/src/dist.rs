@@ -35,6 +35,19 @@ pub trait Collective: Send + Sync {
     /// # Errors
     /// As [`Collective::all_reduce_sum_f32`].
     fn all_reduce_sum_f64(&self, v: &mut [f64]) -> Result<()>;
+    /// Every rank's `bytes` to rank 0, in rank order (rank 0's own first); the other ranks get
+    /// an empty list. For what only rank 0 writes: every rank's resumable state in a checkpoint.
+    ///
+    /// # Errors
+    /// As [`Collective::all_reduce_sum_f32`]; `InvalidArgument` for more bytes than the engine
+    /// can count.
+    fn gather_bytes(&self, bytes: &[u8]) -> Result<Vec<Vec<u8>>>;
+    /// Rank 0's `bytes` to every rank: the other ranks' `bytes` are replaced (a resumed run's
+    /// checkpoint, read by rank 0 alone, so the ranks need no shared file system).
+    ///
+    /// # Errors
+    /// As [`Collective::gather_bytes`].
+    fn broadcast_bytes(&self, bytes: &mut Vec<u8>) -> Result<()>;
 }
 
 /// One process alone: the sums are the values themselves.
@@ -52,6 +65,12 @@ impl Collective for Solo {
         Ok(())
     }
     fn all_reduce_sum_f64(&self, _: &mut [f64]) -> Result<()> {
+        Ok(())
+    }
+    fn gather_bytes(&self, bytes: &[u8]) -> Result<Vec<Vec<u8>>> {
+        Ok(vec![bytes.to_vec()])
+    }
+    fn broadcast_bytes(&self, _: &mut Vec<u8>) -> Result<()> {
         Ok(())
     }
 }

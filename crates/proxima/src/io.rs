@@ -139,11 +139,22 @@ pub fn read_f32_safetensors<T>(
     path: &Path,
     check_metadata: impl FnOnce(&HashMap<String, String>, &dyn Fn(String) -> ProximaError) -> Result<T>,
 ) -> Result<(T, F32Tensors)> {
-    let shown = path.display().to_string();
-    let bad = |m: String| ProximaError::Checkpoint(format!("{shown}: {m}"));
     let bytes = std::fs::read(path).map_err(|e| ProximaError::io(path, e))?;
-    let st = SafeTensors::deserialize(&bytes).map_err(|e| bad(format!("not a valid safetensors file ({e})")))?;
-    let (_, header) = SafeTensors::read_metadata(&bytes).map_err(|e| bad(format!("unreadable header ({e})")))?;
+    read_f32_safetensors_bytes(&bytes, &path.display().to_string(), check_metadata)
+}
+
+/// [`read_f32_safetensors`] of a file's bytes already read (`shown`: the file's name in errors).
+///
+/// # Errors
+/// As [`read_f32_safetensors`], but no `Io`.
+pub fn read_f32_safetensors_bytes<T>(
+    bytes: &[u8],
+    shown: &str,
+    check_metadata: impl FnOnce(&HashMap<String, String>, &dyn Fn(String) -> ProximaError) -> Result<T>,
+) -> Result<(T, F32Tensors)> {
+    let bad = |m: String| ProximaError::Checkpoint(format!("{shown}: {m}"));
+    let st = SafeTensors::deserialize(bytes).map_err(|e| bad(format!("not a valid safetensors file ({e})")))?;
+    let (_, header) = SafeTensors::read_metadata(bytes).map_err(|e| bad(format!("unreadable header ({e})")))?;
     let metadata = header.metadata().clone().unwrap_or_default();
     let checked = check_metadata(&metadata, &bad)?;
     let mut tensors = HashMap::new();
@@ -155,7 +166,7 @@ pub fn read_f32_safetensors<T>(
             view.data().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))).collect();
         tensors.insert(name, (view.shape().to_vec(), v));
     }
-    Ok((checked, F32Tensors { metadata, tensors, path: shown }))
+    Ok((checked, F32Tensors { metadata, tensors, path: shown.to_string() }))
 }
 
 #[cfg(test)]

@@ -48,15 +48,25 @@ struct TrainerSnapshot {
     /// β of the adaptive-KL objective at this checkpoint.
     #[serde(default)]
     kl_coef: Option<f64>,
+    /// A distributed run's per-env sampling streams (`Collector::sample_per_env`); absent when
+    /// every env samples from `rng`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    env_streams: Option<Vec<ChaCha8Rng>>,
+}
+
+/// A `trainer_state` (JSON) of checkpoint `ck`.
+fn parse_snapshot(ck: &checkpoint::Checkpoint, json: Option<&str>) -> Result<TrainerSnapshot> {
+    let bad = |m: &str| ProximaError::Checkpoint(format!("cannot resume {}: {m}", ck.path()));
+    serde_json::from_str(json.ok_or_else(|| bad("no trainer_state in the checkpoint"))?)
+        .map_err(|e| bad(&format!("malformed trainer_state ({e})")))
 }
 
 impl Trainer {
-    /// The metadata a checkpoint of the current state carries, including the trainer state
-    /// (RNG streams, env states, running episodes) under `trainer_state`.
-    pub fn checkpoint_meta(&self) -> CheckpointMeta {
+    /// This trainer's resumable state beyond weights and optimiser moments.
+    fn snapshot(&self) -> TrainerSnapshot {
         let c = &self.collector;
         let (ep_return, ep_len) = c.venv.running_episodes();
-        let snap = TrainerSnapshot {
+        TrainerSnapshot {
             rng: self.rng.clone(),
             envs: if c.venv.envs().is_empty() {
                 // A Gymnasium vector env: its envs' state lives in Python (they restart on resume).
@@ -76,15 +86,29 @@ impl Trainer {
             norm: c.norm.clone(),
             time_elapsed: 0.0,
             kl_coef: Some(self.kl_coef()),
-        };
+            env_streams: (!c.env_streams().is_empty()).then(|| c.env_streams().to_vec()),
+        }
+    }
+
+    /// The metadata a checkpoint of the current state carries, including the trainer state
+    /// (RNG streams, env states, running episodes) under `trainer_state`; for rank 0 of a
+    /// distributed run also the number of ranks (`mpi_ranks`) and the other ranks' states
+    /// (`mpi_rank_states`, a JSON list of their `trainer_state`s, ranks 1, 2, …).
+    pub fn checkpoint_meta(&self) -> CheckpointMeta {
+        let c = &self.collector;
         let mut extra = BTreeMap::new();
-        extra.insert("trainer_state".to_string(), serde_json::to_string(&snap).expect("snapshot serialises"));
+        let snap = serde_json::to_string(&self.snapshot()).expect("snapshot serialises");
+        extra.insert("trainer_state".to_string(), snap);
         if c.norm.is_active() {
             extra.insert("normalization".to_string(), serde_json::to_string(&c.norm).expect("normaliser serialises"));
         }
         if let Some(d) = self.dist() {
-            // Rank 0's state only, for now: marked so that a resume refuses it.
             extra.insert("mpi_ranks".to_string(), d.split.size.to_string());
+            // Gathered after every update; absent (so the checkpoint is not resumable) only
+            // before the first one.
+            if let Some((_, states)) = self.rank_states.as_ref().filter(|(u, _)| *u == self.update) {
+                extra.insert("mpi_rank_states".to_string(), serde_json::to_string(states).expect("strings serialise"));
+            }
         }
         if let Algo::OffPolicy(l) = &self.algo {
             extra.insert(
@@ -102,6 +126,29 @@ impl Trainer {
         }
     }
 
+    /// A distributed run, after every update (every rank calls it): the other ranks' resumable
+    /// states to rank 0, for whatever checkpoint it writes next. Their episode statistics are
+    /// left out: every rank holds the same ones (gathered), and rank 0 saves its own.
+    ///
+    /// # Errors
+    /// The engine's.
+    pub(super) fn gather_rank_states(&mut self) -> Result<()> {
+        let Some(d) = self.dist().cloned() else { return Ok(()) };
+        let mine = if d.split.rank == 0 {
+            Vec::new()
+        } else {
+            let mut snap = self.snapshot();
+            snap.recent.clear();
+            serde_json::to_vec(&snap).expect("snapshot serialises")
+        };
+        let all = d.comm.gather_bytes(&mine)?;
+        if d.split.rank == 0 {
+            let others = all.iter().skip(1).map(|b: &Vec<u8>| String::from_utf8_lossy(b).into_owned()).collect();
+            self.rank_states = Some((self.update, others));
+        }
+        Ok(())
+    }
+
     /// Rebuilds a trainer from a checkpoint written by [`Trainer::save`]: weights, Adam moments
     /// and step, counters (so the learning-rate schedule continues where it was), the sampling
     /// RNG, every env's physical state, step counter and RNG, the current observations and the
@@ -112,7 +159,8 @@ impl Trainer {
     /// then follows the new length, so the result is no longer identical to any single run.
     ///
     /// # Errors
-    /// `Checkpoint` when the file lacks trainer state or optimiser moments, or does not match.
+    /// `Checkpoint` when the file lacks trainer state or optimiser moments, or does not match;
+    /// a distributed run's checkpoint ([`Trainer::resume_distributed`] resumes it).
     pub fn resume(ck: &checkpoint::Checkpoint, total_timesteps: Option<u64>) -> Result<Self> {
         Self::resume_on(ck, total_timesteps, None)
     }
@@ -130,37 +178,85 @@ impl Trainer {
     ) -> Result<Self> {
         if let Some(ranks) = ck.meta.extra.get("mpi_ranks") {
             return Err(ProximaError::Checkpoint(format!(
-                "cannot resume: a checkpoint of a distributed run of {ranks} MPI ranks holds rank 0's envs and sampling streams only; resuming it is not supported yet (evaluate it with proxima eval)"
+                "cannot resume {} in one process: it is a checkpoint of a distributed run of {ranks} MPI ranks; resume it with `mpirun -np {ranks} proxima train --resume DIR` (a build with the `mpi` feature), or evaluate it with proxima eval",
+                ck.path()
             )));
         }
-        let mut cfg = resumed_config(ck, total_timesteps)?;
-        if let Some(b) = backend {
-            cfg.backend = b;
-            cfg.validate()?;
+        let cfg = resumed_config(ck, total_timesteps, backend)?;
+        let tr = Trainer::new(&ck.meta.env_id, cfg)?;
+        let snap = parse_snapshot(ck, ck.meta.extra.get("trainer_state").map(String::as_str))?;
+        tr.restore(ck, snap)
+    }
+
+    /// [`Trainer::resume_on`] for one rank of a distributed run ([`Trainer::distributed`]), from
+    /// a checkpoint rank 0 wrote: every rank takes its own envs, sampling streams, running
+    /// episodes and normaliser state from it, so the run continues exactly as the uninterrupted
+    /// one (native envs; bridged envs start new episodes). Every rank calls it with the same
+    /// checkpoint.
+    ///
+    /// # Errors
+    /// As [`Trainer::resume_on`]; `Checkpoint` for a checkpoint of one process, of another
+    /// number of ranks (named: an exact resume needs the same split), or without the other
+    /// ranks' states.
+    pub fn resume_distributed(
+        ck: &checkpoint::Checkpoint,
+        total_timesteps: Option<u64>,
+        backend: Option<Backend>,
+        comm: std::sync::Arc<dyn crate::dist::Collective>,
+    ) -> Result<Self> {
+        let bad = |m: String| ProximaError::Checkpoint(format!("cannot resume {}: {m}", ck.path()));
+        let (rank, size) = (comm.rank(), comm.size());
+        let Some(ranks) = ck.meta.extra.get("mpi_ranks") else {
+            return Err(bad("it is a checkpoint of a run in one process, not of a distributed run: resume it without mpirun (one process's envs and sampling streams are not a split over ranks)".into()));
+        };
+        let ranks: usize = ranks.parse().map_err(|_| bad(format!("mpi_ranks `{ranks}` is not a number")))?;
+        if ranks != size {
+            return Err(bad(format!(
+                "it is a checkpoint of {ranks} MPI ranks and this job has {size}: resume it with `mpirun -np {ranks}` (each rank's envs and sampling streams are in it; another split would be another run)"
+            )));
         }
-        let mut tr = Trainer::new(&ck.meta.env_id, cfg)?;
+        let others: Vec<String> = match ck.meta.extra.get("mpi_rank_states") {
+            Some(j) => serde_json::from_str(j).map_err(|e| bad(format!("malformed mpi_rank_states ({e})")))?,
+            None => return Err(bad("it holds rank 0's envs and sampling streams only (written before the first update, or by an earlier version)".into())),
+        };
+        if others.len() + 1 != ranks {
+            return Err(bad(format!("mpi_rank_states holds {} ranks' states, not {}", others.len(), ranks - 1)));
+        }
+        let cfg = resumed_config(ck, total_timesteps, backend)?;
+        let tr = Trainer::distributed(&ck.meta.env_id, cfg, comm)?;
+        let first = parse_snapshot(ck, ck.meta.extra.get("trainer_state").map(String::as_str))?;
+        let snap = match rank {
+            0 => first,
+            r => TrainerSnapshot { recent: first.recent, ..parse_snapshot(ck, Some(&others[r - 1]))? },
+        };
+        let mut tr = tr.restore(ck, snap)?;
+        if rank == 0 {
+            tr.rank_states = Some((ck.meta.update, others));
+        }
+        Ok(tr)
+    }
+
+    /// A new trainer of the checkpoint's run put in its saved state: weights, optimiser,
+    /// envs, streams, counters.
+    fn restore(mut self, ck: &checkpoint::Checkpoint, snap: TrainerSnapshot) -> Result<Self> {
         let bad = |m: &str| ProximaError::Checkpoint(format!("cannot resume: {m}"));
-        let snap: TrainerSnapshot = serde_json::from_str(
-            ck.meta.extra.get("trainer_state").ok_or_else(|| bad("no trainer_state in the checkpoint"))?,
-        )
-        .map_err(|e| bad(&format!("malformed trainer_state ({e})")))?;
-        if snap.envs.len() != tr.cfg.n_envs {
-            return Err(bad(&format!("the checkpoint holds {} envs, the config {}", snap.envs.len(), tr.cfg.n_envs)));
+        if snap.envs.len() != self.cfg.n_envs {
+            return Err(bad(&format!("the checkpoint holds {} envs, the config {}", snap.envs.len(), self.cfg.n_envs)));
         }
-        tr.load_weights(ck)?;
-        if snap.policy_obs.len() != tr.collector.obs.len() {
+        self.load_weights(ck)?;
+        if snap.policy_obs.len() != self.collector.obs.len() {
             return Err(bad("observations of the wrong size in trainer_state"));
         }
-        tr.rng = snap.rng.clone();
-        restore_collector(&mut tr, snap)?;
-        if let Algo::Ppg(ppg) = &mut tr.algo {
+        self.rng = snap.rng.clone();
+        restore_collector(&mut self, snap)?;
+        if let Algo::Ppg(ppg) = &mut self.algo {
             restore_aux_buffer(ppg, ck)?;
         }
-        tr.global_step = ck.meta.global_step;
-        tr.update = ck.meta.update;
-        tr.recount_updates();
-        tr.clock.start_step = tr.global_step;
-        Ok(tr)
+        self.global_step = ck.meta.global_step;
+        self.update = ck.meta.update;
+        self.recount_updates();
+        self.clock.start_step = self.global_step;
+        Ok(self)
     }
 
     /// The checkpoint's parameters and optimiser state into this trainer's (for SAC also its
@@ -383,7 +479,11 @@ fn restore_adam(opt: &mut Optimizer, state: OptimizerState) {
 /// The config a checkpoint's run continues with. It starts from the preset the run itself
 /// started from: checkpoints written before optional keys were recorded as "none" leave them
 /// out, and they must not fall back to another preset's values.
-fn resumed_config(ck: &checkpoint::Checkpoint, total_timesteps: Option<u64>) -> Result<Config> {
+fn resumed_config(
+    ck: &checkpoint::Checkpoint,
+    total_timesteps: Option<u64>,
+    backend: Option<Backend>,
+) -> Result<Config> {
     let saved = ck.meta.config_toml.parse::<toml::Table>().ok();
     let preset = saved
         .as_ref()
@@ -396,6 +496,10 @@ fn resumed_config(ck: &checkpoint::Checkpoint, total_timesteps: Option<u64>) -> 
     }
     if let Some(t) = total_timesteps {
         cfg.total_timesteps = t;
+        cfg.validate()?;
+    }
+    if let Some(b) = backend {
+        cfg.backend = b;
         cfg.validate()?;
     }
     if cfg.algo == "a3c" {
@@ -418,6 +522,16 @@ fn restore_collector(tr: &mut Trainer, snap: TrainerSnapshot) -> Result<()> {
         }
         if let (Some(r), Some(dst)) = (&s.rng, env.rng_mut()) {
             *dst = r.clone();
+        }
+    }
+    match (snap.env_streams, c.env_streams().is_empty()) {
+        (Some(streams), false) => c.set_env_streams(streams)?,
+        (None, true) => {}
+        _ => {
+            return Err(ProximaError::Checkpoint(
+                "cannot resume: the checkpoint's sampling streams (one per env, or one for all) are not this run's"
+                    .into(),
+            ))
         }
     }
     c.norm = snap.norm;

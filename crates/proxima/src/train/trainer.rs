@@ -192,6 +192,10 @@ pub struct Trainer {
     lr_override: Option<f64>,
     /// A distributed run's engine and this rank's place ([`Trainer::distributed`]).
     dist: Option<Dist>,
+    /// Rank 0 of a distributed run: the other ranks' resumable states (JSON, ranks 1, 2, …) as
+    /// of update `.0`, gathered after every update so that any checkpoint holds them
+    /// (`snapshot.rs`).
+    pub(crate) rank_states: Option<(u64, Vec<String>)>,
 }
 
 /// Builds the network spec for an env's spaces from the config.
@@ -603,6 +607,7 @@ impl Trainer {
             last_stats: None,
             lr_override: None,
             dist: None,
+            rank_states: None,
         }
     }
 
@@ -839,6 +844,9 @@ impl Trainer {
         let stats = stats.map_err(|e| self.name_the_update(e))?;
         self.last_stats = Some(stats);
         self.update += 1;
+        if self.dist.is_some() {
+            self.gather_rank_states()?;
+        }
         self.clock.update_seconds += t1.elapsed().as_secs_f64();
         Ok(Some(self.report(stats, finished)))
     }
