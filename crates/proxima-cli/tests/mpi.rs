@@ -2,13 +2,18 @@
 //! `.ci/run` installs Open MPI and runs this file with `cargo test -p proxima-cli --features mpi
 //! --test mpi`): 2 ranks × 2 envs train as 1 rank × 4 envs — the same weights to 1e-5 after 10
 //! updates, and the same losses, KL, clip fractions and learning curve update by update —
-//! because the global minibatches are the same samples.
+//! because the global minibatches are the same samples; on native and bridged envs. A checkpoint
+//! resumes exactly under the same number of ranks; a killed or stuck rank ends the job.
 
 #[cfg(not(feature = "mpi"))]
 #[test]
 fn skipped_without_the_mpi_feature() {
     println!("SKIPPED: proxima-cli built without --features mpi; .ci/run runs this file with it");
 }
+
+#[cfg(all(feature = "mpi", feature = "gym"))]
+#[path = "../../proxima-gym/tests/common/mod.rs"]
+mod common;
 
 #[cfg(feature = "mpi")]
 mod with_mpi {
@@ -82,9 +87,20 @@ mod with_mpi {
         }
     }
 
+    /// Bridged envs (Gymnasium's own CartPole through the Python bridge, one embedded
+    /// interpreter per rank) split over ranks train as in one process, too.
+    #[cfg(feature = "gym")]
+    #[test]
+    fn bridged_envs_split_over_ranks_train_as_one_process() {
+        if super::common::setup(concat!(env!("CARGO_MANIFEST_DIR"), "/../proxima-gym/tests")) {
+            compare(("gym:CartPole-v1", "fused", false));
+        }
+    }
+
     fn compare(case: (&str, &str, bool)) {
+        let name = case.0.replace(':', "_");
         let base =
-            std::env::temp_dir().join(format!("proxima-mpi-{}-{}-{}-{}", std::process::id(), case.0, case.1, case.2));
+            std::env::temp_dir().join(format!("proxima-mpi-{}-{name}-{}-{}", std::process::id(), case.1, case.2));
         let (one, two) = (base.join("np1"), base.join("np2"));
         let _ = std::fs::remove_dir_all(&base);
         std::fs::create_dir_all(&base).unwrap();
