@@ -106,6 +106,8 @@ mod with_mpi {
         std::fs::create_dir_all(&base).unwrap();
         let (o1, o2) = (run(1, &one, case), run(2, &two, case));
         assert!(o1.contains("for 5120 steps") && o2.contains("for 5120 steps"), "{o1}\n{o2}");
+        let config = std::fs::read_to_string(two.join("config.toml")).unwrap();
+        assert!(config.contains("# a distributed run: 2 MPI ranks × n_envs = 4 envs in all"), "{config}");
         let (w1, w2) = (weights(&one.join("model.safetensors")), weights(&two.join("model.safetensors")));
         assert_eq!(w1.len(), w2.len());
         for ((name, a), (_, b)) in w1.iter().zip(&w2) {

@@ -80,7 +80,12 @@ impl RunDir {
     pub fn create(dir: &Path, trainer: &mut Trainer) -> Result<RunDir> {
         let ckpt_dir = dir.join("checkpoints");
         std::fs::create_dir_all(&ckpt_dir).map_err(|e| ProximaError::io(&ckpt_dir, e))?;
-        let config = format!("env_id = {:?}\n{}", trainer.env_id, trainer.cfg.to_toml());
+        let mut config = format!("env_id = {:?}\n{}", trainer.env_id, trainer.cfg.to_toml());
+        if let Some(d) = trainer.dist() {
+            // A comment, so that the file still reads back as a config.
+            let (ranks, total) = (d.split.size, d.split.total_envs());
+            config.push_str(&format!("# a distributed run: {ranks} MPI ranks × n_envs = {total} envs in all\n"));
+        }
         io::write_atomic(&dir.join("config.toml"), config.as_bytes())?;
         let csv_path = dir.join("progress.csv");
         if trainer.update > 0 {
