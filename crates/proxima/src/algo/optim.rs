@@ -221,7 +221,7 @@ impl Optimizer {
     pub fn step_flat(
         &mut self,
         names: &[String],
-        values: &mut [f32],
+        values: &mut Vec<f32>,
         grads: &[f32],
         max_grad_norm: Option<f64>,
         halves: Option<(usize, &dyn Join)>,
@@ -284,7 +284,8 @@ impl Optimizer {
                 names[i], self.lr
             )));
         }
-        values.copy_from_slice(&s.p);
+        // Committed by swapping: the old values become the next step's scratch.
+        std::mem::swap(values, &mut s.p);
         std::mem::swap(&mut self.m, &mut s.m);
         std::mem::swap(&mut self.v, &mut s.v);
         self.scratch = s;

@@ -22,8 +22,9 @@ pub struct LossReport {
 pub struct FlatParams<'a> {
     /// The parameters' names, in order (for errors).
     pub names: &'a [String],
-    /// θ, `[P]`.
-    pub values: &'a mut [f32],
+    /// θ, `[P]` (the vector itself: the optimiser swaps in its new values rather than copying
+    /// them).
+    pub values: &'a mut Vec<f32>,
     /// ∇θ of the last loss, `[P]` (mutable: a distributed run sums it across ranks in place).
     pub grads: &'a mut [f32],
     /// Where the optimiser may cut its step in two halves run side by side: the index of the
