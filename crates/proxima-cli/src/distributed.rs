@@ -34,6 +34,35 @@ pub fn check_args(seeds: bool) -> Result<()> {
     Ok(())
 }
 
+/// Every rank must run the same command: rank 0 sends `run` (a description of what it is about
+/// to run: the env and the resolved configuration, or the resume's arguments) and every other
+/// rank compares its own, before any collective whose buffer sizes depend on it (an env with
+/// other observation sizes would corrupt memory in the all-reduces; another learning rate
+/// would silently let the ranks' parameters drift apart).
+///
+/// # Errors
+/// On a rank whose `run` differs from rank 0's, naming the first line that differs; the
+/// engine's.
+#[cfg(feature = "mpi")]
+pub fn check_same_run(comm: &dyn proxima::dist::Collective, run: &str) -> Result<()> {
+    let mut first = run.as_bytes().to_vec();
+    comm.broadcast_bytes(&mut first)?;
+    let first = String::from_utf8_lossy(&first);
+    if comm.rank() == 0 || first == run {
+        return Ok(());
+    }
+    let (mut here, mut there) = (run.lines(), first.lines());
+    let (mine, theirs) = loop {
+        match (here.next(), there.next()) {
+            (Some(a), Some(b)) if a == b => continue,
+            (a, b) => break (a.unwrap_or("(nothing)"), b.unwrap_or("(nothing)")),
+        }
+    };
+    bail!(
+        "this rank was started with another run than rank 0: `{mine}` here, `{theirs}` on rank 0 (every rank must run the same command, with the same configuration files)"
+    )
+}
+
 #[cfg(feature = "mpi")]
 pub use engine::Mpi;
 

@@ -272,7 +272,11 @@ fn dispatch(cli: Cli) -> Result<()> {
 /// `proxima train`: a new run, or `--resume` of one, then training with a progress bar.
 fn train(a: TrainArgs) -> Result<()> {
     if let Some((var, value)) = distributed::launched_by() {
-        return train_distributed(&a, &var, value);
+        if cfg!(feature = "mpi") || !(var.ends_with("_SIZE") && value == 1) {
+            return train_distributed(&a, &var, value);
+        }
+        // One process (`mpirun -np 1`, or a variable left in the shell): a plain run.
+        eprintln!("note: {var}=1 is set; this build has no MPI, so this is a plain run of one process");
     }
     if a.seeds.is_some() {
         return train_seeds(&a, None);
@@ -297,11 +301,17 @@ fn train(a: TrainArgs) -> Result<()> {
 /// [`train`] does, writing the run directory; the others train silently; a failure anywhere
 /// aborts the job.
 #[cfg(feature = "mpi")]
-fn train_distributed(a: &TrainArgs, _var: &str, _value: usize) -> Result<()> {
+fn train_distributed(a: &TrainArgs, var: &str, value: usize) -> Result<()> {
     use proxima::dist::Collective;
     distributed::check_args(a.seeds.is_some())?;
     let mpi = std::sync::Arc::new(distributed::Mpi::init()?);
     let rank = mpi.rank();
+    if var.ends_with("_SIZE") && value != mpi.size() {
+        bail!(
+            "{var}={value} says this is one of {value} processes, but MPI started {}: a variable left from another job (e.g. in an `srun --pty` shell)? Unset {var} to train in one process, or launch with mpirun/srun",
+            mpi.size()
+        );
+    }
     // A signal stops every rank after the same update: after each one the ranks sum their
     // "signalled" flags (mpirun forwards Ctrl-C to every rank as SIGTERM, not at the same instant).
     let signalled = || {
@@ -309,13 +319,27 @@ fn train_distributed(a: &TrainArgs, _var: &str, _value: usize) -> Result<()> {
         mpi.all_reduce_sum_f64(&mut any).is_err() || any[0] > 0.0
     };
     let run = || -> Result<()> {
+        let this_run = match &a.resume {
+            None => {
+                let (env_id, cfg) = train_config_over(a, mpi.size())?;
+                format!("train {env_id}\n{}", cfg.to_toml())
+            }
+            Some(dir) => format!(
+                "train --resume {}\n--total-timesteps {:?}\n--backend {:?}\nENV_ID {:?}",
+                dir.display(),
+                a.total_timesteps,
+                a.backend,
+                a.env_id
+            ),
+        };
+        distributed::check_same_run(&*mpi, &this_run)?;
         let (mut trainer, dir) = match &a.resume {
             Some(dir) => match resumed_distributed(a, dir, mpi.clone())? {
                 Some(trainer) => (trainer, dir.clone()),
                 None => return Ok(()),
             },
             None => {
-                let (env_id, cfg) = train_config(a)?;
+                let (env_id, cfg) = train_config_over(a, mpi.size())?;
                 let (seed, label) = (cfg.seed, cfg.algo.clone());
                 let trainer = train::Trainer::distributed(env_id, cfg, mpi.clone())?;
                 if rank != 0 {
@@ -367,6 +391,12 @@ fn resumed_distributed(
     let (mut bytes, mut name) = (Vec::new(), Vec::new());
     let rank = mpi.rank();
     if rank == 0 {
+        if dir.join(experiments::seeds::MANIFEST).is_file() {
+            bail!(
+                "{} is a multi-seed run (--seeds): its seeds are runs of one process each; resume it without mpirun",
+                dir.display()
+            );
+        }
         let file = latest_checkpoint(dir)?;
         bytes = std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
         name = file.display().to_string().into_bytes();
@@ -424,6 +454,8 @@ fn train_with_bar(a: &TrainArgs, trainer: train::Trainer, run_dir: &Path, signal
     let env_id = trainer.env_id.clone();
     let total = trainer.cfg.total_timesteps;
     let (a3c, last_update) = (trainer.cfg.algo == "a3c", trainer.num_updates);
+    // How to continue a stopped run: a distributed one under mpirun with the same ranks.
+    let launch = trainer.dist().map_or(String::new(), |d| format!("mpirun -np {} ", d.split.size));
     if let Some(rb) = trainer.replay_buffer().filter(|_| !a.quiet) {
         eprintln!(
             "replay buffer: {} transitions of {} observation and {} action values, {} in memory{}",
@@ -464,7 +496,7 @@ fn train_with_bar(a: &TrainArgs, trainer: train::Trainer, run_dir: &Path, signal
     bar.finish_and_clear();
     let summary = match outcome {
         train::RunOutcome::Finished(summary) => summary,
-        train::RunOutcome::Stopped(s) => return Err(stopped_run(&s, a3c).into()),
+        train::RunOutcome::Stopped(s) => return Err(stopped_run(&s, a3c, &launch).into()),
     };
     let (m, sd) = mean_std(&summary.eval_returns);
     let eval = if summary.eval_returns.is_empty() {
@@ -486,8 +518,9 @@ fn train_with_bar(a: &TrainArgs, trainer: train::Trainer, run_dir: &Path, signal
     Ok(())
 }
 
-/// Says where a run stopped on a signal and how to continue it; the error `main` exits with.
-fn stopped_run(s: &train::Stopped, a3c: bool) -> signals::Interrupted {
+/// Says where a run stopped on a signal and how to continue it (`launch`: what goes before
+/// `proxima`, e.g. `mpirun -np 2 `); the error `main` exits with.
+fn stopped_run(s: &train::Stopped, a3c: bool, launch: &str) -> signals::Interrupted {
     let signal = signals::received().unwrap_or(signal_hook::consts::SIGINT);
     if a3c {
         eprintln!(
@@ -501,7 +534,7 @@ fn stopped_run(s: &train::Stopped, a3c: bool) -> signals::Interrupted {
         return signals::Interrupted { signal };
     }
     eprintln!(
-        "{}: stopped after update {} (step {}); saved {} and {}\ncontinue with: proxima train --resume {}",
+        "{}: stopped after update {} (step {}); saved {} and {}\ncontinue with: {launch}proxima train --resume {}",
         signals::name(signal),
         s.update,
         s.global_step,
@@ -649,6 +682,12 @@ fn safe_id(env_id: &str) -> String {
 /// The env id and the resolved config of a new run: preset (or --algo's), --config, --set,
 /// then the explicit flags.
 fn train_config(a: &TrainArgs) -> Result<(&str, Config)> {
+    train_config_over(a, 1)
+}
+
+/// [`train_config`] for a distributed run of `ranks` processes (`batch_size` checked against
+/// the whole rollout: [`Config::validate_over`]).
+fn train_config_over(a: &TrainArgs, ranks: usize) -> Result<(&str, Config)> {
     let env_id = a.env_id.as_deref().expect("clap requires ENV_ID without --resume");
     let file = match &a.config {
         Some(p) => {
@@ -682,7 +721,7 @@ fn train_config(a: &TrainArgs) -> Result<(&str, Config)> {
             );
         }
     }
-    let mut cfg = Config::resolve(preset, file.as_deref(), &sets)?;
+    let mut cfg = Config::resolve_over(preset, file.as_deref(), &sets, ranks)?;
     // A config file's keys count where they differ from the preset the resolved config names (a
     // run's own config.toml names its own preset, e.g. a2c).
     let chosen = Config::chosen_keys(&cfg.preset, file.as_deref(), &sets);
@@ -693,7 +732,7 @@ fn train_config(a: &TrainArgs) -> Result<(&str, Config)> {
     if let Some(t) = a.total_timesteps {
         cfg.total_timesteps = t;
     }
-    cfg.validate()?;
+    cfg.validate_over(ranks)?;
     set_threads(cfg.num_threads);
     Ok((env_id, cfg))
 }

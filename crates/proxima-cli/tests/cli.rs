@@ -1244,8 +1244,9 @@ fn a_closed_stdout_ends_quietly_with_sigpipes_code() {
 }
 
 /// Started by an MPI launcher (its environment variables) but built without the `mpi` feature:
-/// a clear error naming the feature, not a single-process run that each rank would repeat. With
-/// the feature (`tests/mpi.rs`), `--resume` and `--seeds` under mpirun are refused instead.
+/// a clear error naming the feature, not a single-process run that each rank would repeat; a
+/// launch of one process (`PMI_SIZE=1`: `mpirun -np 1`, or a variable left in a shell) is a plain
+/// run, with a note. With the feature, `tests/mpi.rs` covers mpirun.
 #[test]
 fn mpirun_without_the_mpi_feature_is_a_clear_error() {
     if cfg!(feature = "mpi") {
@@ -1260,4 +1261,16 @@ fn mpirun_without_the_mpi_feature_is_a_clear_error() {
     let se = String::from_utf8_lossy(&out.stderr);
     assert_ne!(out.status.code(), Some(0), "{se}");
     assert!(se.contains("OMPI_COMM_WORLD_SIZE=2") && se.contains("--features mpi"), "{se}");
+    let dir = std::env::temp_dir().join(format!("proxima-cli-pmi1-{}", std::process::id()));
+    let out = Command::new(env!("CARGO_BIN_EXE_proxima"))
+        .args(["train", "CartPole-v1", "--total-timesteps", "512", "--quiet", "--run-dir", dir.to_str().unwrap()])
+        .env("PMI_SIZE", "1")
+        .output()
+        .unwrap();
+    let se = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && se.contains("PMI_SIZE=1 is set; this build has no MPI, so this is a plain run"),
+        "{se}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -23,14 +23,18 @@ mod with_mpi {
 
     const BIN: &str = env!("CARGO_BIN_EXE_proxima");
 
+    /// A case: env, backend, normalisation on, the (global) minibatch size.
+    type Case<'a> = (&'a str, &'a str, bool, usize);
+
     /// `mpirun -np N proxima train ENV` on `backend` for 10 updates of 4 envs × 128 steps in all.
-    fn run(np: usize, dir: &Path, (env, backend, normalize): (&str, &str, bool)) -> String {
+    fn run(np: usize, dir: &Path, (env, backend, normalize, batch_size): Case) -> String {
         let n_envs = 4 / np;
         let out = Command::new("mpirun")
             .args(["--oversubscribe", "-np", &np.to_string(), BIN, "train", env, "--quiet", "--seed", "3"])
             .args(["--total-timesteps", "5120", "--run-dir", dir.to_str().unwrap()])
             .args(["--set", &format!("n_envs={n_envs}"), "--set", "eval_episodes=0", "--set"])
             .arg(format!("backend={backend}"))
+            .args(["--set", &format!("batch_size={batch_size}")])
             .args([
                 "--set",
                 &format!("normalize_observation={normalize}"),
@@ -73,14 +77,16 @@ mod with_mpi {
     }
 
     /// On both backends, discrete and continuous actions, with the observation and return
-    /// statistics merged across ranks.
+    /// statistics merged across ranks; and with a minibatch of the whole rollout (512 rows:
+    /// more than each rank's 256, since `batch_size` is the global minibatch).
     #[test]
     fn two_ranks_of_two_envs_train_as_one_rank_of_four() {
         let cases = [
-            ("CartPole-v1", "fused", false),
-            ("CartPole-v1", "candle", false),
-            ("Pendulum-v1", "fused", false),
-            ("Pendulum-v1", "fused", true),
+            ("CartPole-v1", "fused", false, 128),
+            ("CartPole-v1", "candle", false, 128),
+            ("Pendulum-v1", "fused", false, 128),
+            ("Pendulum-v1", "fused", true, 128),
+            ("CartPole-v1", "fused", false, 512),
         ];
         for case in cases {
             compare(case);
@@ -93,14 +99,14 @@ mod with_mpi {
     #[test]
     fn bridged_envs_split_over_ranks_train_as_one_process() {
         if super::common::setup(concat!(env!("CARGO_MANIFEST_DIR"), "/../proxima-gym/tests")) {
-            compare(("gym:CartPole-v1", "fused", false));
+            compare(("gym:CartPole-v1", "fused", false, 128));
         }
     }
 
-    fn compare(case: (&str, &str, bool)) {
+    fn compare(case: Case) {
         let name = case.0.replace(':', "_");
-        let base =
-            std::env::temp_dir().join(format!("proxima-mpi-{}-{name}-{}-{}", std::process::id(), case.1, case.2));
+        let (pid, backend, norm, batch) = (std::process::id(), case.1, case.2, case.3);
+        let base = std::env::temp_dir().join(format!("proxima-mpi-{pid}-{name}-{backend}-{norm}-{batch}"));
         let (one, two) = (base.join("np1"), base.join("np2"));
         let _ = std::fs::remove_dir_all(&base);
         std::fs::create_dir_all(&base).unwrap();
@@ -281,6 +287,32 @@ mod with_mpi {
         assert!(e.contains("--seeds under mpirun"), "{e}");
         let e = fail(&["train", "CartPole-v1", "--algo", "a2c", "--quiet"]);
         assert!(e.contains("algo = `a2c` (only ppo) is not supported in a distributed (MPI) run"), "{e}");
+        let e = fail(&["train", "CartPole-v1", "--quiet", "--set", "n_envs=2", "--set", "batch_size=100"]);
+        assert!(e.contains("does not divide the whole rollout n_steps × n_envs × ranks = 128 × 2 × 2 = 512"), "{e}");
+        // Ranks started with different runs (MPMD, as differing config files on two nodes would):
+        // refused before any all-reduce, naming the first difference.
+        let mpmd = |second: &[&str]| {
+            let out = mpirun(1)
+                .args(["train", "CartPole-v1", "--quiet", "--total-timesteps", "2048", ":", "-np", "1", BIN])
+                .args(second)
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stderr).to_string()
+        };
+        let e = mpmd(&["train", "Acrobot-v1", "--quiet", "--total-timesteps", "2048"]);
+        assert!(
+            e.contains("started with another run than rank 0: `train Acrobot-v1` here, `train CartPole-v1`"),
+            "{e}"
+        );
+        let e = mpmd(&["train", "CartPole-v1", "--quiet", "--total-timesteps", "2048", "--set", "learning_rate=0.1"]);
+        assert!(e.contains("`learning_rate = 0.1` here, `learning_rate = 0.00025` on rank 0"), "{e}");
+        // A launcher's variable left in the shell, without a launcher.
+        let out = Command::new(BIN).args(["train", "CartPole-v1", "--quiet"]).env("PMI_SIZE", "2").output().unwrap();
+        let e = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && e.contains("PMI_SIZE=2 says this is one of 2 processes, but MPI started 1"),
+            "{e}"
+        );
         let e = fail(&["train", "NoSuchEnv-v0", "--quiet"]);
         assert!(e.contains("error on rank") && e.contains("NoSuchEnv-v0"), "{e}");
     }

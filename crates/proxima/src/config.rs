@@ -656,6 +656,14 @@ impl Config {
     /// `Config` for an unknown preset or key (with a suggestion), malformed TOML, a value of
     /// the wrong type, or a value out of range.
     pub fn resolve(preset: &str, file_toml: Option<&str>, sets: &[String]) -> Result<Config> {
+        Self::resolve_over(preset, file_toml, sets, 1)
+    }
+
+    /// [`Config::resolve`] for a run over `ranks` processes ([`Config::validate_over`]).
+    ///
+    /// # Errors
+    /// As [`Config::resolve`].
+    pub fn resolve_over(preset: &str, file_toml: Option<&str>, sets: &[String], ranks: usize) -> Result<Config> {
         let base = Config::preset(preset)?;
         let mut table = toml::Table::try_from(&base).map_err(|e| ProximaError::Config(e.to_string()))?;
         let preset_table = table.clone();
@@ -703,7 +711,7 @@ impl Config {
         let cfg: Config = toml::Value::Table(table)
             .try_into()
             .map_err(|e: toml::de::Error| ProximaError::Config(e.to_string().trim().replace('\n', " ")))?;
-        cfg.validate()?;
+        cfg.validate_over(ranks)?;
         Ok(cfg)
     }
 
@@ -743,8 +751,18 @@ impl Config {
     /// # Errors
     /// `Config` naming the first offending key, its value, and what is allowed.
     pub fn validate(&self) -> Result<()> {
+        self.validate_over(1)
+    }
+
+    /// [`Config::validate`] for a run over `ranks` processes, each stepping `n_envs` envs (a
+    /// distributed run, [`crate::dist`]): `batch_size` is the global minibatch, so it must divide
+    /// the whole rollout `n_steps × n_envs × ranks`, not each rank's.
+    ///
+    /// # Errors
+    /// As [`Config::validate`].
+    pub fn validate_over(&self, ranks: usize) -> Result<()> {
         self.validate_algo()?;
-        self.validate_sizes()?;
+        self.validate_sizes(ranks.max(1))?;
         self.validate_coefficients()?;
         self.validate_counters()
     }
@@ -913,7 +931,7 @@ impl Config {
 
     /// Counts, widths and the rollout's shape, with the bounds that keep a typo from turning
     /// into an out-of-memory abort.
-    fn validate_sizes(&self) -> Result<()> {
+    fn validate_sizes(&self, ranks: usize) -> Result<()> {
         let bad = |m: String| Err(ProximaError::Config(m));
         for (k, v) in [
             ("n_envs", self.n_envs),
@@ -957,11 +975,18 @@ impl Config {
         // A2C, A3C and REINFORCE take one step on the whole rollout: no minibatch size to check.
         // SAC draws its batches from the replay buffer.
         let one_batch = matches!(self.algo.as_str(), "a2c" | "a3c" | "reinforce") || self.is_off_policy();
-        if !one_batch && (rollout % self.batch_size != 0 || self.batch_size > rollout) {
-            return bad(format!(
-                "batch_size = {} does not divide the rollout n_steps × n_envs = {} × {} = {rollout}",
-                self.batch_size, self.n_steps, self.n_envs
-            ));
+        let whole = rollout * ranks;
+        if !one_batch && (whole % self.batch_size != 0 || self.batch_size > whole) {
+            return bad(match ranks {
+                1 => format!(
+                    "batch_size = {} does not divide the rollout n_steps × n_envs = {} × {} = {rollout}",
+                    self.batch_size, self.n_steps, self.n_envs
+                ),
+                _ => format!(
+                    "batch_size = {} does not divide the whole rollout n_steps × n_envs × ranks = {} × {} × {ranks} = {whole} (in a distributed run batch_size is the global minibatch)",
+                    self.batch_size, self.n_steps, self.n_envs
+                ),
+            });
         }
         Ok(())
     }

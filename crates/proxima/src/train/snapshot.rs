@@ -182,7 +182,7 @@ impl Trainer {
                 ck.path()
             )));
         }
-        let cfg = resumed_config(ck, total_timesteps, backend)?;
+        let cfg = resumed_config(ck, total_timesteps, backend, 1)?;
         let tr = Trainer::new(&ck.meta.env_id, cfg)?;
         let snap = parse_snapshot(ck, ck.meta.extra.get("trainer_state").map(String::as_str))?;
         tr.restore(ck, snap)
@@ -209,7 +209,11 @@ impl Trainer {
         let Some(ranks) = ck.meta.extra.get("mpi_ranks") else {
             return Err(bad("it is a checkpoint of a run in one process, not of a distributed run: resume it without mpirun (one process's envs and sampling streams are not a split over ranks)".into()));
         };
-        let ranks: usize = ranks.parse().map_err(|_| bad(format!("mpi_ranks `{ranks}` is not a number")))?;
+        let ranks: usize = ranks
+            .parse()
+            .ok()
+            .filter(|&r| r >= 1)
+            .ok_or_else(|| bad(format!("mpi_ranks `{ranks}` is not a number of ranks")))?;
         if ranks != size {
             return Err(bad(format!(
                 "it is a checkpoint of {ranks} MPI ranks and this job has {size}: resume it with `mpirun -np {ranks}` (each rank's envs and sampling streams are in it; another split would be another run)"
@@ -222,7 +226,7 @@ impl Trainer {
         if others.len() + 1 != ranks {
             return Err(bad(format!("mpi_rank_states holds {} ranks' states, not {}", others.len(), ranks - 1)));
         }
-        let cfg = resumed_config(ck, total_timesteps, backend)?;
+        let cfg = resumed_config(ck, total_timesteps, backend, size)?;
         let tr = Trainer::distributed(&ck.meta.env_id, cfg, comm)?;
         let first = parse_snapshot(ck, ck.meta.extra.get("trainer_state").map(String::as_str))?;
         let snap = match rank {
@@ -483,6 +487,7 @@ fn resumed_config(
     ck: &checkpoint::Checkpoint,
     total_timesteps: Option<u64>,
     backend: Option<Backend>,
+    ranks: usize,
 ) -> Result<Config> {
     let saved = ck.meta.config_toml.parse::<toml::Table>().ok();
     let preset = saved
@@ -490,17 +495,17 @@ fn resumed_config(
         .and_then(|t| t.get("preset").and_then(|p| p.as_str()).map(String::from))
         .filter(|p| crate::config::PRESETS.contains(&p.as_str()))
         .unwrap_or_else(|| "cleanrl".to_string());
-    let mut cfg = Config::resolve(&preset, Some(&ck.meta.config_toml), &[])?;
+    let mut cfg = Config::resolve_over(&preset, Some(&ck.meta.config_toml), &[], ranks)?;
     if saved.is_some_and(|t| !t.contains_key("backend")) {
         cfg.backend = Backend::Candle; // saved before the key existed: trained on candle
     }
     if let Some(t) = total_timesteps {
         cfg.total_timesteps = t;
-        cfg.validate()?;
+        cfg.validate_over(ranks)?;
     }
     if let Some(b) = backend {
         cfg.backend = b;
-        cfg.validate()?;
+        cfg.validate_over(ranks)?;
     }
     if cfg.algo == "a3c" {
         return Err(ProximaError::Unsupported(

@@ -459,7 +459,7 @@ impl Trainer {
     /// # Errors
     /// As [`Trainer::new`]; `Config` for what a distributed run does not cover (named).
     pub fn distributed(env_id: &str, cfg: Config, comm: std::sync::Arc<dyn Collective>) -> Result<Self> {
-        cfg.validate()?;
+        cfg.validate_over(comm.size())?;
         let refuse =
             |what: &str| Err(ProximaError::Config(format!("{what} is not supported in a distributed (MPI) run yet")));
         if cfg.algo != "ppo" {
@@ -639,7 +639,7 @@ impl Trainer {
         if total_timesteps != self.cfg.total_timesteps {
             let mut cfg = self.cfg.clone();
             cfg.total_timesteps = total_timesteps;
-            cfg.validate()?;
+            cfg.validate_over(self.ranks())?;
             self.num_updates = total_timesteps.div_ceil(steps_per_iteration(&cfg, &self.algo));
             self.cfg = cfg;
             self.recount_updates();
