@@ -976,7 +976,7 @@ impl Config {
         // SAC draws its batches from the replay buffer.
         let one_batch = matches!(self.algo.as_str(), "a2c" | "a3c" | "reinforce") || self.is_off_policy();
         let whole = rollout * ranks;
-        if !one_batch && (whole % self.batch_size != 0 || self.batch_size > whole) {
+        if !one_batch && (!whole.is_multiple_of(self.batch_size) || self.batch_size > whole) {
             return bad(match ranks {
                 1 => format!(
                     "batch_size = {} does not divide the rollout n_steps × n_envs = {} × {} = {rollout}",
