@@ -319,38 +319,7 @@ fn train_distributed(a: &TrainArgs, var: &str, value: usize) -> Result<()> {
         mpi.all_reduce_sum_f64(&mut any).is_err() || any[0] > 0.0
     };
     let run = || -> Result<()> {
-        let this_run = match &a.resume {
-            None => {
-                let (env_id, cfg) = train_config_over(a, mpi.size())?;
-                format!("train {env_id}\n{}", cfg.to_toml())
-            }
-            Some(dir) => format!(
-                "train --resume {}\n--total-timesteps {:?}\n--backend {:?}\nENV_ID {:?}",
-                dir.display(),
-                a.total_timesteps,
-                a.backend,
-                a.env_id
-            ),
-        };
-        distributed::check_same_run(&*mpi, &this_run)?;
-        let (mut trainer, dir) = match &a.resume {
-            Some(dir) => match resumed_distributed(a, dir, mpi.clone())? {
-                Some(trainer) => (trainer, dir.clone()),
-                None => return Ok(()),
-            },
-            None => {
-                let (env_id, cfg) = train_config_over(a, mpi.size())?;
-                let (seed, label) = (cfg.seed, cfg.algo.clone());
-                let trainer = train::Trainer::distributed(env_id, cfg, mpi.clone())?;
-                if rank != 0 {
-                    (trainer, PathBuf::new())
-                } else {
-                    check_env_keys(a, &trainer)?;
-                    let dir = claim_run_dir(a.run_dir.clone(), &format!("{}__{label}__{seed}", safe_id(env_id)))?;
-                    (trainer, dir)
-                }
-            }
-        };
+        let Some((mut trainer, dir)) = distributed_trainer(a, &mpi)? else { return Ok(()) };
         if rank == 0 {
             return train_with_bar(a, trainer, &dir, &signalled);
         }
@@ -376,6 +345,33 @@ fn train_distributed(a: &TrainArgs, var: &str, value: usize) -> Result<()> {
         one_line(&comm_summary(&mpi, rank, t0.elapsed().as_secs_f64()));
     }
     outcome
+}
+
+/// This rank's trainer of a distributed run, new or resumed, and (on rank 0) its run directory;
+/// `None` when there is nothing to train. Before anything else, the ranks check that they were
+/// all started with the same run ([`distributed::check_same_run`]).
+#[cfg(feature = "mpi")]
+fn distributed_trainer(
+    a: &TrainArgs,
+    mpi: &std::sync::Arc<distributed::Mpi>,
+) -> Result<Option<(train::Trainer, PathBuf)>> {
+    use proxima::dist::Collective;
+    let Some(dir) = &a.resume else {
+        let (env_id, cfg) = train_config_over(a, mpi.size())?;
+        distributed::check_same_run(&**mpi, &format!("train {env_id}\n{}", cfg.to_toml()))?;
+        let (seed, label) = (cfg.seed, cfg.algo.clone());
+        let trainer = train::Trainer::distributed(env_id, cfg, mpi.clone())?;
+        if mpi.rank() != 0 {
+            return Ok(Some((trainer, PathBuf::new())));
+        }
+        check_env_keys(a, &trainer)?;
+        let dir = claim_run_dir(a.run_dir.clone(), &format!("{}__{label}__{seed}", safe_id(env_id)))?;
+        return Ok(Some((trainer, dir)));
+    };
+    let (t, b, e) = (a.total_timesteps, &a.backend, &a.env_id);
+    let this_run = format!("train --resume {}\n--total-timesteps {t:?}\n--backend {b:?}\nENV_ID {e:?}", dir.display());
+    distributed::check_same_run(&**mpi, &this_run)?;
+    Ok(resumed_distributed(a, dir, mpi.clone())?.map(|trainer| (trainer, dir.clone())))
 }
 
 /// `--resume DIR` under mpirun: rank 0 reads DIR's latest checkpoint and sends it to every rank
