@@ -48,7 +48,14 @@ pub fn check_same_run(comm: &dyn proxima::dist::Collective, run: &str) -> Result
     let mut first = run.as_bytes().to_vec();
     comm.broadcast_bytes(&mut first)?;
     let first = String::from_utf8_lossy(&first);
-    if comm.rank() == 0 || first == run {
+    let differs = comm.rank() != 0 && first != run;
+    // Every rank learns whether any differs before going on: rank 0 creates nothing then.
+    let mut any = [f64::from(u8::from(differs))];
+    comm.all_reduce_sum_f64(&mut any)?;
+    if !differs {
+        if any[0] > 0.0 {
+            bail!("another rank was started with another run than rank 0 (its error names the difference)");
+        }
         return Ok(());
     }
     let (mut here, mut there) = (run.lines(), first.lines());
@@ -61,6 +68,21 @@ pub fn check_same_run(comm: &dyn proxima::dist::Collective, run: &str) -> Result
     bail!(
         "this rank was started with another run than rank 0: `{mine}` here, `{theirs}` on rank 0 (every rank must run the same command, with the same configuration files)"
     )
+}
+
+/// Makes this rank end (SIGKILL) when its launcher does: after a second Ctrl-C `mpirun` exits at
+/// once, and its ranks must not train on without it (Linux; elsewhere nothing).
+#[cfg(feature = "mpi")]
+pub fn die_with_launcher() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl(PR_SET_PDEATHSIG) takes a signal number and touches no memory.
+    unsafe {
+        let parent = libc::getppid();
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+        if libc::getppid() != parent {
+            libc::raise(libc::SIGKILL); // the launcher was already gone
+        }
+    }
 }
 
 #[cfg(feature = "mpi")]

@@ -304,12 +304,18 @@ fn train(a: TrainArgs) -> Result<()> {
 fn train_distributed(a: &TrainArgs, var: &str, value: usize) -> Result<()> {
     use proxima::dist::Collective;
     distributed::check_args(a.seeds.is_some())?;
+    distributed::die_with_launcher();
     let mpi = std::sync::Arc::new(distributed::Mpi::init()?);
     let rank = mpi.rank();
     if var.ends_with("_SIZE") && value != mpi.size() {
         bail!(
             "{var}={value} says this is one of {value} processes, but MPI started {}: a variable left from another job (e.g. in an `srun --pty` shell)? Unset {var} to train in one process, or launch with mpirun/srun",
             mpi.size()
+        );
+    }
+    if mpi.size() == 1 {
+        eprintln!(
+            "note: one MPI rank ({var}={value}): a distributed run of 1 rank, whose envs each sample from their own stream, so it is not the plain run of this seed (for that, run without mpirun and without launcher variables set)"
         );
     }
     // A signal stops every rank after the same update: after each one the ranks sum their
@@ -368,8 +374,14 @@ fn distributed_trainer(
         let dir = claim_run_dir(a.run_dir.clone(), &format!("{}__{label}__{seed}", safe_id(env_id)))?;
         return Ok(Some((trainer, dir)));
     };
-    let (t, b, e) = (a.total_timesteps, &a.backend, &a.env_id);
-    let this_run = format!("train --resume {}\n--total-timesteps {t:?}\n--backend {b:?}\nENV_ID {e:?}", dir.display());
+    let given = |v: Option<String>| v.unwrap_or_else(|| "(not given)".into());
+    let this_run = format!(
+        "train --resume {}\n--total-timesteps {}\n--backend {}\nENV_ID {}",
+        dir.display(),
+        given(a.total_timesteps.map(|t| t.to_string())),
+        given(a.backend.clone()),
+        given(a.env_id.clone())
+    );
     distributed::check_same_run(&**mpi, &this_run)?;
     Ok(resumed_distributed(a, dir, mpi.clone())?.map(|trainer| (trainer, dir.clone())))
 }

@@ -113,7 +113,7 @@ mod with_mpi {
         let (o1, o2) = (run(1, &one, case), run(2, &two, case));
         assert!(o1.contains("for 5120 steps") && o2.contains("for 5120 steps"), "{o1}\n{o2}");
         let config = std::fs::read_to_string(two.join("config.toml")).unwrap();
-        assert!(config.contains("# a distributed run: 2 MPI ranks × n_envs = 4 envs in all"), "{config}");
+        assert!(config.contains("# a distributed run: 2 MPI ranks × 2 envs = 4 envs in all"), "{config}");
         let (w1, w2) = (weights(&one.join("model.safetensors")), weights(&two.join("model.safetensors")));
         assert_eq!(w1.len(), w2.len());
         for ((name, a), (_, b)) in w1.iter().zip(&w2) {
@@ -229,7 +229,8 @@ mod with_mpi {
     /// A rank that is killed, or stuck (here: stopped with SIGSTOP) while the others wait for it in
     /// a collective, ends the whole job with a message, never a hang: Open MPI ends a job whose
     /// rank died, and the ranks' watchdog gives up after `PROXIMA_MPI_TIMEOUT` seconds in one
-    /// collective. A malformed timeout is refused.
+    /// collective. After two Ctrl-Cs (mpirun quits at once) no rank trains on. A malformed timeout
+    /// is refused.
     #[test]
     fn a_killed_or_stuck_rank_ends_the_job() {
         for (signal, timeout, said) in [
@@ -261,6 +262,30 @@ mod with_mpi {
             assert!(t1.elapsed() < Duration::from_secs(60), "{signal}: the job took {:?} to end", t1.elapsed());
             let _ = std::fs::remove_dir_all(&dir);
         }
+        // Two Ctrl-Cs: mpirun quits at once, and its ranks must not train on without it.
+        let dir = std::env::temp_dir().join(format!("proxima-mpi-twice-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut child = mpirun(2)
+            .args(["train", "CartPole-v1", "--quiet", "--total-timesteps", "100000000", "--set", "n_envs=2"])
+            .args(["--run-dir", dir.to_str().unwrap()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let t0 = Instant::now();
+        while std::fs::read_to_string(dir.join("progress.csv")).map_or(0, |t| t.lines().count()) < 3 {
+            assert!(t0.elapsed() < Duration::from_secs(120), "two Ctrl-Cs: no progress in 120 s");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        for _ in 0..2 {
+            Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        child.wait().unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let left = Command::new("pgrep").args(["-f", dir.to_str().unwrap()]).output().unwrap();
+        assert!(left.stdout.is_empty(), "ranks outlived mpirun: {}", String::from_utf8_lossy(&left.stdout));
+        let _ = std::fs::remove_dir_all(&dir);
         let out = mpirun(2).args(["train", "CartPole-v1"]).env("PROXIMA_MPI_TIMEOUT", "soon").output().unwrap();
         let se = String::from_utf8_lossy(&out.stderr);
         assert!(se.contains("PROXIMA_MPI_TIMEOUT=\"soon\": expected whole seconds"), "{se}");
@@ -291,9 +316,11 @@ mod with_mpi {
         assert!(e.contains("does not divide the whole rollout n_steps × n_envs × ranks = 128 × 2 × 2 = 512"), "{e}");
         // Ranks started with different runs (MPMD, as differing config files on two nodes would):
         // refused before any all-reduce, naming the first difference.
+        let run_dir = std::env::temp_dir().join(format!("proxima-mpi-mpmd-{}", std::process::id()));
         let mpmd = |second: &[&str]| {
             let out = mpirun(1)
-                .args(["train", "CartPole-v1", "--quiet", "--total-timesteps", "2048", ":", "-np", "1", BIN])
+                .args(["train", "CartPole-v1", "--quiet", "--total-timesteps", "2048", "--run-dir"])
+                .args([run_dir.to_str().unwrap(), ":", "-np", "1", BIN])
                 .args(second)
                 .output()
                 .unwrap();
@@ -304,6 +331,7 @@ mod with_mpi {
             e.contains("started with another run than rank 0: `train Acrobot-v1` here, `train CartPole-v1`"),
             "{e}"
         );
+        assert!(!run_dir.exists(), "rank 0 created its run directory although rank 1 was refused");
         let e = mpmd(&["train", "CartPole-v1", "--quiet", "--total-timesteps", "2048", "--set", "learning_rate=0.1"]);
         assert!(e.contains("`learning_rate = 0.1` here, `learning_rate = 0.00025` on rank 0"), "{e}");
         // A launcher's variable left in the shell, without a launcher.

@@ -83,8 +83,9 @@ impl RunDir {
         let mut config = format!("env_id = {:?}\n{}", trainer.env_id, trainer.cfg.to_toml());
         if let Some(d) = trainer.dist() {
             // A comment, so that the file still reads back as a config.
-            let (ranks, total) = (d.split.size, d.split.total_envs());
-            config.push_str(&format!("# a distributed run: {ranks} MPI ranks × n_envs = {total} envs in all\n"));
+            let (ranks, n, total) = (d.split.size, d.split.n_envs, d.split.total_envs());
+            let ranks = if ranks == 1 { "1 MPI rank".to_string() } else { format!("{ranks} MPI ranks") };
+            config.push_str(&format!("# a distributed run: {ranks} × {n} envs = {total} envs in all\n"));
         }
         io::write_atomic(&dir.join("config.toml"), config.as_bytes())?;
         let csv_path = dir.join("progress.csv");
