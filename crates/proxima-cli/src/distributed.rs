@@ -4,11 +4,13 @@
 //! libclang-dev`); without it, a launch by an MPI launcher is a clear error naming the feature.
 //!
 //! Rank 0 alone writes the run directory, its logs and checkpoints (holding every rank's envs
-//! and streams, gathered after each update); the other ranks train silently. `--resume` under
-//! the same number of ranks is exact: rank 0 reads the checkpoint and broadcasts it. A signal (mpirun forwards Ctrl-C to every rank as SIGTERM) stops every rank after
-//! the same update (the ranks sum their flags after each one); rank 0 saves. A rank that fails
-//! prints its error with its rank and aborts the whole job (`MPI_Abort`), so no rank waits
-//! forever in a collective.
+//! and streams, gathered after each update); the other ranks train silently. Before anything
+//! starts, every rank checks that it runs rank 0's run ([`check_same_run`]). `--resume` under the
+//! same number of ranks is exact: rank 0 reads the checkpoint and broadcasts it. A signal (mpirun
+//! forwards Ctrl-C to every rank as SIGTERM) stops every rank after the same update (the ranks
+//! sum their flags after each one); rank 0 saves. A rank that fails prints its error with its
+//! rank and aborts the whole job (`MPI_Abort`); a rank that waits too long in a collective ends
+//! it (the watchdog, `PROXIMA_MPI_TIMEOUT`); a rank ends with its launcher.
 
 #[cfg(feature = "mpi")]
 use anyhow::{bail, Result};
@@ -23,10 +25,10 @@ pub fn launched_by() -> Option<(String, usize)> {
 }
 
 /// Refuses what a distributed run does not do, before anything starts.
-#[cfg(feature = "mpi")]
 ///
 /// # Errors
 /// `--seeds` (each job is one data-parallel run).
+#[cfg(feature = "mpi")]
 pub fn check_args(seeds: bool) -> Result<()> {
     if seeds {
         bail!("--seeds under mpirun: run one seed per job (each job is one data-parallel run)");
