@@ -153,6 +153,29 @@ mod with_mpi {
         c
     }
 
+    /// Waits until `dir`'s progress.csv has `lines` lines (header included), at most 120 s.
+    fn wait_for_progress(dir: &Path, lines: usize, what: &str) {
+        let t0 = Instant::now();
+        while std::fs::read_to_string(dir.join("progress.csv")).map_or(0, |t| t.lines().count()) < lines {
+            assert!(t0.elapsed() < Duration::from_secs(120), "{what}: no progress in 120 s");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// `mpirun -np 2 proxima train CartPole-v1` of 2 envs per rank into `dir`, long enough to be
+    /// interrupted (10⁸ steps), started in the background with stdout discarded.
+    fn spawn_long_run(dir: &Path, timeout: &str, stderr: Stdio) -> std::process::Child {
+        let _ = std::fs::remove_dir_all(dir);
+        mpirun(2)
+            .args(["train", "CartPole-v1", "--quiet", "--total-timesteps", "100000000", "--set", "n_envs=2"])
+            .args(["--run-dir", dir.to_str().unwrap()])
+            .env("PROXIMA_MPI_TIMEOUT", timeout)
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .unwrap()
+    }
+
     /// Runs `c` to success; its stderr.
     fn succeed(c: &mut Command) -> String {
         let out = c.output().expect("mpirun (Open MPI) is installed");
@@ -208,12 +231,7 @@ mod with_mpi {
         succeed(&mut train("Pendulum-v1", steps, "uninterrupted"));
         let mut c = train("Pendulum-v1", steps, "stopped");
         let child = c.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
-        let progress = base.join("stopped").join("progress.csv");
-        let t0 = Instant::now();
-        while std::fs::read_to_string(&progress).map_or(0, |t| t.lines().count()) < 4 {
-            assert!(t0.elapsed() < Duration::from_secs(120), "no progress in 120 s");
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        wait_for_progress(&base.join("stopped"), 4, "the run to stop");
         assert!(Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
         let out = child.wait_with_output().unwrap();
         let se = String::from_utf8_lossy(&out.stderr).to_string();
@@ -238,20 +256,8 @@ mod with_mpi {
             ("-STOP", "2", "waited 2 s in an MPI collective for the other ranks (PROXIMA_MPI_TIMEOUT=2)"),
         ] {
             let dir = std::env::temp_dir().join(format!("proxima-mpi-stuck-{}{signal}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&dir);
-            let child = mpirun(2)
-                .args(["train", "CartPole-v1", "--quiet", "--total-timesteps", "100000000", "--set", "n_envs=2"])
-                .args(["--run-dir", dir.to_str().unwrap()])
-                .env("PROXIMA_MPI_TIMEOUT", timeout)
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap();
-            let t0 = Instant::now();
-            while std::fs::read_to_string(dir.join("progress.csv")).map_or(0, |t| t.lines().count()) < 3 {
-                assert!(t0.elapsed() < Duration::from_secs(120), "{signal}: no progress in 120 s");
-                std::thread::sleep(Duration::from_millis(5));
-            }
+            let child = spawn_long_run(&dir, timeout, Stdio::piped());
+            wait_for_progress(&dir, 3, signal);
             let ranks = Command::new("pgrep").args(["-P", &child.id().to_string()]).output().unwrap();
             let rank = String::from_utf8_lossy(&ranks.stdout).lines().last().expect("a rank process").to_string();
             assert!(Command::new("kill").args([signal, &rank]).status().unwrap().success());
@@ -264,19 +270,8 @@ mod with_mpi {
         }
         // Two Ctrl-Cs: mpirun quits at once, and its ranks must not train on without it.
         let dir = std::env::temp_dir().join(format!("proxima-mpi-twice-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let mut child = mpirun(2)
-            .args(["train", "CartPole-v1", "--quiet", "--total-timesteps", "100000000", "--set", "n_envs=2"])
-            .args(["--run-dir", dir.to_str().unwrap()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let t0 = Instant::now();
-        while std::fs::read_to_string(dir.join("progress.csv")).map_or(0, |t| t.lines().count()) < 3 {
-            assert!(t0.elapsed() < Duration::from_secs(120), "two Ctrl-Cs: no progress in 120 s");
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        let mut child = spawn_long_run(&dir, "600", Stdio::null());
+        wait_for_progress(&dir, 3, "two Ctrl-Cs");
         for _ in 0..2 {
             Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
             std::thread::sleep(Duration::from_millis(200));
