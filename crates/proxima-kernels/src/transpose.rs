@@ -84,7 +84,8 @@ mod x86 {
 
     /// W narrower than 8 (the first layer of a small observation): each column, 16 rows at a
     /// time, by one gather (of elements `inp` apart) and one store; returns the rows done. One
-    /// gather per 16 values instead of 16 scalar copies: 0.44 → 0.29 µs for a 64 × 4 W in place.
+    /// gather per 16 values instead of 16 scalar copies: 0.44 → 0.29 µs for CartPole's two 64 × 4
+    /// first layers inside the 64-row update.
     ///
     /// # Safety
     /// As [`transpose_avx512`], and `inp < 8`.
