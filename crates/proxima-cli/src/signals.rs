@@ -1,9 +1,18 @@
 //! SIGINT (Ctrl-C) and SIGTERM: the first one asks the running command to stop after the
 //! current update, save and exit with status 128 + the signal's number (130, 143); a second one
-//! exits at once with that status (files are written atomically, so nothing is left torn).
+//! exits at once with that status (files are written atomically, so nothing is left torn) —
+//! unless it comes within [`DUPLICATE_WINDOW`] of the first, when it is the same request sent
+//! twice (coreutils' `timeout` signals the command and then its whole process group) and is
+//! ignored.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+/// A second signal this soon after the first is taken as a copy of it, not as a request to quit
+/// at once: `timeout` (without `--foreground`) sends its signal to the command and then to its
+/// own process group, microseconds apart; a person pressing Ctrl-C twice takes longer.
+pub const DUPLICATE_WINDOW: Duration = Duration::from_millis(100);
 
 struct Flags {
     /// Set before training starts and once it is over (the model is being written and
@@ -11,8 +20,10 @@ struct Flags {
     over: Arc<AtomicBool>,
     /// The first signal's number, 0 before any.
     signal: Arc<AtomicUsize>,
-    /// Set by the first signal: the second one then exits at once.
+    /// Set by the first signal: a later one (outside [`DUPLICATE_WINDOW`]) then exits at once.
     armed: Arc<AtomicBool>,
+    /// When the first signal came, in nanoseconds since [`install`].
+    first_at: Arc<AtomicU64>,
 }
 
 static FLAGS: OnceLock<Flags> = OnceLock::new();
@@ -32,11 +43,16 @@ pub fn install() {
             over: Arc::new(AtomicBool::new(true)),
             signal: Arc::new(AtomicUsize::new(0)),
             armed: Arc::new(AtomicBool::new(false)),
+            first_at: Arc::new(AtomicU64::new(0)),
         };
+        let start = Instant::now();
         for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
             // The order matters: the exits check `over` and `armed` before this signal sets them.
+            let (armed, first_at) = (flags.armed.clone(), flags.first_at.clone());
+            let quit_or_note = move || quit_unless_a_copy(sig, start, &armed, &first_at);
             let installed = signal_hook::flag::register_conditional_default(sig, flags.over.clone())
-                .and_then(|_| signal_hook::flag::register_conditional_shutdown(sig, 128 + sig, flags.armed.clone()))
+                // SAFETY: `quit_unless_a_copy` is async-signal-safe (see its docs).
+                .and_then(|_| unsafe { signal_hook::low_level::register(sig, quit_or_note) })
                 .and_then(|_| signal_hook::flag::register_usize(sig, flags.signal.clone(), sig as usize))
                 .and_then(|_| signal_hook::flag::register(sig, flags.armed.clone()));
             if let Err(e) = installed {
@@ -48,6 +64,37 @@ pub fn install() {
     });
 }
 
+/// In the signal handler, before the first signal sets `armed`: the first signal notes when it
+/// came; a later one exits at once with status 128 + `sig`, saying so, unless it comes within
+/// [`DUPLICATE_WINDOW`] of the first (then it is a copy, and ignored). Async-signal-safe: atomics,
+/// the monotonic clock (`clock_gettime`, no lock), one `write(2)` to stderr and `_exit`.
+fn quit_unless_a_copy(sig: i32, start: Instant, armed: &AtomicBool, first_at: &AtomicU64) {
+    let now = start.elapsed().as_nanos().min(u64::MAX as u128) as u64;
+    if !armed.load(Ordering::SeqCst) {
+        first_at.store(now, Ordering::SeqCst);
+        return;
+    }
+    if now.saturating_sub(first_at.load(Ordering::SeqCst)) < DUPLICATE_WINDOW.as_nanos() as u64 {
+        return;
+    }
+    let message: &[u8] = match sig {
+        signal_hook::consts::SIGTERM => {
+            b"\nSIGTERM again: quitting at once, without saving (the files already written are whole)\n"
+        }
+        _ => b"\nSIGINT again: quitting at once, without saving (the files already written are whole)\n",
+    };
+    #[cfg(unix)]
+    {
+        use std::io::Write;
+        use std::os::fd::FromRawFd;
+        // SAFETY: fd 2 is stderr, open for the whole process; ManuallyDrop keeps it open. A write
+        // on a `File` is one write(2) call, with no lock and no allocation.
+        let mut stderr = std::mem::ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(2) });
+        let _ = stderr.write(message);
+    }
+    signal_hook::low_level::exit(128 + sig);
+}
+
 /// Says at once that the first signal was heard (the stop itself waits for the current update
 /// or step to end): from a thread of its own, since a signal handler may not print.
 fn acknowledge_the_first_signal() {
@@ -56,7 +103,7 @@ fn acknowledge_the_first_signal() {
         let spawned = std::thread::Builder::new().name("signals".into()).spawn(move || {
             if let Some(sig) = signals.forever().next() {
                 eprintln!(
-                    "\n{}: stopping after the current update (or step), then saving; a second signal quits at once",
+                    "\n{}: stopping after the current update (or step), then saving; another signal quits at once",
                     name(sig)
                 );
             }

@@ -153,7 +153,7 @@ fn sigint_at_ten_moments_saves_exits_130_and_resumes_exactly() {
 }
 
 #[test]
-fn sigterm_exits_143_and_a_second_signal_exits_at_once() {
+fn sigterm_exits_143_a_second_signal_exits_at_once_and_a_copy_of_the_first_is_one_request() {
     let base = tmp("sigterm");
     let (_, model, csv) = uninterrupted(&base);
     let dir = base.join("term");
@@ -164,16 +164,45 @@ fn sigterm_exits_143_and_a_second_signal_exits_at_once() {
     assert_eq!(out.status.code(), Some(143), "{se}");
     assert!(se.contains("SIGTERM: stopped after update"), "{se}");
     resume_and_compare(&dir, &model, &csv, "SIGTERM");
-    // Two signals in a row: the second ends the process at once, without the save (the files
-    // already there are whole, and the run resumes exactly from them).
+    // Two signals in a row: the second, 300 ms after the first (past the window in which it
+    // would count as a copy), ends the process at once, in the middle of an update of ≈ 2 s,
+    // without the save, and says so; the files already there are whole, and the run resumes
+    // exactly from them.
+    let slow = |dir: &Path| {
+        let mut a = train_args(dir);
+        let at = a.iter().position(|x| x == "--total-timesteps").unwrap();
+        a[at + 1] = "384".into();
+        a.extend(["--set", "checkpoint_freq=1", "--set", "n_epochs=500"].map(String::from));
+        a
+    };
+    let reference = base.join("slow");
+    let (code, se) = run(&slow(&reference));
+    assert_eq!(code, 0, "{se}");
+    let slow_model = std::fs::read(reference.join("model.safetensors")).unwrap();
+    let slow_csv = csv_without_timings(&reference);
     let dir = base.join("twice");
-    let (child, _) = start_and_wait_for(&train_args(&dir), &dir, 8);
+    let (child, _) = start_and_wait_for(&slow(&dir), &dir, 1);
+    std::thread::sleep(Duration::from_millis(200)); // into update 2
     signal(&child, "-INT");
+    std::thread::sleep(Duration::from_millis(300));
     signal(&child, "-INT");
     let out = child.wait_with_output().unwrap();
     let se = String::from_utf8_lossy(&out.stderr).to_string();
     assert_eq!(out.status.code(), Some(130), "{se}");
-    resume_and_compare(&dir, &model, &csv, "two SIGINTs");
+    assert!(se.contains("SIGINT again: quitting at once, without saving") && !se.contains("stopped after"), "{se}");
+    resume_and_compare(&dir, &slow_model, &slow_csv, "two SIGINTs");
+    // The same signal twice within microseconds, as coreutils' `timeout` sends it (to the command,
+    // then to its process group): one request, so the run stops after its update and saves.
+    let dir = base.join("copies");
+    let (child, _) = start_and_wait_for(&train_args(&dir), &dir, 8);
+    let pid = child.id().to_string();
+    let sent = Command::new("sh").args(["-c", "kill -INT $0; kill -INT $0", &pid]).status().unwrap();
+    assert!(sent.success());
+    let out = child.wait_with_output().unwrap();
+    let se = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(130), "{se}");
+    assert!(se.contains("SIGINT: stopped after update") && !se.contains("quitting at once"), "{se}");
+    resume_and_compare(&dir, &model, &csv, "a SIGINT sent twice at once");
     // A3C saves its model but cannot resume: the message says so instead of a resume hint.
     let dir = base.join("a3c");
     let args: Vec<String> = [
