@@ -5,7 +5,7 @@
 //! `gemm` crate's and the fused backend's own kernel's (`proxima_kernels::gemm::chain_gemm`),
 //! both measured here and printed. Run with `cargo bench -p proxima --bench update`; prints a Markdown table.
 //! `-- --fused-only` skips candle; `-- --profile ROWS` only times the fused update of ROWS rows
-//! on one thread (for `perf record`).
+//! (1 to 65,536) on one thread (for `perf record`); anything else is an error (exit 2).
 
 use proxima::algo::optim::Optimizer;
 use proxima::algo::update::apply_gradients;
@@ -157,11 +157,43 @@ fn update_us(backend: Backend, b: usize, threads: usize) -> f64 {
     times[times.len() / 2]
 }
 
+/// The most rows `--profile` takes: the network's buffers for this many rows (about ten of
+/// `[rows, 64]` f32, and the minibatch) peak near 350 MB.
+const MAX_PROFILE_ROWS: usize = 1 << 16;
+
+/// What the command line asks for: the table (without candle's columns with `--fused-only`), or
+/// the fused update of `--profile ROWS` rows alone. `cargo bench` adds `--bench`.
+fn parse_args(args: &[String]) -> Result<(bool, Option<usize>), String> {
+    let (mut fused_only, mut profile) = (false, None);
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--fused-only" => fused_only = true,
+            "--bench" => {}
+            "--profile" => {
+                let rows = it.next().ok_or("--profile needs a number of rows")?;
+                match rows.parse::<usize>() {
+                    Ok(n) if (1..=MAX_PROFILE_ROWS).contains(&n) => profile = Some(n),
+                    _ => {
+                        return Err(format!(
+                            "--profile {rows:?}: expected a number of rows from 1 to {MAX_PROFILE_ROWS}"
+                        ))
+                    }
+                }
+            }
+            other => return Err(format!("unknown argument {other:?} (expected --fused-only or --profile ROWS)")),
+        }
+    }
+    Ok((fused_only, profile))
+}
+
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let fused_only = args.iter().any(|a| a == "--fused-only");
-    if let Some(rows) = args.iter().position(|a| a == "--profile").and_then(|i| args.get(i + 1)) {
-        let rows = rows.parse().expect("--profile ROWS: a number of rows");
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (fused_only, profile) = parse_args(&args).unwrap_or_else(|e| {
+        eprintln!("error: {e}");
+        std::process::exit(2)
+    });
+    if let Some(rows) = profile {
         println!("fused, {rows} rows, one thread: {:.1} µs", update_us(Backend::Fused, rows, 1));
         return;
     }
