@@ -15,11 +15,15 @@ pub fn claim_run_dir(explicit: Option<PathBuf>, base: &str) -> Result<PathBuf> {
                 bail!("--run-dir {}: exists and is not a directory", d.display());
             }
             if std::fs::read_dir(&d).with_context(|| format!("--run-dir {}", d.display()))?.next().is_some() {
-                bail!(
-                    "--run-dir {} already holds files; continue that run with `proxima train --resume {}`, or choose an empty or new directory",
-                    d.display(),
-                    d.display()
-                );
+                // Only a run (its config.toml, or a multi-seed parent's seeds.toml) can be continued.
+                if d.join("config.toml").is_file() || d.join("seeds.toml").is_file() {
+                    bail!(
+                        "--run-dir {} already holds a run; continue it with `proxima train --resume {}`, or choose an empty or new directory",
+                        d.display(),
+                        d.display()
+                    );
+                }
+                bail!("--run-dir {} already holds files (not a run); choose an empty or new directory", d.display());
             }
         }
         return Ok(d);
@@ -41,6 +45,9 @@ pub fn claim_run_dir(explicit: Option<PathBuf>, base: &str) -> Result<PathBuf> {
 /// The checkpoint of a run directory with the most updates (model.safetensors or checkpoints/*);
 /// damaged files are skipped with a warning.
 pub fn latest_checkpoint(dir: &Path) -> Result<PathBuf> {
+    if dir.is_file() {
+        bail!("{}: a file; give the run directory that holds it", dir.display());
+    }
     if !dir.is_dir() {
         bail!("{}: no such run directory", dir.display());
     }
@@ -83,6 +90,12 @@ pub fn latest_checkpoint(dir: &Path) -> Result<PathBuf> {
             "{}: none of its {} checkpoint files loads (the last one's error: {e}); nothing to resume or evaluate",
             dir.display(),
             files.len()
+        ),
+        (None, None) if dir.join("seeds.toml").is_file() => bail!(
+            "{}: a multi-seed run's parent directory, which holds no checkpoint itself; give one of its seeds' \
+             directories (`{}/seed_N`)",
+            dir.display(),
+            dir.display()
         ),
         (None, None) => {
             bail!("{}: holds no checkpoint (neither model.safetensors nor checkpoints/*.safetensors)", dir.display())

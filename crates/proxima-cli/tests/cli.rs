@@ -203,6 +203,9 @@ fn bad_input_gets_a_clear_error_and_nonzero_exit() {
     std::fs::write(&typo_toml, "learning_rat = 0.001\n").unwrap();
     let workers_toml = dir.join("workers.toml");
     std::fs::write(&workers_toml, "n_workers = 8\n").unwrap();
+    let seeds_parent = dir.join("seeds-parent");
+    std::fs::create_dir_all(&seeds_parent).unwrap();
+    std::fs::write(seeds_parent.join("seeds.toml"), "").unwrap();
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (
             vec!["train", "CartPol-v1", "--run-dir", rd],
@@ -277,8 +280,10 @@ fn bad_input_gets_a_clear_error_and_nonzero_exit() {
         (vec!["train", "MountainCar-v0", "--resume", dir.to_str().unwrap()], "holds no checkpoint"),
         (
             vec!["train", "CartPole-v1", "--run-dir", dir.to_str().unwrap()],
-            "already holds files; continue that run with `proxima train --resume",
+            "already holds files (not a run); choose an empty or new directory",
         ),
+        (vec!["train", "--resume", bad_toml.to_str().unwrap()], "bad.toml: a file; give the run directory that holds it"),
+        (vec!["eval", seeds_parent.to_str().unwrap()], "a multi-seed run's parent directory"),
         (vec!["train", "CartPole-v1", "--seed", "18446744073709551615", "--run-dir", rd], "must be below 2^63"),
         (vec!["train", "CartPole-v1", "--set", "n_steps=9223372036854775807", "--run-dir", rd], "exceeds"),
         (vec!["train", "CartPole-v1", "--set", "net_arch=[2000000000]", "--run-dir", rd], "exceeds"),
