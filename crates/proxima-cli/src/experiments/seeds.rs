@@ -53,6 +53,9 @@ pub fn parse_seeds(spec: &str) -> Result<Vec<u64>> {
                 .parse::<u64>()
                 .with_context(|| format!("--seeds {spec}: `{part}` is not a seed or a range of seeds"))
         };
+        if part.starts_with('-') {
+            bail!("--seeds {spec}: `{part}`: seeds are whole numbers from 0 (a range is `LO-HI`)");
+        }
         let (lo, hi) = match part.split_once('-') {
             Some((a, b)) => (num(a)?, num(b)?),
             None => (num(part)?, num(part)?),
@@ -361,6 +364,8 @@ mod tests {
             ("1-3,2", "twice"),
             ("x", "not a seed"),
             ("0-100000", "more than"),
+            ("-1", "seeds are whole numbers from 0"),
+            ("3,-1-2", "seeds are whole numbers from 0"),
         ] {
             let e = format!("{:#}", parse_seeds(bad).unwrap_err());
             assert!(e.contains(says), "{bad}: {e}");
