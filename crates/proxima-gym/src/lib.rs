@@ -73,7 +73,15 @@ pub fn probe_python(exe: &str) -> Result<PythonInfo> {
         ))
     })?;
     if !out.status.success() {
-        return Err(EnvError::Env(format!("`{exe}` failed: {}", String::from_utf8_lossy(&out.stderr).trim())));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let said = match stderr.trim() {
+            "" => "and printed nothing".to_string(),
+            text => format!("and printed: {text}"),
+        };
+        return Err(EnvError::Env(format!(
+            "`{exe}` failed as a Python interpreter ({}) {said}; point PROXIMA_PYTHON at a Python 3 with gymnasium",
+            out.status
+        )));
     }
     let v: serde_json::Value =
         serde_json::from_slice(&out.stdout).map_err(|e| EnvError::Env(format!("`{exe}` printed no sys.path ({e})")))?;
