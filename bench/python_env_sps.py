@@ -20,8 +20,19 @@ if args.steps < 1:
     parser.error("STEPS must be at least 1")
 
 
+MAX_ENVS = 64  # each AsyncVectorEnv env is a process of its own
+
+
+def make(env_id):
+    """gym.make, its errors (an unknown id, a missing extra) as a one-line exit instead of a traceback."""
+    try:
+        return gym.make(env_id)
+    except (gym.error.Error, ImportError, ModuleNotFoundError) as e:
+        raise SystemExit(f"error: cannot make {env_id!r}: {e}")
+
+
 def single(env_id, steps):
-    env = gym.make(env_id)
+    env = make(env_id)
     env.action_space.seed(0)
     env.reset(seed=0)
     t = time.perf_counter()
@@ -38,13 +49,16 @@ def single(env_id, steps):
 
 def vector(env_id, steps, mode, n):
     kinds = {"sync": gym.vector.SyncVectorEnv, "async": gym.vector.AsyncVectorEnv}
-    if mode not in kinds or n < 1:
-        parser.error(f"--vector takes sync or async and a number of envs >= 1, got {mode} {n}")
+    if mode not in kinds or not 1 <= n <= MAX_ENVS:
+        parser.error(f"--vector takes sync or async and a number of envs from 1 to {MAX_ENVS}, got {mode} {n}")
+    if steps < n:
+        parser.error(f"STEPS ({steps}) must be at least the number of envs ({n}): each vector step steps them all")
+    make(env_id).close()  # a bad id fails here, once, not in every worker
     same_step = gym.vector.AutoresetMode.SAME_STEP
     envs = kinds[mode]([lambda: gym.make(env_id) for _ in range(n)], autoreset_mode=same_step)
     envs.action_space.seed(0)
     envs.reset(seed=0)
-    calls = max(1, steps // n)
+    calls = steps // n
     t = time.perf_counter()
     for _ in range(calls):
         envs.step(envs.action_space.sample())
