@@ -890,8 +890,10 @@ fn train_seeds(a: &TrainArgs, resume: Option<&Path>) -> Result<()> {
     } else {
         format!("final deterministic return {mean:.2} ± {std:.2} (IQM {iqm:.2}, min {min:.2})")
     };
+    // On --resume a seed's own time (its line above) also counts the processes before this one.
+    let this_run = if resume.is_some() { " (this process; the seeds' times count earlier ones too)" } else { "" };
     println!(
-        "trained {n} seed{} of {} in {:.1} s; {score}",
+        "trained {n} seed{} of {} in {:.1} s{this_run}; {score}",
         if n == 1 { "" } else { "s" },
         m.env_id,
         t0.elapsed().as_secs_f64()
