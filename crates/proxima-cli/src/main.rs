@@ -772,18 +772,13 @@ fn check_env_keys(a: &TrainArgs, trainer: &train::Trainer) -> Result<()> {
     Ok(())
 }
 
-/// Whether `env_id` is stepped through the embedded Python (the Gymnasium bridge, Atari).
-fn bridged(env_id: &str) -> bool {
-    env_id.starts_with("gym:") || env_id.starts_with("atari:")
-}
-
 /// Seeds trained at once: `--jobs`, else one per core — but one at a time for a bridged env,
 /// whose runs share one embedded Python and its GIL (2 seeds of `gym:HalfCheetah-v5` took 8.3 s
 /// side by side against 4.7 s one after the other, on 2 cores).
 fn seed_jobs(jobs: Option<usize>, env_id: &str) -> usize {
     match jobs {
         Some(j) => j,
-        None if bridged(env_id) => 1,
+        None if proxima::env::needs_bridge(env_id) => 1,
         None => std::thread::available_parallelism().map_or(1, |n| n.get()),
     }
 }
@@ -836,7 +831,7 @@ fn train_seeds(a: &TrainArgs, resume: Option<&Path>) -> Result<()> {
     let m = seeds::read_manifest(&parent)?;
     set_threads(m.config.num_threads);
     let jobs = seed_jobs(a.jobs, &m.env_id);
-    if a.jobs.is_none() && jobs == 1 && bridged(&m.env_id) && m.seeds.len() > 1 {
+    if a.jobs.is_none() && jobs == 1 && proxima::env::needs_bridge(&m.env_id) && m.seeds.len() > 1 {
         eprintln!(
             "note: the seeds of {} run one at a time: bridged envs share one embedded Python and its lock (the GIL), \
              so seeds side by side ran slower here; --jobs N overrides",

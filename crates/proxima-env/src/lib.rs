@@ -366,6 +366,12 @@ pub fn make(env_id: &str) -> Result<Box<dyn Env>> {
     make_with(env_id, false)
 }
 
+/// Whether `env_id` is stepped through the Python Gymnasium bridge (`gym:…`, `atari:…`) rather
+/// than natively: such envs need a build with the bridge, and share one embedded Python.
+pub fn needs_bridge(env_id: &str) -> bool {
+    env_id.starts_with("gym:") || env_id.starts_with(atari::ATARI_PREFIX)
+}
+
 /// [`make`], asking for an env that can [`Env::render`] frames when `render` is true
 /// (`gymnasium.make(id, render_mode="rgb_array")` for bridged envs; native envs always can).
 ///
@@ -378,7 +384,7 @@ pub fn make_with(env_id: &str, render: bool) -> Result<Box<dyn Env>> {
     if let Some((prefix, factory)) = external {
         return factory(&env_id[prefix.len()..], render);
     }
-    if env_id.starts_with("gym:") || env_id.starts_with(atari::ATARI_PREFIX) {
+    if needs_bridge(env_id) {
         return Err(EnvError::UnknownEnv(format!(
             "`{env_id}` needs the Python Gymnasium bridge, which this build lacks: build the CLI with `--features gym`"
         )));
