@@ -23,7 +23,7 @@ mod signals;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use proxima::config::{Config, PRESETS};
+use proxima::config::{AlgoName, Config, ValidConfig, PRESETS};
 use proxima::env::NATIVE_ENV_IDS;
 use proxima::train::{self, mean_std};
 use rundirs::{claim_run_dir, latest_checkpoint, resolve_checkpoint};
@@ -367,7 +367,7 @@ fn distributed_trainer(
     let Some(dir) = &a.resume else {
         let (env_id, cfg) = train_config_over(a, mpi.size())?;
         distributed::check_same_run(&**mpi, &format!("train {env_id}\n{}", cfg.to_toml()))?;
-        let (seed, label) = (cfg.seed, cfg.algo.clone());
+        let (seed, label) = (cfg.seed, cfg.algo);
         let trainer = train::Trainer::distributed(env_id, cfg, mpi.clone())?;
         if mpi.rank() != 0 {
             return Ok(Some((trainer, PathBuf::new())));
@@ -463,7 +463,7 @@ fn train_distributed(_: &TrainArgs, var: &str, value: usize) -> Result<()> {
 fn train_with_bar(a: &TrainArgs, trainer: train::Trainer, run_dir: &Path, signalled: &dyn Fn() -> bool) -> Result<()> {
     let env_id = trainer.env_id.clone();
     let total = trainer.cfg.total_timesteps;
-    let (a3c, last_update) = (trainer.cfg.algo == "a3c", trainer.num_updates);
+    let (a3c, last_update) = (trainer.cfg.algo == AlgoName::A3c, trainer.num_updates);
     // How to continue a stopped run: a distributed one under mpirun with the same ranks.
     let launch = trainer.dist().map_or(String::new(), |d| format!("mpirun -np {} ", d.split.size));
     if let Some(rb) = trainer.replay_buffer().filter(|_| !a.quiet) {
@@ -676,7 +676,7 @@ fn restarted_trainer(
 /// run directory (claimed only once everything that can fail on bad input has been built).
 fn new_trainer(a: &TrainArgs) -> Result<(train::Trainer, PathBuf)> {
     let (env_id, cfg) = train_config(a)?;
-    let (seed, label) = (cfg.seed, cfg.algo.clone());
+    let (seed, label) = (cfg.seed, cfg.algo);
     // Build everything that can fail on bad input before touching the file system.
     let trainer = train::Trainer::new(env_id, cfg)?;
     check_env_keys(a, &trainer)?;
@@ -691,13 +691,13 @@ fn safe_id(env_id: &str) -> String {
 
 /// The env id and the resolved config of a new run: preset (or --algo's), --config, --set,
 /// then the explicit flags.
-fn train_config(a: &TrainArgs) -> Result<(&str, Config)> {
+fn train_config(a: &TrainArgs) -> Result<(&str, ValidConfig)> {
     train_config_over(a, 1)
 }
 
 /// [`train_config`] for a distributed run of `ranks` processes (`batch_size` checked against
 /// the whole rollout: [`Config::validate_over`]).
-fn train_config_over(a: &TrainArgs, ranks: usize) -> Result<(&str, Config)> {
+fn train_config_over(a: &TrainArgs, ranks: usize) -> Result<(&str, ValidConfig)> {
     let env_id = a.env_id.as_deref().expect("clap requires ENV_ID without --resume");
     let file = match &a.config {
         Some(p) => {
@@ -722,16 +722,16 @@ fn train_config_over(a: &TrainArgs, ranks: usize) -> Result<(&str, Config)> {
     }
     let preset = a.preset.as_deref().unwrap_or(default_preset);
     if let (Some(algo), Ok(p)) = (a.algo.as_deref(), Config::preset(preset)) {
-        let off = |x: &str| matches!(x, "sac" | "td3" | "ddpg");
+        let off = |x: &str| x.parse::<AlgoName>().is_ok_and(AlgoName::is_off_policy);
         if off(algo) != p.is_off_policy() {
             bail!(
                 "--preset {preset} holds {}'s hyperparameters, which do not fit --algo {algo} ({} algorithm): leave --preset out (it defaults to --algo's own) or pick one of the same kind",
-                p.algo.to_uppercase(),
+                p.algo.as_str().to_uppercase(),
                 if off(algo) { "an off-policy" } else { "an on-policy" }
             );
         }
     }
-    let mut cfg = Config::resolve_over(preset, file.as_deref(), &sets, ranks)?;
+    let mut cfg = Config::resolve_over(preset, file.as_deref(), &sets, ranks)?.into_config();
     // A config file's keys count where they differ from the preset the resolved config names (a
     // run's own config.toml names its own preset, e.g. a2c).
     let chosen = Config::chosen_keys(&cfg.preset, file.as_deref(), &sets);
@@ -742,7 +742,7 @@ fn train_config_over(a: &TrainArgs, ranks: usize) -> Result<(&str, Config)> {
     if let Some(t) = a.total_timesteps {
         cfg.total_timesteps = t;
     }
-    cfg.validate_over(ranks)?;
+    let cfg = cfg.validate_over(ranks)?;
     set_threads(cfg.num_threads);
     Ok((env_id, cfg))
 }
@@ -805,7 +805,7 @@ fn train_seeds(a: &TrainArgs, resume: Option<&Path>) -> Result<()> {
             let list = seeds::parse_seeds(a.seeds.as_deref().unwrap_or_default())?;
             let (env_id, cfg) = train_config(a)?;
             // Bad input fails before the file system is touched: build the first seed's trainer.
-            let first = train::Trainer::new(env_id, Config { seed: list[0], ..cfg.clone() })?;
+            let first = train::Trainer::new(env_id, Config { seed: list[0], ..cfg.clone().into_config() })?;
             check_env_keys(a, &first)?;
             if let Some(rb) = first.replay_buffer() {
                 // The runs that train at once each hold a replay buffer.
@@ -824,7 +824,10 @@ fn train_seeds(a: &TrainArgs, resume: Option<&Path>) -> Result<()> {
                 a.seeds.as_deref().unwrap_or_default().chars().filter(|c| !c.is_whitespace()).collect();
             let base = format!("{}__{}__seeds{}", safe_id(env_id), cfg.algo, safe_id(&list_name.replace(',', "_")));
             let parent = claim_run_dir(a.run_dir.clone(), &base)?;
-            seeds::create(&parent, &seeds::Manifest { env_id: env_id.to_string(), seeds: list, config: cfg })?;
+            seeds::create(
+                &parent,
+                &seeds::Manifest { env_id: env_id.to_string(), seeds: list, config: cfg.into_config() },
+            )?;
             parent
         }
     };

@@ -5,7 +5,7 @@
 #[path = "../../proxima-gym/tests/common/mod.rs"]
 mod common;
 
-use proxima::config::Config;
+use proxima::config::{AlgoName, Config};
 use proxima::env::make;
 use proxima::train::Trainer;
 
@@ -76,8 +76,8 @@ fn training_on_a_gymnasium_vector_env_matches_envs_bridged_one_by_one() {
     for mode in ["sync", "async", "subproc"] {
         let e = Trainer::new("CartPole-v1", cfg(mode)).err().unwrap().to_string();
         assert!(e.contains(&format!("vector_env = `{mode}`")) && e.contains("is not a `gym:` id"), "{e}");
-        let mut a3c = cfg(mode);
-        a3c.algo = "a3c".into();
+        let mut a3c = cfg(mode).into_config();
+        a3c.algo = AlgoName::A3c;
         let e = Trainer::new(id, a3c).err().unwrap().to_string();
         assert!(e.contains("algo = `a3c` does not support vector_env"), "{e}");
     }

@@ -4,7 +4,7 @@
 //! Python layer's adapter).
 
 use crate::errors::IntoPy;
-use proxima::config::Config;
+use proxima::config::ValidConfig;
 use proxima::env::{Env, EnvError};
 use proxima::train::Trainer;
 use proxima_gym::{GymEnv, GymVectorEnv};
@@ -33,7 +33,7 @@ impl EnvSource {
     }
 
     /// A fresh trainer on these envs.
-    pub fn trainer(&self, py: Python<'_>, cfg: Config) -> PyResult<Trainer> {
+    pub fn trainer(&self, py: Python<'_>, cfg: ValidConfig) -> PyResult<Trainer> {
         if let EnvSource::Objects((kind, _, objs)) = self {
             if !["objects", "factories", "vector"].contains(&kind.as_str()) || objs.is_empty() {
                 return Err(pyo3::exceptions::PyValueError::new_err(format!(

@@ -172,7 +172,7 @@ fn adaptive_kl_rule_is_the_papers() {
 
 fn quick(algo_preset: &str, sets: &[&str]) -> Config {
     let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-    Config::resolve(algo_preset, None, &sets).unwrap()
+    Config::resolve(algo_preset, None, &sets).unwrap().into_config()
 }
 
 /// An adaptive-KL run measures d after each update and moves β by the paper's rule; the

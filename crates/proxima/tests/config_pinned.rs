@@ -20,9 +20,9 @@ fn strings(v: &[&str]) -> Vec<String> {
 #[test]
 fn every_preset_writes_the_same_toml() {
     let files = std::fs::read_dir(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/config")).unwrap();
-    let pinned = files.filter_map(|f| f.ok()?.file_name().into_string().ok()).filter(|n| {
-        n.ends_with(".toml") && !n.starts_with("variant_")
-    });
+    let pinned = files
+        .filter_map(|f| f.ok()?.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".toml") && !n.starts_with("variant_"));
     assert_eq!(pinned.count(), PRESETS.len(), "one fixture per preset");
     for p in PRESETS {
         assert_eq!(Config::preset(p).unwrap().to_toml(), fixture(&format!("{p}.toml")), "preset {p}");

@@ -55,7 +55,7 @@ proptest! {
         let file: String = lines.iter().map(|(k, v)| format!("{k} = {v}\n")).collect();
         let sets: Vec<String> = sets.iter().map(|(k, v)| format!("{k}={v}")).collect();
         if let Ok(cfg) = Config::resolve("cleanrl", Some(&file), &sets) {
-            prop_assert!(cfg.validate().is_ok());
+            prop_assert!(cfg.clone().into_config().validate().is_ok());
             prop_assert_eq!(cfg.n_steps * cfg.n_envs % cfg.batch_size, 0);
         }
         let _ = Config::resolve("sb3", Some(&raw), &[raw.clone()]);

@@ -57,6 +57,7 @@ fn small_cfg() -> Config {
         &["n_envs=2".into(), "n_steps=16".into(), "batch_size=8".into(), "total_timesteps=256".into()],
     )
     .unwrap()
+    .into_config()
 }
 
 fn faulty_run(fault: Fault) -> String {

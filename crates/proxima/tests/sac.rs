@@ -195,7 +195,7 @@ fn sac_cfg(sets: &[&str]) -> Config {
     let mut all =
         vec!["n_steps=50", "batch_size=32", "net_arch=[16, 16]", "learning_starts=100", "total_timesteps=300"];
     all.extend_from_slice(sets);
-    Config::resolve("sac", None, &all.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap()
+    Config::resolve("sac", None, &all.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap().into_config()
 }
 
 /// Before `learning_starts` steps SAC only stores random transitions (no gradient step, the

@@ -15,7 +15,7 @@
 //! their own presets) and `reinforce_no_baseline`. All runs share `total_timesteps`.
 
 use super::pool;
-use proxima::config::Config;
+use proxima::config::{AlgoName, Config};
 use proxima::env::make;
 use proxima::train::{self, Trainer};
 use proxima::{ProximaError, Result};
@@ -146,7 +146,7 @@ pub fn run_config(spec: &AblationSpec, v: &Variant, seed: u64) -> Result<Config>
     sets.push(format!("seed={seed}"));
     sets.push(format!("total_timesteps={}", spec.total_timesteps));
     sets.push("eval_episodes=0".into());
-    let mut cfg = Config::resolve(v.preset.as_deref().unwrap_or(&spec.base_preset), None, &sets)?;
+    let mut cfg = Config::resolve(v.preset.as_deref().unwrap_or(&spec.base_preset), None, &sets)?.into_config();
     // Checkpoints let an interrupted grid continue each run where it stopped: every 10 updates
     // or more — 10k env steps apart where the run has 4 such stretches, else a quarter of its
     // updates apart.
@@ -294,7 +294,7 @@ fn run_one(env: &str, cfg: Config, dir: &Path) -> Result<RunRecord> {
             return Err(ProximaError::Stopped(format!("not started ({} received)", crate::signals::name(sig))));
         }
         // An A3C run cannot resume (its workers' interleaving is not reproducible): it restarts.
-        let checkpoint = if cfg.algo == "a3c" { None } else { crate::rundirs::latest_checkpoint(dir).ok() };
+        let checkpoint = if cfg.algo == AlgoName::A3c { None } else { crate::rundirs::latest_checkpoint(dir).ok() };
         let trainer = match checkpoint {
             Some(file) => {
                 let ck = proxima::checkpoint::load(&file)?;

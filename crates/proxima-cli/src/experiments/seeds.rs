@@ -112,7 +112,7 @@ pub fn read_manifest(parent: &Path) -> Result<Manifest> {
     let path = parent.join(MANIFEST);
     let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
     let m: Manifest = toml::from_str(&text).with_context(|| format!("{} is malformed", path.display()))?;
-    m.config.validate()?;
+    m.config.clone().validate()?;
     let bad = |why: &str| anyhow::anyhow!("{}: {why}", path.display());
     if m.seeds.is_empty() || m.seeds.len() > MAX_SEEDS {
         return Err(bad(&format!("`seeds` must list 1 to {MAX_SEEDS} seeds, not {}", m.seeds.len())));
@@ -148,7 +148,7 @@ pub fn run(
     if let Some(b) = backend.filter(|&b| b != m.config.backend) {
         // Seeds that start from nothing follow the move too, now and in later resumes.
         m.config.backend = b;
-        m.config.validate()?;
+        m.config.clone().validate()?;
         create(parent, &m)?;
     }
     let done = std::sync::atomic::AtomicUsize::new(0);

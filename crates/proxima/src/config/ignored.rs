@@ -2,7 +2,7 @@
 //! its `algo`, `objective`, `optimizer` and normalisation switches, so that setting one is an
 //! error naming the key and the algorithm rather than a silent no-op.
 
-use super::{Config, EntCoef, Objective, OptimizerName};
+use super::{AlgoName, Config, EntCoef, Objective, OptimizerName};
 use crate::error::{ProximaError, Result};
 
 /// Keys only PPO reads (besides the objective-specific ones below).
@@ -71,7 +71,7 @@ impl Config {
     /// Why setting `key` would change nothing under this config (`None` when it is read).
     /// The reason names the key, what it is, and the setting that ignores it.
     pub fn ignored_key(&self, key: &str) -> Option<String> {
-        let algo = self.algo.as_str();
+        let algo = self.algo;
         let not_read = |what: &str, by: String| Some(format!("`{key}` ({what}) has no effect with {by}"));
         let by_algo = || format!("algo = `{algo}`");
         if self.policy == crate::policy::PolicyKind::CnnPolicy
@@ -81,8 +81,8 @@ impl Config {
         }
         if let Some((_, what)) = PPO_ONLY.iter().find(|(k, _)| *k == key) {
             // PPG's policy phase is PPO-Clip with value clipping, for `e_policy` epochs.
-            let read = algo == "ppo" || (algo == "ppg" && key == "clip_range_vf");
-            let what = if algo == "ppg" && key == "n_epochs" {
+            let read = algo == AlgoName::Ppo || (algo == AlgoName::Ppg && key == "clip_range_vf");
+            let what = if algo == AlgoName::Ppg && key == "n_epochs" {
                 "PPO's K; PPG's policy phase runs e_policy epochs"
             } else {
                 what
@@ -90,43 +90,44 @@ impl Config {
             return (!read).then(|| not_read(what, by_algo())).flatten();
         }
         if let Some((_, what)) = PPG_ONLY.iter().find(|(k, _)| *k == key) {
-            return (algo != "ppg").then(|| not_read(what, by_algo())).flatten();
+            return (algo != AlgoName::Ppg).then(|| not_read(what, by_algo())).flatten();
         }
         if let Some((_, what)) = TRPO_ONLY.iter().find(|(k, _)| *k == key) {
-            return (algo != "trpo").then(|| not_read(what, by_algo())).flatten();
+            return (algo != AlgoName::Trpo).then(|| not_read(what, by_algo())).flatten();
         }
         if let Some(why) = self.ignored_off_policy_key(key) {
             return why;
         }
         let objective = format!("algo = `{algo}`, objective = `{}`", objective_name(self.objective));
         match key {
-            "n_workers" if algo != "a3c" => not_read("A3C's worker threads", by_algo()),
-            "batch_size" if matches!(algo, "a2c" | "a3c" | "reinforce") => {
-                let what = format!("the minibatch size; {} takes one step on the whole rollout", algo.to_uppercase());
+            "n_workers" if algo != AlgoName::A3c => not_read("A3C's worker threads", by_algo()),
+            "batch_size" if algo.steps_on_whole_rollout() => {
+                let what =
+                    format!("the minibatch size; {} takes one step on the whole rollout", algo.as_str().to_uppercase());
                 not_read(&what, by_algo())
             }
-            "target_kl" if matches!(algo, "a2c" | "a3c" | "reinforce") => {
-                not_read("PPO's early stop, TRPO's δ", by_algo())
-            }
-            "gae_lambda" if algo == "reinforce" => {
+            "target_kl" if algo.steps_on_whole_rollout() => not_read("PPO's early stop, TRPO's δ", by_algo()),
+            "gae_lambda" if algo == AlgoName::Reinforce => {
                 not_read("GAE's λ; REINFORCE weights by Monte-Carlo returns", by_algo())
             }
-            "baseline" if algo != "reinforce" => not_read("REINFORCE's baseline switch", by_algo()),
-            "vf_coef" if algo == "reinforce" && !self.baseline => {
+            "baseline" if algo != AlgoName::Reinforce => not_read("REINFORCE's baseline switch", by_algo()),
+            "vf_coef" if algo == AlgoName::Reinforce && !self.baseline => {
                 not_read("the value-loss coefficient", "algo = `reinforce`, baseline = false".into())
             }
-            "vf_coef" | "ent_coef" if algo == "trpo" => {
+            "vf_coef" | "ent_coef" if algo == AlgoName::Trpo => {
                 not_read("a coefficient of the joint loss; TRPO steps the policy alone", by_algo())
             }
-            "clip_range" if algo == "ppg" => None,
-            "clip_range" if algo != "ppo" || self.objective != Objective::Clip => {
-                not_read("PPO-Clip's ε", if algo == "ppo" { objective } else { by_algo() })
+            "clip_range" if algo == AlgoName::Ppg => None,
+            "clip_range" if algo != AlgoName::Ppo || self.objective != Objective::Clip => {
+                not_read("PPO-Clip's ε", if algo == AlgoName::Ppo { objective } else { by_algo() })
             }
-            "kl_coef" if algo != "ppo" || !matches!(self.objective, Objective::AdaptiveKl | Objective::FixedKl) => {
-                not_read("the KL penalty's β", if algo == "ppo" { objective } else { by_algo() })
+            "kl_coef"
+                if algo != AlgoName::Ppo || !matches!(self.objective, Objective::AdaptiveKl | Objective::FixedKl) =>
+            {
+                not_read("the KL penalty's β", if algo == AlgoName::Ppo { objective } else { by_algo() })
             }
-            "kl_target" if algo != "ppo" || self.objective != Objective::AdaptiveKl => {
-                not_read("adaptive KL's d_targ", if algo == "ppo" { objective } else { by_algo() })
+            "kl_target" if algo != AlgoName::Ppo || self.objective != Objective::AdaptiveKl => {
+                not_read("adaptive KL's d_targ", if algo == AlgoName::Ppo { objective } else { by_algo() })
             }
             "adam_eps" if self.optimizer != OptimizerName::Adam => not_read("Adam's ε", "optimizer = `rmsprop`".into()),
             "rms_prop_alpha" | "rms_prop_eps" if self.optimizer != OptimizerName::Rmsprop => {
@@ -145,7 +146,7 @@ impl Config {
     /// [`Config::ignored_key`] for the off-policy keys, and the on-policy keys an off-policy
     /// algorithm ignores: `Some(answer)` when `key` is one of those, `None` to look further.
     fn ignored_off_policy_key(&self, key: &str) -> Option<Option<String>> {
-        let algo = self.algo.as_str();
+        let algo = self.algo;
         let off = self.is_off_policy();
         let not_read = |what: &str, by: String| Some(format!("`{key}` ({what}) has no effect with {by}"));
         let by_algo = || format!("algo = `{algo}`");
@@ -154,25 +155,25 @@ impl Config {
             return Some((!off).then(|| not_read(what, by_algo())).flatten());
         }
         if let Some(what) = find(&SAC_ONLY) {
-            if algo != "sac" {
+            if algo != AlgoName::Sac {
                 return Some(not_read(what, by_algo()));
             }
             let fixed = key == "target_entropy" && matches!(self.ent_coef, EntCoef::Fixed(_));
             return Some(fixed.then(|| not_read(what, "a fixed ent_coef".into())).flatten());
         }
         if let Some(what) = find(&TD3_ONLY) {
-            let reads = algo == "td3" || (key == "n_critics" && algo == "sac");
+            let reads = algo == AlgoName::Td3 || (key == "n_critics" && algo == AlgoName::Sac);
             return Some((!reads).then(|| not_read(what, by_algo())).flatten());
         }
         if key == "noise_std" {
-            let reads = algo == "td3" || algo == "ddpg";
+            let reads = matches!(algo, AlgoName::Td3 | AlgoName::Ddpg);
             return Some((!reads).then(|| not_read("the exploration noise of TD3 and DDPG", by_algo())).flatten());
         }
         if off {
             if let Some(what) = find(&NOT_OFF_POLICY) {
                 return Some(not_read(what, by_algo()));
             }
-            if key == "ent_coef" && algo != "sac" {
+            if key == "ent_coef" && algo != AlgoName::Sac {
                 return Some(not_read("SAC's temperature", by_algo()));
             }
         }
@@ -201,7 +202,7 @@ mod tests {
     use super::*;
 
     fn cfg(preset: &str, sets: &[&str]) -> Config {
-        Config::resolve(preset, None, &sets.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap()
+        Config::resolve(preset, None, &sets.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap().into_config()
     }
 
     #[test]

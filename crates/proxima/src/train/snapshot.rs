@@ -7,7 +7,7 @@ use crate::algo::offpolicy::{Learner, OffPolicySnapshot};
 use crate::algo::optim::Optimizer;
 use crate::checkpoint::{self, CheckpointMeta, OptimizerState, OPTIMIZER};
 use crate::collect::EpisodeStats;
-use crate::config::{Backend, Config};
+use crate::config::{AlgoName, Backend, Config, ValidConfig};
 use crate::env::vec_env::EpisodeRecord;
 use crate::env::EnvRng;
 use crate::error::{ProximaError, Result};
@@ -488,26 +488,25 @@ fn resumed_config(
     total_timesteps: Option<u64>,
     backend: Option<Backend>,
     ranks: usize,
-) -> Result<Config> {
+) -> Result<ValidConfig> {
     let saved = ck.meta.config_toml.parse::<toml::Table>().ok();
     let preset = saved
         .as_ref()
         .and_then(|t| t.get("preset").and_then(|p| p.as_str()).map(String::from))
         .filter(|p| crate::config::PRESETS.contains(&p.as_str()))
         .unwrap_or_else(|| "cleanrl".to_string());
-    let mut cfg = Config::resolve_over(&preset, Some(&ck.meta.config_toml), &[], ranks)?;
+    let mut cfg = Config::layered(&preset, Some(&ck.meta.config_toml), &[])?;
     if saved.is_some_and(|t| !t.contains_key("backend")) {
         cfg.backend = Backend::Candle; // saved before the key existed: trained on candle
     }
     if let Some(t) = total_timesteps {
         cfg.total_timesteps = t;
-        cfg.validate_over(ranks)?;
     }
     if let Some(b) = backend {
         cfg.backend = b;
-        cfg.validate_over(ranks)?;
     }
-    if cfg.algo == "a3c" {
+    let cfg = cfg.validate_over(ranks)?;
+    if cfg.algo == AlgoName::A3c {
         return Err(ProximaError::Unsupported(
             "A3C runs cannot be resumed: the asynchronous workers' interleaving is not reproducible, so an exact resume is impossible; start a new run (its model.safetensors can still be evaluated)".into(),
         ));

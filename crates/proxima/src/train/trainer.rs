@@ -13,7 +13,7 @@ use crate::algo::td3::{Td3, Td3Params};
 use crate::algo::trpo::{self, TrpoParams};
 use crate::algo::UpdateStats;
 use crate::collect::{Collector, StepObserver};
-use crate::config::{AdvantageNorm, Config, OptimizerName, VectorEnv};
+use crate::config::{AdvantageNorm, AlgoName, Config, IntoValidConfig, OptimizerName, ValidConfig, VectorEnv};
 use crate::dist::{Collective, Dist, EnvSplit};
 use crate::env::vec_env::{EpisodeRecord, SyncVectorEnv, VectorMode};
 use crate::env::{make, Env, Space};
@@ -217,7 +217,7 @@ pub fn policy_spec(cfg: &Config, venv: &SyncVectorEnv) -> Result<PolicySpec> {
         shared_trunk: cfg.shared_trunk,
         log_std_init: cfg.log_std_init,
         ortho_init: cfg.ortho_init,
-        aux_value_head: cfg.algo == "ppg",
+        aux_value_head: cfg.algo == AlgoName::Ppg,
     })
 }
 
@@ -361,7 +361,7 @@ fn td3_params(c: &Config) -> Td3Params {
 /// An off-policy algorithm's networks (SB3's `MlpPolicy`: ReLU, `net_arch` for the actor and
 /// each critic) and state, or `None` for an on-policy algorithm.
 fn off_policy_parts(cfg: &Config, spec: &PolicySpec) -> Result<Option<(Network, Algo)>> {
-    let Some((kind, n_critics)) = crate::policy::offpolicy::nets_of_algo(&cfg.algo, cfg.n_critics) else {
+    let Some((kind, n_critics)) = crate::policy::offpolicy::nets_of_algo(cfg.algo.as_str(), cfg.n_critics) else {
         return Ok(None);
     };
     let spec = PolicySpec { activation: Activation::Relu, shared_trunk: false, ortho_init: false, ..spec.clone() };
@@ -370,8 +370,8 @@ fn off_policy_parts(cfg: &Config, spec: &PolicySpec) -> Result<Option<(Network, 
     let replay = ReplayBuffer::new(cfg.buffer_size, cfg.n_envs, spec.obs_dim, act_dim)?;
     let nets = net.off_policy_nets().expect("built as off-policy");
     let (lr, eps) = (cfg.learning_rate, cfg.adam_eps);
-    let learner = match cfg.algo.as_str() {
-        "sac" => Learner::Sac(Sac::new(sac_params(cfg, act_dim), replay, nets, lr, eps)),
+    let learner = match cfg.algo {
+        AlgoName::Sac => Learner::Sac(Sac::new(sac_params(cfg, act_dim), replay, nets, lr, eps)),
         _ => Learner::Td3(Td3::new(td3_params(cfg), replay, nets, lr, eps)),
     };
     Ok(Some((net, Algo::OffPolicy(Box::new(learner)))))
@@ -426,8 +426,8 @@ impl Trainer {
     /// # Errors
     /// An invalid config, an unknown env id, an unsupported action space; `vector_env = "sync"`
     /// `"async"` or `"subproc"` for an env without a vector factory (native envs).
-    pub fn new(env_id: &str, cfg: Config) -> Result<Self> {
-        cfg.validate()?;
+    pub fn new(env_id: &str, cfg: impl IntoValidConfig) -> Result<Self> {
+        let cfg = cfg.into_valid_config(1)?;
         let mode = match cfg.vector_env {
             VectorEnv::Off => None,
             VectorEnv::Sync => Some(VectorMode::Sync),
@@ -458,11 +458,11 @@ impl Trainer {
     ///
     /// # Errors
     /// As [`Trainer::new`]; `Config` for what a distributed run does not cover (named).
-    pub fn distributed(env_id: &str, cfg: Config, comm: std::sync::Arc<dyn Collective>) -> Result<Self> {
-        cfg.validate_over(comm.size())?;
+    pub fn distributed(env_id: &str, cfg: impl IntoValidConfig, comm: std::sync::Arc<dyn Collective>) -> Result<Self> {
+        let cfg = cfg.into_valid_config(comm.size())?;
         let refuse =
             |what: &str| Err(ProximaError::Config(format!("{what} is not supported in a distributed (MPI) run yet")));
-        if cfg.algo != "ppo" {
+        if cfg.algo != AlgoName::Ppo {
             return refuse(&format!("algo = `{}` (only ppo)", cfg.algo));
         }
         if ppo_params(&cfg).normalize_advantage == AdvantageNorm::Batch {
@@ -500,10 +500,10 @@ impl Trainer {
     /// As [`Trainer::new`], plus whatever `make_env` returns.
     pub fn with_env_fn(
         env_id: &str,
-        cfg: Config,
+        cfg: impl IntoValidConfig,
         mut make_env: impl FnMut() -> crate::env::Result<Box<dyn Env>>,
     ) -> Result<Self> {
-        cfg.validate()?;
+        let cfg = cfg.into_valid_config(1)?;
         let collector = Collector::new(cfg.n_envs, cfg.seed, &mut make_env, |v| normalizer(&cfg, v))?;
         Self::with_collector(env_id, cfg, collector, &mut make_env)
     }
@@ -513,9 +513,13 @@ impl Trainer {
     /// # Errors
     /// As [`Trainer::new`]; `Config` when the batch has another number of envs than the config,
     /// or for A3C (its workers make their own envs).
-    pub fn with_batch_env(env_id: &str, cfg: Config, batch: Box<dyn crate::env::vec_env::BatchEnv>) -> Result<Self> {
-        cfg.validate()?;
-        if batch.num_envs() != cfg.n_envs || cfg.algo == "a3c" {
+    pub fn with_batch_env(
+        env_id: &str,
+        cfg: impl IntoValidConfig,
+        batch: Box<dyn crate::env::vec_env::BatchEnv>,
+    ) -> Result<Self> {
+        let cfg = cfg.into_valid_config(1)?;
+        if batch.num_envs() != cfg.n_envs || cfg.algo == AlgoName::A3c {
             return Err(ProximaError::Config(format!(
                 "a vector env of {} envs for a {} run of n_envs = {} (A3C takes single envs)",
                 batch.num_envs(),
@@ -529,7 +533,7 @@ impl Trainer {
 
     /// A fresh run on `collector`'s envs (the config validated); `make_env` builds A3C's
     /// workers' envs.
-    fn with_collector(env_id: &str, cfg: Config, collector: Collector, make_env: MakeEnv<'_>) -> Result<Self> {
+    fn with_collector(env_id: &str, cfg: ValidConfig, collector: Collector, make_env: MakeEnv<'_>) -> Result<Self> {
         let spec = policy_spec(&cfg, &collector.venv)?;
         if let Some((policy, algo)) = off_policy_parts(&cfg, &spec)? {
             return Ok(Self::assemble(env_id, cfg, collector, policy, Optimizer::adam(&[], 0.0, 1e-8), algo, 0));
@@ -545,16 +549,16 @@ impl Trainer {
                 Optimizer::rmsprop(&sizes, cfg.learning_rate, cfg.rms_prop_alpha, cfg.rms_prop_eps)
             }
         };
-        let algo = match cfg.algo.as_str() {
-            "a2c" => Algo::A2c(a2c_params(&cfg)),
-            "trpo" => Algo::Trpo(trpo_params(&cfg)?),
-            "reinforce" => Algo::Reinforce(reinforce_params(&cfg)),
-            "ppg" => Algo::Ppg(Box::new(Ppg {
+        let algo = match cfg.algo {
+            AlgoName::A2c => Algo::A2c(a2c_params(&cfg)),
+            AlgoName::Trpo => Algo::Trpo(trpo_params(&cfg)?),
+            AlgoName::Reinforce => Algo::Reinforce(reinforce_params(&cfg)),
+            AlgoName::Ppg => Algo::Ppg(Box::new(Ppg {
                 params: ppg_params(&cfg),
                 aux: AuxBuffer::new(cfg.n_steps, cfg.n_envs, spec.obs_dim),
                 aux_opt: Optimizer::adam(&sizes, cfg.learning_rate, cfg.adam_eps),
             })),
-            "a3c" => {
+            AlgoName::A3c => {
                 Algo::A3c { params: a2c_params(&cfg), workers: a3c_workers(&cfg, &spec, make_env)?, global_updates: 0 }
             }
             _ => Algo::Ppo { params: ppo_params(&cfg), kl_coef: cfg.kl_coef },
@@ -570,7 +574,7 @@ impl Trainer {
     /// The trainer of a fresh run from its parts.
     fn assemble(
         env_id: &str,
-        cfg: Config,
+        cfg: ValidConfig,
         collector: Collector,
         policy: Network,
         opt: Optimizer,
@@ -590,7 +594,7 @@ impl Trainer {
             rng: sampling_rng(cfg.seed),
             buf,
             env_id: env_id.to_string(),
-            cfg,
+            cfg: cfg.into_config(),
             collector,
             policy,
             opt,
@@ -639,7 +643,7 @@ impl Trainer {
         if total_timesteps != self.cfg.total_timesteps {
             let mut cfg = self.cfg.clone();
             cfg.total_timesteps = total_timesteps;
-            cfg.validate_over(self.ranks())?;
+            let cfg = cfg.validate_over(self.ranks())?.into_config();
             self.num_updates = total_timesteps.div_ceil(steps_per_iteration(&cfg, &self.algo));
             self.cfg = cfg;
             self.recount_updates();

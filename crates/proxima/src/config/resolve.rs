@@ -1,0 +1,160 @@
+//! Layering: a run's config is its preset, then the TOML of a config file, then `--set
+//! key=value` overrides (the CLI's explicit flags come last, on the layered config), then one
+//! validation.
+
+use super::{AlgoName, Config, ValidConfig, OPTIONAL_KEYS};
+use crate::error::{ProximaError, Result};
+
+impl Config {
+    /// Resolves a config: `preset`, then the TOML text of a config file (if any; an `env_id`
+    /// key there, as a run's `config.toml` records it, is ignored), then `key=value` overrides
+    /// (values in TOML syntax; a bare word is taken as a string, and `none` clears an optional
+    /// key), then validation.
+    ///
+    /// # Errors
+    /// `Config` for an unknown preset or key (with a suggestion), malformed TOML, a value of
+    /// the wrong type, or a value out of range.
+    pub fn resolve(preset: &str, file_toml: Option<&str>, sets: &[String]) -> Result<ValidConfig> {
+        Self::resolve_over(preset, file_toml, sets, 1)
+    }
+
+    /// [`Config::resolve`] for a run over `ranks` processes ([`Config::validate_over`]).
+    ///
+    /// # Errors
+    /// As [`Config::resolve`].
+    pub fn resolve_over(preset: &str, file_toml: Option<&str>, sets: &[String], ranks: usize) -> Result<ValidConfig> {
+        Self::layered(preset, file_toml, sets)?.validate_over(ranks)
+    }
+
+    /// [`Config::resolve`] without the validation, for a caller that changes the config further
+    /// (the CLI's `--seed`, a resumed run's `--total-timesteps`) and then validates it once.
+    ///
+    /// # Errors
+    /// As [`Config::resolve`], but for values out of range.
+    pub fn layered(preset: &str, file_toml: Option<&str>, sets: &[String]) -> Result<Config> {
+        let mut table =
+            toml::Table::try_from(Config::preset(preset)?).map_err(|e| ProximaError::Config(e.to_string()))?;
+        let preset_table = table.clone();
+        if let Some(text) = file_toml {
+            for (k, v) in parse_file(text)? {
+                if k == "env_id" {
+                    continue; // recorded in a run's config.toml for reference; the command line names the env
+                }
+                check_key(&k)?;
+                table.insert(k, v);
+            }
+        }
+        for s in sets {
+            apply_set(&mut table, s)?;
+        }
+        whole_floats_as_integers(&mut table, &preset_table);
+        from_table(table)
+    }
+
+    /// The keys a resolve of `preset`, `file_toml` and `sets` sets by the user's choice (the
+    /// input of [`Config::check_keys_used`]): every `--set` key, and a file's keys whose value
+    /// differs from the preset's (a run's own `config.toml` lists every key; those at the
+    /// preset's value are no choice). Unreadable input gives no keys: [`Config::resolve`]
+    /// reports it.
+    pub fn chosen_keys(preset: &str, file_toml: Option<&str>, sets: &[String]) -> Vec<String> {
+        let mut keys: Vec<String> =
+            sets.iter().filter_map(|s| s.split_once('=')).map(|(k, _)| k.trim().to_string()).collect();
+        let base = Config::preset(preset).ok().and_then(|c| toml::Table::try_from(&c).ok()).unwrap_or_default();
+        if let Some(file) = file_toml.and_then(|t| t.parse::<toml::Table>().ok()) {
+            keys.extend(file.into_iter().filter(|(k, v)| k != "env_id" && base.get(k) != Some(v)).map(|(k, _)| k));
+        }
+        keys
+    }
+}
+
+/// A config file's TOML as a table.
+///
+/// # Errors
+/// `Config`: "malformed TOML at line L, column C: …", on one line.
+fn parse_file(text: &str) -> Result<toml::Table> {
+    text.parse().map_err(|e: toml::de::Error| {
+        let at = e.span().map(|r| {
+            let before = &text[..r.start.min(text.len())];
+            format!(
+                " at line {}, column {}",
+                before.matches('\n').count() + 1,
+                before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1
+            )
+        });
+        ProximaError::Config(format!(
+            "malformed TOML{}: {}",
+            at.unwrap_or_default(),
+            e.message().trim().replace('\n', "; ")
+        ))
+    })
+}
+
+/// One `--set key=value` into `table`: the value in TOML syntax, a bare word as a string;
+/// `none` (or nothing) removes an optional key, which then reads as absent.
+///
+/// # Errors
+/// `Config` for a missing `=` or an unknown key.
+fn apply_set(table: &mut toml::Table, set: &str) -> Result<()> {
+    let (k, v) =
+        set.split_once('=').ok_or_else(|| ProximaError::Config(format!("`--set {set}`: expected key=value")))?;
+    let (k, v) = (k.trim(), v.trim());
+    check_key(k)?;
+    // `none` clears an optional key; elsewhere it is a value (`objective=none`).
+    if OPTIONAL_KEYS.contains(&k) && (v.eq_ignore_ascii_case("none") || v.is_empty()) {
+        table.remove(k);
+        return Ok(());
+    }
+    let value = match format!("x = {v}").parse::<toml::Table>() {
+        Ok(mut t) => t.remove("x").expect("parsed key"),
+        Err(_) => toml::Value::String(v.to_string()),
+    };
+    table.insert(k.to_string(), value);
+    Ok(())
+}
+
+/// The config `table` holds, types checked by serde.
+///
+/// An unknown `algo` name is reported after the other keys' type errors, with its own message
+/// ([`AlgoName`]'s `FromStr`): its place and words from when `algo` was a string that
+/// validation checked, rather than serde's wording.
+///
+/// # Errors
+/// `Config` with serde's message for a value of the wrong type, or the unknown `algo`.
+fn from_table(mut table: toml::Table) -> Result<Config> {
+    let unknown_algo = match table.get("algo") {
+        Some(toml::Value::String(name)) => name.parse::<AlgoName>().err(),
+        _ => None,
+    };
+    if unknown_algo.is_some() {
+        table.insert("algo".into(), AlgoName::Ppo.as_str().into());
+    }
+    let cfg: Config = toml::Value::Table(table)
+        .try_into()
+        .map_err(|e: toml::de::Error| ProximaError::Config(e.to_string().trim().replace('\n', " ")))?;
+    match unknown_algo {
+        Some(e) => Err(e),
+        None => Ok(cfg),
+    }
+}
+
+/// An integer key given a whole number written as a float (`buffer_size=1e6`, as rl-zoo's YAML
+/// and SB3's docs write it) takes its integer value; other floats stay and fail serde's check.
+fn whole_floats_as_integers(table: &mut toml::Table, preset: &toml::Table) {
+    for (k, v) in table.iter_mut() {
+        if let (Some(toml::Value::Integer(_)), toml::Value::Float(f)) = (preset.get(k), &*v) {
+            if f.is_finite() && f.fract() == 0.0 && f.abs() < 9.0e15 {
+                *v = toml::Value::Integer(*f as i64);
+            }
+        }
+    }
+}
+
+/// `Config` for a key the config does not have, with the closest one when there is one.
+fn check_key(k: &str) -> Result<()> {
+    let keys = Config::keys();
+    if keys.contains(&k) {
+        return Ok(());
+    }
+    let hint = crate::util::closest(k, &keys).map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default();
+    Err(ProximaError::Config(format!("unknown key `{k}`{hint}")))
+}
