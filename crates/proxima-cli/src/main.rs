@@ -696,7 +696,8 @@ fn train_config(a: &TrainArgs) -> Result<(&str, ValidConfig)> {
 }
 
 /// [`train_config`] for a distributed run of `ranks` processes (`batch_size` checked against
-/// the whole rollout: [`Config::validate_over`]).
+/// the whole rollout: [`Config::validate_over`]). The config is validated once, with the flags
+/// applied.
 fn train_config_over(a: &TrainArgs, ranks: usize) -> Result<(&str, ValidConfig)> {
     let env_id = a.env_id.as_deref().expect("clap requires ENV_ID without --resume");
     let file = match &a.config {
@@ -731,11 +732,7 @@ fn train_config_over(a: &TrainArgs, ranks: usize) -> Result<(&str, ValidConfig)>
             );
         }
     }
-    let mut cfg = Config::resolve_over(preset, file.as_deref(), &sets, ranks)?.into_config();
-    // A config file's keys count where they differ from the preset the resolved config names (a
-    // run's own config.toml names its own preset, e.g. a2c).
-    let chosen = Config::chosen_keys(&cfg.preset, file.as_deref(), &sets);
-    cfg.check_keys_used(&chosen).map_err(|e| flag_names(e, a.workers.is_some()))?;
+    let mut cfg = Config::layered(preset, file.as_deref(), &sets)?;
     if let Some(s) = a.seed {
         cfg.seed = s;
     }
@@ -743,6 +740,10 @@ fn train_config_over(a: &TrainArgs, ranks: usize) -> Result<(&str, ValidConfig)>
         cfg.total_timesteps = t;
     }
     let cfg = cfg.validate_over(ranks)?;
+    // A config file's keys count where they differ from the preset the resolved config names (a
+    // run's own config.toml names its own preset, e.g. a2c).
+    let chosen = Config::chosen_keys(&cfg.preset, file.as_deref(), &sets);
+    cfg.check_keys_used(&chosen).map_err(|e| flag_names(e, a.workers.is_some()))?;
     set_threads(cfg.num_threads);
     Ok((env_id, cfg))
 }
