@@ -5,10 +5,10 @@
 //! with a "did you mean" suggestion; values are type-checked by serde and range-checked by
 //! [`Config::validate`].
 
-pub use crate::algo::optim::OptimizerName;
 pub use crate::algo::sac::EntCoef;
 pub use crate::algo::{AdvantageNorm, Objective};
 use crate::error::{ProximaError, Result};
+pub use crate::optim::OptimizerName;
 pub use crate::policy::Backend;
 use crate::policy::{Activation, PolicyKind};
 use serde::{Deserialize, Serialize};
@@ -636,7 +636,7 @@ impl Config {
                 ..cleanrl
             },
             other => {
-                let hint = crate::util::closest(other, &PRESETS)
+                let hint = crate::did_you_mean::closest(other, &PRESETS)
                     .map(|s| format!(" (did you mean `{s}`?)"))
                     .unwrap_or_default();
                 return Err(ProximaError::Config(format!(
@@ -755,7 +755,7 @@ impl Config {
     }
 
     /// [`Config::validate`] for a run over `ranks` processes, each stepping `n_envs` envs (a
-    /// distributed run, [`crate::dist`]): `batch_size` is the global minibatch, so it must divide
+    /// distributed run, [`crate::distributed`]): `batch_size` is the global minibatch, so it must divide
     /// the whole rollout `n_steps × n_envs × ranks`, not each rank's.
     ///
     /// # Errors
@@ -771,8 +771,9 @@ impl Config {
     fn validate_algo(&self) -> Result<()> {
         let bad = |m: String| Err(ProximaError::Config(m));
         if !ALGOS.contains(&self.algo.as_str()) {
-            let hint =
-                crate::util::closest(&self.algo, &ALGOS).map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default();
+            let hint = crate::did_you_mean::closest(&self.algo, &ALGOS)
+                .map(|s| format!(" (did you mean `{s}`?)"))
+                .unwrap_or_default();
             return bad(format!("algo = `{}`{hint}: known algorithms are {}", self.algo, ALGOS.join(", ")));
         }
         if self.policy == PolicyKind::CnnPolicy {
@@ -1213,7 +1214,7 @@ fn check_key(k: &str) -> Result<()> {
     if keys.contains(&k) {
         return Ok(());
     }
-    let hint = crate::util::closest(k, &keys).map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default();
+    let hint = crate::did_you_mean::closest(k, &keys).map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default();
     Err(ProximaError::Config(format!("unknown key `{k}`{hint}")))
 }
 
