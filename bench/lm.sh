@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 6's benchmarks on two-digit addition (README, "PPO for language models"):
+# The benchmarks on two-digit addition (docs/benchmarks.md, "Language models"):
 #  1. SFT stopped early (the starting policy and pi_ref), and a fully trained SFT (only used to
 #     initialise the reward model);
 #  2. GRPO with the verifiable reward, and its two controls: rewards shuffled across samples, and

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 14's one table of the language-model methods on two-digit addition (README, "SFT, DPO,
+# The one table of the language-model methods on two-digit addition (docs/benchmarks.md, "SFT, DPO,
 # RLHF-PPO and GRPO side by side"): one SFT start (seed 1, also pi_ref), one reward model and its
 # preference pairs; then DPO on those very pairs (--pairs), RLHF-PPO against the reward model and
 # GRPO on the exact-match reward, 3 seeds each. Every run is measured the same way afterwards:

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Data-parallel PPO over MPI on this machine (issue 17): 1, 2 and 4 ranks (4 oversubscribed on 2
+# Data-parallel PPO over MPI on this machine: 1, 2 and 4 ranks (4 oversubscribed on 2
 # cores), each with the same work per rank (weak scaling: 4 envs × 128 steps and 128 rows of
 # every minibatch per rank, so the global minibatch is 128 × ranks), CartPole-v1 for STEPS
 # (default 500k) steps in all; and, with MUJOCO=1 and PROXIMA_PYTHON naming a Python with
 # gymnasium[mujoco], HalfCheetah-v5 through the bridge (paper-mujoco without its normalisation, as
-# the README's table was measured; 1 env per rank, minibatch 64 per rank, MUJOCO_STEPS, default
+# docs/benchmarks.md's table was measured; 1 env per rank, minibatch 64 per rank, MUJOCO_STEPS, default
 # 100k). Prints per run: whole-process wall time, SPS in all
 # and per rank, the gradient all-reduces (calls, µs each) and the share of the wall time spent
 # in all-reduces (waiting for the slowest rank included), as each rank reports it; and the
@@ -51,7 +51,7 @@ for np in 1 2 4; do
 done
 if [ "${MUJOCO:-0}" = 1 ]; then
   for np in 1 2 4; do
-    # Without the preset's observation/return normalisation (as the README's table was measured).
+    # Without the preset's observation/return normalisation (as docs/benchmarks.md's table was measured).
     run gym:HalfCheetah-v5 "$np" 1 "${MUJOCO_STEPS:-100000}" 64 --preset paper-mujoco \
       --set normalize_observation=false --set normalize_reward=false
   done

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Every result unchanged, bit for bit: builds a reference commit (default cfb65bd, the last commit
-# before the restructuring of issue 11) in a git worktree and the current tree, runs the same short
-# runs with both binaries — the current one on `backend = "candle"` (`--backend candle` on train
+# Every result unchanged, bit for bit: builds a reference commit (default 7897f9d, the last commit
+# before the house was rearranged by job: config, CLI, trainer) in a git worktree and the current
+# tree, runs the same short runs with both binaries — the current one on `backend = "candle"` (`--backend candle` on train
 # and eval, `--set backend=candle` on the ablation), whose results must not change — and compares what they leave behind (bench/same_results.py): final
 # weights and optimiser moments tensor by tensor, progress.csv without its wall-clock columns,
 # eval.json / `eval --json` without wall-clock keys, config.toml, the ablation's tables.
@@ -33,7 +33,7 @@ cd "$(dirname "$0")/.."
 root=$PWD
 case "${1:-}" in -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 target=${CARGO_TARGET_DIR:-$root/target}
-ref=${1:-cfb65bd}
+ref=${1:-7897f9d}
 ref_sha=$(git rev-parse --verify "$ref^{commit}")
 work=$target/same-results
 out=${OUT:-$root/bench-results/same_results}

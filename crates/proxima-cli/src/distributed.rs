@@ -1,5 +1,5 @@
 //! `mpirun -np N proxima train ENV …` (and `srun`): one learner per rank, data-parallel PPO
-//! ([`proxima::dist`]). The engine is MPI through rsmpi, built with the `mpi` feature
+//! ([`proxima::distributed`]). The engine is MPI through rsmpi, built with the `mpi` feature
 //! (`cargo build --release -p proxima-cli --features mpi`; needs `libopenmpi-dev openmpi-bin
 //! libclang-dev`); without it, a launch by an MPI launcher is a clear error naming the feature.
 //!
@@ -46,7 +46,7 @@ pub fn check_args(seeds: bool) -> Result<()> {
 /// On a rank whose `run` differs from rank 0's, naming the first line that differs; the
 /// engine's.
 #[cfg(feature = "mpi")]
-pub fn check_same_run(comm: &dyn proxima::dist::Collective, run: &str) -> Result<()> {
+pub fn check_same_run(comm: &dyn proxima::distributed::Collective, run: &str) -> Result<()> {
     let mut first = run.as_bytes().to_vec();
     comm.broadcast_bytes(&mut first)?;
     let first = String::from_utf8_lossy(&first);
@@ -97,7 +97,7 @@ mod engine {
     use mpi::topology::SimpleCommunicator;
     use mpi::traits::*;
     use mpi::Count;
-    use proxima::dist::Collective;
+    use proxima::distributed::Collective;
     use proxima::{ProximaError, Result};
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::Arc;

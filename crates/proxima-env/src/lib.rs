@@ -17,9 +17,9 @@
 
 pub mod atari;
 pub mod classic;
+pub mod did_you_mean;
 pub mod error;
 pub mod render;
-pub mod util;
 pub mod vec_env;
 
 pub use error::{EnvError, Result};
@@ -396,7 +396,7 @@ pub fn make_with(env_id: &str, render: bool) -> Result<Box<dyn Env>> {
         "MountainCarContinuous-v0" => Box::new(TimeLimit::new(MountainCarContinuous::new(), 999)),
         "Pendulum-v1" => Box::new(TimeLimit::new(Pendulum::new(), 200)),
         _ => {
-            let hint = crate::util::closest(env_id, &NATIVE_ENV_IDS)
+            let hint = crate::did_you_mean::closest(env_id, &NATIVE_ENV_IDS)
                 .map(|s| format!(" (did you mean `{s}`?)"))
                 .unwrap_or_default();
             return Err(EnvError::UnknownEnv(format!(

@@ -3,9 +3,9 @@
 //! one flag per field) and what `config.json` records.
 
 use crate::grpo::Aggregation;
+use crate::grpo_step::GrpoConfig;
 use crate::ppo::PpoLmConfig;
 use crate::reward::Labeller;
-use crate::train::GrpoConfig;
 use crate::weights::Weights;
 use proxima::{ProximaError, Result};
 use std::path::PathBuf;

@@ -10,11 +10,11 @@
 use crate::model::TinyLm;
 use crate::reward::{pair_sequences, sample_pairs, PreferencePair};
 use crate::rlhf::bradley_terry_loss;
+use crate::sampling::{generate, response_log_probs};
 use crate::task::{Problem, MAX_ANSWER_LEN};
-use crate::train::{generate, response_log_probs, MAX_GRAD_NORM};
+use crate::MAX_GRAD_NORM;
 use candle_core::{Device, Tensor, D};
-use proxima::algo::optim::Optimizer;
-use proxima::policy::candle::host_gradients;
+use proxima::optim::{Gradients, Optimizer, Params};
 use proxima::{ProximaError, Result};
 use rand::Rng;
 
@@ -109,7 +109,7 @@ pub fn dpo_step<R: Rng + ?Sized>(
     let (reward_accuracy, margin) = accuracy_and_margin(&r.to_dtype(candle_core::DType::F32)?.to_vec1::<f32>()?);
     let l = loss.to_dtype(candle_core::DType::F64)?.to_scalar::<f64>()?;
     let params = policy.named_params();
-    opt.step_host(&params, &host_gradients(&params, &loss.backward()?)?, Some(MAX_GRAD_NORM))?;
+    opt.step(Params::Vars { vars: &params, grads: Gradients::Store(&loss.backward()?) }, Some(MAX_GRAD_NORM))?;
     Ok(DpoStats { loss: l, reward_accuracy, margin })
 }
 
@@ -142,7 +142,7 @@ pub fn kl_to_reference<R: Rng + ?Sized>(
     let (mut kl, mut correct) = (0.0, 0.0);
     for chunk in problems.chunks(500) {
         let s = generate(policy, chunk, false, rng)?;
-        let tokens = Tensor::from_vec(s.tokens.clone(), (chunk.len(), crate::train::SEQ_LEN), &Device::Cpu)?;
+        let tokens = Tensor::from_vec(s.tokens.clone(), (chunk.len(), crate::sampling::SEQ_LEN), &Device::Cpu)?;
         let mask =
             Tensor::from_vec(s.mask.clone(), (chunk.len(), MAX_ANSWER_LEN), &Device::Cpu)?.to_dtype(policy.dtype())?;
         let d = (sequence_log_probs(policy, &tokens, &mask)? - sequence_log_probs(reference, &tokens, &mask)?)?;

@@ -1,7 +1,9 @@
 //! Language-model RL (issue 6) on a task small enough for a CPU: two-digit addition ([`task`])
 //! with a tiny decoder-only transformer ([`model`]).
 //!
-//! * [`train`]: sampling, greedy accuracy, supervised pre-training (SFT) and the GRPO step;
+//! * [`sampling`]: responses (sampled or greedy), greedy accuracy, log π of a response;
+//! * [`sft`]: supervised pre-training (SFT);
+//! * [`grpo_step`]: the GRPO step (sampling a group per prompt, micro-batched gradients);
 //! * [`grpo`]: GRPO's numerics (group advantages, k3, the clipped loss and its aggregations);
 //! * [`reward`]: the Bradley–Terry reward model on scripted preference pairs;
 //! * [`rlhf`]: RLHF-PPO's numerics over tokens (KL-penalised rewards, GAE, clipped losses, the
@@ -15,6 +17,7 @@
 pub mod args;
 pub mod dpo;
 pub mod grpo;
+pub mod grpo_step;
 pub mod logs;
 pub mod model;
 pub mod ppo;
@@ -22,8 +25,11 @@ pub mod resume;
 pub mod reward;
 pub mod rlhf;
 pub mod run;
+pub mod sampling;
+pub mod sft;
 pub mod task;
-pub mod train;
 pub mod weights;
 
-pub use train::MAX_GRAD_NORM;
+/// The global gradient-norm clip of every language-model update (SFT, reward model, GRPO,
+/// RLHF-PPO's policy and critic): TRL's and OpenRLHF's default `max_grad_norm = 1.0`.
+pub const MAX_GRAD_NORM: f64 = 1.0;

@@ -11,15 +11,16 @@
 //!    micro-batches whose gradients are accumulated;
 //! 5. β adapted towards `kl_target` when one is set.
 
+use crate::grpo_step::{add_grads, micro_batches};
 use crate::model::TinyLm;
 use crate::reward::scores;
 use crate::rlhf::{
     kl_penalized_rewards, masked_whiten, micro_batch_weight, ppo_token_losses, token_gae, KlController, PpoTokenBatch,
 };
+use crate::sampling::{generate, response_log_probs, SEQ_LEN};
 use crate::task::{Problem, MAX_ANSWER_LEN, PROMPT_LEN};
-use crate::train::{add_grads, generate, micro_batches, response_log_probs, SEQ_LEN};
 use candle_core::{Device, Tensor};
-use proxima::algo::optim::Optimizer;
+use proxima::optim::{Gradients, Optimizer, Params};
 use proxima::policy::candle::host_gradients;
 use proxima::{ProximaError, Result};
 use rand::seq::{IndexedRandom, SliceRandom};
@@ -54,7 +55,7 @@ pub struct PpoLmConfig {
     #[arg(long, allow_negative_numbers = true, default_value_t = PpoLmConfig::default().gae_lambda)]
     pub gae_lambda: f64,
     /// Global gradient-norm clip (policy and critic separately).
-    #[arg(skip = crate::train::MAX_GRAD_NORM)]
+    #[arg(skip = crate::MAX_GRAD_NORM)]
     pub max_grad_norm: f64,
 }
 
@@ -69,7 +70,7 @@ impl Default for PpoLmConfig {
             clip_range_vf: Some(0.2),
             gamma: 1.0,
             gae_lambda: 0.95,
-            max_grad_norm: crate::train::MAX_GRAD_NORM,
+            max_grad_norm: crate::MAX_GRAD_NORM,
         }
     }
 }
@@ -286,9 +287,9 @@ pub fn ppo_lm_step<R: Rng + ?Sized>(
         for rows in order.chunks(cfg.batch_size) {
             let (gp, gc, [pl, vl, cf, ak]) = ppo_lm_gradients(m, &batch, rows, cfg)?;
             if update_policy {
-                opt_policy.step_host(&pp, &gp, Some(cfg.max_grad_norm))?;
+                opt_policy.step(Params::Vars { vars: &pp, grads: Gradients::Host(&gp) }, Some(cfg.max_grad_norm))?;
             }
-            opt_critic.step_host(&cp, &gc, Some(cfg.max_grad_norm))?;
+            opt_critic.step(Params::Vars { vars: &cp, grads: Gradients::Host(&gc) }, Some(cfg.max_grad_norm))?;
             stats.policy_loss = pl;
             stats.value_loss = vl;
             stats.clip_fraction += cf;

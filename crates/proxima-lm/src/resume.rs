@@ -9,8 +9,8 @@
 
 use crate::model::TinyLm;
 use candle_core::{Device, Tensor};
-use proxima::algo::optim::Optimizer;
 use proxima::io::{read_f32_safetensors, write_f32_safetensors, F32Tensors, NamedTensor};
+use proxima::optim::Optimizer;
 use proxima::{ProximaError, Result};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -12,11 +12,10 @@
 
 use crate::model::TinyLm;
 use crate::rlhf::bradley_terry_loss;
+use crate::sampling::{generate, SEQ_LEN};
 use crate::task::{Problem, MAX_ANSWER_LEN, PAD, PROMPT_LEN};
-use crate::train::{generate, SEQ_LEN};
 use candle_core::{Device, Tensor};
-use proxima::algo::optim::Optimizer;
-use proxima::policy::candle::host_gradients;
+use proxima::optim::{Gradients, Optimizer, Params};
 use proxima::{ProximaError, Result};
 use rand::seq::SliceRandom;
 use rand::Rng;
@@ -233,7 +232,7 @@ pub fn rm_step<R: Rng + ?Sized>(
     let loss = bradley_terry_loss(&c, &r)?;
     let l = loss.to_scalar::<f32>()? as f64;
     let params = rm.named_params();
-    opt.step_host(&params, &host_gradients(&params, &loss.backward()?)?, Some(crate::train::MAX_GRAD_NORM))?;
+    opt.step(Params::Vars { vars: &params, grads: Gradients::Store(&loss.backward()?) }, Some(crate::MAX_GRAD_NORM))?;
     Ok(l)
 }
 

@@ -9,17 +9,19 @@ pub use crate::logs::{Progress, Summary};
 pub use crate::weights::Weights;
 
 use crate::dpo::{dpo_step, kl_to_reference, reward_accuracy};
+use crate::grpo_step::{grpo_step, GrpoConfig};
 use crate::logs::{write_config, Logs};
 use crate::model::TinyLm;
 use crate::ppo::{ppo_lm_step, PpoLmConfig, PpoLmStats, PpoModels};
 use crate::resume::{fingerprint, save_checkpoint, LmCheckpoint};
 use crate::reward::{pairwise_accuracy, pairwise_accuracy_by_kind, preference_data, rm_step};
 use crate::rlhf::KlController;
+use crate::sampling::accuracy;
+use crate::sft::sft_step;
 use crate::task::{split, Problem};
-use crate::train::{accuracy, grpo_step, sft_step, GrpoConfig};
 use crate::weights::{default_spec, load_model, save_model};
 use candle_core::Device;
-use proxima::algo::optim::{LrSchedule, Optimizer};
+use proxima::optim::{LrSchedule, Optimizer};
 use proxima::{ProximaError, Result};
 use rand::SeedableRng;
 use std::path::Path;
@@ -31,7 +33,7 @@ fn adam_for(model: &TinyLm, lr: f64) -> Optimizer {
 
 /// Mean greedy exact-match accuracy under temperature-1 sampling (one sample per prompt).
 fn sampled_accuracy<R: rand::Rng + ?Sized>(model: &TinyLm, problems: &[Problem], rng: &mut R) -> Result<f64> {
-    let s = crate::train::generate(model, problems, false, rng)?;
+    let s = crate::sampling::generate(model, problems, false, rng)?;
     Ok(problems.iter().enumerate().map(|(i, p)| p.reward(&s.response(i))).sum::<f64>() / problems.len().max(1) as f64)
 }
 
@@ -236,7 +238,7 @@ pub fn run_grpo(
         drop_flat_groups: args.drop_flat_groups,
         shuffle_rewards: args.shuffle_rewards,
         micro_batch: args.micro_batch,
-        max_grad_norm: crate::train::MAX_GRAD_NORM,
+        max_grad_norm: crate::MAX_GRAD_NORM,
     };
     let policy = weights.model(&args.sft, &["sft"])?;
     let reference = weights.model(&args.sft, &["sft"])?;
@@ -317,6 +319,26 @@ fn ppo_row(step: usize, s: &PpoLmStats, held_out: [f64; 3], seconds: f64) -> [f6
     ]
 }
 
+/// RLHF-PPO's models, as read from the weights files: the policy and the frozen reference
+/// (both from the SFT model), the critic (from the reward model when there is one, else from the
+/// SFT model), and the frozen reward model (`None`: the task's own reward).
+///
+/// # Errors
+/// The weights' (a missing or mismatched file).
+fn ppo_models(args: &PpoArgs, weights: &mut Weights) -> Result<(TinyLm, TinyLm, TinyLm, Option<TinyLm>)> {
+    let policy = weights.model(&args.sft, &["sft"])?;
+    let reference = weights.model(&args.sft, &["sft"])?;
+    let reward_model = match &args.rm {
+        Some(rm) => Some(weights.model(rm, &["rm"])?),
+        None => None,
+    };
+    let critic = match &args.rm {
+        Some(rm) => weights.model(rm, &["rm"])?,
+        None => weights.model(&args.sft, &["sft"])?,
+    };
+    Ok((policy, reference, critic, reward_model))
+}
+
 /// Runs RLHF-PPO into `dir` (`model.safetensors` = policy, `critic.safetensors`); `resume`
 /// continues from a checkpoint (policy, critic, both optimisers, both RNGs, β).
 ///
@@ -332,16 +354,7 @@ pub fn run_ppo(
 ) -> Result<Summary> {
     args.validate(weights)?;
     let p = &args.ppo;
-    let policy = weights.model(&args.sft, &["sft"])?;
-    let reference = weights.model(&args.sft, &["sft"])?;
-    let reward_model = match &args.rm {
-        Some(rm) => Some(weights.model(rm, &["rm"])?),
-        None => None,
-    };
-    let critic = match &args.rm {
-        Some(rm) => weights.model(rm, &["rm"])?,
-        None => weights.model(&args.sft, &["sft"])?,
-    };
+    let (policy, reference, critic, reward_model) = ppo_models(args, weights)?;
     write_config(dir, &serde_json::json!({"command": "ppo", "args": args, "spec": policy.spec()}))?;
     let t0 = std::time::Instant::now();
     let (train, held) = split();
@@ -359,14 +372,8 @@ pub fn run_ppo(
     };
     let models =
         PpoModels { policy: &policy, critic: &critic, reference: &reference, reward_model: reward_model.as_ref() };
-    // The reward model's mean score of sampled (temperature 1) responses to the held-out prompts.
-    let fixed = kl;
-    // Returns (mean score, fraction correct) of one sampled response per held-out prompt.
-    let held_score = |rng: &mut rand_chacha::ChaCha8Rng| -> Result<(f64, f64)> {
-        let cfg = PpoLmConfig { prompts: held.len(), ..p.clone() };
-        let (_, s) = crate::ppo::collect_on(&models, &held, &cfg, &fixed, rng)?;
-        Ok((s.score_mean, s.accuracy))
-    };
+    let fixed = kl; // the held-out scores are measured with the KL controller as it starts
+    let held_score = |rng: &mut rand_chacha::ChaCha8Rng| held_out_score(&models, &held, p, &fixed, rng);
     let start = accuracy(&policy, &held)?;
     let mut eval_rng = rand_chacha::ChaCha8Rng::seed_from_u64(args.seed ^ 0x5eed);
     let (start_score, start_sampled) = held_score(&mut eval_rng)?;
@@ -374,31 +381,14 @@ pub fn run_ppo(
     match resume {
         Some(ck) => {
             ckpt.check_resume(ck)?;
-            ck.restore_model("policy", &policy)?;
-            ck.restore_model("critic", &critic)?;
-            ck.restore_optimizer("opt_pi", &mut opt_pi)?;
-            ck.restore_optimizer("opt_v", &mut opt_v)?;
+            restore_ppo_models(ck, [&policy, &critic], [&mut opt_pi, &mut opt_v])?;
             (rng, eval_rng, kl) = (ck.get("rng")?, ck.get("eval_rng")?, ck.get("kl")?);
             [acc, score, sampled] = ck.get("held_out")?;
         }
         None => {
             let nan = f64::NAN;
-            logs.write(&[
-                0.0,
-                nan,
-                nan,
-                0.0,
-                0.0,
-                kl.coef,
-                nan,
-                nan,
-                nan,
-                nan,
-                start,
-                start_score,
-                start_sampled,
-                0.0,
-            ])?;
+            let (losses, held_out) = ([nan; 4], [start, start_score, start_sampled]);
+            logs.write(&[&[0.0, nan, nan, 0.0, 0.0, kl.coef][..], &losses, &held_out, &[0.0]].concat())?;
         }
     }
     for step in resume.map_or(1, |c| c.step + 1)..=args.steps {
@@ -428,17 +418,59 @@ pub fn run_ppo(
     }
     save_model(&dir.join("model.safetensors"), &policy, "ppo")?;
     save_model(&dir.join("critic.safetensors"), &critic, "critic")?;
-    Ok(Summary {
+    Ok(ppo_summary([start, start_score, start_sampled], [acc, score, sampled], seconds()))
+}
+
+/// The reward model's mean score, and the fraction correct, of one sampled (temperature 1)
+/// response per held-out prompt.
+///
+/// # Errors
+/// Tensor errors.
+fn held_out_score(
+    models: &PpoModels<'_>,
+    held: &[Problem],
+    p: &PpoLmConfig,
+    kl: &KlController,
+    rng: &mut rand_chacha::ChaCha8Rng,
+) -> Result<(f64, f64)> {
+    let cfg = PpoLmConfig { prompts: held.len(), ..p.clone() };
+    let (_, s) = crate::ppo::collect_on(models, held, &cfg, kl, rng)?;
+    Ok((s.score_mean, s.accuracy))
+}
+
+/// RLHF-PPO's policy and critic, and their optimisers, as a checkpoint saved them.
+///
+/// # Errors
+/// The checkpoint's (a missing or mis-shaped tensor).
+fn restore_ppo_models(
+    ck: &LmCheckpoint,
+    [policy, critic]: [&TinyLm; 2],
+    [opt_pi, opt_v]: [&mut Optimizer; 2],
+) -> Result<()> {
+    ck.restore_model("policy", policy)?;
+    ck.restore_model("critic", critic)?;
+    ck.restore_optimizer("opt_pi", opt_pi)?;
+    ck.restore_optimizer("opt_v", opt_v)
+}
+
+/// RLHF-PPO's summary from the held-out (greedy accuracy, reward-model score, sampled accuracy)
+/// before and after training.
+fn ppo_summary(
+    [start, start_score, start_sampled]: [f64; 3],
+    [acc, score, sampled]: [f64; 3],
+    seconds: f64,
+) -> Summary {
+    Summary {
         held_out_accuracy_start: start,
         held_out_accuracy_end: acc,
-        seconds: seconds(),
+        seconds,
         extra: vec![
             ("held_out_score_start".into(), start_score),
             ("held_out_score_end".into(), score),
             ("held_out_sampled_accuracy_start".into(), start_sampled),
             ("held_out_sampled_accuracy_end".into(), sampled),
         ],
-    })
+    }
 }
 
 /// The columns of DPO's `progress.csv`, one row per evaluation (row 0: before training).
@@ -574,7 +606,7 @@ pub fn eval(path: &Path, prompts: &[String]) -> Result<(f64, Vec<Answer>)> {
     let acc = accuracy(&model, &held)?;
     let mut answers = Vec::new();
     if !problems.is_empty() {
-        let s = crate::train::generate(&model, &problems, true, &mut rand::rng())?;
+        let s = crate::sampling::generate(&model, &problems, true, &mut rand::rng())?;
         for (i, p) in problems.iter().enumerate() {
             let r = s.response(i);
             // The answer is written least-significant digit first; show it the usual way too.

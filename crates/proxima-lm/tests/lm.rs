@@ -3,12 +3,14 @@
 
 use candle_core::{DType, Device, Tensor};
 use proxima_lm::grpo::{grpo_loss, Aggregation, GrpoBatch};
+use proxima_lm::grpo_step::{grpo_gradients, GrpoConfig, GrpoTensors};
 use proxima_lm::model::{LmSpec, TinyLm};
 use proxima_lm::ppo::{ppo_lm_gradients, response_values, PpoLmBatch, PpoLmConfig, PpoModels};
 use proxima_lm::reward::{scores, sequences};
 use proxima_lm::rlhf::{bradley_terry_loss, ppo_token_losses, PpoTokenBatch};
+use proxima_lm::sampling::response_log_probs;
+use proxima_lm::sft::sft_loss;
 use proxima_lm::task::{split, Problem, MAX_ANSWER_LEN, VOCAB};
-use proxima_lm::train::{grpo_gradients, response_log_probs, sft_loss, GrpoConfig, GrpoTensors};
 use rand::{Rng, SeedableRng};
 
 const DEV: Device = Device::Cpu;

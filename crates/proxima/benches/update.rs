@@ -7,10 +7,10 @@
 //! `-- --fused-only` skips candle; `-- --profile ROWS` only times the fused update of ROWS rows
 //! (1 to 65,536) on one thread (for `perf record`); anything else is an error (exit 2).
 
-use proxima::algo::optim::Optimizer;
 use proxima::algo::update::apply_gradients;
 use proxima::config::{Backend, Objective};
 use proxima::loss::PpoCoefs;
+use proxima::optim::Optimizer;
 use proxima::policy::{ActionKind, Activation, Network, Policy, PolicySpec};
 use proxima::rollout::Minibatch;
 use proxima_kernels::gemm::{chain_gemm, Rows, Start};

@@ -3,7 +3,7 @@
 //! steps into a [`RolloutBuffer`]; it knows nothing of losses or optimisers, so every
 //! algorithm (and every A3C worker) collects through it.
 
-use crate::dist::{Collective, EnvSplit};
+use crate::distributed::{Collective, EnvSplit};
 use crate::env::vec_env::{EpisodeRecord, SyncVectorEnv};
 use crate::env::Env;
 use crate::error::{ProximaError, Result};
@@ -195,7 +195,7 @@ impl Collector {
     }
 
     /// From now on the normaliser's statistics take in every rank's observations and returns
-    /// ([`crate::dist`]); `norm` replaces the current normaliser and takes in the first
+    /// ([`crate::distributed`]); `norm` replaces the current normaliser and takes in the first
     /// observations of every rank, as one process stepping all the envs would have.
     ///
     /// # Errors
@@ -208,7 +208,7 @@ impl Collector {
     }
 
     /// From now on env `i` samples its actions from a stream of its own: ChaCha8 keyed by
-    /// `seed`, stream `first_env + i + 1` (its global index in a distributed run, [`crate::dist`]),
+    /// `seed`, stream `first_env + i + 1` (its global index in a distributed run, [`crate::distributed`]),
     /// so that no env's draws depend on how many envs share a process.
     pub fn sample_per_env(&mut self, seed: u64, first_env: usize) {
         self.env_rngs = (0..self.venv.num_envs())

@@ -10,12 +10,13 @@ pub mod algo;
 pub mod checkpoint;
 pub mod collect;
 pub mod config;
-pub mod dist;
+pub mod distributed;
 pub mod error;
 pub mod io;
 pub mod log;
 pub mod loss;
 pub mod normalize;
+pub mod optim;
 pub mod policy;
 pub mod replay;
 pub mod rollout;
@@ -25,5 +26,5 @@ pub mod train;
 pub use error::{ProximaError, Result};
 /// The environments (the `proxima-env` crate): `proxima::env::make("CartPole-v1")`, …
 pub use proxima_env as env;
-/// Small helpers (the `proxima-env` crate's): edit distance and "did you mean" hints.
-pub use proxima_env::util;
+/// "Did you mean …?" hints for misspelt names (the `proxima-env` crate's): edit distance.
+pub use proxima_env::did_you_mean;

@@ -8,7 +8,7 @@
 //!
 //! The statistics are saved in every checkpoint and applied, frozen, at evaluation.
 
-use crate::dist::{Collective, EnvSplit};
+use crate::distributed::{Collective, EnvSplit};
 use crate::error::Result;
 use serde::{Deserialize, Serialize};
 
@@ -47,7 +47,7 @@ impl RunningMeanStd {
     }
 
     /// [`RunningMeanStd::update`] with a batch spread over the ranks of a distributed run
-    /// ([`crate::dist`]): this rank's rows `x` (`[n_envs, dim]`, its envs') are placed among
+    /// ([`crate::distributed`]): this rank's rows `x` (`[n_envs, dim]`, its envs') are placed among
     /// every rank's (one all-reduce of the zero-padded `[total_envs, dim]` batch: sums of one
     /// value and zeros are exact), and every rank folds in the whole batch with `update` — the
     /// very statistics one process stepping all the envs computes.

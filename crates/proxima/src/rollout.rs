@@ -4,7 +4,7 @@
 //! the rollout is collected step by step on the CPU, so there is nothing to gain from tensors
 //! until the minibatch update.
 
-use crate::dist::EnvSplit;
+use crate::distributed::EnvSplit;
 use crate::error::{ProximaError, Result};
 
 /// The inputs of [`gae`], all `[n_steps, n_envs]` row-major except `last_values` (`[n_envs]`).
@@ -488,7 +488,7 @@ impl<'a> Minibatches<'a> {
         }
     }
 
-    /// The minibatches of a distributed run ([`crate::dist`]): each epoch permutes the
+    /// The minibatches of a distributed run ([`crate::distributed`]): each epoch permutes the
     /// `T · total_envs` transitions of *every* rank (the same permutation on each, from the same
     /// `rng`), cuts them into global minibatches of `size`, and [`Minibatches::next_batch`]
     /// gathers the part of each this rank holds. A rank that holds none of a minibatch gets its

@@ -257,7 +257,7 @@ fn a2c_is_one_rmsprop_step_per_rollout() {
     let r = tr.step().unwrap();
     assert_eq!((r.stats.minibatches, r.stats.epochs, r.global_step), (1, 1, 5));
     assert_eq!(tr.opt.t, 1);
-    assert!(tr.opt.name == proxima::algo::optim::OptimizerName::Rmsprop && tr.opt.alpha == 0.99);
+    assert!(tr.opt.name == proxima::optim::OptimizerName::Rmsprop && tr.opt.alpha == 0.99);
     while !tr.is_done() {
         tr.step().unwrap();
     }

@@ -2,10 +2,10 @@
 //! differences: same weights and minibatch → the same loss, gradients and updated parameters,
 //! for every objective × action space × trunk × activation.
 
-use proxima::algo::optim::Optimizer;
 use proxima::algo::update::apply_gradients;
 use proxima::config::Objective;
 use proxima::loss::PpoCoefs;
+use proxima::optim::Optimizer;
 use proxima::policy::fused::FusedMlp;
 use proxima::policy::{ActionKind, Activation, ActorCritic, Policy, PolicySpec};
 use proxima::rollout::Minibatch;

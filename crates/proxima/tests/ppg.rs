@@ -3,12 +3,12 @@
 //! cloning KL holds the policy), when the phases run, and the buffer's checks.
 
 use candle_core::Device;
-use proxima::algo::optim::Optimizer;
 use proxima::algo::ppg::{auxiliary_phase, AuxBuffer, PpgParams};
 use proxima::algo::ppo::PpoParams;
 use proxima::algo::{AdvantageNorm, Objective};
 use proxima::config::Config;
 use proxima::error::ProximaError;
+use proxima::optim::Optimizer;
 use proxima::policy::fused::FusedMlp;
 use proxima::policy::{ActionKind, Activation, ActorCritic, AuxBatch, Policy, PolicySpec};
 use proxima::train::Trainer;

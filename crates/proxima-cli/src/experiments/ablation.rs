@@ -488,6 +488,33 @@ impl AblationResults {
     }
 }
 
+/// The ablation's output folder: a new or empty one (its manifest written; `false`), or the
+/// folder of the same ablation, which continues (`true`). Another ablation's folder, or one
+/// holding other files, is refused.
+pub fn claim_dir(out: &Path, manifest: &str) -> anyhow::Result<bool> {
+    use anyhow::{bail, Context};
+    let path = out.join(MANIFEST);
+    if path.is_file() {
+        let saved = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        if saved != manifest {
+            bail!(
+                "{} holds another ablation (its {} differs from this command's envs, variants, seeds, preset, --set or --total-timesteps); rerun that command to continue it, or choose a new --out directory",
+                out.display(),
+                MANIFEST
+            );
+        }
+        return Ok(true);
+    }
+    if out.exists()
+        && std::fs::read_dir(out).with_context(|| format!("cannot read {}", out.display()))?.next().is_some()
+    {
+        bail!("{} exists and is not empty; choose a new --out directory", out.display());
+    }
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    proxima::io::write_atomic(&path, manifest.as_bytes())?;
+    Ok(false)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

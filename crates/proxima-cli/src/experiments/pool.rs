@@ -39,3 +39,10 @@ mod tests {
         assert!(run_all(4, &Vec::<u8>::new(), |_, _| ()).is_empty());
     }
 }
+
+/// Tensor ops run on this many threads; must be set before candle's first matmul.
+pub fn set_threads(n: usize) {
+    if std::env::var_os("RAYON_NUM_THREADS").is_none() {
+        std::env::set_var("RAYON_NUM_THREADS", n.to_string());
+    }
+}

@@ -80,8 +80,9 @@ pub fn parse_atari_spec(spec: &str) -> Result<AtariSpec> {
                 _ => Err(format!("{k} = `{v}`: expected a probability between 0 and 1")),
             },
             other => {
-                let hint =
-                    crate::util::closest(other, &KEYS).map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default();
+                let hint = crate::did_you_mean::closest(other, &KEYS)
+                    .map(|s| format!(" (did you mean `{s}`?)"))
+                    .unwrap_or_default();
                 Err(format!("unknown option `{other}`{hint}; options: {}", KEYS.join(", ")))
             }
         };

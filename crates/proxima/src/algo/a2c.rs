@@ -6,9 +6,9 @@
 //! are PPO's. The loss is SB3's: −mean(log π(a|s)·Â) + c₁·mean((V − R)²) − c₂·mean(H) — note
 //! the value loss has no ½ factor here, unlike PPO's.
 
-use crate::algo::optim::Optimizer;
 use crate::algo::update::{apply_host_gradients, AdvantageNorm, UpdateStats};
 use crate::error::{ProximaError, Result};
+use crate::optim::Optimizer;
 use crate::policy::Policy;
 use crate::rollout::{explained_variance, RolloutBuffer};
 

@@ -22,11 +22,11 @@
 //! [`UPDATES_PER_ITERATION`] updates asynchronously, then joins them to log and checkpoint.
 
 use crate::algo::a2c::{self, A2cParams};
-use crate::algo::optim::Optimizer;
 use crate::algo::update::{apply_host_gradients, UpdateStats};
 use crate::collect::Collector;
 use crate::env::vec_env::EpisodeRecord;
 use crate::error::{ProximaError, Result};
+use crate::optim::Optimizer;
 use crate::policy::Policy;
 use crate::rollout::RolloutBuffer;
 use rand_chacha::ChaCha8Rng;

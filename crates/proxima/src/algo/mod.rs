@@ -5,8 +5,8 @@
 
 pub mod a2c;
 pub mod a3c;
+pub mod learner;
 pub mod offpolicy;
-pub mod optim;
 pub mod ppg;
 pub mod ppo;
 pub mod reinforce;

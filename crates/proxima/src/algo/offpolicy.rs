@@ -1,11 +1,9 @@
 //! What the off-policy algorithms (SAC, TD3, DDPG) share: the replay buffer, the actor's and
-//! the critics' Adam, the counters of the loop, one sampled batch as tensors; and [`Learner`],
-//! the one type the trainer's off-policy loop drives (explore, store, gradient steps).
+//! the critics' Adam, the counters of the loop, one sampled batch as tensors, and the scalars
+//! an exact resume needs. [`super::learner::Learner`] drives them.
 
-use super::optim::Optimizer;
-use super::sac::Sac;
-use super::td3::Td3;
 use crate::error::Result;
+use crate::optim::Optimizer;
 use crate::policy::OffPolicyNets;
 use crate::replay::{ReplayBuffer, ReplaySample};
 use candle_core::{Device, Tensor, Var};
@@ -156,100 +154,4 @@ pub struct OffPolicySnapshot {
     /// SAC's temperature: log α and its Adam's t, m, v.
     #[serde(default)]
     pub temperature: Option<(f32, u64, f32, f32)>,
-}
-
-/// The off-policy algorithm of a run.
-#[derive(Debug)]
-pub enum Learner {
-    /// Soft Actor-Critic.
-    Sac(Sac),
-    /// TD3 (and DDPG: TD3 with one critic, no smoothing, no delay).
-    Td3(Td3),
-}
-
-impl Learner {
-    /// The shared state.
-    pub fn state(&self) -> &OffPolicyState {
-        match self {
-            Learner::Sac(s) => &s.state,
-            Learner::Td3(t) => &t.state,
-        }
-    }
-
-    /// The shared state, mutably.
-    pub fn state_mut(&mut self) -> &mut OffPolicyState {
-        match self {
-            Learner::Sac(s) => &mut s.state,
-            Learner::Td3(t) => &mut t.state,
-        }
-    }
-
-    /// The loop's hyperparameters.
-    pub fn loop_params(&self) -> LoopParams {
-        match self {
-            Learner::Sac(s) => s.params.looping,
-            Learner::Td3(t) => t.params.looping,
-        }
-    }
-
-    /// The actions `[N, dim]` (in [−1, 1]) the envs are stepped with after `learning_starts`:
-    /// SAC samples π(·|s); TD3 adds Gaussian noise of `noise_std` to μ(s), clipped to [−1, 1].
-    ///
-    /// # Errors
-    /// The networks'.
-    pub fn explore<R: Rng>(&self, nets: &OffPolicyNets, obs: &[f32], rng: &mut R) -> Result<Vec<f32>> {
-        use crate::policy::Policy;
-        let mut a = nets.act(obs, false, rng)?.actions;
-        if let Learner::Td3(t) = self {
-            t.add_exploration_noise(&mut a, rng);
-        }
-        Ok(a)
-    }
-
-    /// One gradient step at learning rate `lr`.
-    ///
-    /// # Errors
-    /// `NonFinite` losses; an empty buffer; candle's.
-    pub fn gradient_step<R: Rng + ?Sized>(&mut self, nets: &OffPolicyNets, lr: f64, rng: &mut R) -> Result<Losses> {
-        match self {
-            Learner::Sac(s) => s.gradient_step(nets, lr, rng),
-            Learner::Td3(t) => t.gradient_step(nets, lr, rng),
-        }
-    }
-
-    /// SAC's temperature α (`None` for TD3).
-    pub fn ent_coef(&self) -> Option<f64> {
-        match self {
-            Learner::Sac(s) => Some(s.ent_coef()),
-            Learner::Td3(_) => None,
-        }
-    }
-
-    /// The scalars a checkpoint keeps.
-    pub fn snapshot(&self) -> OffPolicySnapshot {
-        let st = self.state();
-        OffPolicySnapshot {
-            n_updates: st.n_updates,
-            steps_since_train: st.steps_since_train,
-            actor_t: st.actor_opt.t,
-            critic_t: st.critic_opt.t,
-            temperature: match self {
-                Learner::Sac(s) => Some((s.log_ent_coef[0][0], s.ent_opt.t, s.ent_opt.m[0][0], s.ent_opt.v[0][0])),
-                Learner::Td3(_) => None,
-            },
-        }
-    }
-
-    /// Puts a [`OffPolicySnapshot`] back.
-    pub fn restore(&mut self, snap: &OffPolicySnapshot) {
-        let st = self.state_mut();
-        st.n_updates = snap.n_updates;
-        st.steps_since_train = snap.steps_since_train;
-        st.actor_opt.t = snap.actor_t;
-        st.critic_opt.t = snap.critic_t;
-        if let (Learner::Sac(s), Some((la, t, m, v))) = (self, snap.temperature) {
-            s.log_ent_coef[0][0] = la;
-            (s.ent_opt.t, s.ent_opt.m[0][0], s.ent_opt.v[0][0]) = (t, m, v);
-        }
-    }
 }

@@ -19,10 +19,10 @@
 //! result would not be used). As CleanRL: its gradients are clipped to `max_grad_norm` too, and
 //! its step size is the run's current learning rate.
 
-use crate::algo::optim::Optimizer;
 use crate::algo::ppo::{self, PpoParams};
-use crate::algo::update::{apply_gradients, AuxStats, UpdateStats};
+use crate::algo::update::{apply_gradients, AuxStats, Replicas, UpdateStats};
 use crate::error::{ProximaError, Result};
+use crate::optim::Optimizer;
 use crate::policy::{AuxBatch, Policy};
 use crate::rollout::RolloutBuffer;
 use rand::seq::SliceRandom;
@@ -148,7 +148,7 @@ pub fn update<R: Rng + ?Sized>(
     rng: &mut R,
 ) -> Result<UpdateStats> {
     let mut unused_beta = 0.0; // L^CLIP only: no KL penalty to adapt
-    let mut stats = ppo::update(policy, opt, buf, &ppg.params.ppo, (lr, &mut unused_beta), rng, None)?;
+    let mut stats = ppo::update(policy, opt, buf, &ppg.params.ppo, (lr, &mut unused_beta), rng, Replicas::alone())?;
     ppg.aux.push(buf);
     if ppg.aux.rollouts() < ppg.params.n_iteration {
         return Ok(stats);

@@ -2,13 +2,12 @@
 //! KL-penalised L^KLPEN (fixed or adaptive β) or the plain surrogate — and the update (K epochs
 //! of shuffled minibatches) over one rollout.
 
-use crate::algo::optim::Optimizer;
-use crate::algo::update::{apply_gradients, apply_gradients_summed, AdvantageNorm, UpdateStats};
-use crate::dist::{normalize_advantages_across, Dist};
+use crate::algo::update::{AdvantageNorm, Replicas, UpdateStats};
 use crate::error::{ProximaError, Result};
 use crate::loss::{kl_and_clip_fraction, Objective, PpoCoefs};
+use crate::optim::Optimizer;
 use crate::policy::Policy;
-use crate::rollout::{explained_variance, normalize_advantages, Minibatches, RolloutBuffer};
+use crate::rollout::{explained_variance, RolloutBuffer};
 use rand::Rng;
 
 /// PPO's hyperparameters (SB3's names), projected from the run's config.
@@ -63,11 +62,11 @@ impl PpoParams {
 /// (`kl_coef`) is then adapted as in the paper's Sec. 4: β ← 2β if d > 1.5·d_targ, β ← β/2
 /// if d < d_targ/1.5.
 ///
-/// In a distributed run (`dist`, [`crate::dist`]) the minibatches are the global ones
-/// ([`Minibatches::split`]): Â is normalised with their global statistics, the losses, KL and
-/// clip fraction reported (and `target_kl`'s decision) are the global minibatch's, the gradient
-/// is summed across ranks ([`apply_gradients_summed`]) and d is averaged over ranks (the
-/// explained variance too, as an approximation) — every rank takes the same steps.
+/// On several processes ([`Replicas`]) the minibatches are the global ones: Â is normalised
+/// with their global statistics, the losses, KL and clip fraction reported (and `target_kl`'s
+/// decision) are the global minibatch's, the gradient is summed across ranks and d is averaged
+/// over ranks (the explained variance too, as an approximation) — every rank takes the same
+/// steps.
 ///
 /// # Errors
 /// `NonFinite` naming the minibatch when the loss or a gradient is not finite (parameters are
@@ -79,14 +78,12 @@ pub fn update<R: Rng + ?Sized>(
     p: &PpoParams,
     (lr, kl_coef): (f64, &mut f64),
     rng: &mut R,
-    dist: Option<&Dist>,
+    replicas: Replicas<'_>,
 ) -> Result<UpdateStats> {
     let kl_objective = matches!(p.objective, Objective::AdaptiveKl | Objective::FixedKl);
     let coefs = p.coefs(*kl_coef);
-    let mut batches = match dist {
-        Some(d) => Minibatches::split(buf, p.batch_size, kl_objective, d.split),
-        None => Minibatches::new(buf, p.batch_size, p.normalize_advantage == AdvantageNorm::Batch, kl_objective),
-    };
+    let batch_norm = p.normalize_advantage == AdvantageNorm::Batch;
+    let mut batches = replicas.minibatches(buf, p.batch_size, batch_norm, kl_objective);
     opt.lr = lr;
     let mut s = UpdateStats {
         learning_rate: lr,
@@ -99,14 +96,14 @@ pub fn update<R: Rng + ?Sized>(
         batches.shuffle(rng);
         while let Some((mb, share)) = batches.next_with_share() {
             if p.normalize_advantage == AdvantageNorm::Minibatch {
-                match dist {
-                    Some(d) => normalize_advantages_across(&mut mb.advantages, share > 0.0, d)?,
-                    None => normalize_advantages(&mut mb.advantages),
-                }
+                replicas.normalize_advantages(&mut mb.advantages, share)?;
             }
+            // L^CLIP + c₁·L^VF − c₂·S on this minibatch, r_t(θ) against π_θold.
             let out = policy.ppo_loss(mb, &buf.old_log_std, &coefs)?;
             let (kl, cf) = kl_and_clip_fraction(policy.log_ratio(), p.clip_range);
-            let [loss, policy_loss, value_loss, entropy, kl, cf] = minibatch_means(out.values, (kl, cf), share, dist)?;
+            let [l, policy_loss, value_loss, entropy] = out.values.map(f64::from);
+            let [loss, policy_loss, value_loss, entropy, kl, cf] =
+                replicas.minibatch_means([l, policy_loss, value_loss, entropy, kl, cf], share)?;
             if !loss.is_finite() {
                 return Err(ProximaError::NonFinite(format!(
                     "loss is {loss} at minibatch {} (policy_loss {policy_loss}, value_loss {value_loss}, entropy {entropy})",
@@ -117,10 +114,7 @@ pub fn update<R: Rng + ?Sized>(
                 s.approx_kl = kl;
                 break 'epochs;
             }
-            let info = match dist {
-                Some(d) => apply_gradients_summed(policy, opt, p.max_grad_norm, &*d.comm, share)?,
-                None => apply_gradients(policy, opt, p.max_grad_norm)?,
-            };
+            let info = replicas.apply_gradients(policy, opt, p.max_grad_norm, share)?;
             s.policy_loss += policy_loss;
             s.value_loss += value_loss;
             s.entropy += entropy;
@@ -135,30 +129,12 @@ pub fn update<R: Rng + ?Sized>(
     (s.policy_loss, s.value_loss, s.entropy, s.grad_norm) =
         (s.policy_loss / m, s.value_loss / m, s.entropy / m, s.grad_norm / m);
     s.clip_fraction = clip_sum / m;
-    s.kl_divergence = policy.rollout_kl(&buf.observations.to_f32(), &buf.old_head, &buf.old_log_std)?;
-    if let Some(d) = dist {
-        // Every rank holds as many transitions: d over all of them is the ranks' d averaged (the
-        // β update needs the global one); the explained variance, a ratio, is only logged, as
-        // the ranks' average.
-        let [kl, ev] = d.sum([s.kl_divergence, s.explained_variance])?;
-        let n = d.split.size as f64;
-        (s.kl_divergence, s.explained_variance) = (kl / n, ev / n);
-    }
+    let kl = policy.rollout_kl(&buf.observations.to_f32(), &buf.old_head, &buf.old_log_std)?;
+    [s.kl_divergence, s.explained_variance] = replicas.mean_over_ranks([kl, s.explained_variance])?;
     if p.objective == Objective::AdaptiveKl {
         *kl_coef = adapt_kl_coef(*kl_coef, s.kl_divergence, p.kl_target);
     }
     Ok(s)
-}
-
-/// The minibatch's loss, L^CLIP, value loss, entropy (the policy's `values`), approx KL and clip
-/// fraction as f64: this process's own, or in a distributed run the global minibatch's (each
-/// rank's times its `share`, summed; a NaN anywhere reaches every rank, so all stop together).
-fn minibatch_means(values: [f32; 4], (kl, cf): (f64, f64), share: f32, dist: Option<&Dist>) -> Result<[f64; 6]> {
-    let local = [values[0] as f64, values[1] as f64, values[2] as f64, values[3] as f64, kl, cf];
-    match dist {
-        None => Ok(local),
-        Some(d) => d.sum(local.map(|x| x * share as f64)),
-    }
 }
 
 /// The adaptive-KL rule of Schulman et al. 2017, Sec. 4 (constants 1.5 and 2 are the paper's):

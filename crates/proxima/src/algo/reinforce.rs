@@ -10,9 +10,9 @@
 //! that episode). The loss is A2C's with Â = G − V_old (or G) and the value target R = G:
 //! −mean(log π·Â) + c₁·mean((V − G)²) − c₂·mean(H), c₁ = 0 without a baseline.
 
-use crate::algo::optim::Optimizer;
 use crate::algo::update::{apply_gradients, AdvantageNorm, UpdateStats};
 use crate::error::{ProximaError, Result};
+use crate::optim::Optimizer;
 use crate::policy::Policy;
 use crate::rollout::{explained_variance, monte_carlo_returns, normalize_advantages, Minibatch, RolloutBuffer};
 

@@ -14,8 +14,8 @@
 //! [`actor_loss`], [`ent_coef_loss`]), tested against finite differences in float64.
 
 use super::offpolicy::{finite, min_of, LoopParams, Losses, OffPolicyState};
-use crate::algo::optim::Optimizer;
 use crate::error::Result;
+use crate::optim::{Gradients, Optimizer, Params};
 use crate::policy::offpolicy::squashed_sample;
 use crate::policy::OffPolicyNets;
 use crate::replay::ReplayBuffer;
@@ -160,7 +160,10 @@ impl Sac {
         if let EntCoef::Auto(_) = p.ent_coef {
             let (_, g) = ent_coef_loss(self.log_ent_coef[0][0] as f64, mean_log_prob, p.target_entropy);
             let names = ["log_ent_coef".to_string()];
-            self.ent_opt.step_values(&names, &mut self.log_ent_coef, &[Some(vec![g as f32])], None)?;
+            self.ent_opt.step(
+                Params::Host { names: &names, values: &mut self.log_ent_coef, grads: &[Some(vec![g as f32])] },
+                None,
+            )?;
         }
         // 3. The critics.
         let (m2, ls2) = nets.actor_dist(&b.next_obs)?;
@@ -170,12 +173,16 @@ impl Sac {
         let q = nets.q_values(&b.obs, &b.actions, false)?;
         let lq = critic_loss(&q, &y)?;
         let critic = finite(&lq, "SAC critic loss")?;
-        self.state.critic_opt.step(nets.critic_params(), &lq.backward()?, None)?;
+        self.state
+            .critic_opt
+            .step(Params::Vars { vars: nets.critic_params(), grads: Gradients::Store(&lq.backward()?) }, None)?;
         // 4. The actor, against the updated critics.
         let q_pi = nets.q_values(&b.obs, &a_pi, false)?;
         let lpi = actor_loss(&log_prob, &q_pi, alpha)?;
         let actor = finite(&lpi, "SAC actor loss")?;
-        self.state.actor_opt.step(nets.actor_params(), &lpi.backward()?, None)?;
+        self.state
+            .actor_opt
+            .step(Params::Vars { vars: nets.actor_params(), grads: Gradients::Store(&lpi.backward()?) }, None)?;
         // 5. The targets.
         self.state.n_updates += 1;
         if self.state.n_updates % p.target_update_interval as u64 == 0 {

@@ -17,6 +17,7 @@
 use super::offpolicy::{finite, min_of, LoopParams, Losses, OffPolicyState};
 use super::sac::sum_of_mse;
 use crate::error::Result;
+use crate::optim::{Gradients, Params};
 use crate::policy::OffPolicyNets;
 use crate::replay::ReplayBuffer;
 use candle_core::{Device, Tensor};
@@ -108,7 +109,9 @@ impl Td3 {
         let y = td3_target(&nets.q_values(&b.next_obs, &next_actions, true)?, &b.rewards, &b.dones, p.gamma)?;
         let lq = sum_of_mse(&nets.q_values(&b.obs, &b.actions, false)?, &y)?;
         let critic = finite(&lq, "TD3 critic loss")?;
-        self.state.critic_opt.step(nets.critic_params(), &lq.backward()?, None)?;
+        self.state
+            .critic_opt
+            .step(Params::Vars { vars: nets.critic_params(), grads: Gradients::Store(&lq.backward()?) }, None)?;
         // 4. Delayed actor and target updates.
         let mut actor = None;
         if self.state.n_updates % p.policy_delay as u64 == 0 {
@@ -116,7 +119,9 @@ impl Td3 {
             let q0 = nets.q_values(&b.obs, &mu, false)?.swap_remove(0);
             let la = td3_actor_loss(&q0)?;
             actor = Some(finite(&la, "TD3 actor loss")?);
-            self.state.actor_opt.step(nets.actor_params(), &la.backward()?, None)?;
+            self.state
+                .actor_opt
+                .step(Params::Vars { vars: nets.actor_params(), grads: Gradients::Store(&la.backward()?) }, None)?;
             nets.polyak_update(p.tau)?;
         }
         Ok(Losses { actor_loss: actor, critic_loss: critic, entropy: None })

@@ -21,10 +21,10 @@
 //! pass, so no double backprop is needed. Tested against an explicitly built Fisher matrix and
 //! against finite differences of the KL's gradient (`crates/proxima/tests/algorithms.rs`).
 
-use crate::algo::optim::Optimizer;
 use crate::algo::update::{AdvantageNorm, UpdateStats};
 use crate::error::{ProximaError, Result};
-use crate::policy::{ops, Activation, ActorCritic, DistParams};
+use crate::optim::{Gradients, Optimizer, Params};
+use crate::policy::{fast_tanh, Activation, ActorCritic, DistParams};
 use crate::rollout::{explained_variance, normalize_advantages, Minibatches, RolloutBuffer};
 use candle_core::Tensor;
 use rand::Rng;
@@ -101,7 +101,7 @@ fn actor_grad_flat(policy: &ActorCritic, loss: &Tensor) -> Result<Vec<f64>> {
 /// Forward-mode derivative of the policy head: given tangents for the trunk/actor *layer*
 /// parameters (every index of [`ActorCritic::actor_param_indices`] except the log-std, same
 /// order and shapes), returns `(head, J·v)`, both `[B, head_dim]` and detached. z = hWᵀ + b
-/// gives dz = dh·Wᵀ + h·dWᵀ + db; the activation is the forward pass's own — [`ops::tanh`]
+/// gives dz = dh·Wᵀ + h·dWᵀ + db; the activation is the forward pass's own — [`fast_tanh::tanh`]
 /// with da = (1 − a²)·dz, the derivative its backward pass uses too, so J·v here and Jᵀ·u by
 /// back-propagation linearise the same function and F = JᵀMJ stays symmetric.
 ///
@@ -129,7 +129,7 @@ pub fn actor_jvp(policy: &ActorCritic, obs: &Tensor, tangents: &[Tensor]) -> Res
         if activate {
             match policy.spec().activation {
                 Activation::Tanh => {
-                    let a = ops::tanh(&z)?;
+                    let a = fast_tanh::tanh(&z)?;
                     dz = (dz * (1.0 - a.sqr()?)?)?;
                     h = a;
                 }
@@ -380,7 +380,10 @@ fn fit_critic<R: Rng + ?Sized>(
             if !l.is_finite() {
                 return Err(ProximaError::NonFinite(format!("TRPO value loss is {l}")));
             }
-            critic_opt.step(policy.named_params(), &loss.backward()?, p.max_grad_norm)?;
+            critic_opt.step(
+                Params::Vars { vars: policy.named_params(), grads: Gradients::Store(&loss.backward()?) },
+                p.max_grad_norm,
+            )?;
             s.value_loss += l;
             s.minibatches += 1;
         }

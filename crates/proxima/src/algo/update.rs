@@ -1,10 +1,12 @@
 //! What every algorithm's update shares: where advantages are normalised, the diagnostics an
-//! update reports, and applying a gradient to the policy with the optimiser.
+//! update reports, applying a gradient to the policy with the optimiser, and [`Replicas`]: what
+//! differs when the update runs on several processes.
 
-use super::optim::{Optimizer, StepInfo};
-use crate::dist::Collective;
+use crate::distributed::{normalize_advantages_across, Collective, Ranks};
 use crate::error::Result;
+use crate::optim::{Optimizer, Params, StepInfo};
 use crate::policy::Policy;
+use crate::rollout::{normalize_advantages, Minibatches, RolloutBuffer};
 use serde::{Deserialize, Serialize};
 
 /// Where advantages are normalised.
@@ -77,55 +79,15 @@ pub struct AuxStats {
 /// policy's own errors.
 pub fn apply_gradients(policy: &mut dyn Policy, opt: &mut Optimizer, max_grad_norm: Option<f64>) -> Result<StepInfo> {
     if let Some(flat) = policy.backward_flat()? {
-        return opt.step_flat(flat.names, flat.values, flat.grads, max_grad_norm, flat.halves);
+        return opt.step(Params::Flat(flat), max_grad_norm);
     }
     let grads = policy.backward()?;
     apply_host_gradients(policy, opt, &grads, max_grad_norm)
 }
 
-/// [`apply_gradients`] in a distributed run ([`crate::dist`]): this rank's gradient times
-/// `share` (its part of the global minibatch), summed over ranks, is the step's gradient — the
-/// global minibatch's mean-loss gradient — on every rank alike, so the parameters stay the same
-/// everywhere. Clipping and the NaN guard then see the summed gradient.
-///
-/// # Errors
-/// As [`apply_gradients`]; the engine's.
-pub fn apply_gradients_summed(
-    policy: &mut dyn Policy,
-    opt: &mut Optimizer,
-    max_grad_norm: Option<f64>,
-    comm: &dyn Collective,
-    share: f32,
-) -> Result<StepInfo> {
-    if let Some(flat) = policy.backward_flat()? {
-        flat.grads.iter_mut().for_each(|g| *g *= share);
-        comm.all_reduce_sum_f32(flat.grads)?;
-        return opt.step_flat(flat.names, flat.values, flat.grads, max_grad_norm, flat.halves);
-    }
-    let grads = policy.backward()?;
-    let sizes: Vec<usize> = opt.m.iter().map(Vec::len).collect();
-    let mut flat: Vec<f32> = Vec::with_capacity(sizes.iter().sum());
-    for (g, &n) in grads.iter().zip(&sizes) {
-        match g {
-            Some(g) => flat.extend(g.iter().map(|x| x * share)),
-            None => flat.extend(std::iter::repeat_n(0.0, n)),
-        }
-    }
-    comm.all_reduce_sum_f32(&mut flat)?;
-    let mut rest = &flat[..];
-    let summed: Vec<Option<Vec<f32>>> = sizes
-        .iter()
-        .map(|&n| {
-            let (g, r) = rest.split_at(n);
-            rest = r;
-            Some(g.to_vec())
-        })
-        .collect();
-    apply_host_gradients(policy, opt, &summed, max_grad_norm)
-}
-
 /// [`apply_gradients`] with gradients already on the host (one entry per parameter, as
-/// [`Policy::backward`] returns them): how an A3C worker's gradient reaches the global network.
+/// [`Policy::backward`] returns them; `None` = gradient 0): how an A3C worker's gradient reaches
+/// the global network.
 ///
 /// # Errors
 /// As [`apply_gradients`].
@@ -137,7 +99,132 @@ pub fn apply_host_gradients(
 ) -> Result<StepInfo> {
     let names = policy.param_names();
     let mut values = policy.params()?;
-    let info = opt.step_values(&names, &mut values, grads, max_grad_norm)?;
+    let info = opt.step(Params::Host { names: &names, values: &mut values, grads }, max_grad_norm)?;
     policy.set_params(&values)?;
     Ok(info)
+}
+
+/// The processes one update runs on: this one alone, or every rank of a data-parallel run
+/// ([`crate::distributed`]). Alone, each method is the single-process code, bit for bit; across
+/// ranks each takes in every rank's part of the global minibatch (a rank's `share`: its rows ÷
+/// the global minibatch's, 0 for a placeholder), so every rank takes the same steps.
+#[derive(Clone, Copy)]
+pub struct Replicas<'a>(Option<&'a Ranks>);
+
+impl<'a> Replicas<'a> {
+    /// This process alone.
+    pub fn alone() -> Self {
+        Replicas(None)
+    }
+
+    /// Alone (`None`), or the ranks of a data-parallel run.
+    pub fn of(ranks: Option<&'a Ranks>) -> Self {
+        Replicas(ranks)
+    }
+
+    /// The update's minibatches of `size` (advantages normalised over the whole batch first if
+    /// `normalize_over_batch`; π_θold's head with them if `with_old_head`): this process's
+    /// ([`Minibatches::new`]), or this rank's part of the global ones ([`Minibatches::split`],
+    /// which normalises per minibatch only).
+    pub fn minibatches<'b>(
+        self,
+        buf: &'b RolloutBuffer,
+        size: usize,
+        normalize_over_batch: bool,
+        with_old_head: bool,
+    ) -> Minibatches<'b> {
+        match self.0 {
+            None => Minibatches::new(buf, size, normalize_over_batch, with_old_head),
+            Some(r) => Minibatches::split(buf, size, with_old_head, r.split),
+        }
+    }
+
+    /// Â ← (Â − mean)/(std + 1e-8) over the (global) minibatch.
+    ///
+    /// # Errors
+    /// The engine's.
+    pub fn normalize_advantages(self, adv: &mut [f32], share: f32) -> Result<()> {
+        match self.0 {
+            None => {
+                normalize_advantages(adv);
+                Ok(())
+            }
+            Some(r) => normalize_advantages_across(adv, share > 0.0, r),
+        }
+    }
+
+    /// Per-minibatch means (losses, KL, clip fraction): this process's own, or the global
+    /// minibatch's (each rank's times its `share`, summed; a NaN anywhere reaches every rank,
+    /// so all stop together).
+    ///
+    /// # Errors
+    /// The engine's.
+    pub fn minibatch_means<const N: usize>(self, local: [f64; N], share: f32) -> Result<[f64; N]> {
+        match self.0 {
+            None => Ok(local),
+            Some(r) => r.sum(local.map(|x| x * share as f64)),
+        }
+    }
+
+    /// The mean over ranks of per-rank values (the values themselves alone).
+    ///
+    /// # Errors
+    /// The engine's.
+    pub fn mean_over_ranks<const N: usize>(self, values: [f64; N]) -> Result<[f64; N]> {
+        match self.0 {
+            None => Ok(values),
+            Some(r) => Ok(r.sum(values)?.map(|x| x / r.split.size as f64)),
+        }
+    }
+
+    /// [`apply_gradients`]; across ranks, the step's gradient is each rank's times its `share`,
+    /// summed over ranks — the global minibatch's mean-loss gradient, the same on every rank, so
+    /// the parameters stay the same everywhere. Clipping and the NaN guard see the summed
+    /// gradient.
+    ///
+    /// # Errors
+    /// As [`apply_gradients`]; the engine's.
+    pub fn apply_gradients(
+        self,
+        policy: &mut dyn Policy,
+        opt: &mut Optimizer,
+        max_grad_norm: Option<f64>,
+        share: f32,
+    ) -> Result<StepInfo> {
+        let Some(ranks) = self.0 else { return apply_gradients(policy, opt, max_grad_norm) };
+        if let Some(flat) = policy.backward_flat()? {
+            flat.grads.iter_mut().for_each(|g| *g *= share);
+            ranks.comm.all_reduce_sum_f32(flat.grads)?;
+            return opt.step(Params::Flat(flat), max_grad_norm);
+        }
+        let grads = policy.backward()?;
+        let summed = sum_host_gradients(&grads, &opt.m, share, &*ranks.comm)?;
+        apply_host_gradients(policy, opt, &summed, max_grad_norm)
+    }
+}
+
+/// Σ over ranks of `share` × this rank's host gradients (`None` = 0), sized as the moments `m`:
+/// one all-reduce of their concatenation.
+fn sum_host_gradients(
+    grads: &[Option<Vec<f32>>],
+    m: &[Vec<f32>],
+    share: f32,
+    comm: &dyn Collective,
+) -> Result<Vec<Option<Vec<f32>>>> {
+    let mut flat: Vec<f32> = Vec::with_capacity(m.iter().map(Vec::len).sum());
+    for (g, m) in grads.iter().zip(m) {
+        match g {
+            Some(g) => flat.extend(g.iter().map(|x| x * share)),
+            None => flat.extend(std::iter::repeat_n(0.0, m.len())),
+        }
+    }
+    comm.all_reduce_sum_f32(&mut flat)?;
+    let mut rest = &flat[..];
+    Ok(m.iter()
+        .map(|m| {
+            let (g, r) = rest.split_at(m.len());
+            rest = r;
+            Some(g.to_vec())
+        })
+        .collect())
 }

@@ -76,7 +76,8 @@ impl AlgoName {
         if let Some(algo) = AlgoName::ALL.into_iter().find(|a| a.as_str() == name) {
             return Ok(algo);
         }
-        let hint = crate::util::closest(name, &ALGOS).map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default();
+        let hint =
+            crate::did_you_mean::closest(name, &ALGOS).map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default();
         Err(format!("algo = `{name}`{hint}: known algorithms are {}", ALGOS.join(", ")))
     }
 }

@@ -10,9 +10,9 @@
 //! `validate` (the checks and [`ValidConfig`]), `legacy` (values for keys that configs saved
 //! before them lack), `ignored` (keys the chosen algorithm would not read).
 
-pub use crate::algo::optim::OptimizerName;
 pub use crate::algo::sac::EntCoef;
 pub use crate::algo::{AdvantageNorm, Objective};
+pub use crate::optim::OptimizerName;
 pub use crate::policy::Backend;
 pub use algo_name::{AlgoName, ALGOS};
 pub use presets::PRESETS;

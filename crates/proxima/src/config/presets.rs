@@ -49,7 +49,8 @@ impl Config {
         if let Some((_, values)) = TABLE.iter().find(|(n, _)| *n == name) {
             return Ok(values());
         }
-        let hint = crate::util::closest(name, &PRESETS).map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default();
+        let hint =
+            crate::did_you_mean::closest(name, &PRESETS).map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default();
         Err(ProximaError::Config(format!("unknown preset `{name}`{hint}; presets: {}", PRESETS.join(", "))))
     }
 }

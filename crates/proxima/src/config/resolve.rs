@@ -155,6 +155,6 @@ fn check_key(k: &str) -> Result<()> {
     if keys.contains(&k) {
         return Ok(());
     }
-    let hint = crate::util::closest(k, &keys).map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default();
+    let hint = crate::did_you_mean::closest(k, &keys).map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default();
     Err(ProximaError::Config(format!("unknown key `{k}`{hint}")))
 }

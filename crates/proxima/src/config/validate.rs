@@ -90,7 +90,7 @@ impl Config {
     }
 
     /// [`Config::validate`] for a run over `ranks` processes, each stepping `n_envs` envs (a
-    /// distributed run, [`crate::dist`]): `batch_size` is the global minibatch, so it must divide
+    /// distributed run, [`crate::distributed`]): `batch_size` is the global minibatch, so it must divide
     /// the whole rollout `n_steps × n_envs × ranks`, not each rank's. `ranks` 0 counts as 1.
     ///
     /// # Errors

@@ -5,12 +5,12 @@
 //! Default network (CleanRL's `Agent`, SB3's `MlpPolicy`): separate policy and value MLPs of
 //! 2×64 tanh units; `shared_trunk = true` shares the hidden layers between the two heads.
 //! Orthogonal init (Saxe et al. 2014; openai/baselines): gain √2 on hidden layers, 0.01 on the
-//! policy head, 1.0 on the value head, biases 0. The hidden tanh is [`ops::tanh`], a fast
+//! policy head, 1.0 on the value head, biases 0. The hidden tanh is [`fast_tanh::tanh`], a fast
 //! rational approximation.
 
 use super::conv::ConvRelu;
+use super::fast_tanh;
 use super::interface::{ActOutput, AuxBatch, LossReport, Policy};
-use super::ops;
 use super::spec::{ActionKind, Activation, ImageShape, PolicySpec};
 use crate::error::{ProximaError, Result};
 use crate::loss::{a2c_loss, ppo_loss, PpoBatch, PpoCoefs};
@@ -59,7 +59,7 @@ impl Mlp {
             h = l.forward(&h)?;
             if i + 1 < n || self.activate_last {
                 h = match self.activation {
-                    Activation::Tanh => ops::tanh(&h)?,
+                    Activation::Tanh => fast_tanh::tanh(&h)?,
                     Activation::Relu => h.relu()?,
                 };
             }
@@ -395,7 +395,7 @@ impl ActorCritic {
 
     /// The layers π(·|s) goes through, in order: `(weight [out, in], bias [out], activated)`
     /// for the trunk's (if shared) and the actor's; the activation is the spec's, and
-    /// [`ops::tanh`] for tanh.
+    /// [`fast_tanh::tanh`] for tanh.
     pub fn actor_layers(&self) -> Vec<(&Var, &Var, bool)> {
         let actor = &self.actor.layers;
         let actor = actor.iter().enumerate().map(|(i, l)| (&l.w, &l.b, i + 1 < actor.len()));

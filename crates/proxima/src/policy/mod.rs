@@ -21,11 +21,11 @@
 pub mod candle;
 mod conv;
 pub mod distributions;
+pub mod fast_tanh;
 pub mod fused;
 mod interface;
 mod network;
 pub mod offpolicy;
-pub mod ops;
 mod spec;
 
 pub use self::candle::{ActorCritic, DistParams};

@@ -38,6 +38,21 @@ impl Backend {
     }
 }
 
+impl std::str::FromStr for Backend {
+    type Err = ProximaError;
+
+    /// The config's spelling (`auto`, `fused`, `candle`), as `--backend` takes it.
+    ///
+    /// # Errors
+    /// `Config` naming the three for any other word.
+    fn from_str(s: &str) -> Result<Self> {
+        [Backend::Auto, Backend::Fused, Backend::Candle]
+            .into_iter()
+            .find(|b| b.as_str() == s)
+            .ok_or_else(|| ProximaError::Config(format!("unknown backend `{s}`: auto, fused or candle")))
+    }
+}
+
 /// A policy network on one of the two backends (one per run or worker, never moved in a loop:
 /// the size difference of the variants does not matter).
 #[derive(Debug)]

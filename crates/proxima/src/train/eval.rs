@@ -2,7 +2,7 @@
 //! as a video (Gymnasium's `render_mode="rgb_array"` frames).
 
 use crate::env::atari::GameEpisode;
-use crate::env::Action;
+use crate::env::{Action, Env};
 use crate::error::{ProximaError, Result};
 use crate::normalize::Normalizer;
 use crate::policy::{ActionKind, Policy};
@@ -65,27 +65,7 @@ pub fn evaluate_recorded(
         None => None,
     };
     let record_episodes = record.map_or(0, |r| r.episodes.max(1));
-    let obs_dim = env.observation_space().flat_dim();
-    let kind = ActionKind::from_space(&env.action_space())?;
-    // A CNN reads an image: the same flat size in another shape (16 × 42 × 42 for 4 × 84 × 84) is no fit.
-    let image_differs = policy.spec().cnn.is_some_and(|i| match env.observation_space() {
-        crate::env::Space::Box { shape, .. } => shape != [i.channels, i.height, i.width],
-        _ => true,
-    });
-    if obs_dim != policy.spec().obs_dim
-        || image_differs
-        || kind.head_dim() != policy.spec().action.head_dim()
-        || kind.act_dim() != policy.spec().action.act_dim()
-    {
-        return Err(ProximaError::Checkpoint(format!(
-            "the policy (observations of {}{}, action {:?}) does not fit {env_id} (observations {}, action {:?})",
-            policy.spec().obs_dim,
-            policy.spec().cnn.map(|i| format!(" as {}×{}×{}", i.channels, i.height, i.width)).unwrap_or_default(),
-            policy.spec().action,
-            env.observation_space().describe(),
-            kind
-        )));
-    }
+    let kind = check_policy_fits(policy, &*env, env_id)?;
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut returns = Vec::with_capacity(episodes);
     for i in 0..episodes {
@@ -131,6 +111,37 @@ pub fn evaluate_recorded(
         v.finish()?;
     }
     Ok(returns)
+}
+
+/// The env's action distribution, once `policy` is known to fit the env's spaces (its
+/// observation size, image shape and action head).
+///
+/// # Errors
+/// `Checkpoint` naming both sides when they differ; `Unsupported` for an action space without a
+/// distribution.
+fn check_policy_fits(policy: &dyn Policy, env: &dyn Env, env_id: &str) -> Result<ActionKind> {
+    let obs_dim = env.observation_space().flat_dim();
+    let kind = ActionKind::from_space(&env.action_space())?;
+    // A CNN reads an image: the same flat size in another shape (16 × 42 × 42 for 4 × 84 × 84) is no fit.
+    let image_differs = policy.spec().cnn.is_some_and(|i| match env.observation_space() {
+        crate::env::Space::Box { shape, .. } => shape != [i.channels, i.height, i.width],
+        _ => true,
+    });
+    if obs_dim != policy.spec().obs_dim
+        || image_differs
+        || kind.head_dim() != policy.spec().action.head_dim()
+        || kind.act_dim() != policy.spec().action.act_dim()
+    {
+        return Err(ProximaError::Checkpoint(format!(
+            "the policy (observations of {}{}, action {:?}) does not fit {env_id} (observations {}, action {:?})",
+            policy.spec().obs_dim,
+            policy.spec().cnn.map(|i| format!(" as {}×{}×{}", i.channels, i.height, i.width)).unwrap_or_default(),
+            policy.spec().action,
+            env.observation_space().describe(),
+            kind
+        )));
+    }
+    Ok(kind)
 }
 
 /// The normalisation statistics a checkpoint was trained with, to apply frozen at evaluation

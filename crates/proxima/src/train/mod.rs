@@ -24,6 +24,7 @@
 //! run directory as a callback (config, CSV, TensorBoard, checkpoints, final model and
 //! evaluation), and [`run`] trains into one; [`eval`] runs episodes of a policy.
 
+mod algorithm;
 pub mod eval;
 mod run_dir;
 pub mod snapshot;

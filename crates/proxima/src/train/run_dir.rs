@@ -81,7 +81,7 @@ impl RunDir {
         let ckpt_dir = dir.join("checkpoints");
         std::fs::create_dir_all(&ckpt_dir).map_err(|e| ProximaError::io(&ckpt_dir, e))?;
         let mut config = format!("env_id = {:?}\n{}", trainer.env_id, trainer.cfg.to_toml());
-        if let Some(d) = trainer.dist() {
+        if let Some(d) = trainer.ranks() {
             // A comment, so that the file still reads back as a config.
             let (ranks, n, total) = (d.split.size, d.split.n_envs, d.split.total_envs());
             let ranks = if ranks == 1 { "1 MPI rank".to_string() } else { format!("{ranks} MPI ranks") };

@@ -2,9 +2,10 @@
 //! every env's state, the current observations, the running episode statistics, the
 //! normalisation statistics, PPO's β), and rebuilding a [`Trainer`] from it.
 
-use super::trainer::{Algo, Trainer};
-use crate::algo::offpolicy::{Learner, OffPolicySnapshot};
-use crate::algo::optim::Optimizer;
+use super::algorithm::{Algo, OnPolicy};
+use super::trainer::Trainer;
+use crate::algo::learner::Learner;
+use crate::algo::offpolicy::OffPolicySnapshot;
 use crate::checkpoint::{self, CheckpointMeta, OptimizerState, OPTIMIZER};
 use crate::collect::EpisodeStats;
 use crate::config::{AlgoName, Backend, Config, ValidConfig};
@@ -12,6 +13,7 @@ use crate::env::vec_env::EpisodeRecord;
 use crate::env::EnvRng;
 use crate::error::{ProximaError, Result};
 use crate::normalize::Normalizer;
+use crate::optim::Optimizer;
 use crate::policy::{Network, Policy};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -102,7 +104,7 @@ impl Trainer {
         if c.norm.is_active() {
             extra.insert("normalization".to_string(), serde_json::to_string(&c.norm).expect("normaliser serialises"));
         }
-        if let Some(d) = self.dist() {
+        if let Some(d) = self.ranks() {
             extra.insert("mpi_ranks".to_string(), d.split.size.to_string());
             // Gathered after every update; absent (so the checkpoint is not resumable) only
             // before the first one.
@@ -133,7 +135,7 @@ impl Trainer {
     /// # Errors
     /// The engine's.
     pub(super) fn gather_rank_states(&mut self) -> Result<()> {
-        let Some(d) = self.dist().cloned() else { return Ok(()) };
+        let Some(d) = self.ranks().cloned() else { return Ok(()) };
         let mine = if d.split.rank == 0 {
             Vec::new()
         } else {
@@ -202,7 +204,7 @@ impl Trainer {
         ck: &checkpoint::Checkpoint,
         total_timesteps: Option<u64>,
         backend: Option<Backend>,
-        comm: std::sync::Arc<dyn crate::dist::Collective>,
+        comm: std::sync::Arc<dyn crate::distributed::Collective>,
     ) -> Result<Self> {
         let bad = |m: String| ProximaError::Checkpoint(format!("cannot resume {}: {m}", ck.path()));
         let (rank, size) = (comm.rank(), comm.size());
@@ -253,7 +255,7 @@ impl Trainer {
         }
         self.rng = snap.rng.clone();
         restore_collector(&mut self, snap)?;
-        if let Algo::Ppg(ppg) = &mut self.algo {
+        if let Algo::OnPolicy(OnPolicy::Ppg(ppg)) = &mut self.algo {
             restore_aux_buffer(ppg, ck)?;
         }
         self.global_step = ck.meta.global_step;
@@ -270,7 +272,7 @@ impl Trainer {
         let state = ck.optimizer_state_for(OPTIMIZER, &ADAM_BUFFERS, &self.policy.param_shapes())?;
         match (&mut self.algo, &self.policy) {
             (Algo::OffPolicy(l), Network::OffPolicy(nets)) => restore_off_policy(l, nets, state, ck),
-            (Algo::Ppg(ppg), _) => {
+            (Algo::OnPolicy(OnPolicy::Ppg(ppg)), _) => {
                 restore_adam(&mut self.opt, state);
                 restore_adam(
                     &mut ppg.aux_opt,
@@ -338,7 +340,8 @@ impl Trainer {
         }
         let snap: Option<TrainerSnapshot> =
             ck.meta.extra.get("trainer_state").and_then(|j| serde_json::from_str(j).ok());
-        if let (Some(b), Algo::Ppo { kl_coef, .. }) = (snap.and_then(|s| s.kl_coef), &mut self.algo) {
+        if let (Some(b), Algo::OnPolicy(OnPolicy::Ppo { kl_coef, .. })) = (snap.and_then(|s| s.kl_coef), &mut self.algo)
+        {
             *kl_coef = b;
         }
         self.global_step = ck.meta.global_step;
@@ -355,7 +358,7 @@ impl Trainer {
     /// `data.ppg.returns`).
     pub fn save(&self, path: &Path) -> Result<()> {
         let main = self.optimizer_state();
-        let Algo::Ppg(ppg) = &self.algo else {
+        let Algo::OnPolicy(OnPolicy::Ppg(ppg)) = &self.algo else {
             return checkpoint::save(path, &self.policy, &[(OPTIMIZER, &main)], &self.checkpoint_meta());
         };
         let o = &ppg.aux_opt;
@@ -551,7 +554,7 @@ fn restore_collector(tr: &mut Trainer, snap: TrainerSnapshot) -> Result<()> {
     }
     c.stats = EpisodeStats::from_records(snap.recent);
     tr.clock.elapsed_offset = snap.time_elapsed;
-    if let (Some(b), Algo::Ppo { kl_coef, .. }) = (snap.kl_coef, &mut tr.algo) {
+    if let (Some(b), Algo::OnPolicy(OnPolicy::Ppo { kl_coef, .. })) = (snap.kl_coef, &mut tr.algo) {
         *kl_coef = b;
     }
     Ok(())

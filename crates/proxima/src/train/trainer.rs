@@ -1,25 +1,19 @@
 //! The explicit state of a training run and its one loop, [`Trainer::step`]:
 //! collect → GAE → the algorithm's update.
 
-use crate::algo::a2c::{self, A2cParams};
+use super::algorithm::{off_policy_parts, ppo_params, steps_per_iteration, Algo, OnPolicy, UpdateInputs};
 use crate::algo::a3c::{self, Worker};
-use crate::algo::offpolicy::{Learner, LoopParams};
-use crate::algo::optim::{LrSchedule, Optimizer};
-use crate::algo::ppg::{self, AuxBuffer, Ppg, PpgParams};
-use crate::algo::ppo::{self, PpoParams};
-use crate::algo::reinforce::{self, ReinforceParams};
-use crate::algo::sac::{Sac, SacParams};
-use crate::algo::td3::{Td3, Td3Params};
-use crate::algo::trpo::{self, TrpoParams};
+use crate::algo::update::Replicas;
 use crate::algo::UpdateStats;
 use crate::collect::{Collector, StepObserver};
 use crate::config::{AdvantageNorm, AlgoName, Config, IntoValidConfig, OptimizerName, ValidConfig, VectorEnv};
-use crate::dist::{Collective, Dist, EnvSplit};
+use crate::distributed::{Collective, EnvSplit, Ranks};
 use crate::env::vec_env::{EpisodeRecord, SyncVectorEnv, VectorMode};
 use crate::env::{make, Env, Space};
 use crate::error::{ProximaError, Result};
 use crate::normalize::Normalizer;
-use crate::policy::{ActionKind, Activation, ImageShape, Network, Policy, PolicyKind, PolicySpec};
+use crate::optim::{LrSchedule, Optimizer};
+use crate::policy::{ActionKind, ImageShape, Network, Policy, PolicyKind, PolicySpec};
 use crate::replay::ReplayBuffer;
 use crate::rollout::RolloutBuffer;
 use rand::SeedableRng;
@@ -90,25 +84,13 @@ impl Callback for NoCallback {
     }
 }
 
-/// The algorithm a run trains with: its parameters (projected from the config once) and its
-/// own state.
-pub(crate) enum Algo {
-    /// PPO with β of the KL-penalty objectives (adapted after each update for `adaptive_kl`).
-    Ppo { params: PpoParams, kl_coef: f64 },
-    /// A2C: one gradient step per rollout.
-    A2c(A2cParams),
-    /// TRPO: the natural-gradient step, then the critic's epochs.
-    Trpo(TrpoParams),
-    /// REINFORCE: one gradient step per rollout on its finished episodes' Monte-Carlo returns.
-    Reinforce(ReinforceParams),
-    /// PPG: PPO's policy phase, then every `n_iteration` rollouts the auxiliary phase (its
-    /// buffer and its own Adam).
-    Ppg(Box<Ppg>),
-    /// SAC, TD3, DDPG: the replay buffer, the optimisers and counters (the networks are the
-    /// trainer's policy, [`Network::OffPolicy`]).
-    OffPolicy(Box<Learner>),
-    /// A3C: asynchronous workers applying A2C gradients to the global network.
-    A3c { params: A2cParams, workers: Vec<Worker>, global_updates: u64 },
+/// What one iteration of any family hands back: the episodes that ended in it, when its update
+/// began (the rest of the iteration's time counts as update time), and the update's outcome
+/// (its errors are named after the iteration, [`Trainer::name_the_update`]).
+struct Iteration {
+    finished: Vec<(u64, EpisodeRecord)>,
+    update_start: Instant,
+    stats: Result<UpdateStats>,
 }
 
 /// The sums of an off-policy iteration's gradient steps' losses.
@@ -191,7 +173,7 @@ pub struct Trainer {
     /// Stable-Baselines3's callable `learning_rate`); the config keeps its own.
     lr_override: Option<f64>,
     /// A distributed run's engine and this rank's place ([`Trainer::distributed`]).
-    dist: Option<Dist>,
+    ranks: Option<Ranks>,
     /// Rank 0 of a distributed run: the other ranks' resumable states (JSON, ranks 1, 2, …) as
     /// of update `.0`, gathered after every update so that any checkpoint holds them
     /// (`snapshot.rs`).
@@ -272,135 +254,6 @@ fn sampling_seed(seed: u64) -> u64 {
     seed ^ 0x5eed_0f_ac7_10u64
 }
 
-/// The config's PPO parameters.
-fn ppo_params(c: &Config) -> PpoParams {
-    PpoParams {
-        n_epochs: c.n_epochs,
-        batch_size: c.batch_size,
-        clip_range: c.clip_range,
-        clip_range_vf: c.clip_range_vf,
-        vf_coef: c.vf_coef,
-        ent_coef: c.ent_coef.value(),
-        max_grad_norm: c.max_grad_norm,
-        target_kl: c.target_kl,
-        normalize_advantage: c.normalize_advantage,
-        objective: c.objective,
-        kl_target: c.kl_target,
-    }
-}
-
-/// The config's PPG parameters: the policy phase is PPO-Clip for `e_policy` epochs.
-fn ppg_params(c: &Config) -> PpgParams {
-    let ppo = PpoParams { n_epochs: c.e_policy, objective: crate::algo::Objective::Clip, ..ppo_params(c) };
-    PpgParams {
-        ppo,
-        n_iteration: c.n_iteration,
-        e_auxiliary: c.e_auxiliary,
-        beta_clone: c.beta_clone,
-        num_aux_rollouts: c.num_aux_rollouts,
-    }
-}
-
-/// The config's A2C (and A3C) parameters.
-fn a2c_params(c: &Config) -> A2cParams {
-    A2cParams {
-        vf_coef: c.vf_coef,
-        ent_coef: c.ent_coef.value(),
-        max_grad_norm: c.max_grad_norm,
-        normalize_advantage: c.normalize_advantage,
-    }
-}
-
-/// The config's REINFORCE parameters.
-fn reinforce_params(c: &Config) -> ReinforceParams {
-    ReinforceParams {
-        gamma: c.gamma,
-        baseline: c.baseline,
-        vf_coef: c.vf_coef,
-        ent_coef: c.ent_coef.value(),
-        max_grad_norm: c.max_grad_norm,
-        normalize_advantage: c.normalize_advantage,
-    }
-}
-
-/// The config's off-policy loop parameters.
-fn loop_params(c: &Config) -> LoopParams {
-    LoopParams {
-        learning_starts: c.learning_starts,
-        train_freq: c.train_freq,
-        gradient_steps: c.gradient_steps,
-        batch_size: c.batch_size,
-    }
-}
-
-/// The config's SAC parameters for an action space of `act_dim` dims.
-fn sac_params(c: &Config, act_dim: usize) -> SacParams {
-    SacParams {
-        looping: loop_params(c),
-        gamma: c.gamma,
-        tau: c.tau,
-        target_update_interval: c.target_update_interval,
-        target_entropy: c.target_entropy.unwrap_or(-(act_dim as f64)),
-        ent_coef: c.ent_coef,
-    }
-}
-
-/// The config's TD3 (and DDPG) parameters.
-fn td3_params(c: &Config) -> Td3Params {
-    Td3Params {
-        looping: loop_params(c),
-        gamma: c.gamma,
-        tau: c.tau,
-        policy_delay: c.policy_delay,
-        target_policy_noise: c.target_policy_noise,
-        target_noise_clip: c.target_noise_clip,
-        noise_std: c.noise_std,
-    }
-}
-
-/// An off-policy algorithm's networks (SB3's `MlpPolicy`: ReLU, `net_arch` for the actor and
-/// each critic) and state, or `None` for an on-policy algorithm.
-fn off_policy_parts(cfg: &Config, spec: &PolicySpec) -> Result<Option<(Network, Algo)>> {
-    let Some((kind, n_critics)) = crate::policy::offpolicy::nets_of_algo(cfg.algo.as_str(), cfg.n_critics) else {
-        return Ok(None);
-    };
-    let spec = PolicySpec { activation: Activation::Relu, shared_trunk: false, ortho_init: false, ..spec.clone() };
-    let act_dim = spec.action.act_dim();
-    let net = Network::off_policy(spec.clone(), kind, n_critics, &mut ChaCha8Rng::seed_from_u64(cfg.seed))?;
-    let replay = ReplayBuffer::new(cfg.buffer_size, cfg.n_envs, spec.obs_dim, act_dim)?;
-    let nets = net.off_policy_nets().expect("built as off-policy");
-    let (lr, eps) = (cfg.learning_rate, cfg.adam_eps);
-    let learner = match cfg.algo {
-        AlgoName::Sac => Learner::Sac(Sac::new(sac_params(cfg, act_dim), replay, nets, lr, eps)),
-        _ => Learner::Td3(Td3::new(td3_params(cfg), replay, nets, lr, eps)),
-    };
-    Ok(Some((net, Algo::OffPolicy(Box::new(learner)))))
-}
-
-/// The config's TRPO parameters.
-fn trpo_params(c: &Config) -> Result<TrpoParams> {
-    Ok(TrpoParams {
-        target_kl: c.target_kl.ok_or_else(|| ProximaError::Config("TRPO needs target_kl (δ)".into()))?,
-        cg_max_steps: c.cg_max_steps,
-        cg_damping: c.cg_damping,
-        line_search_shrinking_factor: c.line_search_shrinking_factor,
-        line_search_max_iter: c.line_search_max_iter,
-        n_critic_updates: c.n_critic_updates,
-        batch_size: c.batch_size,
-        max_grad_norm: c.max_grad_norm,
-        normalize_advantage: c.normalize_advantage,
-    })
-}
-
-/// Env steps one iteration takes: N·T, or for A3C every worker's 16 rollouts.
-fn steps_per_iteration(cfg: &Config, algo: &Algo) -> u64 {
-    let rollout = (cfg.n_steps * cfg.n_envs) as u64;
-    match algo {
-        Algo::A3c { .. } => rollout * cfg.n_workers as u64 * a3c::UPDATES_PER_ITERATION,
-        _ => rollout,
-    }
-}
-
 type MakeEnv<'a> = &'a mut dyn FnMut() -> crate::env::Result<Box<dyn Env>>;
 
 /// A3C's workers: each with its own envs (seeded apart), rollout, sampling stream and local
@@ -449,7 +302,7 @@ impl Trainer {
         }
     }
 
-    /// One rank of a distributed run ([`crate::dist`]; `mpirun -np N proxima train …`): this
+    /// One rank of a distributed run ([`crate::distributed`]; `mpirun -np N proxima train …`): this
     /// rank's `n_envs` envs are global envs `rank·n_envs ..`, seeded `seed + rank·n_envs + i`,
     /// each sampling from its own stream; the network starts from `seed` on every rank, and
     /// every update sums the gradient across ranks, so all ranks keep the same parameters; the
@@ -480,15 +333,15 @@ impl Trainer {
         trainer.collector.sample_per_env(sampling_seed(cfg.seed), first);
         let norm = normalizer(&trainer.cfg, &trainer.collector.venv);
         trainer.collector.normalize_across(norm, comm.clone(), split)?;
-        trainer.dist = Some(Dist { comm, split });
+        trainer.ranks = Some(Ranks { comm, split });
         // Steps count every rank's: the run's total is the global one.
         trainer.num_updates = trainer.cfg.total_timesteps.div_ceil(trainer.steps_per_iteration());
         Ok(trainer)
     }
 
     /// The distributed run this trainer is a rank of, if any.
-    pub fn dist(&self) -> Option<&Dist> {
-        self.dist.as_ref()
+    pub fn ranks(&self) -> Option<&Ranks> {
+        self.ranks.as_ref()
     }
 
     /// A fresh run on envs built by `make_env` (called `n_envs` times, and `n_envs` more for
@@ -549,25 +402,8 @@ impl Trainer {
                 Optimizer::rmsprop(&sizes, cfg.learning_rate, cfg.rms_prop_alpha, cfg.rms_prop_eps)
             }
         };
-        let algo = match cfg.algo {
-            AlgoName::A2c => Algo::A2c(a2c_params(&cfg)),
-            AlgoName::Trpo => Algo::Trpo(trpo_params(&cfg)?),
-            AlgoName::Reinforce => Algo::Reinforce(reinforce_params(&cfg)),
-            AlgoName::Ppg => Algo::Ppg(Box::new(Ppg {
-                params: ppg_params(&cfg),
-                aux: AuxBuffer::new(cfg.n_steps, cfg.n_envs, spec.obs_dim),
-                aux_opt: Optimizer::adam(&sizes, cfg.learning_rate, cfg.adam_eps),
-            })),
-            AlgoName::A3c => {
-                Algo::A3c { params: a2c_params(&cfg), workers: a3c_workers(&cfg, &spec, make_env)?, global_updates: 0 }
-            }
-            _ => Algo::Ppo { params: ppo_params(&cfg), kl_coef: cfg.kl_coef },
-        };
-        // PPO, PPG and TRPO measure KL[π_θold, π_θ]: the buffer keeps π_θold's parameters for them.
-        let head_dim = match algo {
-            Algo::Ppo { .. } | Algo::Ppg(_) | Algo::Trpo(_) => spec.action.head_dim(),
-            Algo::A2c(_) | Algo::A3c { .. } | Algo::Reinforce(_) | Algo::OffPolicy(_) => 0,
-        };
+        let algo = Algo::new(&cfg, &spec, &sizes, || a3c_workers(&cfg, &spec, make_env))?;
+        let head_dim = algo.old_head_dim(&spec);
         Ok(Self::assemble(env_id, cfg, collector, policy, opt, algo, head_dim))
     }
 
@@ -610,7 +446,7 @@ impl Trainer {
             },
             last_stats: None,
             lr_override: None,
-            dist: None,
+            ranks: None,
             rank_states: None,
         }
     }
@@ -643,7 +479,7 @@ impl Trainer {
         if total_timesteps != self.cfg.total_timesteps {
             let mut cfg = self.cfg.clone();
             cfg.total_timesteps = total_timesteps;
-            let cfg = cfg.validate_over(self.ranks())?.into_config();
+            let cfg = cfg.validate_over(self.rank_count())?.into_config();
             self.num_updates = total_timesteps.div_ceil(steps_per_iteration(&cfg, &self.algo));
             self.cfg = cfg;
             self.recount_updates();
@@ -665,12 +501,12 @@ impl Trainer {
     /// Env steps of one iteration (N·T; A3C: all its workers' rollouts; a distributed run:
     /// every rank's).
     pub fn steps_per_iteration(&self) -> u64 {
-        steps_per_iteration(&self.cfg, &self.algo) * self.ranks() as u64
+        steps_per_iteration(&self.cfg, &self.algo) * self.rank_count() as u64
     }
 
     /// The processes of this run (1 unless distributed).
-    fn ranks(&self) -> usize {
-        self.dist.as_ref().map_or(1, |d| d.split.size)
+    fn rank_count(&self) -> usize {
+        self.ranks.as_ref().map_or(1, |d| d.split.size)
     }
 
     /// Sets the learning rate of the next iterations, in place of the config's (and its
@@ -699,11 +535,11 @@ impl Trainer {
             return Err(ProximaError::Config(format!("clip_range must be ≥ 0 and finite, got {clip_range}")));
         }
         match &mut self.algo {
-            Algo::Ppo { params, .. } => {
+            Algo::OnPolicy(OnPolicy::Ppo { params, .. }) => {
                 params.clip_range = clip_range;
                 Ok(())
             }
-            Algo::Ppg(ppg) => {
+            Algo::OnPolicy(OnPolicy::Ppg(ppg)) => {
                 ppg.params.ppo.clip_range = clip_range;
                 Ok(())
             }
@@ -744,7 +580,7 @@ impl Trainer {
     /// `adaptive_kl`); the config's `kl_coef` for the other algorithms.
     pub fn kl_coef(&self) -> f64 {
         match &self.algo {
-            Algo::Ppo { kl_coef, .. } => *kl_coef,
+            Algo::OnPolicy(OnPolicy::Ppo { kl_coef, .. }) => *kl_coef,
             _ => self.cfg.kl_coef,
         }
     }
@@ -770,101 +606,94 @@ impl Trainer {
     /// workers collect on their own threads).
     pub fn step_observed<'o>(
         &mut self,
-        mut observer: Option<&mut (dyn StepObserver + 'o)>,
+        observer: Option<&mut (dyn StepObserver + 'o)>,
     ) -> Result<Option<UpdateReport>> {
         let lr = self.current_learning_rate();
-        let t0 = Instant::now();
-        let (finished, t1, stats) = if matches!(self.algo, Algo::OffPolicy(_)) {
-            // It times its env steps and gradient steps itself.
-            let (finished, stats) = self.off_policy_iteration(lr, observer.as_deref_mut());
-            let stats = match stats {
-                Ok(None) => return Ok(None),
-                Ok(Some(s)) => Ok(s),
-                Err(e) => Err(e),
-            };
-            if let (Some(o), Network::OffPolicy(nets), true) = (observer, &self.policy, stats.is_ok()) {
-                o.on_rollout_end(nets, &self.collector.norm)?;
-            }
-            (finished, Instant::now(), stats)
-        } else if matches!(self.algo, Algo::A3c { .. }) {
-            if observer.is_some() {
-                return Err(ProximaError::Unsupported(
-                    "a step observer on A3C (its workers step their envs on their own threads)".into(),
-                ));
-            }
-            let (finished, stats) = self.a3c_iteration(lr);
-            (finished, t0, stats)
-        } else {
-            // collect: run π_θold in the N envs for T steps.
-            let (policy, buf, rng) = (&self.policy, &mut self.buf, &mut self.rng);
-            let before = self.dist.as_ref().map(|_| self.collector.stats.clone());
-            let (mut finished, stopped_at) =
-                self.collector.collect_observed(policy, buf, rng, self.global_step, observer.as_deref_mut())?;
-            if let (Some(d), Some(before)) = (&self.dist, before) {
-                // Every rank's episodes, in the order one process would have seen them.
-                finished = crate::dist::gather_episodes(d, &finished, self.global_step)?;
-                self.collector.stats = before;
-                finished.iter().for_each(|&(_, ep)| self.collector.stats.push(ep));
-            }
-            self.global_step += (stopped_at.unwrap_or(self.buf.n_steps) * self.buf.n_envs * self.ranks()) as u64;
-            let t1 = Instant::now();
-            self.clock.collect_seconds += (t1 - t0).as_secs_f64();
-            if stopped_at.is_some() {
-                return Ok(None);
-            }
-            if let Some(o) = observer {
-                o.on_rollout_end(&self.policy, &self.collector.norm)?;
-            }
-            // Â_1 … Â_T by GAE(γ, λ) (REINFORCE computes its Monte-Carlo returns itself, and
-            // needs neither V(s_T) nor GAE).
-            if !matches!(self.algo, Algo::Reinforce(_)) {
-                let last_values = self.collector.last_values(&self.policy)?;
-                self.buf.compute_advantages(&last_values, self.cfg.gamma, self.cfg.gae_lambda)?;
-            }
-            // The update.
-            let last = self.update + 1 >= self.num_updates;
-            let alpha = self.clip_range_factor();
-            let (policy, opt, buf, rng) = (&mut self.policy, &mut self.opt, &self.buf, &mut self.rng);
-            let stats = match &mut self.algo {
-                Algo::Ppo { params, kl_coef } => {
-                    let params = PpoParams { clip_range: params.clip_range * alpha, ..*params };
-                    ppo::update(policy, opt, buf, &params, (lr, kl_coef), rng, self.dist.as_ref())
-                }
-                Algo::A2c(params) => a2c::update(policy, opt, buf, params, lr),
-                Algo::Reinforce(params) => reinforce::update(policy, opt, buf, params, lr),
-                Algo::Ppg(ppg) => ppg::update(policy, opt, buf, ppg, lr, last, rng),
-                Algo::Trpo(params) => match policy {
-                    Network::Candle(net) => trpo::update(net, opt, buf, params, lr, rng),
-                    Network::Fused(_) | Network::OffPolicy(_) => {
-                        Err(ProximaError::InvalidArgument("TRPO runs on the candle backend".into()))
-                    }
-                },
-                Algo::A3c { .. } | Algo::OffPolicy(_) => Err(ProximaError::InvalidArgument(
-                    "A3C and the off-policy algorithms update in their own loops".into(),
-                )),
-            };
-            (finished, t1, stats)
+        let iteration = match self.algo {
+            Algo::OnPolicy(_) => self.on_policy_iteration(lr, observer)?,
+            Algo::OffPolicy(_) => self.off_policy_iteration(lr, observer)?,
+            Algo::A3c { .. } => self.a3c_iteration(lr, observer)?,
         };
+        let Some(Iteration { finished, update_start, stats }) = iteration else { return Ok(None) };
         let stats = stats.map_err(|e| self.name_the_update(e))?;
         self.last_stats = Some(stats);
         self.update += 1;
-        if self.dist.is_some() {
+        if self.ranks.is_some() {
             self.gather_rank_states()?;
         }
-        self.clock.update_seconds += t1.elapsed().as_secs_f64();
+        self.clock.update_seconds += update_start.elapsed().as_secs_f64();
         Ok(Some(self.report(stats, finished)))
+    }
+
+    /// PPO, A2C, TRPO, REINFORCE, PPG: collect → GAE → the algorithm's update.
+    fn on_policy_iteration<'o>(
+        &mut self,
+        lr: f64,
+        mut observer: Option<&mut (dyn StepObserver + 'o)>,
+    ) -> Result<Option<Iteration>> {
+        let t0 = Instant::now();
+        // collect: run π_θold in the N envs for T steps.
+        let finished = self.collect_rollout(observer.as_deref_mut())?;
+        let update_start = Instant::now();
+        self.clock.collect_seconds += (update_start - t0).as_secs_f64();
+        let Some(finished) = finished else { return Ok(None) };
+        if let Some(o) = observer {
+            o.on_rollout_end(&self.policy, &self.collector.norm)?;
+        }
+        let (last, clip_range_factor) = (self.update + 1 >= self.num_updates, self.clip_range_factor());
+        let Trainer { algo: Algo::OnPolicy(algo), policy, opt, buf, rng, ranks, collector, cfg, .. } = self else {
+            return Err(ProximaError::InvalidArgument("not an on-policy run".into()));
+        };
+        // Â_1 … Â_T by GAE(γ, λ).
+        if algo.needs_gae() {
+            let last_values = collector.last_values(policy)?;
+            buf.compute_advantages(&last_values, cfg.gamma, cfg.gae_lambda)?;
+        }
+        let replicas = Replicas::of(ranks.as_ref());
+        let inputs = UpdateInputs { policy, opt, buf, rng, lr, last, clip_range_factor, replicas };
+        Ok(Some(Iteration { finished, update_start, stats: algo.update(inputs) }))
+    }
+
+    /// One rollout of T steps in the N envs into the buffer, with the episodes that ended (in a
+    /// distributed run every rank's, in the order one process would have seen them); `None`
+    /// when the observer stopped it (the steps taken count).
+    fn collect_rollout<'o>(
+        &mut self,
+        observer: Option<&mut (dyn StepObserver + 'o)>,
+    ) -> Result<Option<Vec<(u64, EpisodeRecord)>>> {
+        let (policy, buf, rng) = (&self.policy, &mut self.buf, &mut self.rng);
+        let before = self.ranks.as_ref().map(|_| self.collector.stats.clone());
+        let (mut finished, stopped_at) =
+            self.collector.collect_observed(policy, buf, rng, self.global_step, observer)?;
+        if let (Some(r), Some(before)) = (&self.ranks, before) {
+            finished = crate::distributed::gather_episodes(r, &finished, self.global_step)?;
+            self.collector.stats = before;
+            finished.iter().for_each(|&(_, ep)| self.collector.stats.push(ep));
+        }
+        self.global_step += (stopped_at.unwrap_or(self.buf.n_steps) * self.buf.n_envs * self.rank_count()) as u64;
+        Ok(stopped_at.is_none().then_some(finished))
     }
 
     /// A3C's iteration: every worker collects and updates the global network
     /// [`a3c::UPDATES_PER_ITERATION`] times; their episodes join the run's statistics.
-    fn a3c_iteration(&mut self, lr: f64) -> (Vec<(u64, EpisodeRecord)>, Result<UpdateStats>) {
+    fn a3c_iteration<'o>(
+        &mut self,
+        lr: f64,
+        observer: Option<&mut (dyn StepObserver + 'o)>,
+    ) -> Result<Option<Iteration>> {
+        if observer.is_some() {
+            return Err(ProximaError::Unsupported(
+                "a step observer on A3C (its workers step their envs on their own threads)".into(),
+            ));
+        }
+        let update_start = Instant::now();
         let Algo::A3c { params, workers, global_updates } = &mut self.algo else {
-            return (Vec::new(), Err(ProximaError::InvalidArgument("not an A3C run".into())));
+            return Err(ProximaError::InvalidArgument("not an A3C run".into()));
         };
         let gae = (self.cfg.gamma, self.cfg.gae_lambda);
         let out =
             a3c::run_iteration(&mut self.policy, &mut self.opt, workers, params, gae, lr, a3c::UPDATES_PER_ITERATION);
-        match out {
+        let (finished, stats) = match out {
             Ok(it) => {
                 *global_updates += it.updates;
                 self.global_step += it.steps;
@@ -872,7 +701,8 @@ impl Trainer {
                 (it.finished, Ok(it.stats))
             }
             Err(e) => (Vec::new(), Err(e)),
-        }
+        };
+        Ok(Some(Iteration { finished, update_start, stats }))
     }
 
     /// The off-policy iteration (SB3's `collect_rollouts` + `train`, `n_steps` times): each env
@@ -880,16 +710,24 @@ impl Trainer {
     /// algorithm explores: SAC samples π, TD3 adds Gaussian noise to μ), stores (s, a, r, s',
     /// terminated, truncated) with s' the episode's real last observation where it ended, and
     /// every `train_freq` steps, once more than `learning_starts` steps are taken, takes
-    /// `gradient_steps` gradient steps. The losses reported are their means.
-    /// `observer` is told of every env step (`Ok(None)`: it stopped the iteration).
+    /// `gradient_steps` gradient steps. The losses reported are their means; it times its env
+    /// steps and gradient steps itself. `observer` is told of every env step (`Ok(None)`: it
+    /// stopped the iteration) and, when the iteration succeeded, of its end.
     fn off_policy_iteration<'o>(
         &mut self,
         lr: f64,
-        observer: Option<&mut (dyn StepObserver + 'o)>,
-    ) -> (Vec<(u64, EpisodeRecord)>, Result<Option<UpdateStats>>) {
+        mut observer: Option<&mut (dyn StepObserver + 'o)>,
+    ) -> Result<Option<Iteration>> {
         let mut finished = Vec::new();
-        let out = self.off_policy_steps(lr, &mut finished, observer);
-        (finished, out)
+        let stats = match self.off_policy_steps(lr, &mut finished, observer.as_deref_mut()) {
+            Ok(None) => return Ok(None),
+            Ok(Some(s)) => Ok(s),
+            Err(e) => Err(e),
+        };
+        if let (Some(o), Network::OffPolicy(nets), true) = (observer, &self.policy, stats.is_ok()) {
+            o.on_rollout_end(nets, &self.collector.norm)?;
+        }
+        Ok(Some(Iteration { finished, update_start: Instant::now(), stats }))
     }
 
     fn off_policy_steps<'o>(

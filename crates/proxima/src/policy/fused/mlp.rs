@@ -9,7 +9,7 @@
 //! lends the policy immutably there.
 //!
 //! With [`FusedMlp::set_threads`] ≥ 2 the actor and critic towers of every pass of 64 rows or
-//! more run side by side, the critic's on a helper thread ([`super::helper`]): each tower's
+//! more run side by side, the critic's on a second thread ([`super::second_thread`]): each tower's
 //! arithmetic is unchanged, so the results are those of one thread, bit for bit. From 4 threads
 //! a minibatch's rows are also split into `threads / 2` shards (each at least
 //! [`MIN_SHARD_ROWS`]), each shard's loss and gradient computed on its own rayon thread into its
@@ -17,8 +17,8 @@
 //! count the result is the same on every run.
 
 use super::heads::{kl_sum, scratch_len, HeadLoss};
-use super::helper::Helper;
 use super::net::{Net, Rows, Towers, Workspace, PARALLEL_MIN_ROWS};
+use super::second_thread::SecondThread;
 use crate::error::{ProximaError, Result};
 use crate::loss::PpoCoefs;
 use crate::policy::interface::{ActOutput, FlatParams, Join, LossReport, Policy};
@@ -140,10 +140,10 @@ impl FusedMlp {
     pub fn set_threads(&mut self, threads: usize) {
         self.threads = threads.max(1);
         if self.threads < 2 {
-            self.net.helper = None;
-        } else if self.net.helper.is_none() {
-            self.net.helper = Helper::new()
-                .map_err(|e| tracing::warn!("no helper thread ({e}): the actor and critic run one after the other"))
+            self.net.second_thread = None;
+        } else if self.net.second_thread.is_none() {
+            self.net.second_thread = SecondThread::new()
+                .map_err(|e| tracing::warn!("no second thread ({e}): the actor and critic run one after the other"))
                 .ok();
         }
     }
@@ -215,7 +215,7 @@ impl FusedMlp {
         let n_shards = (self.threads / 2).min(rows / MIN_SHARD_ROWS);
         let (values, pending) = if n_shards > 1 {
             (self.sharded_loss(mb, old_log_std, &loss, n_shards)?, Pending::Done)
-        } else if self.net.helper.is_some() && self.net.trunk.is_empty() {
+        } else if self.net.second_thread.is_some() && self.net.trunk.is_empty() {
             let all = Rows::of(mb, 0..rows, dims);
             let theta = (&self.theta[..], self.version, &mut self.grad[..]);
             (self.net.loss_and_backward_split(theta, &mut self.train, &all, (old_log_std, &loss, rows))?, Pending::Done)
@@ -358,7 +358,7 @@ impl Policy for FusedMlp {
         let critic_first = 2 * (self.net.trunk.len() + self.net.actor.len());
         // Adam's halves side by side only after a minibatch that ran on both threads: after a
         // shorter one the helper's wake-up costs more than half of Adam's step saves.
-        let helper = self.net.helper.as_ref().filter(|_| self.loss_rows >= PARALLEL_MIN_ROWS);
+        let helper = self.net.second_thread.as_ref().filter(|_| self.loss_rows >= PARALLEL_MIN_ROWS);
         let halves = helper.map(|h| (critic_first, h as &dyn Join));
         Ok(Some(FlatParams { names: &self.names, values: &mut self.theta, grads: &mut self.grad, halves }))
     }

@@ -1,14 +1,14 @@
 //! The fused CPU backend for MLP actor-critics: the network of a [`crate::policy::PolicySpec`]
 //! with hand-written forward and backward passes on contiguous f32 buffers ([`kernels`]), the
 //! PPO and A2C losses in closed form ([`heads`]), and θ, ∇θ as flat vectors the optimiser steps
-//! in place; with two threads or more the actor and critic run side by side ([`helper`]). It covers what PPO, A2C and A3C need; TRPO's forward-mode products stay on candle.
+//! in place; with two threads or more the actor and critic run side by side ([`second_thread`]). It covers what PPO, A2C and A3C need; TRPO's forward-mode products stay on candle.
 
 mod batched_head;
 mod heads;
-mod helper;
 pub(super) mod kernels;
 mod mlp;
 mod net;
+mod second_thread;
 
 pub use self::batched_head::{cols_len, head_loss_f32};
 pub use self::heads::{head_loss, kl_sum, scratch_len, HeadBatch, HeadGrads, HeadLoss};

@@ -5,8 +5,8 @@
 
 use super::batched_head::{cols_len, head_loss_f32, policy_head_f32};
 use super::heads::{check_head_batch, combine_parts, scratch_len, value_head, HeadBatch, HeadGrads, HeadLoss};
-use super::helper::Helper;
 use super::kernels::{activation_backward, dense_backward, dense_forward, transpose, NARROW};
+use super::second_thread::SecondThread;
 use crate::error::Result;
 use crate::policy::spec::{ActionKind, Activation, Part, PolicySpec};
 use crate::rollout::Minibatch;
@@ -203,10 +203,10 @@ pub(super) struct Net {
     pub critic: Vec<Layer>,
     /// Offset of the Gaussian log-std in θ.
     pub log_std: Option<usize>,
-    /// With a helper thread, the actor and critic towers run side by side for batches of at
+    /// With a second thread, the actor and critic towers run side by side for batches of at
     /// least [`PARALLEL_MIN_ROWS`]. Each tower's arithmetic is the same either way, so the
     /// results are bit for bit those of one thread.
-    pub helper: Option<Helper>,
+    pub second_thread: Option<SecondThread>,
 }
 
 /// Which towers a forward pass runs (the trunk, if any, always).
@@ -225,9 +225,9 @@ pub(super) enum Towers {
 /// rows 52-53 µs against 60-63 µs).
 pub(super) const PARALLEL_MIN_ROWS: usize = 128;
 
-/// Runs `a` and `b`: side by side on the helper when there is one, else one after the other.
-fn both(helper: Option<&Helper>, a: impl FnOnce() + Send, b: impl FnOnce() + Send) {
-    match helper {
+/// Runs `a` and `b`: side by side on the second thread when there is one, else one after the other.
+fn both(second_thread: Option<&SecondThread>, a: impl FnOnce() + Send, b: impl FnOnce() + Send) {
+    match second_thread {
         Some(h) => h.join(a, b),
         None => {
             a();
@@ -256,7 +256,7 @@ impl Net {
             }
         }
         let log_std = matches!(spec.action, ActionKind::Continuous { .. }).then(|| offsets[offsets.len() - 1]);
-        Net { spec, trunk, actor, critic, log_std, helper: None }
+        Net { spec, trunk, actor, critic, log_std, second_thread: None }
     }
 
     pub fn towers(&self) -> [&[Layer]; 3] {
@@ -290,7 +290,7 @@ impl Net {
         let (actor, critic) = (&mut ws.actor, &mut ws.critic);
         match towers {
             Towers::Both => both(
-                self.helper.as_ref().filter(|_| rows >= PARALLEL_MIN_ROWS),
+                self.second_thread.as_ref().filter(|_| rows >= PARALLEL_MIN_ROWS),
                 || tower_forward(&self.actor, actor, tower_in, theta, rows, act),
                 || tower_forward(&self.critic, critic, tower_in, theta, rows, act),
             ),
@@ -348,7 +348,7 @@ impl Net {
     }
 
     /// [`Net::loss`] and then [`Net::backward`] for a network without a shared trunk, in two
-    /// halves side by side (on the helper, when there is one and `rows` ≥
+    /// halves side by side (on the second thread, when there is one and `rows` ≥
     /// [`PARALLEL_MIN_ROWS`]): the actor's forward pass, the policy head ([`policy_head`]) and
     /// the actor's backward pass on this thread, the critic's forward pass, the value head
     /// ([`value_head`]) and backward pass on the other. The same operations on the same values
@@ -383,7 +383,7 @@ impl Net {
         let (mut policy_sums, mut value_sum) = ((0f64, 0f64), 0f64);
         let (ps, vs) = (&mut policy_sums, &mut value_sum);
         both(
-            self.helper.as_ref().filter(|_| rows >= PARALLEL_MIN_ROWS),
+            self.second_thread.as_ref().filter(|_| rows >= PARALLEL_MIN_ROWS),
             || {
                 tower_forward(&self.actor, actor, x, weights, rows, act);
                 let b = HeadBatch { head: &actor[na][..rows * hd], ..batch };
@@ -419,7 +419,7 @@ impl Net {
         let (actor_bufs, critic_bufs) = ((&mut ws.d_a, &mut ws.d_b), (&mut ws.d_c, &mut ws.d_d));
         let (actor, critic) = ((&self.actor, &ws.actor), (&self.critic, &ws.critic));
         both(
-            self.helper.as_ref().filter(|_| rows >= PARALLEL_MIN_ROWS),
+            self.second_thread.as_ref().filter(|_| rows >= PARALLEL_MIN_ROWS),
             || tower_backward(actor.0, actor.1, tower_in, theta, (g_actor, 0), actor_bufs, d_actor, rows, act),
             || {
                 let g = (g_critic, critic_base);

@@ -1,4 +1,4 @@
-//! Data-parallel training across processes (issue 17): the collective operations a distributed
+//! Data-parallel training across processes: the collective operations a distributed
 //! PPO update needs, behind one trait, and where this process sits among the others.
 //!
 //! The engine is MPI (the CLI's `mpi` feature implements [`Collective`] on rsmpi over the
@@ -50,31 +50,6 @@ pub trait Collective: Send + Sync {
     fn broadcast_bytes(&self, bytes: &mut Vec<u8>) -> Result<()>;
 }
 
-/// One process alone: the sums are the values themselves.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Solo;
-
-impl Collective for Solo {
-    fn rank(&self) -> usize {
-        0
-    }
-    fn size(&self) -> usize {
-        1
-    }
-    fn all_reduce_sum_f32(&self, _: &mut [f32]) -> Result<()> {
-        Ok(())
-    }
-    fn all_reduce_sum_f64(&self, _: &mut [f64]) -> Result<()> {
-        Ok(())
-    }
-    fn gather_bytes(&self, bytes: &[u8]) -> Result<Vec<Vec<u8>>> {
-        Ok(vec![bytes.to_vec()])
-    }
-    fn broadcast_bytes(&self, _: &mut Vec<u8>) -> Result<()> {
-        Ok(())
-    }
-}
-
 /// Where this rank's envs sit among all of them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EnvSplit {
@@ -104,16 +79,16 @@ impl EnvSplit {
     }
 }
 
-/// A distributed run's engine and this rank's place in it.
+/// A data-parallel run's engine and this rank's place in it.
 #[derive(Clone)]
-pub struct Dist {
+pub struct Ranks {
     /// The engine.
     pub comm: Arc<dyn Collective>,
     /// Where this rank's envs sit.
     pub split: EnvSplit,
 }
 
-impl Dist {
+impl Ranks {
     /// `v ← Σ_ranks v` in f64, as a new array (small statistics).
     ///
     /// # Errors
@@ -133,11 +108,11 @@ impl Dist {
 ///
 /// # Errors
 /// The engine's.
-pub fn gather_episodes(dist: &Dist, local: &[(u64, EpisodeRecord)], step0: u64) -> Result<Vec<(u64, EpisodeRecord)>> {
-    let (split, size) = (dist.split, dist.split.size);
+pub fn gather_episodes(ranks: &Ranks, local: &[(u64, EpisodeRecord)], step0: u64) -> Result<Vec<(u64, EpisodeRecord)>> {
+    let (split, size) = (ranks.split, ranks.split.size);
     let mut counts = vec![0f64; size];
     counts[split.rank] = local.len() as f64;
-    dist.comm.all_reduce_sum_f64(&mut counts)?;
+    ranks.comm.all_reduce_sum_f64(&mut counts)?;
     let counts: Vec<usize> = counts.iter().map(|&c| c as usize).collect();
     let offset: usize = counts[..split.rank].iter().sum();
     let mut all = vec![0f64; 4 * counts.iter().sum::<usize>()];
@@ -146,7 +121,7 @@ pub fn gather_episodes(dist: &Dist, local: &[(u64, EpisodeRecord)], step0: u64) 
         let row = [t as f64, split.global_env(ep.env_index) as f64, ep.episode_return, ep.length as f64];
         all[4 * (offset + k)..4 * (offset + k + 1)].copy_from_slice(&row);
     }
-    dist.comm.all_reduce_sum_f64(&mut all)?;
+    ranks.comm.all_reduce_sum_f64(&mut all)?;
     let mut eps: Vec<(u64, usize, EpisodeRecord)> = all
         .chunks_exact(4)
         .map(|r| {
@@ -167,10 +142,10 @@ pub fn gather_episodes(dist: &Dist, local: &[(u64, EpisodeRecord)], step0: u64) 
 ///
 /// # Errors
 /// The engine's.
-pub fn normalize_advantages_across(adv: &mut [f32], counted: bool, dist: &Dist) -> Result<()> {
+pub fn normalize_advantages_across(adv: &mut [f32], counted: bool, ranks: &Ranks) -> Result<()> {
     let (s, q) = adv.iter().fold((0f64, 0f64), |(s, q), &a| (s + a as f64, q + (a as f64) * (a as f64)));
     let local = if counted { [s, q, adv.len() as f64] } else { [0.0; 3] };
-    let [s, q, n] = dist.sum(local)?;
+    let [s, q, n] = ranks.sum(local)?;
     if n < 2.0 {
         return Ok(());
     }

@@ -1,4 +1,4 @@
-//! [`Helper`]: one persistent second thread that runs a closure while the calling thread runs
+//! [`SecondThread`]: one persistent second thread that runs a closure while the calling thread runs
 //! another — the fused backend's two towers side by side, a fork-join of two tasks per pass.
 //!
 //! Why not `rayon::join`: the trainer's thread is not one of rayon's workers, and a join from
@@ -8,7 +8,7 @@
 //! parks: a join costs well under a microsecond while the tasks keep coming (the minibatch
 //! updates), and the helper sleeps through the rollout.
 //!
-//! The closures borrow the caller's stack; [`Helper::join`] does not return — nor unwind — before
+//! The closures borrow the caller's stack; [`SecondThread::join`] does not return — nor unwind — before
 //! the helper has finished its task (a scoped-thread guarantee, kept by a guard's `Drop`). A
 //! panic in the helper's task is carried back and resumed on the caller's thread.
 
@@ -45,8 +45,8 @@ unsafe impl Sync for Shared {}
 // SAFETY: the task pointer is to a `Send` closure, and the caller waits for it (module docs).
 unsafe impl Send for Shared {}
 
-/// A second thread for [`Helper::join`] (module docs).
-pub struct Helper {
+/// A second thread for [`SecondThread::join`] (module docs).
+pub struct SecondThread {
     shared: Arc<Shared>,
     /// One join at a time: a second one meanwhile (nested, or from another thread) runs its two
     /// closures one after the other instead.
@@ -54,9 +54,9 @@ pub struct Helper {
     thread: Option<JoinHandle<()>>,
 }
 
-impl fmt::Debug for Helper {
+impl fmt::Debug for SecondThread {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Helper").finish_non_exhaustive()
+        f.debug_struct("SecondThread").finish_non_exhaustive()
     }
 }
 
@@ -95,7 +95,7 @@ fn serve(shared: &Shared) {
     }
 }
 
-impl Helper {
+impl SecondThread {
     /// Starts the helper thread.
     ///
     /// # Errors
@@ -105,7 +105,7 @@ impl Helper {
             Arc::new(Shared { state: AtomicU32::new(IDLE), task: UnsafeCell::new(None), panic: UnsafeCell::new(None) });
         let theirs = Arc::clone(&shared);
         let thread = std::thread::Builder::new().name("proxima-fused-helper".into()).spawn(move || serve(&theirs))?;
-        Ok(Helper { shared, busy: AtomicBool::new(false), thread: Some(thread) })
+        Ok(SecondThread { shared, busy: AtomicBool::new(false), thread: Some(thread) })
     }
 
     /// Runs `a` on this thread and `b` on the helper at the same time; returns when both are done.
@@ -133,7 +133,7 @@ impl Helper {
         if let Some(t) = &self.thread {
             t.thread().unpark();
         }
-        struct Finish<'a>(&'a Helper);
+        struct Finish<'a>(&'a SecondThread);
         impl Drop for Finish<'_> {
             fn drop(&mut self) {
                 let state = &self.0.shared.state;
@@ -152,7 +152,7 @@ impl Helper {
     }
 }
 
-impl Drop for Helper {
+impl Drop for SecondThread {
     fn drop(&mut self) {
         self.shared.state.store(EXIT, Ordering::Release);
         if let Some(t) = self.thread.take() {
@@ -162,7 +162,7 @@ impl Drop for Helper {
     }
 }
 
-impl crate::policy::Join for Helper {
+impl crate::policy::Join for SecondThread {
     fn run_both(&self, a: &mut (dyn FnMut() + Send), b: &mut (dyn FnMut() + Send)) {
         self.join(a, b);
     }
@@ -174,7 +174,7 @@ mod tests {
 
     #[test]
     fn both_halves_run_and_write_the_callers_data() {
-        let h = Helper::new().unwrap();
+        let h = SecondThread::new().unwrap();
         for round in 0..1000u64 {
             let (mut x, mut y) = (vec![0u64; 64], vec![0u64; 64]);
             h.join(|| x.iter_mut().for_each(|v| *v = round), || y.iter_mut().for_each(|v| *v = round + 1));
@@ -184,7 +184,7 @@ mod tests {
 
     #[test]
     fn the_helpers_half_runs_on_another_thread_and_after_a_pause() {
-        let h = Helper::new().unwrap();
+        let h = SecondThread::new().unwrap();
         let me = std::thread::current().id();
         let mut other = None;
         std::thread::sleep(SPIN * 4); // the helper has parked by now
@@ -194,7 +194,7 @@ mod tests {
 
     #[test]
     fn a_panic_in_the_helper_reaches_the_caller_and_the_helper_lives_on() {
-        let h = Helper::new().unwrap();
+        let h = SecondThread::new().unwrap();
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| h.join(|| {}, || panic!("in the helper"))));
         let msg = r.unwrap_err();
         assert_eq!(msg.downcast_ref::<&str>(), Some(&"in the helper"));
@@ -205,7 +205,7 @@ mod tests {
 
     #[test]
     fn a_panic_in_the_callers_half_waits_for_the_helpers() {
-        let h = Helper::new().unwrap();
+        let h = SecondThread::new().unwrap();
         let mut done = false;
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             h.join(
@@ -222,7 +222,7 @@ mod tests {
 
     #[test]
     fn a_nested_join_runs_in_sequence() {
-        let h = Helper::new().unwrap();
+        let h = SecondThread::new().unwrap();
         let (mut a, mut b, mut c) = (0, 0, 0);
         h.join(|| h.join(|| a = 1, || b = 2), || c = 3);
         assert_eq!((a, b, c), (1, 2, 3));

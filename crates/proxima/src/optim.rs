@@ -8,7 +8,7 @@
 
 use crate::error::{ProximaError, Result};
 use crate::policy::candle::host_gradients;
-use crate::policy::Join;
+use crate::policy::{FlatParams, Join};
 use candle_core::backprop::GradStore;
 use candle_core::{Tensor, Var};
 use serde::{Deserialize, Serialize};
@@ -86,6 +86,39 @@ impl LrSchedule {
     }
 }
 
+/// The parameters and gradients of one optimiser step, as their owner keeps them.
+pub enum Params<'a> {
+    /// θ and ∇θ as flat vectors (the fused backend's, [`crate::policy::Policy::backward_flat`]): stepped in
+    /// place, nothing allocated after the first step.
+    Flat(FlatParams<'a>),
+    /// One host array per parameter (`names` for errors), with host gradients (`None` =
+    /// gradient 0).
+    Host {
+        /// The parameters' names, in order.
+        names: &'a [String],
+        /// The parameters' values, in order.
+        values: &'a mut [Vec<f32>],
+        /// Their gradients, in order.
+        grads: &'a [Option<Vec<f32>>],
+    },
+    /// candle variables (set to their new values) and their gradients.
+    Vars {
+        /// The named variables, in order.
+        vars: &'a [(String, Var)],
+        /// Their gradients.
+        grads: Gradients<'a>,
+    },
+}
+
+/// The gradients of [`Params::Vars`]: candle's store from `backward()`, or host arrays, one per
+/// variable (`None` = gradient 0; how an A3C worker's gradient reaches the global network).
+pub enum Gradients<'a> {
+    /// What `Tensor::backward` returned.
+    Store(&'a GradStore),
+    /// Host arrays, one per variable.
+    Host(&'a [Option<Vec<f32>>]),
+}
+
 /// What one optimiser step measured.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct StepInfo {
@@ -116,40 +149,46 @@ impl Optimizer {
         Optimizer { name: OptimizerName::Rmsprop, alpha, ..Optimizer::adam(sizes, lr, eps) }
     }
 
-    /// One step on `params` with the gradients in `grads` (a parameter without a gradient is
-    /// treated as having gradient 0). With `max_grad_norm = Some(c)`, all gradients are scaled
-    /// by min(1, c/(‖g‖ + 1e-6)) first.
+    /// One step on `params` with their gradients, in whichever form their owner keeps them
+    /// ([`Params`]): with `max_grad_norm = Some(c)` every gradient is first scaled by
+    /// min(1, c/(‖g‖ + 1e-6)), ‖g‖ the global norm over all parameters together (PyTorch's
+    /// `clip_grad_norm_`; a parameter without a gradient counts as gradient 0), then the update
+    /// rule steps every parameter. The parameters change only if every new value is finite.
     ///
     /// # Errors
-    /// `NonFinite` (naming the parameter) when a gradient holds NaN/inf: no parameter is changed.
-    pub fn step(
-        &mut self,
-        params: &[(String, Var)],
-        grads: &GradStore,
-        max_grad_norm: Option<f64>,
-    ) -> Result<StepInfo> {
-        self.step_host(params, &host_gradients(params, grads)?, max_grad_norm)
+    /// `InvalidArgument` for a count or size mismatch with the moments; `NonFinite` (naming the
+    /// parameter) for a non-finite gradient or a step that would make a parameter non-finite —
+    /// nothing is changed then.
+    pub fn step(&mut self, params: Params<'_>, max_grad_norm: Option<f64>) -> Result<StepInfo> {
+        match params {
+            Params::Flat(f) => self.step_flat(f.names, f.values, f.grads, max_grad_norm, f.halves),
+            Params::Host { names, values, grads } => self.step_values(names, values, grads, max_grad_norm),
+            Params::Vars { vars, grads } => {
+                let host;
+                let grads = match grads {
+                    Gradients::Store(store) => {
+                        host = host_gradients(vars, store)?;
+                        &host[..]
+                    }
+                    Gradients::Host(grads) => grads,
+                };
+                self.step_vars(vars, grads, max_grad_norm)
+            }
+        }
     }
 
-    /// [`Optimizer::step`] with the gradients already on the host, one entry per parameter (`None` =
-    /// no gradient): how an A3C worker applies the gradients of its local network copy to the
-    /// global parameters.
-    ///
-    /// # Errors
-    /// `InvalidArgument` for a count or size mismatch; `NonFinite` as [`Optimizer::step`].
-    pub fn step_host(
+    /// [`Optimizer::step`] on candle variables: their values to the host, stepped, and set.
+    fn step_vars(
         &mut self,
-        params: &[(String, Var)],
+        vars: &[(String, Var)],
         gs: &[Option<Vec<f32>>],
         max_grad_norm: Option<f64>,
     ) -> Result<StepInfo> {
-        let names: Vec<String> = params.iter().map(|(n, _)| n.clone()).collect();
-        let mut values = params
-            .iter()
-            .map(|(_, v)| Ok(v.as_tensor().flatten_all()?.to_vec1::<f32>()?))
-            .collect::<Result<Vec<_>>>()?;
+        let names: Vec<String> = vars.iter().map(|(n, _)| n.clone()).collect();
+        let mut values =
+            vars.iter().map(|(_, v)| Ok(v.as_tensor().flatten_all()?.to_vec1::<f32>()?)).collect::<Result<Vec<_>>>()?;
         let info = self.step_values(&names, &mut values, gs, max_grad_norm)?;
-        for ((_, var), p) in params.iter().zip(values) {
+        for ((_, var), p) in vars.iter().zip(values) {
             var.set(&Tensor::from_vec(p, var.shape(), var.device())?)?;
         }
         Ok(info)
@@ -163,7 +202,7 @@ impl Optimizer {
     /// # Errors
     /// `InvalidArgument` for a count or size mismatch; `NonFinite` (naming the parameter) for a
     /// non-finite gradient or a step that would make a parameter non-finite.
-    pub fn step_values(
+    fn step_values(
         &mut self,
         names: &[String],
         values: &mut [Vec<f32>],
@@ -208,7 +247,7 @@ impl Optimizer {
         Ok(StepInfo { grad_norm })
     }
 
-    /// [`Optimizer::step_values`] on flat vectors: `values` and `grads` hold every parameter
+    /// [`Optimizer::step_values`] on flat vectors ([`Params::Flat`]): `values` and `grads` hold every parameter
     /// row-major in order, concatenated (sizes those of the moments). The same update rule, the
     /// new values computed into reused buffers and committed only when every one is finite;
     /// nothing is allocated after the first step. ‖g‖ sums each parameter's squares in a fixed
@@ -218,7 +257,7 @@ impl Optimizer {
     ///
     /// # Errors
     /// As [`Optimizer::step_values`].
-    pub fn step_flat(
+    fn step_flat(
         &mut self,
         names: &[String],
         values: &mut Vec<f32>,
@@ -464,7 +503,7 @@ mod tests {
         let mut v = [0.0f64; 2];
         for _ in 0..2 {
             let loss = (a.as_tensor() * &Tensor::new(&[2.0f32, -3.0], &dev).unwrap()).unwrap().sum_all().unwrap();
-            opt.step(&params, &loss.backward().unwrap(), None).unwrap();
+            opt.step(Params::Vars { vars: &params, grads: Gradients::Store(&loss.backward().unwrap()) }, None).unwrap();
             for (j, g) in [2.0f64, -3.0].into_iter().enumerate() {
                 v[j] = 0.99 * v[j] + 0.01 * g * g;
                 want[j] -= 0.1 * g / (v[j].sqrt() + 1e-5);
@@ -492,7 +531,7 @@ mod tests {
             .unwrap();
         let grads = loss.backward().unwrap();
         let mut opt = Optimizer::adam(&[2, 1], 0.1, 1e-8);
-        let info = opt.step(&params, &grads, Some(0.5)).unwrap();
+        let info = opt.step(Params::Vars { vars: &params, grads: Gradients::Store(&grads) }, Some(0.5)).unwrap();
         assert!((info.grad_norm - 5.0).abs() < 1e-6);
         // First Adam step moves each coordinate by ≈ lr·sign(g) whatever the scale.
         let av = a.as_tensor().to_vec1::<f32>().unwrap();
@@ -509,7 +548,7 @@ mod tests {
         let loss = (a.as_tensor() * f64::NAN).unwrap().sum_all().unwrap();
         let grads = loss.backward().unwrap();
         let mut opt = Optimizer::adam(&[1], 0.1, 1e-5);
-        let err = opt.step(&params, &grads, Some(0.5)).unwrap_err();
+        let err = opt.step(Params::Vars { vars: &params, grads: Gradients::Store(&grads) }, Some(0.5)).unwrap_err();
         assert!(err.to_string().contains("`a`"));
         assert_eq!(a.as_tensor().to_vec1::<f32>().unwrap(), vec![1.0]);
         assert_eq!(opt.t, 0);

@@ -171,7 +171,7 @@ fn with_bar(name: &str, dir: &Path, steps: usize, quiet: bool, f: &mut CommandFn
 }
 
 pub fn dispatch(cmd: LmCommand, claim: impl Fn(Option<PathBuf>, &str) -> Result<PathBuf>) -> Result<()> {
-    crate::set_threads(1);
+    crate::experiments::pool::set_threads(1);
     let mut weights = Weights::default();
     match cmd {
         LmCommand::Sft { args, common } => {

@@ -1,4 +1,4 @@
-//! Fast element-wise ops for the small networks of RL.
+//! A fast tanh for the small networks of RL, on the host and as a candle op.
 //!
 //! At PPO's sizes a training step is bound by per-element transcendental functions, not by
 //! matrix products: candle's CPU `tanh` calls libm's `tanhf` element by element, which took

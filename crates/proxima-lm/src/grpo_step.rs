@@ -1,173 +1,19 @@
-//! Supervised pre-training, sampling, evaluation and the GRPO step for the addition task.
-//!
-//! Sequence layout: `[prompt (6 tokens) | response (≤ 4 tokens)]`, right-padded with [`PAD`] to
-//! 10. Which positions count is decided from positions and lengths only (never from token ids).
+//! The GRPO step on the tiny language model: sample a group of responses per prompt, score them,
+//! and take one optimiser step on the GRPO loss ([`crate::grpo`]), over micro-batches whose
+//! gradients add up to the whole batch's.
 
-use crate::grpo::{group_advantages, grpo_loss, token_log_probs, Aggregation, GrpoBatch};
+use crate::grpo::{group_advantages, grpo_loss, Aggregation, GrpoBatch};
 use crate::model::TinyLm;
 use crate::rlhf::micro_batch_weight;
-use crate::task::{Problem, EOS, MAX_ANSWER_LEN, PAD, PROMPT_LEN};
-use candle_core::{Device, Tensor, D};
-use proxima::algo::optim::Optimizer;
+use crate::sampling::{generate, response_log_probs, SEQ_LEN};
+use crate::task::{Problem, MAX_ANSWER_LEN};
+use crate::MAX_GRAD_NORM;
+use candle_core::{Device, Tensor};
+use proxima::optim::{Gradients, Optimizer, Params};
 use proxima::policy::candle::host_gradients;
 use proxima::{ProximaError, Result};
 use rand::seq::IndexedRandom;
 use rand::Rng;
-
-/// The global gradient-norm clip of every language-model update (SFT, reward model, GRPO,
-/// RLHF-PPO's policy and critic): TRL's and OpenRLHF's default `max_grad_norm = 1.0`.
-pub const MAX_GRAD_NORM: f64 = 1.0;
-
-/// Full sequence length: prompt + the longest response.
-pub const SEQ_LEN: usize = PROMPT_LEN + MAX_ANSWER_LEN;
-
-/// Sampled responses for a batch of prompts.
-#[derive(Clone, Debug)]
-pub struct Samples {
-    /// `[B, SEQ_LEN]` prompt + response tokens (after the first EOS: padding).
-    pub tokens: Vec<u32>,
-    /// `[B, MAX_ANSWER_LEN]` 1 for response positions up to and including the first EOS.
-    pub mask: Vec<f32>,
-    /// `[B, MAX_ANSWER_LEN]` log π_old of each sampled token (0 where masked out).
-    pub log_probs: Vec<f32>,
-}
-
-impl Samples {
-    /// The response of row `i` (up to and including the first EOS).
-    pub fn response(&self, i: usize) -> Vec<u32> {
-        let r = &self.tokens[i * SEQ_LEN + PROMPT_LEN..(i + 1) * SEQ_LEN];
-        let n = self.mask[i * MAX_ANSWER_LEN..(i + 1) * MAX_ANSWER_LEN].iter().filter(|&&m| m > 0.0).count();
-        r[..n].to_vec()
-    }
-}
-
-/// Samples (temperature 1) or greedily decodes a response for each prompt: up to
-/// [`MAX_ANSWER_LEN`] tokens, stopping a row at its first EOS.
-///
-/// # Errors
-/// Tensor errors.
-pub fn generate<R: Rng + ?Sized>(model: &TinyLm, prompts: &[Problem], greedy: bool, rng: &mut R) -> Result<Samples> {
-    let b = prompts.len();
-    let dev = Device::Cpu;
-    let mut tokens = vec![PAD; b * SEQ_LEN];
-    for (i, p) in prompts.iter().enumerate() {
-        tokens[i * SEQ_LEN..i * SEQ_LEN + PROMPT_LEN].copy_from_slice(&p.prompt());
-    }
-    let mut mask = vec![0f32; b * MAX_ANSWER_LEN];
-    let mut log_probs = vec![0f32; b * MAX_ANSWER_LEN];
-    let mut done = vec![false; b];
-    for step in 0..MAX_ANSWER_LEN {
-        let t = PROMPT_LEN + step;
-        let input: Vec<u32> = (0..b).flat_map(|i| tokens[i * SEQ_LEN..i * SEQ_LEN + t].to_vec()).collect();
-        let (logits, _) = model.forward(&Tensor::from_vec(input, (b, t), &dev)?)?;
-        let last =
-            candle_nn::ops::log_softmax(&logits.narrow(1, t - 1, 1)?.squeeze(1)?, D::Minus1)?.to_vec2::<f32>()?;
-        for i in 0..b {
-            if done[i] {
-                continue;
-            }
-            let lp = &last[i];
-            let tok = if greedy {
-                (0..lp.len()).max_by(|&x, &y| lp[x].total_cmp(&lp[y])).expect("non-empty vocabulary")
-            } else {
-                let u: f32 = rng.random();
-                let mut acc = 0f32;
-                let mut pick = lp.len() - 1;
-                for (k, l) in lp.iter().enumerate() {
-                    acc += l.exp();
-                    if u < acc {
-                        pick = k;
-                        break;
-                    }
-                }
-                pick
-            };
-            tokens[i * SEQ_LEN + t] = tok as u32;
-            mask[i * MAX_ANSWER_LEN + step] = 1.0;
-            log_probs[i * MAX_ANSWER_LEN + step] = lp[tok];
-            if tok as u32 == EOS {
-                done[i] = true;
-            }
-        }
-        if done.iter().all(|&d| d) {
-            break;
-        }
-    }
-    Ok(Samples { tokens, mask, log_probs })
-}
-
-/// Greedy exact-match accuracy over `problems` (batched).
-///
-/// # Errors
-/// Tensor errors.
-pub fn accuracy(model: &TinyLm, problems: &[Problem]) -> Result<f64> {
-    let mut correct = 0.0;
-    let mut rng = rand::rng();
-    for chunk in problems.chunks(500) {
-        let s = generate(model, chunk, true, &mut rng)?;
-        correct += chunk.iter().enumerate().map(|(i, p)| p.reward(&s.response(i))).sum::<f64>();
-    }
-    Ok(correct / problems.len().max(1) as f64)
-}
-
-/// log π(response token) at every response position `[B, MAX_ANSWER_LEN]` for full sequences
-/// `tokens` `[B, SEQ_LEN]`: position PROMPT_LEN − 1 + k predicts response token k.
-///
-/// # Errors
-/// Tensor errors.
-pub fn response_log_probs(model: &TinyLm, tokens: &Tensor) -> Result<Tensor> {
-    let input = tokens.narrow(1, 0, SEQ_LEN - 1)?;
-    let (logits, _) = model.forward(&input)?;
-    let resp_logits = logits.narrow(1, PROMPT_LEN - 1, MAX_ANSWER_LEN)?;
-    let targets = tokens.narrow(1, PROMPT_LEN, MAX_ANSWER_LEN)?.contiguous()?;
-    token_log_probs(&resp_logits.contiguous()?, &targets)
-}
-
-/// The supervised loss: masked mean cross-entropy −Σ mask·log π(y_t | prefix) / Σ mask of the
-/// response tokens of `tokens` `[B, SEQ_LEN]`, `mask` `[B, MAX_ANSWER_LEN]` (the model's dtype).
-///
-/// # Errors
-/// Tensor errors.
-pub fn sft_loss(model: &TinyLm, tokens: &Tensor, mask: &Tensor) -> Result<Tensor> {
-    let lp = response_log_probs(model, tokens)?;
-    Ok((lp * mask)?.sum_all()?.neg()?.broadcast_div(&mask.sum_all()?.maximum(1.0)?)?)
-}
-
-/// One supervised step on `batch` problems: masked cross-entropy of the answer tokens given
-/// the prompt. With probability `label_noise` a problem's answer is replaced by a wrong one
-/// (a random other sum), to stop pre-training at a partly-correct policy. Returns the loss.
-///
-/// # Errors
-/// Tensor errors; `NonFinite` from the optimiser.
-pub fn sft_step<R: Rng + ?Sized>(
-    model: &TinyLm,
-    opt: &mut Optimizer,
-    problems: &[Problem],
-    batch: usize,
-    label_noise: f64,
-    rng: &mut R,
-) -> Result<f64> {
-    let picked: Vec<Problem> = (0..batch).map(|_| *problems.choose(rng).expect("non-empty training set")).collect();
-    let mut tokens = vec![PAD; batch * SEQ_LEN];
-    let mut mask = vec![0f32; batch * MAX_ANSWER_LEN];
-    for (i, p) in picked.iter().enumerate() {
-        let answer = if rng.random::<f64>() < label_noise {
-            Problem { a: rng.random_range(0..100), b: rng.random_range(0..100) }.answer()
-        } else {
-            p.answer()
-        };
-        tokens[i * SEQ_LEN..i * SEQ_LEN + PROMPT_LEN].copy_from_slice(&p.prompt());
-        tokens[i * SEQ_LEN + PROMPT_LEN..i * SEQ_LEN + PROMPT_LEN + answer.len()].copy_from_slice(&answer);
-        mask[i * MAX_ANSWER_LEN..i * MAX_ANSWER_LEN + answer.len()].fill(1.0);
-    }
-    let dev = Device::Cpu;
-    let t = Tensor::from_vec(tokens, (batch, SEQ_LEN), &dev)?;
-    let m = Tensor::from_vec(mask, (batch, MAX_ANSWER_LEN), &dev)?;
-    let loss = sft_loss(model, &t, &m)?;
-    let l = loss.to_scalar::<f32>()? as f64;
-    opt.step(&model.named_params(), &loss.backward()?, Some(MAX_GRAD_NORM))?;
-    Ok(l)
-}
 
 /// GRPO settings.
 #[derive(Clone, Debug)]
@@ -285,7 +131,7 @@ pub fn grpo_step<R: Rng + ?Sized>(
         let (grads, loss, kl) = grpo_gradients(model, &batch, cfg)?;
         stats.loss = loss;
         stats.kl = kl;
-        opt.step_host(&params, &grads, Some(cfg.max_grad_norm))?;
+        opt.step(Params::Vars { vars: &params, grads: Gradients::Host(&grads) }, Some(cfg.max_grad_norm))?;
     }
     Ok(stats)
 }
@@ -377,35 +223,13 @@ pub fn grpo_gradients(
 mod tests {
     use super::*;
     use crate::model::LmSpec;
+    use crate::sft::sft_step;
     use crate::task::{split, VOCAB};
     use rand::SeedableRng;
 
     fn tiny() -> TinyLm {
         TinyLm::new(LmSpec { vocab: VOCAB, context: 16, d_model: 16, n_heads: 2, n_layers: 1 }, 3, &Device::Cpu)
             .unwrap()
-    }
-
-    /// Response masks come from positions: 1 up to and including the first EOS, 0 after, and
-    /// the stored log-probs are those of the sampled tokens under the model.
-    #[test]
-    fn sampled_responses_masks_and_log_probs_agree() {
-        let m = tiny();
-        let (train, _) = split();
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
-        let s = generate(&m, &train[..16], false, &mut rng).unwrap();
-        let tokens = Tensor::from_vec(s.tokens.clone(), (16, SEQ_LEN), &Device::Cpu).unwrap();
-        let lp = response_log_probs(&m, &tokens).unwrap().to_vec2::<f32>().unwrap();
-        for i in 0..16 {
-            let mask = &s.mask[i * MAX_ANSWER_LEN..(i + 1) * MAX_ANSWER_LEN];
-            let n = s.response(i).len();
-            assert!(mask[..n].iter().all(|&x| x == 1.0) && mask[n..].iter().all(|&x| x == 0.0));
-            let resp = s.response(i);
-            assert!(resp[..n.saturating_sub(1)].iter().all(|&t| t != EOS), "EOS only at the end");
-            assert!(n == MAX_ANSWER_LEN || resp.last() == Some(&EOS));
-            for k in 0..n {
-                assert!((lp[i][k] - s.log_probs[i * MAX_ANSWER_LEN + k]).abs() < 1e-4, "row {i} pos {k}");
-            }
-        }
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! Small helpers shared across modules.
+//! "Did you mean …?" for a misspelt name: the closest of the valid names by edit distance.
 
 /// Levenshtein edit distance between two strings (by chars).
 pub fn edit_distance(a: &str, b: &str) -> usize {

@@ -1,0 +1,8 @@
+//! One module per subcommand, as cargo's `commands/`: each holds its flags (clap `Args`) and
+//! its `exec`; `main` holds the command enum and the dispatch.
+
+pub mod ablation;
+pub mod bench_env;
+pub mod eval;
+pub mod lm;
+pub mod train;

@@ -1,0 +1,111 @@
+//! A new run from `proxima train`'s flags: its config (preset → file → `--set` → the typed
+//! flags), the checks that need the env, and its run directory.
+
+use super::args::TrainArgs;
+use crate::experiments::pool::set_threads;
+use crate::rundirs::claim_run_dir;
+use anyhow::{bail, Context, Result};
+use proxima::config::{AlgoName, Config, ValidConfig};
+use proxima::train;
+use std::path::PathBuf;
+
+/// A fresh trainer from the command line's env id, preset, config file and overrides, and its
+/// run directory (claimed only once everything that can fail on bad input has been built).
+pub(super) fn new_trainer(a: &TrainArgs) -> Result<(train::Trainer, PathBuf)> {
+    let (env_id, cfg) = train_config(a)?;
+    let (seed, label) = (cfg.seed, cfg.algo);
+    // Build everything that can fail on bad input before touching the file system.
+    let trainer = train::Trainer::new(env_id, cfg)?;
+    check_env_keys(a, &trainer)?;
+    let dir = claim_run_dir(a.run_dir.clone(), &format!("{}__{label}__{seed}", safe_id(env_id)))?;
+    Ok((trainer, dir))
+}
+
+/// `gym:ALE/Pong-v5` → `gym-ALE-Pong-v5`: no `/` or `:` in directory names.
+pub(super) fn safe_id(env_id: &str) -> String {
+    env_id.chars().map(|c| if c.is_ascii_alphanumeric() || "-._".contains(c) { c } else { '-' }).collect()
+}
+
+/// The env id and the resolved config of a new run: preset (or --algo's), --config, --set,
+/// then the explicit flags.
+pub(super) fn train_config(a: &TrainArgs) -> Result<(&str, ValidConfig)> {
+    train_config_over(a, 1)
+}
+
+/// [`train_config`] for a distributed run of `ranks` processes (`batch_size` checked against
+/// the whole rollout: [`Config::validate_over`]). The config is validated once, with the flags
+/// applied.
+pub(super) fn train_config_over(a: &TrainArgs, ranks: usize) -> Result<(&str, ValidConfig)> {
+    let env_id = a.env_id.as_deref().expect("clap requires ENV_ID without --resume");
+    let file = match &a.config {
+        Some(p) => {
+            Some(std::fs::read_to_string(p).with_context(|| format!("cannot read config file {}", p.display()))?)
+        }
+        None => None,
+    };
+    let default_preset = match a.algo.as_deref() {
+        None | Some("ppo") => "cleanrl",
+        Some(x) if proxima::config::ALGOS.contains(&x) => x,
+        Some(x) => bail!("unknown --algo `{x}`; algorithms: {}", proxima::config::ALGOS.join(", ")),
+    };
+    let mut sets = a.sets.clone();
+    if let Some(x) = &a.algo {
+        sets.insert(0, format!("algo={x}"));
+    }
+    if let Some(b) = &a.backend {
+        sets.push(format!("backend={b}"));
+    }
+    if let Some(w) = a.workers {
+        sets.push(format!("n_workers={w}"));
+    }
+    let preset = a.preset.as_deref().unwrap_or(default_preset);
+    if let (Some(algo), Ok(p)) = (a.algo.as_deref(), Config::preset(preset)) {
+        let off = |x: &str| x.parse::<AlgoName>().is_ok_and(AlgoName::is_off_policy);
+        if off(algo) != p.is_off_policy() {
+            bail!(
+                "--preset {preset} holds {}'s hyperparameters, which do not fit --algo {algo} ({} algorithm): leave --preset out (it defaults to --algo's own) or pick one of the same kind",
+                p.algo.as_str().to_uppercase(),
+                if off(algo) { "an off-policy" } else { "an on-policy" }
+            );
+        }
+    }
+    let mut cfg = Config::layered(preset, file.as_deref(), &sets)?;
+    if let Some(s) = a.seed {
+        cfg.seed = s;
+    }
+    if let Some(t) = a.total_timesteps {
+        cfg.total_timesteps = t;
+    }
+    let cfg = cfg.validate_over(ranks)?;
+    // A config file's keys count where they differ from the preset the resolved config names (a
+    // run's own config.toml names its own preset, e.g. a2c).
+    let chosen = Config::chosen_keys(&cfg.preset, file.as_deref(), &sets);
+    cfg.check_keys_used(&chosen).map_err(|e| flag_names(e, a.workers.is_some()))?;
+    set_threads(cfg.num_threads);
+    Ok((env_id, cfg))
+}
+
+/// An ignored-key error in the words of the command line: `n_workers` set by `--workers`.
+pub(super) fn flag_names(e: proxima::ProximaError, workers_flag: bool) -> anyhow::Error {
+    let text = e.to_string();
+    match workers_flag {
+        true => anyhow::anyhow!("{}", text.replacen("`n_workers` (", "`--workers` / `n_workers` (", 1)),
+        false => e.into(),
+    }
+}
+
+/// `log_std_init` on an env whose actions are not continuous: the Gaussian it sets does not
+/// exist there (the one ignored key that depends on the env, so it is checked once the env is
+/// made).
+pub(super) fn check_env_keys(a: &TrainArgs, trainer: &train::Trainer) -> Result<()> {
+    use proxima::policy::Policy;
+    let set_here = a.sets.iter().any(|s| s.split_once('=').is_some_and(|(k, _)| k.trim() == "log_std_init"));
+    let continuous = matches!(trainer.policy.spec().action, proxima::policy::ActionKind::Continuous { .. });
+    if set_here && !continuous {
+        bail!(
+            "invalid config: `log_std_init` (the Gaussian's initial log-std) has no effect with {}'s discrete actions: remove it",
+            trainer.env_id
+        );
+    }
+    Ok(())
+}

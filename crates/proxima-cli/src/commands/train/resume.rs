@@ -1,0 +1,125 @@
+//! `proxima train --resume RUN_DIR`: the trainer a run directory continues.
+
+use crate::experiments::pool::set_threads;
+use crate::rundirs::latest_checkpoint;
+use anyhow::{bail, Context, Result};
+use proxima::config::Config;
+use proxima::train;
+use std::path::Path;
+
+/// The trainer `--resume DIR` continues, or `None` when there is nothing to train: a complete
+/// run whose lost `model.safetensors` was just rewritten from its last checkpoint.
+pub(super) fn resumed_trainer(
+    dir: &Path,
+    env_id: Option<&str>,
+    total_timesteps: Option<u64>,
+    backend: Option<&str>,
+) -> Result<Option<train::Trainer>> {
+    let file = match latest_checkpoint(dir) {
+        Ok(file) => file,
+        Err(_) if dir.join("config.toml").is_file() && no_checkpoint_files(dir) => {
+            return restarted_trainer(dir, env_id, total_timesteps, backend).map(Some);
+        }
+        Err(e) => return Err(e),
+    };
+    let ck = proxima::checkpoint::load(&file)?;
+    check_resumed_env(dir, &ck, env_id)?;
+    let trainer = train::Trainer::resume_on(&ck, total_timesteps, backend.map(str::parse).transpose()?)?;
+    ready_to_resume(dir, &file, trainer, total_timesteps)
+}
+
+/// Refuses `--resume DIR ENV_ID` when DIR's run trained on another env.
+pub(super) fn check_resumed_env(dir: &Path, ck: &proxima::checkpoint::Checkpoint, env_id: Option<&str>) -> Result<()> {
+    match env_id {
+        Some(e) if e != ck.meta.env_id => bail!("{} was trained on {}, not {e}", dir.display(), ck.meta.env_id),
+        _ => Ok(()),
+    }
+}
+
+/// What `--resume` does with `trainer`, restored from `file` of run directory `dir`: training
+/// left → the trainer (and a line saying where it resumes); all steps taken → finish the run
+/// when it stopped before its evaluation, write a missing `model.safetensors` (then `None`), or
+/// refuse.
+pub(super) fn ready_to_resume(
+    dir: &Path,
+    file: &Path,
+    trainer: train::Trainer,
+    total_timesteps: Option<u64>,
+) -> Result<Option<train::Trainer>> {
+    if trainer.is_done() {
+        if let Some(t) = total_timesteps {
+            bail!(
+                "{} has already taken {} steps; --total-timesteps {t} does not extend it",
+                dir.display(),
+                trainer.global_step
+            );
+        }
+        let model = dir.join("model.safetensors");
+        if model.is_file() && !dir.join("eval.json").is_file() && total_timesteps.is_none() {
+            // Stopped after its last update, before the evaluation: finish it.
+            eprintln!("{} has trained all its steps; finishing it (model and evaluation)", dir.display());
+            return Ok(Some(trainer));
+        }
+        if !model.is_file() {
+            trainer.save(&model)?;
+            println!(
+                "{} was complete at update {}; wrote {} from its last checkpoint",
+                dir.display(),
+                trainer.update,
+                model.display()
+            );
+            return Ok(None);
+        }
+        bail!(
+            "{} is complete ({} of {} updates); pass a larger --total-timesteps to continue it",
+            dir.display(),
+            trainer.update,
+            trainer.num_updates
+        );
+    }
+    set_threads(trainer.cfg.num_threads);
+    eprintln!(
+        "resuming {} from {} (update {}, step {})",
+        trainer.env_id,
+        file.display(),
+        trainer.update,
+        trainer.global_step
+    );
+    Ok(Some(trainer))
+}
+
+/// Whether a run directory holds no checkpoint file at all (damaged ones included: a damaged
+/// checkpoint is an error, never a silent restart).
+pub(super) fn no_checkpoint_files(dir: &Path) -> bool {
+    let ckpts = std::fs::read_dir(dir.join("checkpoints")).map(|d| d.count()).unwrap_or(0);
+    !dir.join("model.safetensors").exists() && ckpts == 0
+}
+
+/// `--resume` of a run stopped before its first checkpoint: the run again from the start, from
+/// its `config.toml` (same seed, so it ends exactly where the uninterrupted run ends).
+pub(super) fn restarted_trainer(
+    dir: &Path,
+    env_id: Option<&str>,
+    total_timesteps: Option<u64>,
+    backend: Option<&str>,
+) -> Result<train::Trainer> {
+    let path = dir.join("config.toml");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let table: toml::Table = text.parse().with_context(|| format!("{}: malformed TOML", path.display()))?;
+    let saved_env = table.get("env_id").and_then(|v| v.as_str()).map(str::to_string);
+    let saved_env = saved_env.with_context(|| format!("{}: has no env_id", path.display()))?;
+    if let Some(e) = env_id.filter(|e| *e != saved_env) {
+        bail!("{} was started on {saved_env}, not {e}", dir.display());
+    }
+    let preset = table.get("preset").and_then(|v| v.as_str()).unwrap_or("cleanrl");
+    let mut sets: Vec<String> = total_timesteps.map(|t| format!("total_timesteps={t}")).into_iter().collect();
+    sets.extend(backend.map(|b| format!("backend={b}")));
+    let cfg = Config::resolve(preset, Some(&text), &sets).with_context(|| format!("{}", path.display()))?;
+    set_threads(cfg.num_threads);
+    let trainer = train::Trainer::new(&saved_env, cfg)?;
+    eprintln!(
+        "{} holds no checkpoint yet: restarting the run from its config.toml (same seed: it ends where the uninterrupted run ends)",
+        dir.display()
+    );
+    Ok(trainer)
+}
