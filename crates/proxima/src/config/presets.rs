@@ -378,3 +378,31 @@ fn ddpg() -> Config {
         ..td3()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_are_valid_and_round_trip_through_toml() {
+        for p in PRESETS {
+            let c = Config::preset(p).unwrap();
+            c.clone().validate().unwrap();
+            let back = Config::resolve(p, Some(&c.to_toml()), &[]).unwrap();
+            assert_eq!(*back, c, "{p}");
+        }
+        // A run's config.toml is complete: fed back on top of *another* preset it gives the same
+        // config, optional keys that are off included (they are written as "none").
+        for p in PRESETS {
+            let c = Config::preset(p).unwrap();
+            assert_eq!(*Config::resolve("cleanrl", Some(&c.to_toml()), &[]).unwrap(), c, "{p} over cleanrl");
+        }
+        assert!(Config::preset("trpo").unwrap().to_toml().contains("max_grad_norm = \"none\""));
+        let e = Config::resolve("cleanrl", Some("max_grad_norm = \"off\""), &[]).unwrap_err().to_string();
+        assert!(e.contains("expected a number or \"none\""), "{e}");
+        let c = Config::preset("cleanrl").unwrap();
+        assert_eq!((c.n_envs, c.n_steps, c.n_minibatches(), c.n_epochs), (4, 128, 4, 4));
+        assert_eq!(Config::preset("paper-atari").unwrap().n_minibatches(), 4);
+        assert_eq!(Config::preset("paper-mujoco").unwrap().n_minibatches(), 32);
+    }
+}

@@ -158,3 +158,53 @@ fn check_key(k: &str) -> Result<()> {
     let hint = crate::did_you_mean::closest(k, &keys).map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default();
     Err(ProximaError::Config(format!("unknown key `{k}`{hint}")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layering_and_errors() {
+        let c = Config::resolve(
+            "cleanrl",
+            Some("n_epochs = 7\nclip_range = 0.1"),
+            &["n_epochs=9".into(), "clip_range_vf=none".into()],
+        )
+        .unwrap();
+        assert_eq!((c.n_epochs, c.clip_range, c.clip_range_vf), (9, 0.1, None));
+        let e = Config::resolve("cleanrl", None, &["n_step=5".into()]).unwrap_err().to_string();
+        assert!(e.contains("n_step") && e.contains("did you mean `n_steps`"), "{e}");
+        let e = Config::resolve("cleanrl", None, &["batch_size=100".into()]).unwrap_err().to_string();
+        assert!(e.contains("batch_size = 100"), "{e}");
+        let c = Config::resolve("sac", Some("learning_starts = 1e3"), &["buffer_size=1e6".into()]).unwrap();
+        assert_eq!((c.buffer_size, c.learning_starts), (1_000_000, 1000), "whole floats for integer keys");
+        let e = Config::resolve("sac", None, &["buffer_size=1000.5".into()]).unwrap_err().to_string();
+        assert!(e.contains("buffer_size"), "not a whole number: refused: {e}");
+        let e = Config::resolve("cleanrl", None, &["learning_rate=fast".into()]).unwrap_err().to_string();
+        assert!(e.contains("learning_rate"), "{e}");
+        let e = Config::resolve("cleanrl", Some("gamma = ["), &[]).unwrap_err().to_string();
+        assert!(e.contains("malformed TOML"), "{e}");
+        let e = Config::resolve("cleanrl", None, &["gamma=1.5".into()]).unwrap_err().to_string();
+        assert!(e.contains("gamma"), "{e}");
+        assert!(Config::resolve("clenrl", None, &[]).unwrap_err().to_string().contains("did you mean `cleanrl`"));
+        for v in ["50", "-20.5", "nan", "inf"] {
+            let e = Config::resolve("cleanrl", None, &[format!("log_std_init={v}")]).unwrap_err().to_string();
+            assert!(e.contains("log_std_init") && e.contains("[-20, 20]"), "log_std_init = {v}: {e}");
+        }
+        for v in ["20", "-20", "-0.5"] {
+            assert!(Config::resolve("cleanrl", None, &[format!("log_std_init={v}")]).is_ok(), "log_std_init = {v}");
+        }
+    }
+
+    #[test]
+    fn an_unknown_algo_is_named_after_type_errors_with_its_own_message() {
+        let e = Config::resolve("cleanrl", Some("algo = \"sacc\""), &[]).unwrap_err().to_string();
+        assert!(e.ends_with("algo = `sacc` (did you mean `sac`?): known algorithms are ppo, a2c, a3c, trpo, reinforce, ppg, sac, td3, ddpg"), "{e}");
+        let e = Config::resolve("cleanrl", Some("algo = \"sacc\"\nlearning_rate = \"x\""), &[]).unwrap_err();
+        assert!(e.to_string().contains("in `learning_rate`"), "{e}");
+        let e = Config::resolve("cleanrl", None, &["algo=5".into()]).unwrap_err().to_string();
+        assert!(e.ends_with("expected a string in `algo`"), "{e}");
+        assert_eq!(Config::resolve("cleanrl", None, &["algo=td3".into()]).err().map(|_| ()), Some(()));
+        assert_eq!(Config::resolve("a2c", None, &["algo=a3c".into()]).unwrap().algo, AlgoName::A3c);
+    }
+}

@@ -342,3 +342,32 @@ fn field_names<'de, T: Deserialize<'de>>() -> &'static [&'static str] {
     let _ = T::deserialize(FieldNames(&mut fields));
     fields
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::PRESETS;
+
+    #[test]
+    fn keys_are_the_struct_fields_and_the_toml_writes_each_once() {
+        let keys = Config::keys();
+        assert_eq!(keys.len(), 67);
+        assert_eq!((keys[0], keys[66]), ("algo", "num_aux_rollouts"), "declaration order");
+        let mut unique = keys.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), keys.len(), "no key twice");
+        for p in PRESETS {
+            // Every key written, optional ones included ("none", "auto"), and nothing else.
+            let table: toml::Table = Config::preset(p).unwrap().to_toml().parse().unwrap();
+            let mut written: Vec<&str> = table.keys().map(String::as_str).collect();
+            written.sort_unstable();
+            assert_eq!(written, unique, "{p}");
+        }
+        for k in OPTIONAL_KEYS {
+            assert!(keys.contains(&k), "{k}");
+            let c = Config::resolve("cleanrl", None, &[format!("{k}=none")]).unwrap();
+            assert!(c.to_toml().contains(&format!("{k} = \"none\"")), "{k}");
+        }
+    }
+}

@@ -392,3 +392,24 @@ impl Config {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_valid_config_is_validated_again_only_for_another_number_of_ranks() {
+        // cleanrl's rollout is 4 × 128 = 512: a global minibatch of 1024 needs 2 ranks.
+        let sets = ["batch_size=1024".to_string()];
+        let two = Config::resolve_over("cleanrl", None, &sets, 2).unwrap();
+        assert_eq!(two.ranks(), 2);
+        assert_eq!(two.clone().into_valid_config(2).unwrap(), two);
+        let e = two.clone().into_valid_config(1).unwrap_err().to_string();
+        assert!(e.contains("batch_size = 1024 does not divide the rollout"), "{e}");
+        assert!(Config::layered("cleanrl", None, &sets).unwrap().validate().is_err());
+        let one = Config::resolve_over("cleanrl", None, &[], 0).unwrap();
+        assert_eq!(one.ranks(), 1, "0 ranks count as 1");
+        let config = one.clone().into_config();
+        assert_eq!(config.into_valid_config(1).unwrap(), one);
+    }
+}
