@@ -3,8 +3,8 @@
 use crate::experiments::pool::set_threads;
 use crate::rundirs::latest_checkpoint;
 use anyhow::{bail, Context, Result};
-use proxima::train;
 use proxima::config::Config;
+use proxima::train;
 use std::path::Path;
 
 /// The trainer `--resume DIR` continues, or `None` when there is nothing to train: a complete
