@@ -1,6 +1,6 @@
 """Type stubs of the extension module ``proxima._proxima`` (Rust, crates/proxima-py)."""
 
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -11,14 +11,15 @@ PRESETS: list[str]
 CONFIG_KEYS: list[str]
 
 EnvSource = tuple  # ("id", env_id) | ("objects" | "factories" | "vector", name, [objects])
+Setting = Union[int, float, bool, str, None, list]  # a config key's value (None clears an optional key)
 
 class Model:
     """A training run or a policy loaded for inference."""
 
     @staticmethod
-    def create(env: EnvSource, preset: str, sets: Sequence[str]) -> "Model": ...
+    def create(env: EnvSource, preset: str, settings: Optional[dict[str, Setting]], chosen: Sequence[str] = ...) -> "Model": ...
     @staticmethod
-    def load(path: str, env: Optional[EnvSource] = None, sets: Sequence[str] = ()) -> "Model": ...
+    def load(path: str, env: Optional[EnvSource] = None, settings: Optional[dict[str, Setting]] = None) -> "Model": ...
     def learn(
         self,
         total_timesteps: int,

@@ -28,17 +28,24 @@ _NOT_YET_POLICIES = {"MultiInputPolicy", "MultiInputActorCriticPolicy"}
 _SAFETENSORS = ".safetensors"
 
 
-def _fmt(v: Any) -> str:
-    """A value as the config's ``key=value`` text."""
-    if v is None:
-        return "none"
-    if isinstance(v, bool):
-        return "true" if v else "false"
+#: What the config takes: one setting's value as it crosses to Rust (``_proxima.Model.create``).
+Setting = Union[int, float, bool, str, None, list]
+
+
+def _setting(v: object) -> Setting:
+    """``v`` as a setting's typed value: numpy scalars as the Python number they print as (the config
+    took their printed text before settings were typed), lists element by element; others as they
+    are (Rust names the key of a value of another type)."""
+    if isinstance(v, np.generic) and not isinstance(v, (bool, int, float)):
+        if isinstance(v, np.bool_):
+            return bool(v)
+        if isinstance(v, np.integer):
+            return int(v)
+        if isinstance(v, np.floating):
+            return float(str(v))
     if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(str(int(x)) for x in v) + "]"
-    if isinstance(v, str):
-        return v
-    return repr(float(v)) if isinstance(v, float) else str(v)
+        return [_setting(x) for x in v]
+    return v  # type: ignore[return-value]
 
 
 def _policy_name(policy: Any) -> str:
@@ -54,25 +61,25 @@ def _activation_name(fn: Any) -> str:
     raise NotImplementedError(f"activation_fn {fn!r}: supported are torch.nn.Tanh, torch.nn.ReLU, 'tanh', 'relu'")
 
 
-def _policy_sets(policy_kwargs: Optional[dict]) -> list[str]:
+def _policy_settings(policy_kwargs: Optional[dict[str, Any]]) -> dict[str, Setting]:
     """``policy_kwargs`` (SB3's MlpPolicy arguments) as config settings."""
     known = {"net_arch", "activation_fn", "ortho_init", "log_std_init", "share_features_extractor", "shared_trunk"}
-    sets: list[str] = []
+    sets: dict[str, Setting] = {}
     for key, value in (policy_kwargs or {}).items():
         if key not in known:
             hint = difflib.get_close_matches(key, sorted(known), n=1)
             more = f" (did you mean {hint[0]!r}?)" if hint else ""
             raise NotImplementedError(f"policy_kwargs[{key!r}] is not supported{more}; supported: {sorted(known)}")
         if key == "net_arch":
-            sets.append("net_arch=" + _fmt(_net_arch(value)))
+            sets["net_arch"] = _net_arch(value)
         elif key == "activation_fn":
-            sets.append("activation=" + _activation_name(value))
+            sets["activation"] = _activation_name(value)
         elif key == "ortho_init":
-            sets.append("ortho_init=" + _fmt(bool(value)))
+            sets["ortho_init"] = bool(value)
         elif key == "log_std_init":
-            sets.append("log_std_init=" + _fmt(float(value)))
+            sets["log_std_init"] = float(value)
         elif key == "shared_trunk":
-            sets.append("shared_trunk=" + _fmt(bool(value)))
+            sets["shared_trunk"] = bool(value)
         # share_features_extractor: an MlpPolicy's features extractor is a Flatten with no
         # parameters, so sharing it or not changes nothing; either value is SB3's network.
     return sets
@@ -130,16 +137,16 @@ class BaseAlgorithm:
         self.learning_rate = hyper.get("learning_rate")
         self.clip_range = hyper.get("clip_range")
         settings = self._settings(hyper)  # first: an off-policy class checks its own policy_kwargs here
-        policy_sets = _policy_sets(hyper.get("policy_kwargs"))
-        sets = settings + policy_sets + self._extra_sets(extra)
+        policy_sets = _policy_settings(hyper.get("policy_kwargs"))
+        sets = {**settings, **policy_sets, **self._extra_settings(extra)}
         if _policy_name(policy) in _CNN_POLICIES:
-            sets.append("policy=CnnPolicy")
+            sets["policy"] = "CnnPolicy"
         # Chosen beyond SB3's signature, and the network's shape: refused where it has no effect
         # (another algorithm's keys; net_arch with CnnPolicy, whose Nature CNN has its own).
-        self._chosen = list(extra) + [x.split("=", 1)[0] for x in policy_sets]
+        self._chosen = list(extra) + list(policy_sets)
         if self.seed is None:
             self.seed = random.SystemRandom().randrange(2**31)
-        sets.append(f"seed={int(self.seed)}")
+        sets["seed"] = int(self.seed)
         self._sets = sets
         self.policy_kwargs = hyper.get("policy_kwargs") or {}
         self.tensorboard_log = hyper.get("tensorboard_log")
@@ -177,16 +184,16 @@ class BaseAlgorithm:
         if not hyper.pop("_init_setup_model", True):
             raise NotImplementedError("_init_setup_model=False is not supported")
 
-    def _extra_sets(self, extra: dict) -> list[str]:
+    def _extra_settings(self, extra: dict[str, Any]) -> dict[str, Setting]:
         keys = set(_proxima.CONFIG_KEYS) - {"algo", "preset", "seed", "total_timesteps"}
-        sets = []
+        sets: dict[str, Setting] = {}
         for key, value in extra.items():
             if key not in keys:
                 names = sorted(set(self._signature_names()) | keys)
                 hint = difflib.get_close_matches(key, names, n=1)
                 more = f"; did you mean {hint[0]!r}?" if hint else ""
                 raise TypeError(f"{type(self).__name__}() got an unexpected keyword argument {key!r}{more}")
-            sets.append(f"{key}={_fmt(value)}")
+            sets[key] = _setting(value)
         return sets
 
     @classmethod
@@ -195,11 +202,11 @@ class BaseAlgorithm:
 
         return [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "kwargs")]
 
-    def _settings(self, hyper: dict) -> list[str]:  # pragma: no cover - each algorithm has its own
+    def _settings(self, hyper: dict[str, Any]) -> dict[str, Setting]:  # pragma: no cover - each algorithm has its own
         raise NotImplementedError
 
     def _build(self, env: Any, load_from: Optional[str] = None) -> None:
-        if not isinstance(env, str) and any(x.startswith("n_envs=") for x in self._sets):
+        if not isinstance(env, str) and "n_envs" in self._sets:
             raise ValueError("n_envs is for an env id; with env objects, their number is the number of envs")
         source, spaces = env_source(env)
         self.observation_space, self.action_space = spaces or (None, None)
@@ -233,7 +240,7 @@ class BaseAlgorithm:
         self = cls.__new__(cls)
         self.policy_class, self.verbose, self.seed = "MlpPolicy", 0, None
         self.learning_rate = self.clip_range = self.tensorboard_log = None
-        self.policy_kwargs, self._hyper, self._sets, self.env, self._model = {}, {}, [], env, None
+        self.policy_kwargs, self._hyper, self._sets, self.env, self._model = {}, {}, {}, env, None
         self._chosen: list = []
         self.observation_space = self.action_space = None
         return self
@@ -249,7 +256,7 @@ class BaseAlgorithm:
         self = cls._blank(env)
         self.verbose, self.seed = int(overrides.pop("verbose", 0)), overrides.pop("seed", 1)
         self.learning_rate, self.clip_range = overrides.get("learning_rate"), overrides.get("clip_range")
-        self._sets = [f"algo={cls._algo}"] + self._extra_sets(overrides) + [f"seed={int(self.seed)}"]
+        self._sets = {"algo": cls._algo, **self._extra_settings(overrides), "seed": int(self.seed)}
         source, spaces = env_source(env)
         self._model = _proxima.Model.create(source, preset, self._sets, sorted(overrides))
         self.observation_space, self.action_space = spaces or _spaces_of_model(self._model)
@@ -442,11 +449,11 @@ class BaseAlgorithm:
         self = cls._blank(env)
         for key, value in (custom_objects or {}).items():
             setattr(self, key, value if callable(value) else (lambda v: lambda _progress: v)(float(value)))
-        self._sets = [f"{k}={_fmt(v)}" for k, v in kwargs.items()]
+        self._sets = {k: _setting(v) for k, v in kwargs.items()}
         self.tensorboard_log = attrs.get("tensorboard_log")
         self.verbose = int(attrs.get("verbose", 0))
         if env is None:
-            self._model = _proxima.Model.load(file, None, [])
+            self._model = _proxima.Model.load(file, None, {})
             self.observation_space, self.action_space = _spaces_of_loaded(self._model)
             self._cache()
         else:
@@ -470,7 +477,7 @@ class BaseAlgorithm:
             raise TypeError("set_parameters takes {name: array} as get_parameters() returns it (names such as "
                             "'actor.0.weight'), not SB3's {'policy': state_dict} form")
         if isinstance(load_path_or_dict, (str, os.PathLike)):
-            other = _proxima.Model.load(_resolve_model_file(os.fspath(load_path_or_dict)), None, [])
+            other = _proxima.Model.load(_resolve_model_file(os.fspath(load_path_or_dict)), None, {})
             params = {n: np.asarray(v, dtype=np.float32).reshape(s) for n, s, v in other.get_parameters()}
         elif isinstance(load_path_or_dict, dict):
             params = load_path_or_dict
@@ -641,19 +648,20 @@ class _ProgressBar:
             print(file=sys.stderr)
 
 
-def _lr_sets(learning_rate: Union[float, Schedule]) -> list[str]:
+def _lr_settings(learning_rate: Union[float, Schedule]) -> dict[str, Setting]:
     lr = learning_rate(1.0) if callable(learning_rate) else learning_rate
     if isinstance(lr, bool) or not isinstance(lr, (int, float, np.number)):
         raise TypeError(f"learning_rate must be a float or a schedule (progress_remaining -> float), got {lr!r}")
-    return [f"learning_rate={_fmt(float(lr))}", "anneal_lr=false"]
+    return {"learning_rate": float(lr), "anneal_lr": False}
 
 
-def _common_sets(h: dict) -> list[str]:
-    return _lr_sets(h["learning_rate"]) + [
-        f"n_steps={int(h['n_steps'])}",
-        f"gamma={_fmt(float(h['gamma']))}",
-        f"gae_lambda={_fmt(float(h['gae_lambda']))}",
-    ]
+def _common_settings(h: dict[str, Any]) -> dict[str, Setting]:
+    return {
+        **_lr_settings(h["learning_rate"]),
+        "n_steps": int(h["n_steps"]),
+        "gamma": float(h["gamma"]),
+        "gae_lambda": float(h["gae_lambda"]),
+    }
 
 
 class PPO(BaseAlgorithm):
@@ -697,22 +705,23 @@ class PPO(BaseAlgorithm):
         hyper = {k: v for k, v in locals().items() if k not in ("self", "policy", "env", "kwargs", "__class__")}
         super().__init__(policy, env, hyper, kwargs)
 
-    def _settings(self, h: dict) -> list[str]:
+    def _settings(self, h: dict[str, Any]) -> dict[str, Setting]:
         if callable(h["clip_range_vf"]):
             raise NotImplementedError("a callable clip_range_vf is not supported yet (a float or None is)")
         clip = h["clip_range"](1.0) if callable(h["clip_range"]) else h["clip_range"]
-        return _common_sets(h) + [
-            "algo=ppo",
-            f"batch_size={int(h['batch_size'])}",
-            f"n_epochs={int(h['n_epochs'])}",
-            f"clip_range={_fmt(float(clip))}",
-            f"clip_range_vf={_fmt(h['clip_range_vf'])}",
-            "normalize_advantage=" + ("minibatch" if h["normalize_advantage"] else "off"),
-            f"ent_coef={_fmt(float(h['ent_coef']))}",
-            f"vf_coef={_fmt(float(h['vf_coef']))}",
-            f"max_grad_norm={_fmt(h['max_grad_norm'])}",
-            f"target_kl={_fmt(h['target_kl'])}",
-        ]
+        return {
+            **_common_settings(h),
+            "algo": "ppo",
+            "batch_size": int(h["batch_size"]),
+            "n_epochs": int(h["n_epochs"]),
+            "clip_range": float(clip),
+            "clip_range_vf": _setting(h["clip_range_vf"]),
+            "normalize_advantage": "minibatch" if h["normalize_advantage"] else "off",
+            "ent_coef": float(h["ent_coef"]),
+            "vf_coef": float(h["vf_coef"]),
+            "max_grad_norm": _setting(h["max_grad_norm"]),
+            "target_kl": _setting(h["target_kl"]),
+        }
 
     def learn(self, total_timesteps: int, callback: Any = None, log_interval: int = 1,
               tb_log_name: str = "PPO", reset_num_timesteps: bool = True, progress_bar: bool = False) -> "PPO":
@@ -758,16 +767,17 @@ class A2C(BaseAlgorithm):
         hyper = {k: v for k, v in locals().items() if k not in ("self", "policy", "env", "kwargs", "__class__")}
         super().__init__(policy, env, hyper, kwargs)
 
-    def _settings(self, h: dict) -> list[str]:
-        return _common_sets(h) + [
-            "algo=a2c",
-            f"ent_coef={_fmt(float(h['ent_coef']))}",
-            f"vf_coef={_fmt(float(h['vf_coef']))}",
-            f"max_grad_norm={_fmt(h['max_grad_norm'])}",
-            f"rms_prop_eps={_fmt(float(h['rms_prop_eps']))}",
-            "optimizer=" + ("rmsprop" if h["use_rms_prop"] else "adam"),
-            "normalize_advantage=" + ("batch" if h["normalize_advantage"] else "off"),
-        ]
+    def _settings(self, h: dict[str, Any]) -> dict[str, Setting]:
+        return {
+            **_common_settings(h),
+            "algo": "a2c",
+            "ent_coef": float(h["ent_coef"]),
+            "vf_coef": float(h["vf_coef"]),
+            "max_grad_norm": _setting(h["max_grad_norm"]),
+            "rms_prop_eps": float(h["rms_prop_eps"]),
+            "optimizer": "rmsprop" if h["use_rms_prop"] else "adam",
+            "normalize_advantage": "batch" if h["normalize_advantage"] else "off",
+        }
 
     def learn(self, total_timesteps: int, callback: Any = None, log_interval: int = 100,
               tb_log_name: str = "A2C", reset_num_timesteps: bool = True, progress_bar: bool = False) -> "A2C":
@@ -817,20 +827,21 @@ class TRPO(BaseAlgorithm):
         hyper = {k: v for k, v in locals().items() if k not in ("self", "policy", "env", "kwargs", "__class__")}
         super().__init__(policy, env, hyper, kwargs)
 
-    def _settings(self, h: dict) -> list[str]:
+    def _settings(self, h: dict[str, Any]) -> dict[str, Setting]:
         if int(h["sub_sampling_factor"]) != 1:
             raise NotImplementedError("sub_sampling_factor other than 1 is not supported yet")
-        return _common_sets(h) + [
-            "algo=trpo",
-            f"batch_size={int(h['batch_size'])}",
-            f"cg_max_steps={int(h['cg_max_steps'])}",
-            f"cg_damping={_fmt(float(h['cg_damping']))}",
-            f"line_search_shrinking_factor={_fmt(float(h['line_search_shrinking_factor']))}",
-            f"line_search_max_iter={int(h['line_search_max_iter'])}",
-            f"n_critic_updates={int(h['n_critic_updates'])}",
-            "normalize_advantage=" + ("batch" if h["normalize_advantage"] else "off"),
-            f"target_kl={_fmt(float(h['target_kl']))}",
-        ]
+        return {
+            **_common_settings(h),
+            "algo": "trpo",
+            "batch_size": int(h["batch_size"]),
+            "cg_max_steps": int(h["cg_max_steps"]),
+            "cg_damping": float(h["cg_damping"]),
+            "line_search_shrinking_factor": float(h["line_search_shrinking_factor"]),
+            "line_search_max_iter": int(h["line_search_max_iter"]),
+            "n_critic_updates": int(h["n_critic_updates"]),
+            "normalize_advantage": "batch" if h["normalize_advantage"] else "off",
+            "target_kl": float(h["target_kl"]),
+        }
 
     def learn(self, total_timesteps: int, callback: Any = None, log_interval: int = 1,
               tb_log_name: str = "TRPO", reset_num_timesteps: bool = True, progress_bar: bool = False) -> "TRPO":
@@ -877,17 +888,17 @@ def _train_freq(value: Any) -> int:
     return int(value)
 
 
-def _off_policy_policy_sets(policy_kwargs: Optional[dict]) -> list[str]:
-    sets: list[str] = []
+def _off_policy_policy_settings(policy_kwargs: Optional[dict[str, Any]]) -> dict[str, Setting]:
+    sets: dict[str, Setting] = {}
     for key, value in (policy_kwargs or {}).items():
         if key == "net_arch":
             if isinstance(value, dict):
                 if set(value) - {"pi", "qf"} or list(value.get("pi", [])) != list(value.get("qf", [])):
                     raise NotImplementedError(f"net_arch {value!r}: a dict needs equal 'pi' and 'qf' (other shapes are not supported yet)")
                 value = list(value["pi"])
-            sets.append("net_arch=" + _fmt(_net_arch(value)))
+            sets["net_arch"] = _net_arch(value)
         elif key == "n_critics":
-            sets.append(f"n_critics={int(value)}")
+            sets["n_critics"] = int(value)
         elif key == "activation_fn":
             if _activation_name(value) != "relu":
                 raise NotImplementedError("the off-policy networks are SB3's ReLU MLPs; activation_fn other than ReLU is not supported")
@@ -899,6 +910,17 @@ def _off_policy_policy_sets(policy_kwargs: Optional[dict]) -> list[str]:
             more = f" (did you mean {hint[0]!r}?)" if hint else ""
             raise NotImplementedError(f"policy_kwargs[{key!r}] is not supported{more}; supported: {known}")
     return sets
+
+
+def _auto_or_float(name: str, value: Union[str, float], is_auto: Callable[[str], bool]) -> Union[str, float]:
+    """SAC's ``ent_coef`` / ``target_entropy``: an ``auto`` word as it is, else a float (as SB3 reads a
+    string such as ``"0.1"``)."""
+    if isinstance(value, str) and is_auto(value):
+        return value
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a float or 'auto', got {value!r}") from None
 
 
 def _noise_std(action_noise: Any) -> float:
@@ -931,22 +953,24 @@ class _OffPolicyAlgorithm(BaseAlgorithm):
             raise NotImplementedError("use_sde_at_warmup needs use_sde, which is not supported yet")
         super()._check_unsupported(hyper)
 
-    def _off_policy_sets(self, h: dict) -> list[str]:
+    def _off_policy_settings(self, h: dict[str, Any]) -> dict[str, Setting]:
         if int(h["gradient_steps"]) < 0:
             raise NotImplementedError("gradient_steps=-1 (as many as env steps) is not supported yet: give the number")
         size = h["buffer_size"]
         if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or not 1 <= int(size) < 2**63:
             raise ValueError(f"buffer_size must be a positive int (transitions), got {size!r}")
-        return _lr_sets(h["learning_rate"]) + [
-            f"algo={self._algo}",
-            f"buffer_size={int(h['buffer_size'])}",
-            f"learning_starts={int(h['learning_starts'])}",
-            f"batch_size={int(h['batch_size'])}",
-            f"tau={_fmt(float(h['tau']))}",
-            f"gamma={_fmt(float(h['gamma']))}",
-            f"train_freq={_train_freq(h['train_freq'])}",
-            f"gradient_steps={int(h['gradient_steps'])}",
-        ] + _off_policy_policy_sets(h.get("policy_kwargs"))
+        return {
+            **_lr_settings(h["learning_rate"]),
+            "algo": self._algo,
+            "buffer_size": int(h["buffer_size"]),
+            "learning_starts": int(h["learning_starts"]),
+            "batch_size": int(h["batch_size"]),
+            "tau": float(h["tau"]),
+            "gamma": float(h["gamma"]),
+            "train_freq": _train_freq(h["train_freq"]),
+            "gradient_steps": int(h["gradient_steps"]),
+            **_off_policy_policy_settings(h.get("policy_kwargs")),
+        }
 
     def _noise(self, action_noise: Any) -> float:
         """σ of ``action_noise`` (`_noise_std`); its size is checked against the env's actions."""
@@ -955,7 +979,7 @@ class _OffPolicyAlgorithm(BaseAlgorithm):
             self._noise_dim = int(np.asarray(action_noise._sigma).size)
         return std
 
-    def _settings(self, hyper: dict) -> list[str]:  # pragma: no cover - each algorithm has its own
+    def _settings(self, hyper: dict[str, Any]) -> dict[str, Setting]:  # pragma: no cover - each algorithm has its own
         raise NotImplementedError
 
 
@@ -1003,18 +1027,15 @@ class SAC(_OffPolicyAlgorithm):
         hyper = {k: v for k, v in locals().items() if k not in ("self", "policy", "env", "kwargs", "__class__")}
         super().__init__(policy, env, hyper, kwargs)
 
-    def _settings(self, h: dict) -> list[str]:
+    def _settings(self, h: dict[str, Any]) -> dict[str, Setting]:
         if h["action_noise"] is not None:
             raise NotImplementedError("action_noise with SAC is not supported yet (SAC explores by sampling π)")
-        ent = h["ent_coef"]
-        ent = ent if isinstance(ent, str) else _fmt(float(ent))
-        target = h["target_entropy"]
-        target = target if isinstance(target, str) else _fmt(float(target))
-        return self._off_policy_sets(h) + [
-            f'ent_coef="{ent}"' if ent.startswith("auto") else f"ent_coef={ent}",
-            f"target_update_interval={int(h['target_update_interval'])}",
-            f'target_entropy="{target}"' if target == "auto" else f"target_entropy={target}",
-        ]
+        return {
+            **self._off_policy_settings(h),
+            "ent_coef": _auto_or_float("ent_coef", h["ent_coef"], lambda s: s.startswith("auto")),
+            "target_update_interval": int(h["target_update_interval"]),
+            "target_entropy": _auto_or_float("target_entropy", h["target_entropy"], lambda s: s == "auto"),
+        }
 
     def learn(self, total_timesteps: int, callback: Any = None, log_interval: int = 4,
               tb_log_name: str = "SAC", reset_num_timesteps: bool = True, progress_bar: bool = False) -> "SAC":
@@ -1064,13 +1085,14 @@ class TD3(_OffPolicyAlgorithm):
         hyper = {k: v for k, v in locals().items() if k not in ("self", "policy", "env", "kwargs", "__class__")}
         super().__init__(policy, env, hyper, kwargs)
 
-    def _settings(self, h: dict) -> list[str]:
-        return self._off_policy_sets(h) + [
-            f"noise_std={_fmt(self._noise(h['action_noise']))}",
-            f"policy_delay={int(h['policy_delay'])}",
-            f"target_policy_noise={_fmt(float(h['target_policy_noise']))}",
-            f"target_noise_clip={_fmt(float(h['target_noise_clip']))}",
-        ]
+    def _settings(self, h: dict[str, Any]) -> dict[str, Setting]:
+        return {
+            **self._off_policy_settings(h),
+            "noise_std": self._noise(h["action_noise"]),
+            "policy_delay": int(h["policy_delay"]),
+            "target_policy_noise": float(h["target_policy_noise"]),
+            "target_noise_clip": float(h["target_noise_clip"]),
+        }
 
     def learn(self, total_timesteps: int, callback: Any = None, log_interval: int = 4,
               tb_log_name: str = "TD3", reset_num_timesteps: bool = True, progress_bar: bool = False) -> "TD3":
@@ -1115,8 +1137,8 @@ class DDPG(_OffPolicyAlgorithm):
         hyper = {k: v for k, v in locals().items() if k not in ("self", "policy", "env", "kwargs", "__class__")}
         super().__init__(policy, env, hyper, kwargs)
 
-    def _settings(self, h: dict) -> list[str]:
-        return self._off_policy_sets(h) + [f"noise_std={_fmt(self._noise(h['action_noise']))}"]
+    def _settings(self, h: dict[str, Any]) -> dict[str, Setting]:
+        return {**self._off_policy_settings(h), "noise_std": self._noise(h["action_noise"])}
 
     def learn(self, total_timesteps: int, callback: Any = None, log_interval: int = 4,
               tb_log_name: str = "DDPG", reset_num_timesteps: bool = True, progress_bar: bool = False) -> "DDPG":

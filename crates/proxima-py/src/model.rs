@@ -4,6 +4,7 @@
 
 use crate::envs::EnvSource;
 use crate::errors::{to_py, IntoPy};
+use crate::settings;
 use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray2, PyUntypedArrayMethods};
 use proxima::checkpoint::{self, Checkpoint, CheckpointMeta, OptimizerState};
 use proxima::collect::{StepObserver, StepView};
@@ -330,19 +331,20 @@ impl Inner {
 
 #[pymethods]
 impl Model {
-    /// A fresh run: `preset` (a CLI preset) with `sets` (`key=value` in the config's SB3 names)
-    /// on `env` (see `EnvSource`). `chosen`: the keys the user passed beyond the class's own
-    /// signature; one the resolved config would ignore (another algorithm's) is refused, as the
-    /// CLI refuses it.
+    /// A fresh run: `preset` (a CLI preset) with `settings` (the config's keys, in SB3's names,
+    /// to typed values: see `crate::settings`) on `env` (see `EnvSource`). `chosen`: the keys the
+    /// user passed beyond the class's own signature; one the resolved config would ignore
+    /// (another algorithm's) is refused, as the CLI refuses it.
     #[staticmethod]
-    #[pyo3(signature = (env, preset, sets, chosen=Vec::new()))]
+    #[pyo3(signature = (env, preset, settings, chosen=Vec::new()))]
     fn create(
         py: Python<'_>,
         env: EnvSource,
         preset: &str,
-        mut sets: Vec<String>,
+        settings: Option<Bound<'_, PyDict>>,
         chosen: Vec<String>,
     ) -> PyResult<Model> {
+        let mut sets = settings::overrides(settings.as_ref())?;
         if let Some(n) = env.n_envs(py)? {
             sets.push(format!("n_envs={n}"));
         }
@@ -354,13 +356,18 @@ impl Model {
     }
 
     /// A saved model: for inference only without `env`; with `env`, a run on it that continues
-    /// from the file's parameters, optimiser state and counters (`sets` override the saved
-    /// config, e.g. `n_envs`; one the saved algorithm would ignore is refused).
+    /// from the file's parameters, optimiser state and counters (`settings`, as `create`'s,
+    /// override the saved config, e.g. `n_envs`; one the saved algorithm would ignore is refused).
     #[staticmethod]
-    #[pyo3(signature = (path, env=None, sets=Vec::new()))]
-    fn load(py: Python<'_>, path: PathBuf, env: Option<EnvSource>, mut sets: Vec<String>) -> PyResult<Model> {
-        let chosen: Vec<String> =
-            sets.iter().filter_map(|s| s.split_once('=')).map(|(k, _)| k.trim().to_string()).collect();
+    #[pyo3(signature = (path, env=None, settings=None))]
+    fn load(
+        py: Python<'_>,
+        path: PathBuf,
+        env: Option<EnvSource>,
+        settings: Option<Bound<'_, PyDict>>,
+    ) -> PyResult<Model> {
+        let chosen = settings::keys(settings.as_ref())?;
+        let mut sets = settings::overrides(settings.as_ref())?;
         let ck = py.detach(|| checkpoint::load(&path)).py()?;
         let cfg_toml = ck.meta.config_toml.clone();
         let preset = cfg_toml
