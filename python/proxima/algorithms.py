@@ -402,10 +402,14 @@ class BaseAlgorithm:
     # --- persistence ------------------------------------------------------------------------
     def save(self, path: Union[str, os.PathLike], exclude: Any = None, include: Any = None) -> None:
         """Writes the model (safetensors, atomically; ``.safetensors`` is added to a path
-        without a suffix). ``proxima eval`` reads the file; so does ``load``."""
+        without a suffix). ``proxima eval`` reads the file; so does ``load``. An empty path, or
+        one that names a directory, is a ``ValueError``."""
         if exclude or include:
             raise NotImplementedError("save(exclude=..., include=...) is not supported: the file always holds the whole model")
-        path = os.fspath(path)
+        path = _checked_path("save", path)
+        if os.path.isdir(path) or path.endswith(("/", os.sep)):
+            raise ValueError(f"save: {path!r} names a directory; give a file path, such as "
+                             f"{os.path.join(path, 'model.safetensors')!r}")
         if not os.path.splitext(path)[1]:
             path += _SAFETENSORS
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)  # as SB3
@@ -441,7 +445,7 @@ class BaseAlgorithm:
         unknown = set(custom_objects or {}) - {"learning_rate", "clip_range"}
         if unknown:
             raise NotImplementedError(f"custom_objects {sorted(unknown)}: only learning_rate and clip_range are supported")
-        file = _resolve_model_file(os.fspath(path))
+        file = _resolve_model_file("load", path)
         if print_system_info:
             import platform
 
@@ -477,7 +481,7 @@ class BaseAlgorithm:
             raise TypeError("set_parameters takes {name: array} as get_parameters() returns it (names such as "
                             "'actor.0.weight'), not SB3's {'policy': state_dict} form")
         if isinstance(load_path_or_dict, (str, os.PathLike)):
-            other = _proxima.Model.load(_resolve_model_file(os.fspath(load_path_or_dict)), None, {})
+            other = _proxima.Model.load(_resolve_model_file("set_parameters", load_path_or_dict), None, {})
             params = {n: np.asarray(v, dtype=np.float32).reshape(s) for n, s, v in other.get_parameters()}
         elif isinstance(load_path_or_dict, dict):
             params = load_path_or_dict
@@ -541,7 +545,19 @@ def _toml_value(text: str) -> Any:
         return float(text)
 
 
-def _resolve_model_file(path: str) -> str:
+def _checked_path(what: str, path: Union[str, os.PathLike[str]]) -> str:
+    """``path`` as a str; an empty one is a ``ValueError`` (it would name ``./.safetensors``)."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"{what}: path must be a str or os.PathLike, got {type(path).__name__}")
+    text = os.fspath(path)
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"{what}: the path is empty; give a file name, such as 'ppo_cartpole' (.safetensors is added)")
+    return text
+
+
+def _resolve_model_file(what: str, path: Union[str, os.PathLike[str]]) -> str:
+    """The model file ``path`` names: itself, with ``.safetensors`` added, or a run directory's."""
+    path = _checked_path(what, path)
     if os.path.isdir(path):
         candidate = os.path.join(path, "model.safetensors")
         if os.path.isfile(candidate):

@@ -247,6 +247,25 @@ fn busy() -> PyErr {
     )
 }
 
+/// A `ValueError` for a path that names no file: empty, or (for `save`, which would write
+/// there) an existing directory. `load` reads a CLI run directory's `model.safetensors`, which
+/// the Python layer resolves; here a directory fails as the file read it is.
+fn check_path(what: &str, path: &std::path::Path, writes: bool) -> PyResult<()> {
+    if path.as_os_str().is_empty() {
+        return Err(PyValueError::new_err(format!(
+            "{what}: the path is empty; give a file name, such as \"ppo_cartpole\" (.safetensors is added)"
+        )));
+    }
+    if writes && path.is_dir() {
+        return Err(PyValueError::new_err(format!(
+            "{what}: {} is a directory; give a file path, such as {}",
+            path.display(),
+            path.join("model.safetensors").display()
+        )));
+    }
+    Ok(())
+}
+
 /// Actions for `observations` `[B, obs_dim]` on `policy` (see `Model.predict`).
 fn predict_rows<'py>(
     py: Python<'py>,
@@ -366,6 +385,7 @@ impl Model {
         env: Option<EnvSource>,
         settings: Option<Bound<'_, PyDict>>,
     ) -> PyResult<Model> {
+        check_path("load", &path, false)?;
         let chosen = settings::keys(settings.as_ref())?;
         let mut sets = settings::overrides(settings.as_ref())?;
         let ck = py.detach(|| checkpoint::load(&path)).py()?;
@@ -477,8 +497,10 @@ impl Model {
     }
 
     /// Writes the model to `path` (safetensors, atomically): parameters, optimiser state,
-    /// config and counters; `proxima eval` reads it.
+    /// config and counters; `proxima eval` reads it. An empty path or a directory is a
+    /// `ValueError` (nothing is written).
     fn save(&self, path: PathBuf) -> PyResult<()> {
+        check_path("save", &path, true)?;
         let Some(inner) = self.try_lock()? else {
             return self.with_lent(|policy, _, _, (opt, meta)| {
                 checkpoint::save(&path, policy, &[(checkpoint::OPTIMIZER, opt)], meta).py()
