@@ -476,6 +476,7 @@ impl Model {
     /// Actions for `observations` `[B, obs_dim]` (float32): the mode when `deterministic`, else
     /// sampled; Box actions clipped to the space; observations normalised as in training.
     /// Returns `[B, act_dim]` float32 (the Python layer casts discrete actions to int).
+    #[pyo3(signature = (observations, deterministic))]
     fn predict<'py>(
         &self,
         py: Python<'py>,
@@ -499,6 +500,7 @@ impl Model {
     /// Writes the model to `path` (safetensors, atomically): parameters, optimiser state,
     /// config and counters; `proxima eval` reads it. An empty path or a directory is a
     /// `ValueError` (nothing is written).
+    #[pyo3(signature = (path))]
     fn save(&self, path: PathBuf) -> PyResult<()> {
         check_path("save", &path, true)?;
         let Some(inner) = self.try_lock()? else {
@@ -519,6 +521,7 @@ impl Model {
     }
 
     /// The parameters by name, each `(name, shape, flat float32 values)`.
+    #[pyo3(signature = ())]
     fn get_parameters(&self) -> PyResult<Vec<NamedParam>> {
         let named = |p: &dyn Policy| -> PyResult<Vec<NamedParam>> {
             let values = p.params().py()?;
@@ -533,6 +536,7 @@ impl Model {
 
     /// Sets parameters by name (`exact_match`: every parameter, no others); nothing changes
     /// when one is wrong.
+    #[pyo3(signature = (params, exact_match))]
     fn set_parameters(&self, params: Vec<(String, Vec<f32>)>, exact_match: bool) -> PyResult<()> {
         let mut inner = self.lock()?;
         let shapes = inner.policy().param_shapes();
@@ -576,6 +580,7 @@ impl Model {
 
     /// Sets the step and iteration counters to 0 (SB3's `reset_num_timesteps=True`: the
     /// schedules start again; parameters and optimiser state stay).
+    #[pyo3(signature = ())]
     fn reset_num_timesteps(&self) -> PyResult<()> {
         let mut inner = self.lock()?;
         let tr = inner.trainer()?;
@@ -656,6 +661,7 @@ impl Model {
     }
 
     /// Reseeds `predict`'s sampling.
+    #[pyo3(signature = (seed))]
     fn seed_predict(&self, seed: u64) -> PyResult<()> {
         self.lock()?.rng = ChaCha8Rng::seed_from_u64(seed);
         Ok(())
