@@ -136,8 +136,8 @@ class BaseAlgorithm:
         self._check_unsupported(hyper)
         self.learning_rate = hyper.get("learning_rate")
         self.clip_range = hyper.get("clip_range")
-        settings = self._settings(hyper)  # first: an off-policy class checks its own policy_kwargs here
-        policy_sets = _policy_settings(hyper.get("policy_kwargs"))
+        settings = self._settings(hyper)
+        policy_sets = self._policy_settings(hyper.get("policy_kwargs"))
         sets = {**settings, **policy_sets, **self._extra_settings(extra)}
         if _policy_name(policy) in _CNN_POLICIES:
             sets["policy"] = "CnnPolicy"
@@ -204,6 +204,10 @@ class BaseAlgorithm:
 
     def _settings(self, hyper: dict[str, Any]) -> dict[str, Setting]:  # pragma: no cover - each algorithm has its own
         raise NotImplementedError
+
+    def _policy_settings(self, policy_kwargs: Optional[dict[str, Any]]) -> dict[str, Setting]:
+        """``policy_kwargs`` as config settings (an actor-critic's; the off-policy classes have theirs)."""
+        return _policy_settings(policy_kwargs)
 
     def _build(self, env: Any, load_from: Optional[str] = None) -> None:
         if not isinstance(env, str) and "n_envs" in self._sets:
@@ -985,8 +989,10 @@ class _OffPolicyAlgorithm(BaseAlgorithm):
             "gamma": float(h["gamma"]),
             "train_freq": _train_freq(h["train_freq"]),
             "gradient_steps": int(h["gradient_steps"]),
-            **_off_policy_policy_settings(h.get("policy_kwargs")),
         }
+
+    def _policy_settings(self, policy_kwargs: Optional[dict[str, Any]]) -> dict[str, Setting]:
+        return _off_policy_policy_settings(policy_kwargs)
 
     def _noise(self, action_noise: Any) -> float:
         """σ of ``action_noise`` (`_noise_std`); its size is checked against the env's actions."""
