@@ -13,14 +13,24 @@ import os
 import random
 import sys
 import time
-from typing import Any, Callable, ClassVar, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Optional, TypeVar, Union
 
 import numpy as np
+import numpy.typing as npt
 
-from . import _proxima
+from . import _docs, _proxima
 from ._envs import channels_first_observation, env_source
+from .type_aliases import ActionNoise, EnvLike, MaybeCallback, PolicyType, Schedule, TrainFreq
 
-Schedule = Callable[[float], float]
+if TYPE_CHECKING:
+    import gymnasium as gym
+
+    from .callbacks import BaseCallback
+
+#: SB3's ``SelfBaseAlgorithm``: ``learn`` and ``load`` return the class they are called on.
+SelfBaseAlgorithm = TypeVar("SelfBaseAlgorithm", bound="BaseAlgorithm")
+#: A config value as ``model.n_steps`` etc. read it back.
+ConfigValue = Union[int, float, bool, str, list[int], None]
 
 _SB3_POLICIES = {"MlpPolicy", "ActorCriticPolicy"}
 _CNN_POLICIES = {"CnnPolicy", "ActorCriticCnnPolicy"}
@@ -48,11 +58,11 @@ def _setting(v: object) -> Setting:
     return v  # type: ignore[return-value]
 
 
-def _policy_name(policy: Any) -> str:
+def _policy_name(policy: PolicyType) -> str:
     return policy if isinstance(policy, str) else getattr(policy, "__name__", repr(policy))
 
 
-def _activation_name(fn: Any) -> str:
+def _activation_name(fn: Union[str, type, Callable[..., object]]) -> str:
     if isinstance(fn, str) and fn.lower() in ("tanh", "relu"):
         return fn.lower()
     name = getattr(fn, "__name__", type(fn).__name__).lower()
@@ -85,7 +95,7 @@ def _policy_settings(policy_kwargs: Optional[dict[str, Any]]) -> dict[str, Setti
     return sets
 
 
-def _net_arch(value: Any) -> list[int]:
+def _net_arch(value: Union[list[int], tuple[int, ...], dict[str, list[int]]]) -> list[int]:
     if isinstance(value, dict):
         pi, vf = list(value.get("pi", [])), list(value.get("vf", []))
         if set(value) - {"pi", "vf"}:
@@ -98,27 +108,6 @@ def _net_arch(value: Any) -> list[int]:
     return [int(h) for h in value]
 
 
-_ARGS_DOC = """
-
-    Parameters are SB3's, with SB3's defaults and meaning. What Proxima adds or differs in:
-
-    * ``policy``: ``"MlpPolicy"`` (or ``"ActorCriticPolicy"``); ``policy_kwargs`` takes ``net_arch``
-      (a list, or ``dict(pi=..., vf=...)`` with equal ``pi`` and ``vf``), ``activation_fn``
-      (``torch.nn.Tanh``/``ReLU`` or ``"tanh"``/``"relu"``), ``ortho_init``, ``log_std_init``,
-      ``share_features_extractor`` and Proxima's ``shared_trunk``. ``"CnnPolicy"`` (or
-      ``"ActorCriticCnnPolicy"``): the Nature CNN shared by both heads, for image observations
-      (channel-last ones are transposed, as SB3's ``VecTransposeImage`` does); PPO and A2C.
-    * ``env``: a native id (``proxima.NATIVE_ENV_IDS``, stepped in Rust), any Gymnasium id, an
-      ``atari:GAME`` id (the Atari wrappers in Rust), a Gymnasium ``Env``, a list of envs or env
-      factories, a Gymnasium vector env, an SB3 ``VecEnv``.
-    * ``learning_rate``, ``clip_range``: a float or a callable of ``progress_remaining`` (1 → 0).
-    * ``**kwargs``: Proxima's config keys (``proxima.CONFIG_KEYS``), e.g. ``n_envs=8`` for an env
-      id, ``normalize_observation=True``, ``anneal_lr=True``, ``backend="candle"``, ``num_threads=2``.
-    * Not supported yet (a clear ``NotImplementedError``): ``use_sde``,
-      ``MultiInputPolicy``, ``stats_window_size`` other than 100, ``device="cuda"``.
-    """
-
-
 class BaseAlgorithm:
     """What every algorithm shares (SB3's ``BaseAlgorithm`` surface; ``OnPolicyAlgorithm``'s for
     PPO, A2C and TRPO, ``OffPolicyAlgorithm``'s for SAC, TD3 and DDPG)."""
@@ -126,7 +115,7 @@ class BaseAlgorithm:
     _algo: ClassVar[str]
     _preset: ClassVar[str]
 
-    def __init__(self, policy: Any, env: Any, hyper: dict, extra: dict):
+    def __init__(self, policy: PolicyType, env: Optional[EnvLike], hyper: dict[str, Any], extra: dict[str, Any]):
         self._check_policy(policy)
         self.policy_class = policy
         self.verbose = int(hyper.pop("verbose", 0))
@@ -152,14 +141,14 @@ class BaseAlgorithm:
         self.tensorboard_log = hyper.get("tensorboard_log")
         self._hyper = hyper
         self.env = env
-        self._model: Any = None
-        self.observation_space = None
-        self.action_space = None
+        self._model: Optional[_proxima.Model] = None
+        self.observation_space: Optional[gym.spaces.Space] = None
+        self.action_space: Optional[gym.spaces.Space] = None
         if env is not None:
             self._build(env)
 
     # --- construction -----------------------------------------------------------------------
-    def _check_policy(self, policy: Any) -> None:
+    def _check_policy(self, policy: PolicyType) -> None:
         name = _policy_name(policy)
         if name in _NOT_YET_POLICIES:
             raise NotImplementedError(f"{name} is not supported yet; use 'MlpPolicy' or 'CnnPolicy'")
@@ -168,7 +157,7 @@ class BaseAlgorithm:
             more = f" (did you mean {hint[0]!r}?)" if hint else ""
             raise ValueError(f"unknown policy {name!r}{more}; supported: 'MlpPolicy', 'CnnPolicy'")
 
-    def _check_unsupported(self, hyper: dict) -> None:
+    def _check_unsupported(self, hyper: dict[str, Any]) -> None:
         if hyper.pop("use_sde", False):
             raise NotImplementedError("use_sde=True (generalized state-dependent exploration) is not supported yet")
         if hyper.pop("sde_sample_freq", -1) != -1:
@@ -209,7 +198,7 @@ class BaseAlgorithm:
         """``policy_kwargs`` as config settings (an actor-critic's; the off-policy classes have theirs)."""
         return _policy_settings(policy_kwargs)
 
-    def _build(self, env: Any, load_from: Optional[str] = None) -> None:
+    def _build(self, env: EnvLike, load_from: Optional[str] = None) -> None:
         if not isinstance(env, str) and "n_envs" in self._sets:
             raise ValueError("n_envs is for an env id; with env objects, their number is the number of envs")
         source, spaces = env_source(env)
@@ -238,19 +227,19 @@ class BaseAlgorithm:
         self._config_toml = self._model.config_toml
 
     @classmethod
-    def _blank(cls, env: Any):
+    def _blank(cls: type[SelfBaseAlgorithm], env: Optional[EnvLike]) -> SelfBaseAlgorithm:
         """An instance with the attributes ``__init__`` sets, at their defaults (for
         ``from_preset`` and ``load``, which build the model their own way)."""
         self = cls.__new__(cls)
         self.policy_class, self.verbose, self.seed = "MlpPolicy", 0, None
         self.learning_rate = self.clip_range = self.tensorboard_log = None
         self.policy_kwargs, self._hyper, self._sets, self.env, self._model = {}, {}, {}, env, None
-        self._chosen: list = []
+        self._chosen: list[str] = []
         self.observation_space = self.action_space = None
         return self
 
     @classmethod
-    def from_preset(cls, preset: str, env: Any, **overrides: Any):
+    def from_preset(cls: type[SelfBaseAlgorithm], preset: str, env: EnvLike, **overrides: Any) -> SelfBaseAlgorithm:
         """The CLI's preset (``proxima.PRESETS``: ``cleanrl``, ``sb3``, ``paper-mujoco``, ...) on
         ``env``, with ``overrides`` in the config's names (SB3's, e.g. ``n_steps=256``)."""
         if preset not in _proxima.PRESETS:
@@ -274,20 +263,21 @@ class BaseAlgorithm:
 
     # --- training ---------------------------------------------------------------------------
     def learn(
-        self,
+        self: SelfBaseAlgorithm,
         total_timesteps: int,
-        callback: Any = None,
+        callback: MaybeCallback = None,
         log_interval: int = 1,
         tb_log_name: str = "",
         reset_num_timesteps: bool = True,
         progress_bar: bool = False,
-    ):
-        """Trains for ``total_timesteps`` env steps (more from where it is with
-        ``reset_num_timesteps=False``) and returns ``self``. ``callback``: a
-        ``proxima.callbacks.BaseCallback``, a list of them or a function, called as SB3 calls
-        it (``_on_step`` after every step of the envs; ``False`` stops). Without a callback no
-        Python runs per step. Ctrl-C raises ``KeyboardInterrupt`` with the model intact and
-        savable (at the end of the current update; within a step when a callback is given)."""
+    ) -> SelfBaseAlgorithm:
+        """Return a trained model.
+
+        Trains for ``total_timesteps`` env steps (more from where it is with
+        ``reset_num_timesteps=False``) in Rust, with the GIL released. Callbacks are called as SB3
+        calls them (``_on_step`` after every step of the envs; ``False`` stops). Ctrl-C raises
+        ``KeyboardInterrupt`` with the model intact and savable (at the end of the current update;
+        within a step when a callback is given)."""
         if isinstance(total_timesteps, bool) or not isinstance(total_timesteps, (int, np.integer)):
             raise TypeError(f"total_timesteps must be an int, got {type(total_timesteps).__name__}")
         if total_timesteps <= 0:
@@ -331,7 +321,7 @@ class BaseAlgorithm:
         os.makedirs(path, exist_ok=True)
         return path
 
-    def _hooks(self, cb: Any, logger: "_Logger") -> tuple:
+    def _hooks(self, cb: Optional[BaseCallback], logger: _Logger) -> tuple[Optional[Callable[..., object]], ...]:
         """``_proxima.Model.learn``'s hooks: before each rollout, per step, before the update,
         after it (per-step ones only with a callback)."""
         schedule = self._schedule()
@@ -359,7 +349,7 @@ class BaseAlgorithm:
 
         return (before, on_step if cb else None, rollout_end if cb else None, after)
 
-    def _schedule(self) -> Optional[Callable[[float], tuple]]:
+    def _schedule(self) -> Optional[Callable[[float], tuple[Optional[float], Optional[float]]]]:
         lr = self.learning_rate if callable(self.learning_rate) else None
         clip = getattr(self, "clip_range", None)
         clip = clip if callable(clip) else None
@@ -371,9 +361,17 @@ class BaseAlgorithm:
         )
 
     # --- inference --------------------------------------------------------------------------
-    def predict(self, observation: Any, state: Any = None, episode_start: Any = None, deterministic: bool = False):
-        """Actions for one observation or a batch: ``(actions, None)`` as SB3's (Box actions
-        clipped to the space, observations normalised when training normalised them)."""
+    def predict(
+        self,
+        observation: npt.ArrayLike,
+        state: Optional[tuple[np.ndarray, ...]] = None,
+        episode_start: Optional[np.ndarray] = None,
+        deterministic: bool = False,
+    ) -> tuple[np.ndarray, Optional[tuple[np.ndarray, ...]]]:
+        """Get the policy action from an observation (and optional hidden state).
+
+        Actions for one observation or a batch, as SB3's: Box actions clipped to the space (SB3:
+        the same), discrete ones as int64; observations normalised when training normalised them."""
         if self._model is None:
             raise ValueError("this model has no policy yet")
         if isinstance(observation, tuple) and len(observation) == 2 and isinstance(observation[1], dict):
@@ -404,10 +402,12 @@ class BaseAlgorithm:
         return (out.squeeze(axis=0) if single else out), state
 
     # --- persistence ------------------------------------------------------------------------
-    def save(self, path: Union[str, os.PathLike], exclude: Any = None, include: Any = None) -> None:
-        """Writes the model (safetensors, atomically; ``.safetensors`` is added to a path
-        without a suffix). ``proxima eval`` reads the file; so does ``load``. An empty path, or
-        one that names a directory, is a ``ValueError``."""
+    def save(self, path: Union[str, os.PathLike[str]], exclude: Optional[Iterable[str]] = None,
+             include: Optional[Iterable[str]] = None) -> None:
+        """Save all the attributes of the object and the model parameters in a file.
+
+        One safetensors file: parameters, optimiser state, config and counters; ``proxima eval``
+        reads it, and so does ``load``."""
         if exclude or include:
             raise NotImplementedError("save(exclude=..., include=...) is not supported: the file always holds the whole model")
         path = _checked_path("save", path)
@@ -420,16 +420,17 @@ class BaseAlgorithm:
         self._model.save(path)
 
     @classmethod
-    def load(cls, path: Union[str, os.PathLike], env: Any = None, device: str = "auto",
-             custom_objects: Optional[dict] = None, print_system_info: bool = False, force_reset: bool = True,
-             **kwargs: Any):
-        """A saved model (a file from ``save``, a CLI checkpoint, or a CLI run directory), ready
-        to ``predict``; with ``env``, ready to ``learn`` on from where it was (its weights, Adam
-        state, counters and normalisation statistics; the envs start new episodes).
-        ``custom_objects``: ``learning_rate`` and ``clip_range`` (floats or schedules) replace the
-        saved ones, as in SB3. A schedule is not stored in the file: without ``custom_objects`` a
-        model trained with one goes on at the schedule's starting value (``schedule(1.0)``, the
-        config's); pass the schedule again to continue it."""
+    def load(cls: type[SelfBaseAlgorithm], path: Union[str, os.PathLike[str]], env: Optional[EnvLike] = None,
+             device: str = "auto", custom_objects: Optional[dict[str, Union[float, Schedule]]] = None,
+             print_system_info: bool = False, force_reset: bool = True, **kwargs: Any) -> SelfBaseAlgorithm:
+        """Load the model from a file.
+
+        A saved model (a file from ``save``, a CLI checkpoint, or a CLI run directory), ready to
+        ``predict``; with ``env``, ready to ``learn`` on from where it was (its weights, Adam state,
+        counters and normalisation statistics; the envs start new episodes). A schedule is not
+        stored in the file: without ``custom_objects`` a model trained with one goes on at the
+        schedule's starting value (``schedule(1.0)``, the config's); pass the schedule again to
+        continue it."""
         attrs = {k: kwargs.pop(k) for k in ("verbose", "tensorboard_log") if k in kwargs}
         config_keys = set(_proxima.CONFIG_KEYS) - {"algo", "preset", "seed", "total_timesteps"}
         for key in kwargs:
@@ -474,13 +475,24 @@ class BaseAlgorithm:
             raise ValueError(f"{file} holds a {algo.upper()} model; {how}")
         return self
 
-    def get_parameters(self) -> dict:
-        """The policy's parameters by name (Proxima's names, as in the checkpoint), as numpy arrays."""
+    def get_parameters(self) -> dict[str, np.ndarray]:
+        """The policy's parameters by name (Proxima's names, as in the checkpoint), as numpy arrays.
+
+        :return: the parameters, ``{name: float32 array}``"""
         return {n: np.asarray(v, dtype=np.float32).reshape(s) for n, s, v in self._model.get_parameters()}
 
-    def set_parameters(self, load_path_or_dict: Any, exact_match: bool = True, device: str = "auto") -> None:
-        """Sets parameters from a dict as ``get_parameters`` returns (or a saved file); with
-        ``exact_match`` every parameter must be given. Nothing changes when one is wrong."""
+    def set_parameters(self, load_path_or_dict: Union[str, os.PathLike[str], dict[str, npt.ArrayLike]],
+                       exact_match: bool = True, device: str = "auto") -> None:
+        """Load parameters from a given file or a dictionary as ``get_parameters`` returns it.
+        Nothing changes when one is wrong.
+
+        :param load_path_or_dict: Location of the saved data (path, see ``save``), or a dictionary
+            ``{name: array}`` as ``get_parameters`` returns it (not SB3's nested ``state_dict``
+            form: ``TypeError``)
+        :param exact_match: If True, the given parameters should include parameters for each
+            module and each of their parameters, otherwise raises a ``ValueError``. If set to
+            False, this can be used to update only specific parameters.
+        :param device: Device on which the code should run (``"auto"`` or ``"cpu"``)."""
         if isinstance(load_path_or_dict, dict) and any(isinstance(v, dict) for v in load_path_or_dict.values()):
             raise TypeError("set_parameters takes {name: array} as get_parameters() returns it (names such as "
                             "'actor.0.weight'), not SB3's {'policy': state_dict} form")
@@ -509,7 +521,7 @@ class BaseAlgorithm:
             return live
         return int(self._model.num_timesteps) if self._model is not None else 0
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> ConfigValue:
         """SB3's hyperparameter attributes (``model.n_steps``, ``model.gamma``, ...): the run's
         config values."""
         if name.startswith("_") or name not in _proxima.CONFIG_KEYS or "_config_toml" not in self.__dict__:
@@ -520,8 +532,11 @@ class BaseAlgorithm:
                 return _toml_value(value.strip())
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
-    def get_env(self) -> Any:
-        """The env this model trains on (as given)."""
+    def get_env(self) -> Optional[EnvLike]:
+        """The env this model trains on (as given).
+
+        :return: The current environment
+        """
         return self.env
 
     def set_random_seed(self, seed: Optional[int] = None) -> None:
@@ -534,7 +549,7 @@ class BaseAlgorithm:
         return f"{type(self).__name__}(env={env!r}, num_timesteps={self.num_timesteps})"
 
 
-def _toml_value(text: str) -> Any:
+def _toml_value(text: str) -> ConfigValue:
     """One value of the config's TOML (numbers, booleans, strings, lists of numbers)."""
     if text in ("true", "false"):
         return text == "true"
@@ -581,7 +596,7 @@ def _algo_of(config_toml: str) -> str:
     return "ppo"
 
 
-def _spaces_of_loaded(model: Any) -> tuple:
+def _spaces_of_loaded(model: _proxima.Model) -> tuple[gym.spaces.Space, gym.spaces.Space]:
     import gymnasium
 
     env_id = model.env_id
@@ -596,7 +611,7 @@ def _spaces_of_loaded(model: Any) -> tuple:
     return _spaces_of_model(model)
 
 
-def _spaces_of_model(model: Any) -> tuple:
+def _spaces_of_model(model: _proxima.Model) -> tuple[gym.spaces.Space, gym.spaces.Space]:
     """The (observation, action) spaces as the Rust model describes them."""
     import gymnasium
 
@@ -694,8 +709,8 @@ class PPO(BaseAlgorithm):
 
     def __init__(
         self,
-        policy: Any,
-        env: Any,
+        policy: PolicyType,
+        env: Optional[EnvLike],
         learning_rate: Union[float, Schedule] = 3e-4,
         n_steps: int = 2048,
         batch_size: int = 64,
@@ -710,12 +725,12 @@ class PPO(BaseAlgorithm):
         max_grad_norm: float = 0.5,
         use_sde: bool = False,
         sde_sample_freq: int = -1,
-        rollout_buffer_class: Any = None,
-        rollout_buffer_kwargs: Optional[dict] = None,
+        rollout_buffer_class: Optional[type] = None,
+        rollout_buffer_kwargs: Optional[dict[str, Any]] = None,
         target_kl: Optional[float] = None,
         stats_window_size: int = 100,
         tensorboard_log: Optional[str] = None,
-        policy_kwargs: Optional[dict] = None,
+        policy_kwargs: Optional[dict[str, Any]] = None,
         verbose: int = 0,
         seed: Optional[int] = None,
         device: str = "auto",
@@ -743,10 +758,9 @@ class PPO(BaseAlgorithm):
             "target_kl": _setting(h["target_kl"]),
         }
 
-    def learn(self, total_timesteps: int, callback: Any = None, log_interval: int = 1,
-              tb_log_name: str = "PPO", reset_num_timesteps: bool = True, progress_bar: bool = False) -> "PPO":
-        """Trains for ``total_timesteps`` env steps and returns ``self`` (SB3's ``PPO.learn``;
-        see ``BaseAlgorithm.learn``)."""
+    def learn(self, total_timesteps: int, callback: MaybeCallback = None, log_interval: int = 1,
+              tb_log_name: str = "PPO", reset_num_timesteps: bool = True, progress_bar: bool = False) -> PPO:
+        """(SB3's ``PPO.learn``: see ``BaseAlgorithm.learn``.)"""
         return super().learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar)
 
 
@@ -759,8 +773,8 @@ class A2C(BaseAlgorithm):
 
     def __init__(
         self,
-        policy: Any,
-        env: Any,
+        policy: PolicyType,
+        env: Optional[EnvLike],
         learning_rate: Union[float, Schedule] = 7e-4,
         n_steps: int = 5,
         gamma: float = 0.99,
@@ -772,12 +786,12 @@ class A2C(BaseAlgorithm):
         use_rms_prop: bool = True,
         use_sde: bool = False,
         sde_sample_freq: int = -1,
-        rollout_buffer_class: Any = None,
-        rollout_buffer_kwargs: Optional[dict] = None,
+        rollout_buffer_class: Optional[type] = None,
+        rollout_buffer_kwargs: Optional[dict[str, Any]] = None,
         normalize_advantage: bool = False,
         stats_window_size: int = 100,
         tensorboard_log: Optional[str] = None,
-        policy_kwargs: Optional[dict] = None,
+        policy_kwargs: Optional[dict[str, Any]] = None,
         verbose: int = 0,
         seed: Optional[int] = None,
         device: str = "auto",
@@ -799,10 +813,9 @@ class A2C(BaseAlgorithm):
             "normalize_advantage": "batch" if h["normalize_advantage"] else "off",
         }
 
-    def learn(self, total_timesteps: int, callback: Any = None, log_interval: int = 100,
-              tb_log_name: str = "A2C", reset_num_timesteps: bool = True, progress_bar: bool = False) -> "A2C":
-        """Trains for ``total_timesteps`` env steps and returns ``self`` (SB3's ``A2C.learn``;
-        see ``BaseAlgorithm.learn``)."""
+    def learn(self, total_timesteps: int, callback: MaybeCallback = None, log_interval: int = 100,
+              tb_log_name: str = "A2C", reset_num_timesteps: bool = True, progress_bar: bool = False) -> A2C:
+        """(SB3's ``A2C.learn``: see ``BaseAlgorithm.learn``.)"""
         return super().learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar)
 
 
@@ -816,8 +829,8 @@ class TRPO(BaseAlgorithm):
 
     def __init__(
         self,
-        policy: Any,
-        env: Any,
+        policy: PolicyType,
+        env: Optional[EnvLike],
         learning_rate: Union[float, Schedule] = 1e-3,
         n_steps: int = 2048,
         batch_size: int = 128,
@@ -830,14 +843,14 @@ class TRPO(BaseAlgorithm):
         gae_lambda: float = 0.95,
         use_sde: bool = False,
         sde_sample_freq: int = -1,
-        rollout_buffer_class: Any = None,
-        rollout_buffer_kwargs: Optional[dict] = None,
+        rollout_buffer_class: Optional[type] = None,
+        rollout_buffer_kwargs: Optional[dict[str, Any]] = None,
         normalize_advantage: bool = True,
         target_kl: float = 0.01,
         sub_sampling_factor: int = 1,
         stats_window_size: int = 100,
         tensorboard_log: Optional[str] = None,
-        policy_kwargs: Optional[dict] = None,
+        policy_kwargs: Optional[dict[str, Any]] = None,
         verbose: int = 0,
         seed: Optional[int] = None,
         device: str = "auto",
@@ -863,40 +876,13 @@ class TRPO(BaseAlgorithm):
             "target_kl": float(h["target_kl"]),
         }
 
-    def learn(self, total_timesteps: int, callback: Any = None, log_interval: int = 1,
-              tb_log_name: str = "TRPO", reset_num_timesteps: bool = True, progress_bar: bool = False) -> "TRPO":
-        """Trains for ``total_timesteps`` env steps and returns ``self`` (SB3's ``TRPO.learn``;
-        see ``BaseAlgorithm.learn``)."""
+    def learn(self, total_timesteps: int, callback: MaybeCallback = None, log_interval: int = 1,
+              tb_log_name: str = "TRPO", reset_num_timesteps: bool = True, progress_bar: bool = False) -> TRPO:
+        """(SB3's ``TRPO.learn``: see ``BaseAlgorithm.learn``.)"""
         return super().learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar)
 
 
-_OFF_POLICY_DOC = """
-
-    Parameters are SB3's, with SB3's defaults and meaning. What Proxima adds or differs in:
-
-    * ``policy``: ``"MlpPolicy"``; ``policy_kwargs`` takes ``net_arch`` (a list, or
-      ``dict(pi=..., qf=...)`` with equal ``pi`` and ``qf``) and ``n_critics``; the layers are
-      ReLU with PyTorch's default initialisation, as SB3's.
-    * ``env``: as for ``PPO``, with a ``Box`` action space.
-    * ``train_freq``: an int or ``(n, "step")``; ``(n, "episode")`` is not supported yet, nor
-      ``gradient_steps=-1``, ``replay_buffer_class``, ``optimize_memory_usage``, ``use_sde``.
-    * ``action_noise`` (TD3, DDPG): ``None`` or a ``NormalActionNoise`` with zero mean and one σ
-      for every dimension (σ in the [−1, 1]-scaled action space, as SB3 adds it).
-    * ``learn``'s ``callback``: ``_on_step`` after every env step, as SB3's; ``on_rollout_start``
-      / ``on_rollout_end`` around each logged iteration of ``n_steps`` env steps (SB3: every
-      ``train_freq`` steps). A ``save`` from inside a callback writes the current weights with
-      the optimiser state and counters of that iteration's start; between ``learn`` calls it
-      is exact. The replay buffer is not in the saved file (``proxima train`` checkpoints keep
-      it beside them; ``save_replay_buffer`` is not offered yet).
-    * ``n_steps``: SB3's n-step returns; only 1 (one-step targets) is supported yet. (The CLI's
-      ``n_steps`` key for these algorithms is another thing: the env steps of one logged
-      iteration, 100; it cannot be set from Python.)
-    * ``**kwargs``: Proxima's config keys (``proxima.CONFIG_KEYS``), e.g. ``n_envs=4`` for an
-      env id.
-    """
-
-
-def _train_freq(value: Any) -> int:
+def _train_freq(value: TrainFreq) -> int:
     if isinstance(value, tuple):
         if len(value) != 2 or str(value[1]) not in ("step", "episode"):
             raise ValueError(f"train_freq must be an int or (n, 'step' | 'episode'); got {value!r}")
@@ -943,7 +929,7 @@ def _auto_or_float(name: str, value: Union[str, float], is_auto: Callable[[str],
         raise ValueError(f"{name} must be a float or 'auto', got {value!r}") from None
 
 
-def _noise_std(action_noise: Any) -> float:
+def _noise_std(action_noise: Optional[ActionNoise]) -> float:
     """A ``NormalActionNoise``'s σ (zero mean, one σ for every dimension), or 0 for ``None``."""
     if action_noise is None:
         return 0.0
@@ -961,7 +947,7 @@ def _noise_std(action_noise: Any) -> float:
 class _OffPolicyAlgorithm(BaseAlgorithm):
     """What SAC, TD3 and DDPG share (SB3's ``OffPolicyAlgorithm`` arguments)."""
 
-    def _check_unsupported(self, hyper: dict) -> None:
+    def _check_unsupported(self, hyper: dict[str, Any]) -> None:
         for key in ("replay_buffer_class", "replay_buffer_kwargs"):
             if hyper.pop(key, None) is not None:
                 raise NotImplementedError(f"{key} is not supported: Proxima's replay buffer is built in")
@@ -994,7 +980,7 @@ class _OffPolicyAlgorithm(BaseAlgorithm):
     def _policy_settings(self, policy_kwargs: Optional[dict[str, Any]]) -> dict[str, Setting]:
         return _off_policy_policy_settings(policy_kwargs)
 
-    def _noise(self, action_noise: Any) -> float:
+    def _noise(self, action_noise: Optional[ActionNoise]) -> float:
         """σ of ``action_noise`` (`_noise_std`); its size is checked against the env's actions."""
         std = _noise_std(action_noise)
         if action_noise is not None:
@@ -1016,19 +1002,19 @@ class SAC(_OffPolicyAlgorithm):
 
     def __init__(
         self,
-        policy: Any,
-        env: Any,
+        policy: PolicyType,
+        env: Optional[EnvLike],
         learning_rate: Union[float, Schedule] = 3e-4,
         buffer_size: int = 1_000_000,
         learning_starts: int = 100,
         batch_size: int = 256,
         tau: float = 0.005,
         gamma: float = 0.99,
-        train_freq: Union[int, tuple] = 1,
+        train_freq: TrainFreq = 1,
         gradient_steps: int = 1,
-        action_noise: Any = None,
-        replay_buffer_class: Any = None,
-        replay_buffer_kwargs: Optional[dict] = None,
+        action_noise: Optional[ActionNoise] = None,
+        replay_buffer_class: Optional[type] = None,
+        replay_buffer_kwargs: Optional[dict[str, Any]] = None,
         optimize_memory_usage: bool = False,
         n_steps: int = 1,
         ent_coef: Union[str, float] = "auto",
@@ -1039,7 +1025,7 @@ class SAC(_OffPolicyAlgorithm):
         use_sde_at_warmup: bool = False,
         stats_window_size: int = 100,
         tensorboard_log: Optional[str] = None,
-        policy_kwargs: Optional[dict] = None,
+        policy_kwargs: Optional[dict[str, Any]] = None,
         verbose: int = 0,
         seed: Optional[int] = None,
         device: str = "auto",
@@ -1059,10 +1045,9 @@ class SAC(_OffPolicyAlgorithm):
             "target_entropy": _auto_or_float("target_entropy", h["target_entropy"], lambda s: s == "auto"),
         }
 
-    def learn(self, total_timesteps: int, callback: Any = None, log_interval: int = 4,
-              tb_log_name: str = "SAC", reset_num_timesteps: bool = True, progress_bar: bool = False) -> "SAC":
-        """Trains for ``total_timesteps`` env steps and returns ``self`` (SB3's ``SAC.learn``;
-        see ``BaseAlgorithm.learn``)."""
+    def learn(self, total_timesteps: int, callback: MaybeCallback = None, log_interval: int = 4,
+              tb_log_name: str = "SAC", reset_num_timesteps: bool = True, progress_bar: bool = False) -> SAC:
+        """(SB3's ``SAC.learn``: see ``BaseAlgorithm.learn``.)"""
         return super().learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar)
 
 
@@ -1077,19 +1062,19 @@ class TD3(_OffPolicyAlgorithm):
 
     def __init__(
         self,
-        policy: Any,
-        env: Any,
+        policy: PolicyType,
+        env: Optional[EnvLike],
         learning_rate: Union[float, Schedule] = 1e-3,
         buffer_size: int = 1_000_000,
         learning_starts: int = 100,
         batch_size: int = 256,
         tau: float = 0.005,
         gamma: float = 0.99,
-        train_freq: Union[int, tuple] = 1,
+        train_freq: TrainFreq = 1,
         gradient_steps: int = 1,
-        action_noise: Any = None,
-        replay_buffer_class: Any = None,
-        replay_buffer_kwargs: Optional[dict] = None,
+        action_noise: Optional[ActionNoise] = None,
+        replay_buffer_class: Optional[type] = None,
+        replay_buffer_kwargs: Optional[dict[str, Any]] = None,
         optimize_memory_usage: bool = False,
         n_steps: int = 1,
         policy_delay: int = 2,
@@ -1097,7 +1082,7 @@ class TD3(_OffPolicyAlgorithm):
         target_noise_clip: float = 0.5,
         stats_window_size: int = 100,
         tensorboard_log: Optional[str] = None,
-        policy_kwargs: Optional[dict] = None,
+        policy_kwargs: Optional[dict[str, Any]] = None,
         verbose: int = 0,
         seed: Optional[int] = None,
         device: str = "auto",
@@ -1116,10 +1101,9 @@ class TD3(_OffPolicyAlgorithm):
             "target_noise_clip": float(h["target_noise_clip"]),
         }
 
-    def learn(self, total_timesteps: int, callback: Any = None, log_interval: int = 4,
-              tb_log_name: str = "TD3", reset_num_timesteps: bool = True, progress_bar: bool = False) -> "TD3":
-        """Trains for ``total_timesteps`` env steps and returns ``self`` (SB3's ``TD3.learn``;
-        see ``BaseAlgorithm.learn``)."""
+    def learn(self, total_timesteps: int, callback: MaybeCallback = None, log_interval: int = 4,
+              tb_log_name: str = "TD3", reset_num_timesteps: bool = True, progress_bar: bool = False) -> TD3:
+        """(SB3's ``TD3.learn``: see ``BaseAlgorithm.learn``.)"""
         return super().learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar)
 
 
@@ -1133,23 +1117,23 @@ class DDPG(_OffPolicyAlgorithm):
 
     def __init__(
         self,
-        policy: Any,
-        env: Any,
+        policy: PolicyType,
+        env: Optional[EnvLike],
         learning_rate: Union[float, Schedule] = 1e-3,
         buffer_size: int = 1_000_000,
         learning_starts: int = 100,
         batch_size: int = 256,
         tau: float = 0.005,
         gamma: float = 0.99,
-        train_freq: Union[int, tuple] = 1,
+        train_freq: TrainFreq = 1,
         gradient_steps: int = 1,
-        action_noise: Any = None,
-        replay_buffer_class: Any = None,
-        replay_buffer_kwargs: Optional[dict] = None,
+        action_noise: Optional[ActionNoise] = None,
+        replay_buffer_class: Optional[type] = None,
+        replay_buffer_kwargs: Optional[dict[str, Any]] = None,
         optimize_memory_usage: bool = False,
         n_steps: int = 1,
         tensorboard_log: Optional[str] = None,
-        policy_kwargs: Optional[dict] = None,
+        policy_kwargs: Optional[dict[str, Any]] = None,
         verbose: int = 0,
         seed: Optional[int] = None,
         device: str = "auto",
@@ -1162,16 +1146,33 @@ class DDPG(_OffPolicyAlgorithm):
     def _settings(self, h: dict[str, Any]) -> dict[str, Setting]:
         return {**self._off_policy_settings(h), "noise_std": self._noise(h["action_noise"])}
 
-    def learn(self, total_timesteps: int, callback: Any = None, log_interval: int = 4,
-              tb_log_name: str = "DDPG", reset_num_timesteps: bool = True, progress_bar: bool = False) -> "DDPG":
-        """Trains for ``total_timesteps`` env steps and returns ``self`` (SB3's ``DDPG.learn``;
-        see ``BaseAlgorithm.learn``)."""
+    def learn(self, total_timesteps: int, callback: MaybeCallback = None, log_interval: int = 4,
+              tb_log_name: str = "DDPG", reset_num_timesteps: bool = True, progress_bar: bool = False) -> DDPG:
+        """(SB3's ``DDPG.learn``: see ``BaseAlgorithm.learn``.)"""
         return super().learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar)
 
 
-for _cls in (PPO, A2C, TRPO):
-    _cls.__doc__ = (_cls.__doc__ or "") + _ARGS_DOC
-    _cls.learn.__doc__ = BaseAlgorithm.learn.__doc__
-for _cls in (SAC, TD3, DDPG):
-    _cls.__doc__ = (_cls.__doc__ or "") + _OFF_POLICY_DOC
-    _cls.learn.__doc__ = BaseAlgorithm.learn.__doc__
+def _document() -> None:
+    """Each class's parameters (SB3's ``:param name: ...``, see ``proxima._docs``) and its methods'."""
+    tables = {
+        PPO: (_docs.ON_POLICY, _docs.COMMON),
+        A2C: (_docs.A2C, _docs.ON_POLICY, _docs.COMMON),
+        TRPO: (_docs.TRPO, _docs.ON_POLICY, _docs.COMMON),
+        SAC: (_docs.SAC, _docs.OFF_POLICY, _docs.COMMON),
+        TD3: (_docs.TD3, _docs.OFF_POLICY, _docs.COMMON),
+        DDPG: (_docs.OFF_POLICY, _docs.COMMON),
+    }
+    base = BaseAlgorithm
+    base.learn.__doc__ = _docs.with_params(base.learn.__doc__, base.learn, _docs.LEARN, returns="the trained model")
+    base.predict.__doc__ = _docs.with_params(base.predict.__doc__, base.predict, _docs.PREDICT,
+                                             returns="the model's action and the next hidden state (``state``)")
+    base.save.__doc__ = _docs.with_params(base.save.__doc__, base.save, _docs.SAVE)
+    base.load.__func__.__doc__ = _docs.with_params(base.load.__doc__, base.load, _docs.LOAD,
+                                                   returns="new model instance with loaded parameters")
+    for cls, cls_tables in tables.items():
+        notes = _docs.OFF_POLICY_NOTES if cls in (SAC, TD3, DDPG) else _docs.ON_POLICY_NOTES
+        cls.__doc__ = _docs.with_params(cls.__doc__ or "", cls.__init__, *cls_tables, notes=notes)
+        cls.learn.__doc__ = base.learn.__doc__
+
+
+_document()
