@@ -24,8 +24,8 @@ COMMON = {
         (``proxima.NATIVE_ENV_IDS``, stepped in Rust with no Python in the loop), any other Gymnasium id
         (``"gym:ID"`` makes Gymnasium's env even for a native id), an ``"atari:GAME"`` id (Proxima's Atari
         wrappers in Rust), a Gymnasium ``Env``, a list of envs or of env factories, a Gymnasium vector env,
-        or an SB3 ``VecEnv`` (not ``VecNormalize``: use ``normalize_observation=True``). ``None``: no
-        model is built.""",
+        or an SB3 ``VecEnv`` (not ``VecNormalize``: use ``normalize_observation=True``). ``get_env()``
+        returns it as a vector env with SB3's ``VecEnv`` API. ``None``: no model is built.""",
     "learning_rate": """The learning rate, it can be a function of the current progress remaining (from
         1 to 0). Proxima: a schedule is evaluated before each rollout; a saved model keeps its current
         value, not the function (pass it again to ``load`` in ``custom_objects``).""",
@@ -254,7 +254,7 @@ def with_params(doc: str, fn: Callable, *tables: dict[str, str], returns: str = 
 
 
 ON_POLICY_NOTES = """The training runs in Rust with the GIL released. Keyword arguments beyond SB3's are
-Proxima's config keys (``**kwargs``)."""
+Proxima's config keys (``**kwargs``). ``get_env()`` returns the env as SB3's ``VecEnv``."""
 
 OFF_POLICY_NOTES = ON_POLICY_NOTES + """
 

@@ -20,7 +20,7 @@ import numpy.typing as npt
 
 from . import _docs, _proxima
 from ._envs import channels_first_observation, env_source
-from .type_aliases import ActionNoise, EnvLike, MaybeCallback, PolicyType, Schedule, TrainFreq
+from .type_aliases import ActionNoise, EnvLike, MaybeCallback, PolicyType, Schedule, TrainFreq, VecEnvLike
 
 if TYPE_CHECKING:
     import gymnasium as gym
@@ -140,7 +140,7 @@ class BaseAlgorithm:
         self.policy_kwargs = hyper.get("policy_kwargs") or {}
         self.tensorboard_log = hyper.get("tensorboard_log")
         self._hyper = hyper
-        self.env = env
+        self._env_given, self._vec_env = env, None
         self._model: Optional[_proxima.Model] = None
         self.observation_space: Optional[gym.spaces.Space] = None
         self.action_space: Optional[gym.spaces.Space] = None
@@ -233,7 +233,8 @@ class BaseAlgorithm:
         self = cls.__new__(cls)
         self.policy_class, self.verbose, self.seed = "MlpPolicy", 0, None
         self.learning_rate = self.clip_range = self.tensorboard_log = None
-        self.policy_kwargs, self._hyper, self._sets, self.env, self._model = {}, {}, {}, env, None
+        self.policy_kwargs, self._hyper, self._sets, self._model = {}, {}, {}, None
+        self._env_given, self._vec_env = env, None
         self._chosen: list[str] = []
         self.observation_space = self.action_space = None
         return self
@@ -532,12 +533,50 @@ class BaseAlgorithm:
                 return _toml_value(value.strip())
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
-    def get_env(self) -> Optional[EnvLike]:
-        """The env this model trains on (as given).
+    @property
+    def env(self) -> Optional[VecEnvLike]:
+        """SB3's ``model.env``: the vector env ``get_env()`` returns."""
+        return self.get_env()
+
+    def get_env(self) -> Optional[VecEnvLike]:
+        """Returns the current environment (can be None if not defined), as a vector env with SB3's
+        ``VecEnv`` API: ``reset()`` returns the observations alone, ``step(actions)`` returns
+        ``(obs, rewards, dones, infos)`` and resets an env whose episode ended (its last observation in
+        ``infos[i]["terminal_observation"]``, ``infos[i]["TimeLimit.truncated"]``), as in SB3's README::
+
+            vec_env = model.get_env()
+            obs = vec_env.reset()
+            for i in range(1000):
+                action, _states = model.predict(obs, deterministic=True)
+                obs, reward, done, info = vec_env.step(action)
+                vec_env.render()
+
+        What it is, by the ``env`` the model was given (made on the first call, then the same object):
+
+        * an SB3 ``VecEnv``: that very object;
+        * a Gymnasium vector env: that env behind SB3's API (``proxima.vec_env.GymnasiumVecEnv``);
+        * a Gymnasium ``Env`` or a list of them: ``proxima.vec_env.DummyVecEnv`` over those env objects
+          (the ones training steps);
+        * env factories: a ``DummyVecEnv`` over new envs from the factories (training steps its own);
+        * an env id: a ``DummyVecEnv`` of ``n_envs`` new ``gymnasium.make(id)`` envs. For a native id
+          (``proxima.NATIVE_ENV_IDS``) that is Gymnasium's Python env of the same id, as training
+          stepped Proxima's copy in Rust, which Python cannot step; an ``atari:`` id raises
+          ``NotImplementedError`` (those wrappers run in Rust only).
+
+        Envs that are not an SB3 ``VecEnv`` are wrapped in Gymnasium's ``RecordEpisodeStatistics``
+        (``infos[i]["episode"]`` with ``r``, ``l``, ``t``, as SB3's ``Monitor``). Channel-last images stay
+        channel-last (``predict`` takes either layout). ``None`` for a model made or loaded without env.
+        Stepping the envs training steps moves them: a later ``learn`` goes on from its own last
+        observation (SB3 resets them when ``learn`` starts). ``proxima.evaluate_policy`` takes the
+        returned env; SB3's ``evaluate_policy`` takes only SB3's own ``VecEnv`` classes.
 
         :return: The current environment
         """
-        return self.env
+        if self._vec_env is None and self._env_given is not None:
+            from .vec_env import for_model
+
+            self._vec_env = for_model(self._env_given, self.n_envs)
+        return self._vec_env
 
     def set_random_seed(self, seed: Optional[int] = None) -> None:
         """Seeds ``predict``'s sampling (a training run's seed is fixed when it is built)."""
