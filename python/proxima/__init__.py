@@ -8,7 +8,9 @@
 ``PPO``, ``A2C``, ``TRPO``, ``SAC``, ``TD3`` and ``DDPG`` take SB3's (sb3-contrib's) keyword
 arguments and defaults; the env
 may be a native id (stepped in Rust), any Gymnasium id, env object, list of env factories,
-Gymnasium vector env or SB3 VecEnv. See ``help(proxima.PPO)``.
+Gymnasium vector env or SB3 VecEnv. See ``help(proxima.PPO)``. ``model.get_env()`` returns it as a
+vector env with SB3's ``VecEnv`` API (``proxima.vec_env``); ``proxima.type_aliases`` has SB3's type
+aliases (``GymEnv``, ``MaybeCallback``, ``Schedule``, ...).
 """
 
 import os as _os
@@ -22,7 +24,7 @@ _os.environ.setdefault("RAYON_NUM_THREADS", "1")
 from ._proxima import CONFIG_KEYS, NATIVE_ENV_IDS, PRESETS, __version__
 from .algorithms import A2C, DDPG, PPO, SAC, TD3, TRPO, BaseAlgorithm
 from .evaluation import evaluate_policy
-from . import callbacks
+from . import callbacks, type_aliases, vec_env
 
 __all__ = [
     "PPO",
@@ -34,6 +36,8 @@ __all__ = [
     "BaseAlgorithm",
     "evaluate_policy",
     "callbacks",
+    "type_aliases",
+    "vec_env",
     "NATIVE_ENV_IDS",
     "PRESETS",
     "CONFIG_KEYS",

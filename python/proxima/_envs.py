@@ -19,18 +19,28 @@ to its ``CnnPolicy``; ``predict`` takes either layout, as SB3's does.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import numpy as np
 
 from . import _proxima
 
+if TYPE_CHECKING:
+    import gymnasium as gym
 
-def _is_sb3_vec_env(env: Any) -> bool:
+    from .type_aliases import EnvLike, VecEnvLike
+
+#: What ``_proxima.Model`` takes as its env: ``("id", env_id)`` or ``(kind, name, [objects])``.
+EnvSource = tuple
+#: The (observation, action) spaces the model sees; ``None`` where only Rust makes the envs.
+Spaces = Optional[tuple["gym.spaces.Space", "gym.spaces.Space"]]
+
+
+def _is_sb3_vec_env(env: object) -> bool:
     return all(hasattr(env, a) for a in ("num_envs", "step_async", "step_wait", "env_method"))
 
 
-def _is_vector_env(env: Any) -> bool:
+def _is_vector_env(env: object) -> bool:
     try:
         import gymnasium
 
@@ -39,11 +49,11 @@ def _is_vector_env(env: Any) -> bool:
         return False
 
 
-def _is_env(env: Any) -> bool:
+def _is_env(env: object) -> bool:
     return all(hasattr(env, a) for a in ("reset", "step", "observation_space", "action_space"))
 
 
-def _name(env: Any) -> str:
+def _name(env: object) -> str:
     """The env's Gymnasium id when it has one (so a saved model names the env, and ``proxima
     eval`` can make it), else its class name."""
     spec = getattr(env, "spec", None)
@@ -59,7 +69,7 @@ def _name(env: Any) -> str:
     return type(env).__name__
 
 
-def _refuse_vec_normalize(venv: Any) -> None:
+def _refuse_vec_normalize(venv: VecEnvLike) -> None:
     """SB3's ``VecNormalize`` anywhere in a VecEnv stack: its statistics would not be saved with
     the model, so a saved model would act on unnormalised observations. Refused by name."""
     layer = venv
@@ -73,7 +83,7 @@ def _refuse_vec_normalize(venv: Any) -> None:
         layer = getattr(layer, "venv", None)
 
 
-def check_spaces(observation_space: Any, action_space: Any) -> None:
+def check_spaces(observation_space: gym.spaces.Space, action_space: gym.spaces.Space) -> None:
     """Raises a clear error for spaces Proxima does not train on yet (before any Rust call)."""
     import gymnasium.spaces as S
 
@@ -92,7 +102,7 @@ def check_spaces(observation_space: Any, action_space: Any) -> None:
         )
 
 
-def _is_image(space: Any) -> bool:
+def _is_image(space: Optional[gym.spaces.Space]) -> bool:
     """SB3's ``is_image_space``: a 3-d ``Box`` of uint8 in [0, 255]."""
     import gymnasium.spaces as S
 
@@ -100,19 +110,19 @@ def _is_image(space: Any) -> bool:
             and bool(np.all(space.low == 0)) and bool(np.all(space.high == 255)))
 
 
-def _channels_last(space: Any) -> bool:
+def _channels_last(space: Optional[gym.spaces.Space]) -> bool:
     """An image whose smallest axis is not the first: channel-last, as SB3 decides it
     (``is_image_space_channels_first``)."""
     return _is_image(space) and int(np.argmin(space.shape)) != 0
 
 
-def _channels_first_space(space: Any) -> Any:
+def _channels_first_space(space: gym.spaces.Box) -> gym.spaces.Box:
     import gymnasium.spaces as S
 
     return S.Box(np.transpose(space.low, (2, 0, 1)), np.transpose(space.high, (2, 0, 1)), dtype=space.dtype)
 
 
-def channels_first_observation(obs: np.ndarray, space: Any) -> np.ndarray:
+def channels_first_observation(obs: np.ndarray, space: Optional[gym.spaces.Space]) -> np.ndarray:
     """``obs`` (one or a batch) in the ``(C, H, W)`` layout of the image space ``space`` when it
     comes ``(H, W, C)``, as SB3's ``maybe_transpose``; anything else unchanged."""
     if space is None or not _is_image(space) or obs.ndim < 3:
@@ -129,7 +139,8 @@ class _SameStepView:
 
     metadata = {"autoreset_mode": "SAME_STEP"}
 
-    def __init__(self, venv: Any, observation_space: Any, action_space: Any):
+    def __init__(self, venv: VecEnvLike | gym.vector.VectorEnv | _SameStepView,
+                 observation_space: gym.spaces.Space, action_space: gym.spaces.Space):
         self.venv, self.num_envs, self.spec = venv, venv.num_envs, getattr(venv, "spec", None)
         self.single_observation_space, self.single_action_space = observation_space, action_space
 
@@ -140,15 +151,15 @@ class _SameStepView:
 class SB3VecEnvAdapter(_SameStepView):
     """A Stable-Baselines3 ``VecEnv`` seen as a Gymnasium vector env with same-step autoreset."""
 
-    def __init__(self, venv: Any):
+    def __init__(self, venv: VecEnvLike):
         super().__init__(venv, venv.observation_space, venv.action_space)
 
-    def reset(self, seed: int | None = None, options: Any = None):
+    def reset(self, seed: Optional[int] = None, options: Optional[dict[str, Any]] = None) -> tuple[np.ndarray, dict]:
         if seed is not None:
             self.venv.seed(seed)
         return self.venv.reset(), {}
 
-    def step(self, actions: np.ndarray):
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         obs, rewards, dones, infos = self.venv.step(actions)
         dones = np.asarray(dones, dtype=bool)
         truncated = np.array([bool(i.get("TimeLimit.truncated", False)) for i in infos]) & dones
@@ -165,13 +176,13 @@ class SameStepAdapter(_SameStepView):
     autoreset: after a step, the envs whose episode ended are reset there and then (their last
     observation goes to ``info["final_obs"]``)."""
 
-    def __init__(self, venv: Any):
+    def __init__(self, venv: gym.vector.VectorEnv):
         super().__init__(venv, venv.single_observation_space, venv.single_action_space)
 
-    def reset(self, seed: int | None = None, options: Any = None):
+    def reset(self, seed: Optional[int] = None, options: Optional[dict[str, Any]] = None) -> tuple[np.ndarray, dict[str, Any]]:
         return self.venv.reset(seed=seed, options=options)
 
-    def step(self, actions: np.ndarray):
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         obs, rewards, terminated, truncated, info = self.venv.step(actions)
         ended = np.logical_or(terminated, truncated)
         final_obs = np.empty(self.num_envs, dtype=object)
@@ -197,14 +208,14 @@ class ChannelsFirstVector(_SameStepView):
     ``VecTransposeImage``): observations ``[N, H, W, C]`` → ``[N, C, H, W]``, and the ended
     episodes' ``final_obs`` the same way."""
 
-    def __init__(self, venv: Any):
+    def __init__(self, venv: gym.vector.VectorEnv | _SameStepView):
         super().__init__(venv, _channels_first_space(venv.single_observation_space), venv.single_action_space)
 
-    def reset(self, seed: int | None = None, options: Any = None):
+    def reset(self, seed: Optional[int] = None, options: Optional[dict[str, Any]] = None) -> tuple[np.ndarray, dict[str, Any]]:
         obs, info = self.venv.reset(seed=seed, options=options)
         return np.ascontiguousarray(np.moveaxis(np.asarray(obs), -1, 1)), info
 
-    def step(self, actions: np.ndarray):
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         obs, rewards, terminated, truncated, info = self.venv.step(actions)
         if "final_obs" in info:
             final_obs = np.empty(self.num_envs, dtype=object)
@@ -214,7 +225,7 @@ class ChannelsFirstVector(_SameStepView):
         return np.ascontiguousarray(np.moveaxis(np.asarray(obs), -1, 1)), rewards, terminated, truncated, info
 
 
-def _channels_first_env(env: Any) -> Any:
+def _channels_first_env(env: gym.Env) -> gym.Env:
     """A Gymnasium ``Env`` of channel-last images seen channel-first."""
     from gymnasium.wrappers import TransformObservation
 
@@ -222,7 +233,7 @@ def _channels_first_env(env: Any) -> Any:
     return TransformObservation(env, lambda o: np.ascontiguousarray(np.moveaxis(o, -1, 0)), space)
 
 
-def _vector_source(env: Any, view: Any, spaces: tuple) -> tuple:
+def _vector_source(env: object, view: gym.vector.VectorEnv | _SameStepView, spaces: tuple[gym.spaces.Space, gym.spaces.Space]) -> tuple[EnvSource, Spaces]:
     """The ``("vector", ...)`` source of a same-step view, channel-first when its images are not."""
     if _channels_last(spaces[0]):
         view = ChannelsFirstVector(view)
@@ -230,7 +241,7 @@ def _vector_source(env: Any, view: Any, spaces: tuple) -> tuple:
     return ("vector", _name(env), [view]), spaces
 
 
-def _objects_source(kind: str, name: str, objects: list, spaces: tuple) -> tuple:
+def _objects_source(kind: str, name: str, objects: list[gym.Env | Callable[[], gym.Env]], spaces: tuple[gym.spaces.Space, gym.spaces.Space]) -> tuple[EnvSource, Spaces]:
     """The ``("objects" | "factories", ...)`` source, each env channel-first when its images are not."""
     if _channels_last(spaces[0]):
         if kind == "objects":
@@ -241,12 +252,12 @@ def _objects_source(kind: str, name: str, objects: list, spaces: tuple) -> tuple
     return (kind, name, objects), spaces
 
 
-def _autoreset_mode(venv: Any) -> str:
+def _autoreset_mode(venv: object) -> str:
     mode = getattr(venv, "metadata", {}).get("autoreset_mode", "NEXT_STEP")
     return getattr(mode, "name", str(mode)).upper().replace("AUTORESETMODE.", "")
 
 
-def env_source(env: Any) -> tuple:
+def env_source(env: EnvLike) -> tuple[EnvSource, Spaces]:
     """The tagged tuple ``_proxima.Model`` takes, and the (observation, action) spaces the model
     sees (channel-first images; None for an ``atari:`` id, whose envs only Rust makes)."""
     if isinstance(env, str):
@@ -291,7 +302,7 @@ def env_source(env: Any) -> tuple:
     )
 
 
-def _id_source(env_id: str) -> tuple:
+def _id_source(env_id: str) -> tuple[EnvSource, Spaces]:
     import gymnasium
 
     if env_id.startswith("atari:"):  # made in Rust: the spaces come from the model (None here)

@@ -1,6 +1,10 @@
-"""Type stubs of the extension module ``proxima._proxima`` (Rust, crates/proxima-py)."""
+"""Type stubs of the extension module ``proxima._proxima`` (Rust, crates/proxima-py).
 
-from typing import Any, Callable, Optional, Sequence
+``tests/python/test_stub.py`` holds these equal to the compiled module: every public name, and each
+function's parameters (names, order, which have defaults) as its ``__text_signature__`` gives them.
+"""
+
+from typing import Callable, Optional, Sequence, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -10,22 +14,29 @@ NATIVE_ENV_IDS: list[str]
 PRESETS: list[str]
 CONFIG_KEYS: list[str]
 
-EnvSource = tuple  # ("id", env_id) | ("objects" | "factories" | "vector", name, [objects])
+# ("id", env_id) | ("objects" | "factories" | "vector", name, [objects])
+_EnvSource = Union[tuple[str, str], tuple[str, str, list[object]]]
+# A setting's value: the config's keys to these (None clears an optional key).
+_Setting = Union[int, float, bool, str, None, list[Union[int, float, bool, str]]]
+# What `learn`'s `after` hook gets: SB3's logger keys to numbers, and "episodes".
+_Report = dict[str, Union[int, float, list[tuple[int, float, int]]]]
 
 class Model:
     """A training run or a policy loaded for inference."""
 
     @staticmethod
-    def create(env: EnvSource, preset: str, sets: Sequence[str]) -> "Model": ...
+    def create(env: _EnvSource, preset: str, settings: Optional[dict[str, _Setting]],
+               chosen: Sequence[str] = ...) -> "Model": ...
     @staticmethod
-    def load(path: str, env: Optional[EnvSource] = None, sets: Sequence[str] = ()) -> "Model": ...
+    def load(path: str, env: Optional[_EnvSource] = None, settings: Optional[dict[str, _Setting]] = None) -> "Model": ...
     def learn(
         self,
         total_timesteps: int,
         before: Optional[Callable[[float], tuple[Optional[float], Optional[float]]]] = None,
-        on_step: Optional[Callable[[int, np.ndarray, np.ndarray, np.ndarray, list[dict]], bool]] = None,
+        on_step: Optional[Callable[[int, np.ndarray, np.ndarray, np.ndarray, list[dict[str, object]]], bool]] = None,
         rollout_end: Optional[Callable[[], None]] = None,
-        after: Optional[Callable[[dict[str, Any]], bool]] = None,
+        after: Optional[Callable[[_Report], bool]] = None,
+        tensorboard_dir: Optional[str] = None,
     ) -> None: ...
     def predict(self, observations: npt.NDArray[np.float32], deterministic: bool) -> npt.NDArray[np.float32]: ...
     def save(self, path: str) -> None: ...
@@ -44,7 +55,7 @@ class Model:
     @property
     def observation_space(self) -> tuple[list[int], str]: ...  # (shape, "uint8" | "float32")
     @property
-    def action_space(self) -> tuple: ...
+    def action_space(self) -> Union[tuple[str, int], tuple[str, list[int]], tuple[str, list[float], list[float]]]: ...
     @property
     def config_toml(self) -> str: ...
     @property

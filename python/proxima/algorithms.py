@@ -13,14 +13,24 @@ import os
 import random
 import sys
 import time
-from typing import Any, Callable, ClassVar, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Optional, TypeVar, Union
 
 import numpy as np
+import numpy.typing as npt
 
-from . import _proxima
+from . import _docs, _proxima
 from ._envs import channels_first_observation, env_source
+from .type_aliases import ActionNoise, EnvLike, MaybeCallback, PolicyType, Schedule, TrainFreq, VecEnvLike
 
-Schedule = Callable[[float], float]
+if TYPE_CHECKING:
+    import gymnasium as gym
+
+    from .callbacks import BaseCallback
+
+#: SB3's ``SelfBaseAlgorithm``: ``learn`` and ``load`` return the class they are called on.
+SelfBaseAlgorithm = TypeVar("SelfBaseAlgorithm", bound="BaseAlgorithm")
+#: A config value as ``model.n_steps`` etc. read it back.
+ConfigValue = Union[int, float, bool, str, list[int], None]
 
 _SB3_POLICIES = {"MlpPolicy", "ActorCriticPolicy"}
 _CNN_POLICIES = {"CnnPolicy", "ActorCriticCnnPolicy"}
@@ -28,24 +38,31 @@ _NOT_YET_POLICIES = {"MultiInputPolicy", "MultiInputActorCriticPolicy"}
 _SAFETENSORS = ".safetensors"
 
 
-def _fmt(v: Any) -> str:
-    """A value as the config's ``key=value`` text."""
-    if v is None:
-        return "none"
-    if isinstance(v, bool):
-        return "true" if v else "false"
+#: What the config takes: one setting's value as it crosses to Rust (``_proxima.Model.create``).
+Setting = Union[int, float, bool, str, None, list]
+
+
+def _setting(v: object) -> Setting:
+    """``v`` as a setting's typed value: numpy scalars as the Python number they print as (the config
+    took their printed text before settings were typed), lists element by element; others as they
+    are (Rust names the key of a value of another type)."""
+    if isinstance(v, np.generic) and not isinstance(v, (bool, int, float)):
+        if isinstance(v, np.bool_):
+            return bool(v)
+        if isinstance(v, np.integer):
+            return int(v)
+        if isinstance(v, np.floating):
+            return float(str(v))
     if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(str(int(x)) for x in v) + "]"
-    if isinstance(v, str):
-        return v
-    return repr(float(v)) if isinstance(v, float) else str(v)
+        return [_setting(x) for x in v]
+    return v  # type: ignore[return-value]
 
 
-def _policy_name(policy: Any) -> str:
+def _policy_name(policy: PolicyType) -> str:
     return policy if isinstance(policy, str) else getattr(policy, "__name__", repr(policy))
 
 
-def _activation_name(fn: Any) -> str:
+def _activation_name(fn: Union[str, type, Callable[..., object]]) -> str:
     if isinstance(fn, str) and fn.lower() in ("tanh", "relu"):
         return fn.lower()
     name = getattr(fn, "__name__", type(fn).__name__).lower()
@@ -54,31 +71,31 @@ def _activation_name(fn: Any) -> str:
     raise NotImplementedError(f"activation_fn {fn!r}: supported are torch.nn.Tanh, torch.nn.ReLU, 'tanh', 'relu'")
 
 
-def _policy_sets(policy_kwargs: Optional[dict]) -> list[str]:
+def _policy_settings(policy_kwargs: Optional[dict[str, Any]]) -> dict[str, Setting]:
     """``policy_kwargs`` (SB3's MlpPolicy arguments) as config settings."""
     known = {"net_arch", "activation_fn", "ortho_init", "log_std_init", "share_features_extractor", "shared_trunk"}
-    sets: list[str] = []
+    sets: dict[str, Setting] = {}
     for key, value in (policy_kwargs or {}).items():
         if key not in known:
             hint = difflib.get_close_matches(key, sorted(known), n=1)
             more = f" (did you mean {hint[0]!r}?)" if hint else ""
             raise NotImplementedError(f"policy_kwargs[{key!r}] is not supported{more}; supported: {sorted(known)}")
         if key == "net_arch":
-            sets.append("net_arch=" + _fmt(_net_arch(value)))
+            sets["net_arch"] = _net_arch(value)
         elif key == "activation_fn":
-            sets.append("activation=" + _activation_name(value))
+            sets["activation"] = _activation_name(value)
         elif key == "ortho_init":
-            sets.append("ortho_init=" + _fmt(bool(value)))
+            sets["ortho_init"] = bool(value)
         elif key == "log_std_init":
-            sets.append("log_std_init=" + _fmt(float(value)))
+            sets["log_std_init"] = float(value)
         elif key == "shared_trunk":
-            sets.append("shared_trunk=" + _fmt(bool(value)))
+            sets["shared_trunk"] = bool(value)
         # share_features_extractor: an MlpPolicy's features extractor is a Flatten with no
         # parameters, so sharing it or not changes nothing; either value is SB3's network.
     return sets
 
 
-def _net_arch(value: Any) -> list[int]:
+def _net_arch(value: Union[list[int], tuple[int, ...], dict[str, list[int]]]) -> list[int]:
     if isinstance(value, dict):
         pi, vf = list(value.get("pi", [])), list(value.get("vf", []))
         if set(value) - {"pi", "vf"}:
@@ -91,27 +108,6 @@ def _net_arch(value: Any) -> list[int]:
     return [int(h) for h in value]
 
 
-_ARGS_DOC = """
-
-    Parameters are SB3's, with SB3's defaults and meaning. What Proxima adds or differs in:
-
-    * ``policy``: ``"MlpPolicy"`` (or ``"ActorCriticPolicy"``); ``policy_kwargs`` takes ``net_arch``
-      (a list, or ``dict(pi=..., vf=...)`` with equal ``pi`` and ``vf``), ``activation_fn``
-      (``torch.nn.Tanh``/``ReLU`` or ``"tanh"``/``"relu"``), ``ortho_init``, ``log_std_init``,
-      ``share_features_extractor`` and Proxima's ``shared_trunk``. ``"CnnPolicy"`` (or
-      ``"ActorCriticCnnPolicy"``): the Nature CNN shared by both heads, for image observations
-      (channel-last ones are transposed, as SB3's ``VecTransposeImage`` does); PPO and A2C.
-    * ``env``: a native id (``proxima.NATIVE_ENV_IDS``, stepped in Rust), any Gymnasium id, an
-      ``atari:GAME`` id (the Atari wrappers in Rust), a Gymnasium ``Env``, a list of envs or env
-      factories, a Gymnasium vector env, an SB3 ``VecEnv``.
-    * ``learning_rate``, ``clip_range``: a float or a callable of ``progress_remaining`` (1 → 0).
-    * ``**kwargs``: Proxima's config keys (``proxima.CONFIG_KEYS``), e.g. ``n_envs=8`` for an env
-      id, ``normalize_observation=True``, ``anneal_lr=True``, ``backend="candle"``, ``num_threads=2``.
-    * Not supported yet (a clear ``NotImplementedError``): ``use_sde``,
-      ``MultiInputPolicy``, ``stats_window_size`` other than 100, ``device="cuda"``.
-    """
-
-
 class BaseAlgorithm:
     """What every algorithm shares (SB3's ``BaseAlgorithm`` surface; ``OnPolicyAlgorithm``'s for
     PPO, A2C and TRPO, ``OffPolicyAlgorithm``'s for SAC, TD3 and DDPG)."""
@@ -119,7 +115,7 @@ class BaseAlgorithm:
     _algo: ClassVar[str]
     _preset: ClassVar[str]
 
-    def __init__(self, policy: Any, env: Any, hyper: dict, extra: dict):
+    def __init__(self, policy: PolicyType, env: Optional[EnvLike], hyper: dict[str, Any], extra: dict[str, Any]):
         self._check_policy(policy)
         self.policy_class = policy
         self.verbose = int(hyper.pop("verbose", 0))
@@ -129,30 +125,30 @@ class BaseAlgorithm:
         self._check_unsupported(hyper)
         self.learning_rate = hyper.get("learning_rate")
         self.clip_range = hyper.get("clip_range")
-        settings = self._settings(hyper)  # first: an off-policy class checks its own policy_kwargs here
-        policy_sets = _policy_sets(hyper.get("policy_kwargs"))
-        sets = settings + policy_sets + self._extra_sets(extra)
+        settings = self._settings(hyper)
+        policy_sets = self._policy_settings(hyper.get("policy_kwargs"))
+        sets = {**settings, **policy_sets, **self._extra_settings(extra)}
         if _policy_name(policy) in _CNN_POLICIES:
-            sets.append("policy=CnnPolicy")
+            sets["policy"] = "CnnPolicy"
         # Chosen beyond SB3's signature, and the network's shape: refused where it has no effect
         # (another algorithm's keys; net_arch with CnnPolicy, whose Nature CNN has its own).
-        self._chosen = list(extra) + [x.split("=", 1)[0] for x in policy_sets]
+        self._chosen = list(extra) + list(policy_sets)
         if self.seed is None:
             self.seed = random.SystemRandom().randrange(2**31)
-        sets.append(f"seed={int(self.seed)}")
+        sets["seed"] = int(self.seed)
         self._sets = sets
         self.policy_kwargs = hyper.get("policy_kwargs") or {}
         self.tensorboard_log = hyper.get("tensorboard_log")
         self._hyper = hyper
-        self.env = env
-        self._model: Any = None
-        self.observation_space = None
-        self.action_space = None
+        self._env_given, self._vec_env = env, None
+        self._model: Optional[_proxima.Model] = None
+        self.observation_space: Optional[gym.spaces.Space] = None
+        self.action_space: Optional[gym.spaces.Space] = None
         if env is not None:
             self._build(env)
 
     # --- construction -----------------------------------------------------------------------
-    def _check_policy(self, policy: Any) -> None:
+    def _check_policy(self, policy: PolicyType) -> None:
         name = _policy_name(policy)
         if name in _NOT_YET_POLICIES:
             raise NotImplementedError(f"{name} is not supported yet; use 'MlpPolicy' or 'CnnPolicy'")
@@ -161,7 +157,7 @@ class BaseAlgorithm:
             more = f" (did you mean {hint[0]!r}?)" if hint else ""
             raise ValueError(f"unknown policy {name!r}{more}; supported: 'MlpPolicy', 'CnnPolicy'")
 
-    def _check_unsupported(self, hyper: dict) -> None:
+    def _check_unsupported(self, hyper: dict[str, Any]) -> None:
         if hyper.pop("use_sde", False):
             raise NotImplementedError("use_sde=True (generalized state-dependent exploration) is not supported yet")
         if hyper.pop("sde_sample_freq", -1) != -1:
@@ -177,16 +173,16 @@ class BaseAlgorithm:
         if not hyper.pop("_init_setup_model", True):
             raise NotImplementedError("_init_setup_model=False is not supported")
 
-    def _extra_sets(self, extra: dict) -> list[str]:
+    def _extra_settings(self, extra: dict[str, Any]) -> dict[str, Setting]:
         keys = set(_proxima.CONFIG_KEYS) - {"algo", "preset", "seed", "total_timesteps"}
-        sets = []
+        sets: dict[str, Setting] = {}
         for key, value in extra.items():
             if key not in keys:
                 names = sorted(set(self._signature_names()) | keys)
                 hint = difflib.get_close_matches(key, names, n=1)
                 more = f"; did you mean {hint[0]!r}?" if hint else ""
                 raise TypeError(f"{type(self).__name__}() got an unexpected keyword argument {key!r}{more}")
-            sets.append(f"{key}={_fmt(value)}")
+            sets[key] = _setting(value)
         return sets
 
     @classmethod
@@ -195,11 +191,15 @@ class BaseAlgorithm:
 
         return [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "kwargs")]
 
-    def _settings(self, hyper: dict) -> list[str]:  # pragma: no cover - each algorithm has its own
+    def _settings(self, hyper: dict[str, Any]) -> dict[str, Setting]:  # pragma: no cover - each algorithm has its own
         raise NotImplementedError
 
-    def _build(self, env: Any, load_from: Optional[str] = None) -> None:
-        if not isinstance(env, str) and any(x.startswith("n_envs=") for x in self._sets):
+    def _policy_settings(self, policy_kwargs: Optional[dict[str, Any]]) -> dict[str, Setting]:
+        """``policy_kwargs`` as config settings (an actor-critic's; the off-policy classes have theirs)."""
+        return _policy_settings(policy_kwargs)
+
+    def _build(self, env: EnvLike, load_from: Optional[str] = None) -> None:
+        if not isinstance(env, str) and "n_envs" in self._sets:
             raise ValueError("n_envs is for an env id; with env objects, their number is the number of envs")
         source, spaces = env_source(env)
         self.observation_space, self.action_space = spaces or (None, None)
@@ -227,19 +227,20 @@ class BaseAlgorithm:
         self._config_toml = self._model.config_toml
 
     @classmethod
-    def _blank(cls, env: Any):
+    def _blank(cls: type[SelfBaseAlgorithm], env: Optional[EnvLike]) -> SelfBaseAlgorithm:
         """An instance with the attributes ``__init__`` sets, at their defaults (for
         ``from_preset`` and ``load``, which build the model their own way)."""
         self = cls.__new__(cls)
         self.policy_class, self.verbose, self.seed = "MlpPolicy", 0, None
         self.learning_rate = self.clip_range = self.tensorboard_log = None
-        self.policy_kwargs, self._hyper, self._sets, self.env, self._model = {}, {}, [], env, None
-        self._chosen: list = []
+        self.policy_kwargs, self._hyper, self._sets, self._model = {}, {}, {}, None
+        self._env_given, self._vec_env = env, None
+        self._chosen: list[str] = []
         self.observation_space = self.action_space = None
         return self
 
     @classmethod
-    def from_preset(cls, preset: str, env: Any, **overrides: Any):
+    def from_preset(cls: type[SelfBaseAlgorithm], preset: str, env: EnvLike, **overrides: Any) -> SelfBaseAlgorithm:
         """The CLI's preset (``proxima.PRESETS``: ``cleanrl``, ``sb3``, ``paper-mujoco``, ...) on
         ``env``, with ``overrides`` in the config's names (SB3's, e.g. ``n_steps=256``)."""
         if preset not in _proxima.PRESETS:
@@ -249,7 +250,7 @@ class BaseAlgorithm:
         self = cls._blank(env)
         self.verbose, self.seed = int(overrides.pop("verbose", 0)), overrides.pop("seed", 1)
         self.learning_rate, self.clip_range = overrides.get("learning_rate"), overrides.get("clip_range")
-        self._sets = [f"algo={cls._algo}"] + self._extra_sets(overrides) + [f"seed={int(self.seed)}"]
+        self._sets = {"algo": cls._algo, **self._extra_settings(overrides), "seed": int(self.seed)}
         source, spaces = env_source(env)
         self._model = _proxima.Model.create(source, preset, self._sets, sorted(overrides))
         self.observation_space, self.action_space = spaces or _spaces_of_model(self._model)
@@ -263,20 +264,21 @@ class BaseAlgorithm:
 
     # --- training ---------------------------------------------------------------------------
     def learn(
-        self,
+        self: SelfBaseAlgorithm,
         total_timesteps: int,
-        callback: Any = None,
+        callback: MaybeCallback = None,
         log_interval: int = 1,
         tb_log_name: str = "",
         reset_num_timesteps: bool = True,
         progress_bar: bool = False,
-    ):
-        """Trains for ``total_timesteps`` env steps (more from where it is with
-        ``reset_num_timesteps=False``) and returns ``self``. ``callback``: a
-        ``proxima.callbacks.BaseCallback``, a list of them or a function, called as SB3 calls
-        it (``_on_step`` after every step of the envs; ``False`` stops). Without a callback no
-        Python runs per step. Ctrl-C raises ``KeyboardInterrupt`` with the model intact and
-        savable (at the end of the current update; within a step when a callback is given)."""
+    ) -> SelfBaseAlgorithm:
+        """Return a trained model.
+
+        Trains for ``total_timesteps`` env steps (more from where it is with
+        ``reset_num_timesteps=False``) in Rust, with the GIL released. Callbacks are called as SB3
+        calls them (``_on_step`` after every step of the envs; ``False`` stops). Ctrl-C raises
+        ``KeyboardInterrupt`` with the model intact and savable (at the end of the current update;
+        within a step when a callback is given)."""
         if isinstance(total_timesteps, bool) or not isinstance(total_timesteps, (int, np.integer)):
             raise TypeError(f"total_timesteps must be an int, got {type(total_timesteps).__name__}")
         if total_timesteps <= 0:
@@ -320,7 +322,7 @@ class BaseAlgorithm:
         os.makedirs(path, exist_ok=True)
         return path
 
-    def _hooks(self, cb: Any, logger: "_Logger") -> tuple:
+    def _hooks(self, cb: Optional[BaseCallback], logger: _Logger) -> tuple[Optional[Callable[..., object]], ...]:
         """``_proxima.Model.learn``'s hooks: before each rollout, per step, before the update,
         after it (per-step ones only with a callback)."""
         schedule = self._schedule()
@@ -348,7 +350,7 @@ class BaseAlgorithm:
 
         return (before, on_step if cb else None, rollout_end if cb else None, after)
 
-    def _schedule(self) -> Optional[Callable[[float], tuple]]:
+    def _schedule(self) -> Optional[Callable[[float], tuple[Optional[float], Optional[float]]]]:
         lr = self.learning_rate if callable(self.learning_rate) else None
         clip = getattr(self, "clip_range", None)
         clip = clip if callable(clip) else None
@@ -360,9 +362,17 @@ class BaseAlgorithm:
         )
 
     # --- inference --------------------------------------------------------------------------
-    def predict(self, observation: Any, state: Any = None, episode_start: Any = None, deterministic: bool = False):
-        """Actions for one observation or a batch: ``(actions, None)`` as SB3's (Box actions
-        clipped to the space, observations normalised when training normalised them)."""
+    def predict(
+        self,
+        observation: npt.ArrayLike,
+        state: Optional[tuple[np.ndarray, ...]] = None,
+        episode_start: Optional[np.ndarray] = None,
+        deterministic: bool = False,
+    ) -> tuple[np.ndarray, Optional[tuple[np.ndarray, ...]]]:
+        """Get the policy action from an observation (and optional hidden state).
+
+        Actions for one observation or a batch, as SB3's: Box actions clipped to the space (SB3:
+        the same), discrete ones as int64; observations normalised when training normalised them."""
         if self._model is None:
             raise ValueError("this model has no policy yet")
         if isinstance(observation, tuple) and len(observation) == 2 and isinstance(observation[1], dict):
@@ -393,28 +403,35 @@ class BaseAlgorithm:
         return (out.squeeze(axis=0) if single else out), state
 
     # --- persistence ------------------------------------------------------------------------
-    def save(self, path: Union[str, os.PathLike], exclude: Any = None, include: Any = None) -> None:
-        """Writes the model (safetensors, atomically; ``.safetensors`` is added to a path
-        without a suffix). ``proxima eval`` reads the file; so does ``load``."""
+    def save(self, path: Union[str, os.PathLike[str]], exclude: Optional[Iterable[str]] = None,
+             include: Optional[Iterable[str]] = None) -> None:
+        """Save all the attributes of the object and the model parameters in a file.
+
+        One safetensors file: parameters, optimiser state, config and counters; ``proxima eval``
+        reads it, and so does ``load``."""
         if exclude or include:
             raise NotImplementedError("save(exclude=..., include=...) is not supported: the file always holds the whole model")
-        path = os.fspath(path)
+        path = _checked_path("save", path)
+        if os.path.isdir(path) or path.endswith(("/", os.sep)):
+            raise ValueError(f"save: {path!r} names a directory; give a file path, such as "
+                             f"{os.path.join(path, 'model.safetensors')!r}")
         if not os.path.splitext(path)[1]:
             path += _SAFETENSORS
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)  # as SB3
         self._model.save(path)
 
     @classmethod
-    def load(cls, path: Union[str, os.PathLike], env: Any = None, device: str = "auto",
-             custom_objects: Optional[dict] = None, print_system_info: bool = False, force_reset: bool = True,
-             **kwargs: Any):
-        """A saved model (a file from ``save``, a CLI checkpoint, or a CLI run directory), ready
-        to ``predict``; with ``env``, ready to ``learn`` on from where it was (its weights, Adam
-        state, counters and normalisation statistics; the envs start new episodes).
-        ``custom_objects``: ``learning_rate`` and ``clip_range`` (floats or schedules) replace the
-        saved ones, as in SB3. A schedule is not stored in the file: without ``custom_objects`` a
-        model trained with one goes on at the schedule's starting value (``schedule(1.0)``, the
-        config's); pass the schedule again to continue it."""
+    def load(cls: type[SelfBaseAlgorithm], path: Union[str, os.PathLike[str]], env: Optional[EnvLike] = None,
+             device: str = "auto", custom_objects: Optional[dict[str, Union[float, Schedule]]] = None,
+             print_system_info: bool = False, force_reset: bool = True, **kwargs: Any) -> SelfBaseAlgorithm:
+        """Load the model from a file.
+
+        A saved model (a file from ``save``, a CLI checkpoint, or a CLI run directory), ready to
+        ``predict``; with ``env``, ready to ``learn`` on from where it was (its weights, Adam state,
+        counters and normalisation statistics; the envs start new episodes). A schedule is not
+        stored in the file: without ``custom_objects`` a model trained with one goes on at the
+        schedule's starting value (``schedule(1.0)``, the config's); pass the schedule again to
+        continue it."""
         attrs = {k: kwargs.pop(k) for k in ("verbose", "tensorboard_log") if k in kwargs}
         config_keys = set(_proxima.CONFIG_KEYS) - {"algo", "preset", "seed", "total_timesteps"}
         for key in kwargs:
@@ -434,7 +451,7 @@ class BaseAlgorithm:
         unknown = set(custom_objects or {}) - {"learning_rate", "clip_range"}
         if unknown:
             raise NotImplementedError(f"custom_objects {sorted(unknown)}: only learning_rate and clip_range are supported")
-        file = _resolve_model_file(os.fspath(path))
+        file = _resolve_model_file("load", path)
         if print_system_info:
             import platform
 
@@ -442,11 +459,11 @@ class BaseAlgorithm:
         self = cls._blank(env)
         for key, value in (custom_objects or {}).items():
             setattr(self, key, value if callable(value) else (lambda v: lambda _progress: v)(float(value)))
-        self._sets = [f"{k}={_fmt(v)}" for k, v in kwargs.items()]
+        self._sets = {k: _setting(v) for k, v in kwargs.items()}
         self.tensorboard_log = attrs.get("tensorboard_log")
         self.verbose = int(attrs.get("verbose", 0))
         if env is None:
-            self._model = _proxima.Model.load(file, None, [])
+            self._model = _proxima.Model.load(file, None, {})
             self.observation_space, self.action_space = _spaces_of_loaded(self._model)
             self._cache()
         else:
@@ -459,18 +476,29 @@ class BaseAlgorithm:
             raise ValueError(f"{file} holds a {algo.upper()} model; {how}")
         return self
 
-    def get_parameters(self) -> dict:
-        """The policy's parameters by name (Proxima's names, as in the checkpoint), as numpy arrays."""
+    def get_parameters(self) -> dict[str, np.ndarray]:
+        """The policy's parameters by name (Proxima's names, as in the checkpoint), as numpy arrays.
+
+        :return: the parameters, ``{name: float32 array}``"""
         return {n: np.asarray(v, dtype=np.float32).reshape(s) for n, s, v in self._model.get_parameters()}
 
-    def set_parameters(self, load_path_or_dict: Any, exact_match: bool = True, device: str = "auto") -> None:
-        """Sets parameters from a dict as ``get_parameters`` returns (or a saved file); with
-        ``exact_match`` every parameter must be given. Nothing changes when one is wrong."""
+    def set_parameters(self, load_path_or_dict: Union[str, os.PathLike[str], dict[str, npt.ArrayLike]],
+                       exact_match: bool = True, device: str = "auto") -> None:
+        """Load parameters from a given file or a dictionary as ``get_parameters`` returns it.
+        Nothing changes when one is wrong.
+
+        :param load_path_or_dict: Location of the saved data (path, see ``save``), or a dictionary
+            ``{name: array}`` as ``get_parameters`` returns it (not SB3's nested ``state_dict``
+            form: ``TypeError``)
+        :param exact_match: If True, the given parameters should include parameters for each
+            module and each of their parameters, otherwise raises a ``ValueError``. If set to
+            False, this can be used to update only specific parameters.
+        :param device: Device on which the code should run (``"auto"`` or ``"cpu"``)."""
         if isinstance(load_path_or_dict, dict) and any(isinstance(v, dict) for v in load_path_or_dict.values()):
             raise TypeError("set_parameters takes {name: array} as get_parameters() returns it (names such as "
                             "'actor.0.weight'), not SB3's {'policy': state_dict} form")
         if isinstance(load_path_or_dict, (str, os.PathLike)):
-            other = _proxima.Model.load(_resolve_model_file(os.fspath(load_path_or_dict)), None, [])
+            other = _proxima.Model.load(_resolve_model_file("set_parameters", load_path_or_dict), None, {})
             params = {n: np.asarray(v, dtype=np.float32).reshape(s) for n, s, v in other.get_parameters()}
         elif isinstance(load_path_or_dict, dict):
             params = load_path_or_dict
@@ -494,7 +522,7 @@ class BaseAlgorithm:
             return live
         return int(self._model.num_timesteps) if self._model is not None else 0
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> ConfigValue:
         """SB3's hyperparameter attributes (``model.n_steps``, ``model.gamma``, ...): the run's
         config values."""
         if name.startswith("_") or name not in _proxima.CONFIG_KEYS or "_config_toml" not in self.__dict__:
@@ -505,9 +533,50 @@ class BaseAlgorithm:
                 return _toml_value(value.strip())
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
-    def get_env(self) -> Any:
-        """The env this model trains on (as given)."""
-        return self.env
+    @property
+    def env(self) -> Optional[VecEnvLike]:
+        """SB3's ``model.env``: the vector env ``get_env()`` returns."""
+        return self.get_env()
+
+    def get_env(self) -> Optional[VecEnvLike]:
+        """Returns the current environment (can be None if not defined), as a vector env with SB3's
+        ``VecEnv`` API: ``reset()`` returns the observations alone, ``step(actions)`` returns
+        ``(obs, rewards, dones, infos)`` and resets an env whose episode ended (its last observation in
+        ``infos[i]["terminal_observation"]``, ``infos[i]["TimeLimit.truncated"]``), as in SB3's README::
+
+            vec_env = model.get_env()
+            obs = vec_env.reset()
+            for i in range(1000):
+                action, _states = model.predict(obs, deterministic=True)
+                obs, reward, done, info = vec_env.step(action)
+                vec_env.render()
+
+        What it is, by the ``env`` the model was given (made on the first call, then the same object):
+
+        * an SB3 ``VecEnv``: that very object;
+        * a Gymnasium vector env: that env behind SB3's API (``proxima.vec_env.GymnasiumVecEnv``);
+        * a Gymnasium ``Env`` or a list of them: ``proxima.vec_env.DummyVecEnv`` over those env objects
+          (the ones training steps);
+        * env factories: a ``DummyVecEnv`` over new envs from the factories (training steps its own);
+        * an env id: a ``DummyVecEnv`` of ``n_envs`` new ``gymnasium.make(id)`` envs. For a native id
+          (``proxima.NATIVE_ENV_IDS``) that is Gymnasium's Python env of the same id, as training
+          stepped Proxima's copy in Rust, which Python cannot step; an ``atari:`` id raises
+          ``NotImplementedError`` (those wrappers run in Rust only).
+
+        Envs that are not an SB3 ``VecEnv`` are wrapped in Gymnasium's ``RecordEpisodeStatistics``
+        (``infos[i]["episode"]`` with ``r``, ``l``, ``t``, as SB3's ``Monitor``). Channel-last images stay
+        channel-last (``predict`` takes either layout). ``None`` for a model made or loaded without env.
+        Stepping the envs training steps moves them: a later ``learn`` goes on from its own last
+        observation (SB3 resets them when ``learn`` starts). ``proxima.evaluate_policy`` takes the
+        returned env; SB3's ``evaluate_policy`` takes only SB3's own ``VecEnv`` classes.
+
+        :return: The current environment
+        """
+        if self._vec_env is None and self._env_given is not None:
+            from .vec_env import for_model
+
+            self._vec_env = for_model(self._env_given, self.n_envs)
+        return self._vec_env
 
     def set_random_seed(self, seed: Optional[int] = None) -> None:
         """Seeds ``predict``'s sampling (a training run's seed is fixed when it is built)."""
@@ -519,7 +588,7 @@ class BaseAlgorithm:
         return f"{type(self).__name__}(env={env!r}, num_timesteps={self.num_timesteps})"
 
 
-def _toml_value(text: str) -> Any:
+def _toml_value(text: str) -> ConfigValue:
     """One value of the config's TOML (numbers, booleans, strings, lists of numbers)."""
     if text in ("true", "false"):
         return text == "true"
@@ -534,7 +603,19 @@ def _toml_value(text: str) -> Any:
         return float(text)
 
 
-def _resolve_model_file(path: str) -> str:
+def _checked_path(what: str, path: Union[str, os.PathLike[str]]) -> str:
+    """``path`` as a str; an empty one is a ``ValueError`` (it would name ``./.safetensors``)."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"{what}: path must be a str or os.PathLike, got {type(path).__name__}")
+    text = os.fspath(path)
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"{what}: the path is empty; give a file name, such as 'ppo_cartpole' (.safetensors is added)")
+    return text
+
+
+def _resolve_model_file(what: str, path: Union[str, os.PathLike[str]]) -> str:
+    """The model file ``path`` names: itself, with ``.safetensors`` added, or a run directory's."""
+    path = _checked_path(what, path)
     if os.path.isdir(path):
         candidate = os.path.join(path, "model.safetensors")
         if os.path.isfile(candidate):
@@ -554,7 +635,7 @@ def _algo_of(config_toml: str) -> str:
     return "ppo"
 
 
-def _spaces_of_loaded(model: Any) -> tuple:
+def _spaces_of_loaded(model: _proxima.Model) -> tuple[gym.spaces.Space, gym.spaces.Space]:
     import gymnasium
 
     env_id = model.env_id
@@ -569,7 +650,7 @@ def _spaces_of_loaded(model: Any) -> tuple:
     return _spaces_of_model(model)
 
 
-def _spaces_of_model(model: Any) -> tuple:
+def _spaces_of_model(model: _proxima.Model) -> tuple[gym.spaces.Space, gym.spaces.Space]:
     """The (observation, action) spaces as the Rust model describes them."""
     import gymnasium
 
@@ -641,19 +722,20 @@ class _ProgressBar:
             print(file=sys.stderr)
 
 
-def _lr_sets(learning_rate: Union[float, Schedule]) -> list[str]:
+def _lr_settings(learning_rate: Union[float, Schedule]) -> dict[str, Setting]:
     lr = learning_rate(1.0) if callable(learning_rate) else learning_rate
     if isinstance(lr, bool) or not isinstance(lr, (int, float, np.number)):
         raise TypeError(f"learning_rate must be a float or a schedule (progress_remaining -> float), got {lr!r}")
-    return [f"learning_rate={_fmt(float(lr))}", "anneal_lr=false"]
+    return {"learning_rate": float(lr), "anneal_lr": False}
 
 
-def _common_sets(h: dict) -> list[str]:
-    return _lr_sets(h["learning_rate"]) + [
-        f"n_steps={int(h['n_steps'])}",
-        f"gamma={_fmt(float(h['gamma']))}",
-        f"gae_lambda={_fmt(float(h['gae_lambda']))}",
-    ]
+def _common_settings(h: dict[str, Any]) -> dict[str, Setting]:
+    return {
+        **_lr_settings(h["learning_rate"]),
+        "n_steps": int(h["n_steps"]),
+        "gamma": float(h["gamma"]),
+        "gae_lambda": float(h["gae_lambda"]),
+    }
 
 
 class PPO(BaseAlgorithm):
@@ -666,8 +748,8 @@ class PPO(BaseAlgorithm):
 
     def __init__(
         self,
-        policy: Any,
-        env: Any,
+        policy: PolicyType,
+        env: Optional[EnvLike],
         learning_rate: Union[float, Schedule] = 3e-4,
         n_steps: int = 2048,
         batch_size: int = 64,
@@ -682,12 +764,12 @@ class PPO(BaseAlgorithm):
         max_grad_norm: float = 0.5,
         use_sde: bool = False,
         sde_sample_freq: int = -1,
-        rollout_buffer_class: Any = None,
-        rollout_buffer_kwargs: Optional[dict] = None,
+        rollout_buffer_class: Optional[type] = None,
+        rollout_buffer_kwargs: Optional[dict[str, Any]] = None,
         target_kl: Optional[float] = None,
         stats_window_size: int = 100,
         tensorboard_log: Optional[str] = None,
-        policy_kwargs: Optional[dict] = None,
+        policy_kwargs: Optional[dict[str, Any]] = None,
         verbose: int = 0,
         seed: Optional[int] = None,
         device: str = "auto",
@@ -697,27 +779,27 @@ class PPO(BaseAlgorithm):
         hyper = {k: v for k, v in locals().items() if k not in ("self", "policy", "env", "kwargs", "__class__")}
         super().__init__(policy, env, hyper, kwargs)
 
-    def _settings(self, h: dict) -> list[str]:
+    def _settings(self, h: dict[str, Any]) -> dict[str, Setting]:
         if callable(h["clip_range_vf"]):
             raise NotImplementedError("a callable clip_range_vf is not supported yet (a float or None is)")
         clip = h["clip_range"](1.0) if callable(h["clip_range"]) else h["clip_range"]
-        return _common_sets(h) + [
-            "algo=ppo",
-            f"batch_size={int(h['batch_size'])}",
-            f"n_epochs={int(h['n_epochs'])}",
-            f"clip_range={_fmt(float(clip))}",
-            f"clip_range_vf={_fmt(h['clip_range_vf'])}",
-            "normalize_advantage=" + ("minibatch" if h["normalize_advantage"] else "off"),
-            f"ent_coef={_fmt(float(h['ent_coef']))}",
-            f"vf_coef={_fmt(float(h['vf_coef']))}",
-            f"max_grad_norm={_fmt(h['max_grad_norm'])}",
-            f"target_kl={_fmt(h['target_kl'])}",
-        ]
+        return {
+            **_common_settings(h),
+            "algo": "ppo",
+            "batch_size": int(h["batch_size"]),
+            "n_epochs": int(h["n_epochs"]),
+            "clip_range": float(clip),
+            "clip_range_vf": _setting(h["clip_range_vf"]),
+            "normalize_advantage": "minibatch" if h["normalize_advantage"] else "off",
+            "ent_coef": float(h["ent_coef"]),
+            "vf_coef": float(h["vf_coef"]),
+            "max_grad_norm": _setting(h["max_grad_norm"]),
+            "target_kl": _setting(h["target_kl"]),
+        }
 
-    def learn(self, total_timesteps: int, callback: Any = None, log_interval: int = 1,
-              tb_log_name: str = "PPO", reset_num_timesteps: bool = True, progress_bar: bool = False) -> "PPO":
-        """Trains for ``total_timesteps`` env steps and returns ``self`` (SB3's ``PPO.learn``;
-        see ``BaseAlgorithm.learn``)."""
+    def learn(self, total_timesteps: int, callback: MaybeCallback = None, log_interval: int = 1,
+              tb_log_name: str = "PPO", reset_num_timesteps: bool = True, progress_bar: bool = False) -> PPO:
+        """(SB3's ``PPO.learn``: see ``BaseAlgorithm.learn``.)"""
         return super().learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar)
 
 
@@ -730,8 +812,8 @@ class A2C(BaseAlgorithm):
 
     def __init__(
         self,
-        policy: Any,
-        env: Any,
+        policy: PolicyType,
+        env: Optional[EnvLike],
         learning_rate: Union[float, Schedule] = 7e-4,
         n_steps: int = 5,
         gamma: float = 0.99,
@@ -743,12 +825,12 @@ class A2C(BaseAlgorithm):
         use_rms_prop: bool = True,
         use_sde: bool = False,
         sde_sample_freq: int = -1,
-        rollout_buffer_class: Any = None,
-        rollout_buffer_kwargs: Optional[dict] = None,
+        rollout_buffer_class: Optional[type] = None,
+        rollout_buffer_kwargs: Optional[dict[str, Any]] = None,
         normalize_advantage: bool = False,
         stats_window_size: int = 100,
         tensorboard_log: Optional[str] = None,
-        policy_kwargs: Optional[dict] = None,
+        policy_kwargs: Optional[dict[str, Any]] = None,
         verbose: int = 0,
         seed: Optional[int] = None,
         device: str = "auto",
@@ -758,21 +840,21 @@ class A2C(BaseAlgorithm):
         hyper = {k: v for k, v in locals().items() if k not in ("self", "policy", "env", "kwargs", "__class__")}
         super().__init__(policy, env, hyper, kwargs)
 
-    def _settings(self, h: dict) -> list[str]:
-        return _common_sets(h) + [
-            "algo=a2c",
-            f"ent_coef={_fmt(float(h['ent_coef']))}",
-            f"vf_coef={_fmt(float(h['vf_coef']))}",
-            f"max_grad_norm={_fmt(h['max_grad_norm'])}",
-            f"rms_prop_eps={_fmt(float(h['rms_prop_eps']))}",
-            "optimizer=" + ("rmsprop" if h["use_rms_prop"] else "adam"),
-            "normalize_advantage=" + ("batch" if h["normalize_advantage"] else "off"),
-        ]
+    def _settings(self, h: dict[str, Any]) -> dict[str, Setting]:
+        return {
+            **_common_settings(h),
+            "algo": "a2c",
+            "ent_coef": float(h["ent_coef"]),
+            "vf_coef": float(h["vf_coef"]),
+            "max_grad_norm": _setting(h["max_grad_norm"]),
+            "rms_prop_eps": float(h["rms_prop_eps"]),
+            "optimizer": "rmsprop" if h["use_rms_prop"] else "adam",
+            "normalize_advantage": "batch" if h["normalize_advantage"] else "off",
+        }
 
-    def learn(self, total_timesteps: int, callback: Any = None, log_interval: int = 100,
-              tb_log_name: str = "A2C", reset_num_timesteps: bool = True, progress_bar: bool = False) -> "A2C":
-        """Trains for ``total_timesteps`` env steps and returns ``self`` (SB3's ``A2C.learn``;
-        see ``BaseAlgorithm.learn``)."""
+    def learn(self, total_timesteps: int, callback: MaybeCallback = None, log_interval: int = 100,
+              tb_log_name: str = "A2C", reset_num_timesteps: bool = True, progress_bar: bool = False) -> A2C:
+        """(SB3's ``A2C.learn``: see ``BaseAlgorithm.learn``.)"""
         return super().learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar)
 
 
@@ -786,8 +868,8 @@ class TRPO(BaseAlgorithm):
 
     def __init__(
         self,
-        policy: Any,
-        env: Any,
+        policy: PolicyType,
+        env: Optional[EnvLike],
         learning_rate: Union[float, Schedule] = 1e-3,
         n_steps: int = 2048,
         batch_size: int = 128,
@@ -800,14 +882,14 @@ class TRPO(BaseAlgorithm):
         gae_lambda: float = 0.95,
         use_sde: bool = False,
         sde_sample_freq: int = -1,
-        rollout_buffer_class: Any = None,
-        rollout_buffer_kwargs: Optional[dict] = None,
+        rollout_buffer_class: Optional[type] = None,
+        rollout_buffer_kwargs: Optional[dict[str, Any]] = None,
         normalize_advantage: bool = True,
         target_kl: float = 0.01,
         sub_sampling_factor: int = 1,
         stats_window_size: int = 100,
         tensorboard_log: Optional[str] = None,
-        policy_kwargs: Optional[dict] = None,
+        policy_kwargs: Optional[dict[str, Any]] = None,
         verbose: int = 0,
         seed: Optional[int] = None,
         device: str = "auto",
@@ -817,55 +899,29 @@ class TRPO(BaseAlgorithm):
         hyper = {k: v for k, v in locals().items() if k not in ("self", "policy", "env", "kwargs", "__class__")}
         super().__init__(policy, env, hyper, kwargs)
 
-    def _settings(self, h: dict) -> list[str]:
+    def _settings(self, h: dict[str, Any]) -> dict[str, Setting]:
         if int(h["sub_sampling_factor"]) != 1:
             raise NotImplementedError("sub_sampling_factor other than 1 is not supported yet")
-        return _common_sets(h) + [
-            "algo=trpo",
-            f"batch_size={int(h['batch_size'])}",
-            f"cg_max_steps={int(h['cg_max_steps'])}",
-            f"cg_damping={_fmt(float(h['cg_damping']))}",
-            f"line_search_shrinking_factor={_fmt(float(h['line_search_shrinking_factor']))}",
-            f"line_search_max_iter={int(h['line_search_max_iter'])}",
-            f"n_critic_updates={int(h['n_critic_updates'])}",
-            "normalize_advantage=" + ("batch" if h["normalize_advantage"] else "off"),
-            f"target_kl={_fmt(float(h['target_kl']))}",
-        ]
+        return {
+            **_common_settings(h),
+            "algo": "trpo",
+            "batch_size": int(h["batch_size"]),
+            "cg_max_steps": int(h["cg_max_steps"]),
+            "cg_damping": float(h["cg_damping"]),
+            "line_search_shrinking_factor": float(h["line_search_shrinking_factor"]),
+            "line_search_max_iter": int(h["line_search_max_iter"]),
+            "n_critic_updates": int(h["n_critic_updates"]),
+            "normalize_advantage": "batch" if h["normalize_advantage"] else "off",
+            "target_kl": float(h["target_kl"]),
+        }
 
-    def learn(self, total_timesteps: int, callback: Any = None, log_interval: int = 1,
-              tb_log_name: str = "TRPO", reset_num_timesteps: bool = True, progress_bar: bool = False) -> "TRPO":
-        """Trains for ``total_timesteps`` env steps and returns ``self`` (SB3's ``TRPO.learn``;
-        see ``BaseAlgorithm.learn``)."""
+    def learn(self, total_timesteps: int, callback: MaybeCallback = None, log_interval: int = 1,
+              tb_log_name: str = "TRPO", reset_num_timesteps: bool = True, progress_bar: bool = False) -> TRPO:
+        """(SB3's ``TRPO.learn``: see ``BaseAlgorithm.learn``.)"""
         return super().learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar)
 
 
-_OFF_POLICY_DOC = """
-
-    Parameters are SB3's, with SB3's defaults and meaning. What Proxima adds or differs in:
-
-    * ``policy``: ``"MlpPolicy"``; ``policy_kwargs`` takes ``net_arch`` (a list, or
-      ``dict(pi=..., qf=...)`` with equal ``pi`` and ``qf``) and ``n_critics``; the layers are
-      ReLU with PyTorch's default initialisation, as SB3's.
-    * ``env``: as for ``PPO``, with a ``Box`` action space.
-    * ``train_freq``: an int or ``(n, "step")``; ``(n, "episode")`` is not supported yet, nor
-      ``gradient_steps=-1``, ``replay_buffer_class``, ``optimize_memory_usage``, ``use_sde``.
-    * ``action_noise`` (TD3, DDPG): ``None`` or a ``NormalActionNoise`` with zero mean and one σ
-      for every dimension (σ in the [−1, 1]-scaled action space, as SB3 adds it).
-    * ``learn``'s ``callback``: ``_on_step`` after every env step, as SB3's; ``on_rollout_start``
-      / ``on_rollout_end`` around each logged iteration of ``n_steps`` env steps (SB3: every
-      ``train_freq`` steps). A ``save`` from inside a callback writes the current weights with
-      the optimiser state and counters of that iteration's start; between ``learn`` calls it
-      is exact. The replay buffer is not in the saved file (``proxima train`` checkpoints keep
-      it beside them; ``save_replay_buffer`` is not offered yet).
-    * ``n_steps``: SB3's n-step returns; only 1 (one-step targets) is supported yet. (The CLI's
-      ``n_steps`` key for these algorithms is another thing: the env steps of one logged
-      iteration, 100; it cannot be set from Python.)
-    * ``**kwargs``: Proxima's config keys (``proxima.CONFIG_KEYS``), e.g. ``n_envs=4`` for an
-      env id.
-    """
-
-
-def _train_freq(value: Any) -> int:
+def _train_freq(value: TrainFreq) -> int:
     if isinstance(value, tuple):
         if len(value) != 2 or str(value[1]) not in ("step", "episode"):
             raise ValueError(f"train_freq must be an int or (n, 'step' | 'episode'); got {value!r}")
@@ -877,17 +933,17 @@ def _train_freq(value: Any) -> int:
     return int(value)
 
 
-def _off_policy_policy_sets(policy_kwargs: Optional[dict]) -> list[str]:
-    sets: list[str] = []
+def _off_policy_policy_settings(policy_kwargs: Optional[dict[str, Any]]) -> dict[str, Setting]:
+    sets: dict[str, Setting] = {}
     for key, value in (policy_kwargs or {}).items():
         if key == "net_arch":
             if isinstance(value, dict):
                 if set(value) - {"pi", "qf"} or list(value.get("pi", [])) != list(value.get("qf", [])):
                     raise NotImplementedError(f"net_arch {value!r}: a dict needs equal 'pi' and 'qf' (other shapes are not supported yet)")
                 value = list(value["pi"])
-            sets.append("net_arch=" + _fmt(_net_arch(value)))
+            sets["net_arch"] = _net_arch(value)
         elif key == "n_critics":
-            sets.append(f"n_critics={int(value)}")
+            sets["n_critics"] = int(value)
         elif key == "activation_fn":
             if _activation_name(value) != "relu":
                 raise NotImplementedError("the off-policy networks are SB3's ReLU MLPs; activation_fn other than ReLU is not supported")
@@ -901,7 +957,18 @@ def _off_policy_policy_sets(policy_kwargs: Optional[dict]) -> list[str]:
     return sets
 
 
-def _noise_std(action_noise: Any) -> float:
+def _auto_or_float(name: str, value: Union[str, float], is_auto: Callable[[str], bool]) -> Union[str, float]:
+    """SAC's ``ent_coef`` / ``target_entropy``: an ``auto`` word as it is, else a float (as SB3 reads a
+    string such as ``"0.1"``)."""
+    if isinstance(value, str) and is_auto(value):
+        return value
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a float or 'auto', got {value!r}") from None
+
+
+def _noise_std(action_noise: Optional[ActionNoise]) -> float:
     """A ``NormalActionNoise``'s σ (zero mean, one σ for every dimension), or 0 for ``None``."""
     if action_noise is None:
         return 0.0
@@ -919,7 +986,7 @@ def _noise_std(action_noise: Any) -> float:
 class _OffPolicyAlgorithm(BaseAlgorithm):
     """What SAC, TD3 and DDPG share (SB3's ``OffPolicyAlgorithm`` arguments)."""
 
-    def _check_unsupported(self, hyper: dict) -> None:
+    def _check_unsupported(self, hyper: dict[str, Any]) -> None:
         for key in ("replay_buffer_class", "replay_buffer_kwargs"):
             if hyper.pop(key, None) is not None:
                 raise NotImplementedError(f"{key} is not supported: Proxima's replay buffer is built in")
@@ -931,31 +998,35 @@ class _OffPolicyAlgorithm(BaseAlgorithm):
             raise NotImplementedError("use_sde_at_warmup needs use_sde, which is not supported yet")
         super()._check_unsupported(hyper)
 
-    def _off_policy_sets(self, h: dict) -> list[str]:
+    def _off_policy_settings(self, h: dict[str, Any]) -> dict[str, Setting]:
         if int(h["gradient_steps"]) < 0:
             raise NotImplementedError("gradient_steps=-1 (as many as env steps) is not supported yet: give the number")
         size = h["buffer_size"]
         if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or not 1 <= int(size) < 2**63:
             raise ValueError(f"buffer_size must be a positive int (transitions), got {size!r}")
-        return _lr_sets(h["learning_rate"]) + [
-            f"algo={self._algo}",
-            f"buffer_size={int(h['buffer_size'])}",
-            f"learning_starts={int(h['learning_starts'])}",
-            f"batch_size={int(h['batch_size'])}",
-            f"tau={_fmt(float(h['tau']))}",
-            f"gamma={_fmt(float(h['gamma']))}",
-            f"train_freq={_train_freq(h['train_freq'])}",
-            f"gradient_steps={int(h['gradient_steps'])}",
-        ] + _off_policy_policy_sets(h.get("policy_kwargs"))
+        return {
+            **_lr_settings(h["learning_rate"]),
+            "algo": self._algo,
+            "buffer_size": int(h["buffer_size"]),
+            "learning_starts": int(h["learning_starts"]),
+            "batch_size": int(h["batch_size"]),
+            "tau": float(h["tau"]),
+            "gamma": float(h["gamma"]),
+            "train_freq": _train_freq(h["train_freq"]),
+            "gradient_steps": int(h["gradient_steps"]),
+        }
 
-    def _noise(self, action_noise: Any) -> float:
+    def _policy_settings(self, policy_kwargs: Optional[dict[str, Any]]) -> dict[str, Setting]:
+        return _off_policy_policy_settings(policy_kwargs)
+
+    def _noise(self, action_noise: Optional[ActionNoise]) -> float:
         """σ of ``action_noise`` (`_noise_std`); its size is checked against the env's actions."""
         std = _noise_std(action_noise)
         if action_noise is not None:
             self._noise_dim = int(np.asarray(action_noise._sigma).size)
         return std
 
-    def _settings(self, hyper: dict) -> list[str]:  # pragma: no cover - each algorithm has its own
+    def _settings(self, hyper: dict[str, Any]) -> dict[str, Setting]:  # pragma: no cover - each algorithm has its own
         raise NotImplementedError
 
 
@@ -970,19 +1041,19 @@ class SAC(_OffPolicyAlgorithm):
 
     def __init__(
         self,
-        policy: Any,
-        env: Any,
+        policy: PolicyType,
+        env: Optional[EnvLike],
         learning_rate: Union[float, Schedule] = 3e-4,
         buffer_size: int = 1_000_000,
         learning_starts: int = 100,
         batch_size: int = 256,
         tau: float = 0.005,
         gamma: float = 0.99,
-        train_freq: Union[int, tuple] = 1,
+        train_freq: TrainFreq = 1,
         gradient_steps: int = 1,
-        action_noise: Any = None,
-        replay_buffer_class: Any = None,
-        replay_buffer_kwargs: Optional[dict] = None,
+        action_noise: Optional[ActionNoise] = None,
+        replay_buffer_class: Optional[type] = None,
+        replay_buffer_kwargs: Optional[dict[str, Any]] = None,
         optimize_memory_usage: bool = False,
         n_steps: int = 1,
         ent_coef: Union[str, float] = "auto",
@@ -993,7 +1064,7 @@ class SAC(_OffPolicyAlgorithm):
         use_sde_at_warmup: bool = False,
         stats_window_size: int = 100,
         tensorboard_log: Optional[str] = None,
-        policy_kwargs: Optional[dict] = None,
+        policy_kwargs: Optional[dict[str, Any]] = None,
         verbose: int = 0,
         seed: Optional[int] = None,
         device: str = "auto",
@@ -1003,23 +1074,19 @@ class SAC(_OffPolicyAlgorithm):
         hyper = {k: v for k, v in locals().items() if k not in ("self", "policy", "env", "kwargs", "__class__")}
         super().__init__(policy, env, hyper, kwargs)
 
-    def _settings(self, h: dict) -> list[str]:
+    def _settings(self, h: dict[str, Any]) -> dict[str, Setting]:
         if h["action_noise"] is not None:
             raise NotImplementedError("action_noise with SAC is not supported yet (SAC explores by sampling π)")
-        ent = h["ent_coef"]
-        ent = ent if isinstance(ent, str) else _fmt(float(ent))
-        target = h["target_entropy"]
-        target = target if isinstance(target, str) else _fmt(float(target))
-        return self._off_policy_sets(h) + [
-            f'ent_coef="{ent}"' if ent.startswith("auto") else f"ent_coef={ent}",
-            f"target_update_interval={int(h['target_update_interval'])}",
-            f'target_entropy="{target}"' if target == "auto" else f"target_entropy={target}",
-        ]
+        return {
+            **self._off_policy_settings(h),
+            "ent_coef": _auto_or_float("ent_coef", h["ent_coef"], lambda s: s.startswith("auto")),
+            "target_update_interval": int(h["target_update_interval"]),
+            "target_entropy": _auto_or_float("target_entropy", h["target_entropy"], lambda s: s == "auto"),
+        }
 
-    def learn(self, total_timesteps: int, callback: Any = None, log_interval: int = 4,
-              tb_log_name: str = "SAC", reset_num_timesteps: bool = True, progress_bar: bool = False) -> "SAC":
-        """Trains for ``total_timesteps`` env steps and returns ``self`` (SB3's ``SAC.learn``;
-        see ``BaseAlgorithm.learn``)."""
+    def learn(self, total_timesteps: int, callback: MaybeCallback = None, log_interval: int = 4,
+              tb_log_name: str = "SAC", reset_num_timesteps: bool = True, progress_bar: bool = False) -> SAC:
+        """(SB3's ``SAC.learn``: see ``BaseAlgorithm.learn``.)"""
         return super().learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar)
 
 
@@ -1034,19 +1101,19 @@ class TD3(_OffPolicyAlgorithm):
 
     def __init__(
         self,
-        policy: Any,
-        env: Any,
+        policy: PolicyType,
+        env: Optional[EnvLike],
         learning_rate: Union[float, Schedule] = 1e-3,
         buffer_size: int = 1_000_000,
         learning_starts: int = 100,
         batch_size: int = 256,
         tau: float = 0.005,
         gamma: float = 0.99,
-        train_freq: Union[int, tuple] = 1,
+        train_freq: TrainFreq = 1,
         gradient_steps: int = 1,
-        action_noise: Any = None,
-        replay_buffer_class: Any = None,
-        replay_buffer_kwargs: Optional[dict] = None,
+        action_noise: Optional[ActionNoise] = None,
+        replay_buffer_class: Optional[type] = None,
+        replay_buffer_kwargs: Optional[dict[str, Any]] = None,
         optimize_memory_usage: bool = False,
         n_steps: int = 1,
         policy_delay: int = 2,
@@ -1054,7 +1121,7 @@ class TD3(_OffPolicyAlgorithm):
         target_noise_clip: float = 0.5,
         stats_window_size: int = 100,
         tensorboard_log: Optional[str] = None,
-        policy_kwargs: Optional[dict] = None,
+        policy_kwargs: Optional[dict[str, Any]] = None,
         verbose: int = 0,
         seed: Optional[int] = None,
         device: str = "auto",
@@ -1064,18 +1131,18 @@ class TD3(_OffPolicyAlgorithm):
         hyper = {k: v for k, v in locals().items() if k not in ("self", "policy", "env", "kwargs", "__class__")}
         super().__init__(policy, env, hyper, kwargs)
 
-    def _settings(self, h: dict) -> list[str]:
-        return self._off_policy_sets(h) + [
-            f"noise_std={_fmt(self._noise(h['action_noise']))}",
-            f"policy_delay={int(h['policy_delay'])}",
-            f"target_policy_noise={_fmt(float(h['target_policy_noise']))}",
-            f"target_noise_clip={_fmt(float(h['target_noise_clip']))}",
-        ]
+    def _settings(self, h: dict[str, Any]) -> dict[str, Setting]:
+        return {
+            **self._off_policy_settings(h),
+            "noise_std": self._noise(h["action_noise"]),
+            "policy_delay": int(h["policy_delay"]),
+            "target_policy_noise": float(h["target_policy_noise"]),
+            "target_noise_clip": float(h["target_noise_clip"]),
+        }
 
-    def learn(self, total_timesteps: int, callback: Any = None, log_interval: int = 4,
-              tb_log_name: str = "TD3", reset_num_timesteps: bool = True, progress_bar: bool = False) -> "TD3":
-        """Trains for ``total_timesteps`` env steps and returns ``self`` (SB3's ``TD3.learn``;
-        see ``BaseAlgorithm.learn``)."""
+    def learn(self, total_timesteps: int, callback: MaybeCallback = None, log_interval: int = 4,
+              tb_log_name: str = "TD3", reset_num_timesteps: bool = True, progress_bar: bool = False) -> TD3:
+        """(SB3's ``TD3.learn``: see ``BaseAlgorithm.learn``.)"""
         return super().learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar)
 
 
@@ -1089,23 +1156,23 @@ class DDPG(_OffPolicyAlgorithm):
 
     def __init__(
         self,
-        policy: Any,
-        env: Any,
+        policy: PolicyType,
+        env: Optional[EnvLike],
         learning_rate: Union[float, Schedule] = 1e-3,
         buffer_size: int = 1_000_000,
         learning_starts: int = 100,
         batch_size: int = 256,
         tau: float = 0.005,
         gamma: float = 0.99,
-        train_freq: Union[int, tuple] = 1,
+        train_freq: TrainFreq = 1,
         gradient_steps: int = 1,
-        action_noise: Any = None,
-        replay_buffer_class: Any = None,
-        replay_buffer_kwargs: Optional[dict] = None,
+        action_noise: Optional[ActionNoise] = None,
+        replay_buffer_class: Optional[type] = None,
+        replay_buffer_kwargs: Optional[dict[str, Any]] = None,
         optimize_memory_usage: bool = False,
         n_steps: int = 1,
         tensorboard_log: Optional[str] = None,
-        policy_kwargs: Optional[dict] = None,
+        policy_kwargs: Optional[dict[str, Any]] = None,
         verbose: int = 0,
         seed: Optional[int] = None,
         device: str = "auto",
@@ -1115,19 +1182,36 @@ class DDPG(_OffPolicyAlgorithm):
         hyper = {k: v for k, v in locals().items() if k not in ("self", "policy", "env", "kwargs", "__class__")}
         super().__init__(policy, env, hyper, kwargs)
 
-    def _settings(self, h: dict) -> list[str]:
-        return self._off_policy_sets(h) + [f"noise_std={_fmt(self._noise(h['action_noise']))}"]
+    def _settings(self, h: dict[str, Any]) -> dict[str, Setting]:
+        return {**self._off_policy_settings(h), "noise_std": self._noise(h["action_noise"])}
 
-    def learn(self, total_timesteps: int, callback: Any = None, log_interval: int = 4,
-              tb_log_name: str = "DDPG", reset_num_timesteps: bool = True, progress_bar: bool = False) -> "DDPG":
-        """Trains for ``total_timesteps`` env steps and returns ``self`` (SB3's ``DDPG.learn``;
-        see ``BaseAlgorithm.learn``)."""
+    def learn(self, total_timesteps: int, callback: MaybeCallback = None, log_interval: int = 4,
+              tb_log_name: str = "DDPG", reset_num_timesteps: bool = True, progress_bar: bool = False) -> DDPG:
+        """(SB3's ``DDPG.learn``: see ``BaseAlgorithm.learn``.)"""
         return super().learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar)
 
 
-for _cls in (PPO, A2C, TRPO):
-    _cls.__doc__ = (_cls.__doc__ or "") + _ARGS_DOC
-    _cls.learn.__doc__ = BaseAlgorithm.learn.__doc__
-for _cls in (SAC, TD3, DDPG):
-    _cls.__doc__ = (_cls.__doc__ or "") + _OFF_POLICY_DOC
-    _cls.learn.__doc__ = BaseAlgorithm.learn.__doc__
+def _document() -> None:
+    """Each class's parameters (SB3's ``:param name: ...``, see ``proxima._docs``) and its methods'."""
+    tables = {
+        PPO: (_docs.ON_POLICY, _docs.COMMON),
+        A2C: (_docs.A2C, _docs.ON_POLICY, _docs.COMMON),
+        TRPO: (_docs.TRPO, _docs.ON_POLICY, _docs.COMMON),
+        SAC: (_docs.SAC, _docs.OFF_POLICY, _docs.COMMON),
+        TD3: (_docs.TD3, _docs.OFF_POLICY, _docs.COMMON),
+        DDPG: (_docs.OFF_POLICY, _docs.COMMON),
+    }
+    base = BaseAlgorithm
+    base.learn.__doc__ = _docs.with_params(base.learn.__doc__, base.learn, _docs.LEARN, returns="the trained model")
+    base.predict.__doc__ = _docs.with_params(base.predict.__doc__, base.predict, _docs.PREDICT,
+                                             returns="the model's action and the next hidden state (``state``)")
+    base.save.__doc__ = _docs.with_params(base.save.__doc__, base.save, _docs.SAVE)
+    base.load.__func__.__doc__ = _docs.with_params(base.load.__doc__, base.load, _docs.LOAD,
+                                                   returns="new model instance with loaded parameters")
+    for cls, cls_tables in tables.items():
+        notes = _docs.OFF_POLICY_NOTES if cls in (SAC, TD3, DDPG) else _docs.ON_POLICY_NOTES
+        cls.__doc__ = _docs.with_params(cls.__doc__ or "", cls.__init__, *cls_tables, notes=notes)
+        cls.learn.__doc__ = base.learn.__doc__
+
+
+_document()

@@ -17,31 +17,38 @@ cannot be called from a callback: ``RuntimeError``.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 import numpy as np
 
+if TYPE_CHECKING:
+    from .algorithms import BaseAlgorithm
+    from .type_aliases import GymEnv, MaybeCallback
+
 
 class BaseCallback:
-    """The base class of callbacks (SB3's ``BaseCallback``; see the module docs)."""
+    """Base class for callback (SB3's ``BaseCallback``; see the module docs).
+
+    :param verbose: Verbosity level: 0 for no output, 1 for info messages, 2 for debug messages
+    """
 
     def __init__(self, verbose: int = 0):
         self.verbose = verbose
-        self.model: Any = None
+        self.model: Optional[BaseAlgorithm] = None
         self.n_calls = 0
         self.num_timesteps = 0
-        self.locals: dict = {}
-        self.globals: dict = {}
+        self.locals: dict[str, Any] = {}
+        self.globals: dict[str, Any] = {}
         self.parent: Optional[BaseCallback] = None
 
-    def init_callback(self, model: Any) -> None:
+    def init_callback(self, model: BaseAlgorithm) -> None:
         self.model = model
         self._init_callback()
 
     def _init_callback(self) -> None:
         pass
 
-    def on_training_start(self, locals_: dict, globals_: dict) -> None:
+    def on_training_start(self, locals_: dict[str, Any], globals_: dict[str, Any]) -> None:
         self.locals, self.globals = dict(locals_), globals_
         self.num_timesteps = self.model.num_timesteps
         self._on_training_start()
@@ -75,14 +82,14 @@ class BaseCallback:
     def _on_training_end(self) -> None:
         pass
 
-    def update_locals(self, locals_: dict) -> None:
+    def update_locals(self, locals_: dict[str, Any]) -> None:
         self.locals.update(locals_)
         self.update_child_locals(locals_)
 
-    def update_child_locals(self, locals_: dict) -> None:
+    def update_child_locals(self, locals_: dict[str, Any]) -> None:
         pass
 
-    def on_update_end(self, report: dict) -> bool:
+    def on_update_end(self, report: dict[str, Any]) -> bool:
         """After each update (Proxima's hook); ``False`` stops."""
         self.update_locals({"report": report})
         return self._on_update_end() is not False
@@ -92,7 +99,10 @@ class BaseCallback:
 
 
 class CallbackList(BaseCallback):
-    """Several callbacks, called in order; training stops when any ``_on_step`` says so."""
+    """Class for chaining callbacks: called in order; training stops when any ``_on_step`` says so.
+
+    :param callbacks: A list of callbacks that will be called sequentially.
+    """
 
     def __init__(self, callbacks: list[BaseCallback]):
         super().__init__()
@@ -127,15 +137,20 @@ class CallbackList(BaseCallback):
         results = [c.on_update_end(self.locals.get("report", {})) for c in self.callbacks]
         return all(results)
 
-    def update_child_locals(self, locals_: dict) -> None:
+    def update_child_locals(self, locals_: dict[str, Any]) -> None:
         for c in self.callbacks:
             c.update_locals(locals_)
 
 
 class ConvertCallback(BaseCallback):
-    """A function ``f(locals, globals) -> bool`` as a callback (SB3's)."""
+    """Convert functional callback (old-style) to object (SB3's).
 
-    def __init__(self, callback: Callable[[dict, dict], Any], verbose: int = 0):
+    :param callback: a function ``f(locals, globals) -> bool`` called at every step; a falsy answer
+        (``None`` too, as in SB3) stops training
+    :param verbose: Verbosity level: 0 for no output, 1 for info messages, 2 for debug messages
+    """
+
+    def __init__(self, callback: Callable[[dict[str, Any], dict[str, Any]], bool], verbose: int = 0):
         super().__init__(verbose)
         self.callback = callback
 
@@ -162,8 +177,19 @@ class _Every(BaseCallback):
 
 
 class CheckpointCallback(_Every):
-    """Saves the model every ``save_freq`` steps of the envs as
-    ``{save_path}/{name_prefix}_{num_timesteps}_steps.safetensors``."""
+    """Save a checkpoint every ``save_freq`` calls of the callback (steps of the vector env, as SB3's:
+    with ``n_envs`` envs each call is ``n_envs`` env steps) as
+    ``{save_path}/{name_prefix}_{num_timesteps}_steps.safetensors``.
+
+    :param save_freq: Save checkpoints every ``save_freq`` call of the callback (a positive int,
+        ``ValueError`` otherwise).
+    :param save_path: Path to the folder where the model will be saved (made when missing).
+    :param name_prefix: Common prefix to the saved models
+    :param save_replay_buffer: Save the model replay buffer. Proxima: not offered yet; ignored.
+    :param save_vecnormalize: Save the ``VecNormalize`` statistics. Proxima: the normalisation statistics
+        are in the model file already; ignored.
+    :param verbose: Verbosity level: 0 for no output, 2 for indicating when saving model checkpoint
+    """
 
     def __init__(self, save_freq: int, save_path: str, name_prefix: str = "rl_model", save_replay_buffer: bool = False,
                  save_vecnormalize: bool = False, verbose: int = 0):
@@ -182,8 +208,14 @@ class CheckpointCallback(_Every):
 
 
 class StopTrainingOnRewardThreshold(BaseCallback):
-    """For ``EvalCallback(callback_on_new_best=...)``: stops when the best mean reward reaches
-    ``reward_threshold``."""
+    """Stop the training once a threshold in episodic reward has been reached (i.e. when the model is
+    good enough). It must be used with the ``EvalCallback`` (``callback_on_new_best=...``;
+    ``ValueError`` otherwise).
+
+    :param reward_threshold: Minimum expected reward per episode to stop training.
+    :param verbose: Verbosity level: 0 for no output, 1 for indicating when training ended because
+        episodic reward threshold reached
+    """
 
     def __init__(self, reward_threshold: float, verbose: int = 0):
         super().__init__(verbose)
@@ -199,13 +231,31 @@ class StopTrainingOnRewardThreshold(BaseCallback):
 
 
 class EvalCallback(_Every):
-    """Evaluates the model every ``eval_freq`` steps (per env) on ``eval_env`` for
-    ``n_eval_episodes`` episodes (``proxima.evaluate_policy``); writes
-    ``{log_path}/evaluations.npz`` (``timesteps``, ``results``, ``ep_lengths``, as SB3's) and the
-    best model to ``{best_model_save_path}/best_model.safetensors``; calls
-    ``callback_on_new_best`` on a new best mean reward."""
+    """Callback for evaluating an agent: every ``eval_freq`` calls (steps of the vector env) it runs
+    ``proxima.evaluate_policy`` on ``eval_env``; writes ``{log_path}/evaluations.npz`` (``timesteps``,
+    ``results``, ``ep_lengths``, as SB3's) and the best model to
+    ``{best_model_save_path}/best_model.safetensors``.
 
-    def __init__(self, eval_env: Any, callback_on_new_best: Optional[BaseCallback] = None,
+    :param eval_env: The environment used for initialization: an env id, a Gymnasium env or vector env,
+        or an SB3 ``VecEnv`` (another kind raises ``TypeError`` here, not at the first evaluation)
+    :param callback_on_new_best: Callback to trigger when there is a new best model according to the
+        ``mean_reward``
+    :param callback_after_eval: Callback to trigger after every evaluation
+    :param n_eval_episodes: The number of episodes to test the agent
+    :param eval_freq: Evaluate the agent every ``eval_freq`` call of the callback.
+    :param log_path: Path to a folder where the evaluations (``evaluations.npz``) will be saved. It will
+        be updated at each evaluation.
+    :param best_model_save_path: Path to a folder where the best model according to performance on the
+        eval env will be saved.
+    :param deterministic: Whether the evaluation should use a stochastic or deterministic actions.
+    :param render: Whether to render or not the environment during evaluation. Proxima: not supported
+        (``evaluate_policy`` raises ``NotImplementedError`` for ``render=True``); ignored here.
+    :param verbose: Verbosity level: 0 for no output, 1 for indicating information about evaluation results
+    :param warn: Passed to ``evaluate_policy`` in SB3 (warns if ``eval_env`` has not been wrapped with a
+        Monitor wrapper). Proxima: counts rewards as ``env.step`` gives them; ignored.
+    """
+
+    def __init__(self, eval_env: Union[GymEnv, str], callback_on_new_best: Optional[BaseCallback] = None,
                  callback_after_eval: Optional[BaseCallback] = None, n_eval_episodes: int = 5, eval_freq: int = 10000,
                  log_path: Optional[str] = None, best_model_save_path: Optional[str] = None, deterministic: bool = True,
                  render: bool = False, verbose: int = 1, warn: bool = True):
@@ -260,8 +310,14 @@ class EvalCallback(_Every):
 
 
 class StopTrainingOnNoModelImprovement(BaseCallback):
-    """For ``EvalCallback(callback_after_eval=...)``: stops when the best mean reward has not
-    improved for ``max_no_improvement_evals`` evaluations in a row (after ``min_evals``)."""
+    """Stop the training early if there is no new best model (new best mean reward) after more than N
+    consecutive evaluations. It must be used with the ``EvalCallback`` (``callback_after_eval=...``).
+
+    :param max_no_improvement_evals: Maximum number of consecutive evaluations without a new best model.
+    :param min_evals: Number of evaluations before start to count evaluations without improvements.
+    :param verbose: Verbosity level: 0 for no output, 1 for indicating when training ended because no
+        new best model
+    """
 
     def __init__(self, max_no_improvement_evals: int, min_evals: int = 0, verbose: int = 0):
         super().__init__(verbose)
@@ -285,7 +341,11 @@ class StopTrainingOnNoModelImprovement(BaseCallback):
 
 
 class EveryNTimesteps(BaseCallback):
-    """Calls ``callback``'s ``on_step`` every ``n_steps`` env steps (over all envs)."""
+    """Trigger a callback every ``n_steps`` timesteps (env steps over all envs).
+
+    :param n_steps: Number of timesteps between two trigger (a positive int).
+    :param callback: Callback that will be called when the event is triggered.
+    """
 
     def __init__(self, n_steps: int, callback: BaseCallback):
         super().__init__()
@@ -305,7 +365,7 @@ class EveryNTimesteps(BaseCallback):
         return True
 
 
-def _as_callback(callback: Union[None, BaseCallback, list, Callable]) -> BaseCallback:
+def _as_callback(callback: MaybeCallback) -> BaseCallback:
     if callback is None:
         return CallbackList([])
     if isinstance(callback, BaseCallback):

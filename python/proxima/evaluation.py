@@ -3,12 +3,18 @@ env (an id, a Gymnasium env, or a vector env), returning the mean and std of the
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 import numpy as np
 
+if TYPE_CHECKING:
+    import gymnasium as gym
 
-def _as_vector_env(env: Any) -> Any:
+    from ._envs import _SameStepView
+    from .type_aliases import GymEnv, PolicyPredictor
+
+
+def _as_vector_env(env: Union[GymEnv, str]) -> tuple[Union[gym.vector.VectorEnv, _SameStepView], bool]:
     """A Gymnasium vector env (same-step autoreset) for an id, an env, or a vector env."""
     import gymnasium
     from gymnasium.vector import AutoresetMode, SyncVectorEnv
@@ -36,19 +42,40 @@ def _as_vector_env(env: Any) -> Any:
 
 
 def evaluate_policy(
-    model: Any,
-    env: Any,
+    model: PolicyPredictor,
+    env: Union[GymEnv, str],
     n_eval_episodes: int = 10,
     deterministic: bool = True,
     render: bool = False,
-    callback: Optional[Callable[[dict, dict], None]] = None,
+    callback: Optional[Callable[[dict[str, Any], dict[str, Any]], None]] = None,
     reward_threshold: Optional[float] = None,
     return_episode_rewards: bool = False,
     warn: bool = True,
 ) -> Union[tuple[float, float], tuple[list[float], list[int]]]:
-    """Runs ``n_eval_episodes`` episodes (spread over the vector env's envs as SB3 does) and
-    returns ``(mean_reward, std_reward)``, or ``(episode_rewards, episode_lengths)`` with
-    ``return_episode_rewards``. ``reward_threshold``: an ``AssertionError`` below it (SB3's)."""
+    """Runs policy for ``n_eval_episodes`` episodes and returns average reward (SB3's
+    ``evaluate_policy``). The episodes are spread over a vector env's envs as SB3 spreads them;
+    rewards and lengths are counted as ``env.step`` gives them (an env's own wrappers count).
+
+    :param model: The RL agent you want to evaluate. This can be any object that implements a
+        ``predict`` method, such as a Proxima or SB3 model.
+    :param env: The gym environment or ``VecEnv`` environment: an env id (not ``atari:``, whose
+        wrappers run in Rust only: ``NotImplementedError``), a Gymnasium env or vector env, or an SB3
+        ``VecEnv`` (``model.get_env()`` too); another kind raises ``TypeError``.
+    :param n_eval_episodes: Number of episode to evaluate the agent (positive; ``ValueError`` otherwise)
+    :param deterministic: Whether to use deterministic or stochastic actions
+    :param render: Whether to render the environment or not. Proxima: ``True`` raises
+        ``NotImplementedError`` (record with ``proxima eval --render``).
+    :param callback: callback function to perform additional checks, called after each step of the
+        vector env. Gets locals() and globals() passed as parameters.
+    :param reward_threshold: Minimum expected reward per episode, this will raise an error
+        (``AssertionError``, as SB3's) if the performance is not met
+    :param return_episode_rewards: If True, a list of rewards and episode lengths per episode will be
+        returned instead of the mean.
+    :param warn: If True (default), SB3 warns about lack of a Monitor wrapper. Proxima: ignored.
+    :return: Mean return per episode (sum of rewards), std of reward per episode. Returns
+        (list[float], list[int]) when ``return_episode_rewards`` is True, first list containing per-episode
+        return and second containing per-episode lengths (in number of steps).
+    """
     if n_eval_episodes <= 0:
         raise ValueError(f"n_eval_episodes must be positive, got {n_eval_episodes}")
     if render:

@@ -47,6 +47,21 @@ def test_settings_reach_the_config():
 
 
 @pytest.mark.parametrize("cls", [proxima.SAC, proxima.TD3])
+def test_the_off_policy_policy_kwargs_reach_the_networks(cls):
+    """``n_critics``, ``net_arch=dict(pi=..., qf=...)`` and ``activation_fn=ReLU`` (the documented
+    off-policy policy_kwargs) were refused by the actor-critic's check before issue 35."""
+    model = cls("MlpPolicy", "Pendulum-v1", seed=1,
+                policy_kwargs=dict(n_critics=3, net_arch=dict(pi=[16], qf=[16]), activation_fn="relu"))
+    assert model.n_critics == 3 and model.net_arch == [16]
+    names = model.get_parameters()
+    assert {n.split(".")[1] for n in names if n.startswith("critic.")} == {"qf0", "qf1", "qf2"}
+    with pytest.raises(NotImplementedError, match="ReLU"):
+        cls("MlpPolicy", "Pendulum-v1", policy_kwargs=dict(activation_fn="tanh"))
+    with pytest.raises(ValueError, match="algo = `ddpg`"):
+        proxima.DDPG("MlpPolicy", "Pendulum-v1", policy_kwargs=dict(n_critics=2))
+
+
+@pytest.mark.parametrize("cls", [proxima.SAC, proxima.TD3])
 def test_learn_save_load_predict(cls, tmp_path):
     model = cls("MlpPolicy", "Pendulum-v1", **TINY).learn(300)
     assert model.num_timesteps == 300

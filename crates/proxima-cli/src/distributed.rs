@@ -146,7 +146,7 @@ mod engine {
                 let since = waiting_since.load(Ordering::Relaxed);
                 let now = epoch.elapsed().as_nanos() as u64 + 1;
                 if since != 0 && now.saturating_sub(since) >= limit_s * 1_000_000_000 {
-                    crate::one_line(&format!(
+                    super::one_line(&format!(
                         "error on rank {rank} of {size}: waited {limit_s} s in an MPI collective for the other ranks (PROXIMA_MPI_TIMEOUT={limit_s}): a rank is stuck or gone; ending the job"
                     ));
                     // SIGKILL, not abort(): Open MPI's handler would print a backtrace of this thread.
@@ -295,4 +295,10 @@ mod engine {
         Count::try_from(n)
             .map_err(|_| ProximaError::InvalidArgument(format!("a message of {n} bytes: more than MPI's count")))
     }
+}
+
+/// `line` on stderr in one write, so that the ranks' lines do not interleave.
+#[cfg(feature = "mpi")]
+pub fn one_line(line: &str) {
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), format!("{line}\n").as_bytes());
 }

@@ -9,6 +9,7 @@
 mod envs;
 mod errors;
 mod model;
+mod settings;
 
 use pyo3::prelude::*;
 

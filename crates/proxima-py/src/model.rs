@@ -4,6 +4,7 @@
 
 use crate::envs::EnvSource;
 use crate::errors::{to_py, IntoPy};
+use crate::settings;
 use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray2, PyUntypedArrayMethods};
 use proxima::checkpoint::{self, Checkpoint, CheckpointMeta, OptimizerState};
 use proxima::collect::{StepObserver, StepView};
@@ -246,6 +247,25 @@ fn busy() -> PyErr {
     )
 }
 
+/// A `ValueError` for a path that names no file: empty, or (for `save`, which would write
+/// there) an existing directory. `load` reads a CLI run directory's `model.safetensors`, which
+/// the Python layer resolves; here a directory fails as the file read it is.
+fn check_path(what: &str, path: &std::path::Path, writes: bool) -> PyResult<()> {
+    if path.as_os_str().is_empty() {
+        return Err(PyValueError::new_err(format!(
+            "{what}: the path is empty; give a file name, such as \"ppo_cartpole\" (.safetensors is added)"
+        )));
+    }
+    if writes && path.is_dir() {
+        return Err(PyValueError::new_err(format!(
+            "{what}: {} is a directory; give a file path, such as {}",
+            path.display(),
+            path.join("model.safetensors").display()
+        )));
+    }
+    Ok(())
+}
+
 /// Actions for `observations` `[B, obs_dim]` on `policy` (see `Model.predict`).
 fn predict_rows<'py>(
     py: Python<'py>,
@@ -330,19 +350,20 @@ impl Inner {
 
 #[pymethods]
 impl Model {
-    /// A fresh run: `preset` (a CLI preset) with `sets` (`key=value` in the config's SB3 names)
-    /// on `env` (see `EnvSource`). `chosen`: the keys the user passed beyond the class's own
-    /// signature; one the resolved config would ignore (another algorithm's) is refused, as the
-    /// CLI refuses it.
+    /// A fresh run: `preset` (a CLI preset) with `settings` (the config's keys, in SB3's names,
+    /// to typed values: see `crate::settings`) on `env` (see `EnvSource`). `chosen`: the keys the
+    /// user passed beyond the class's own signature; one the resolved config would ignore
+    /// (another algorithm's) is refused, as the CLI refuses it.
     #[staticmethod]
-    #[pyo3(signature = (env, preset, sets, chosen=Vec::new()))]
+    #[pyo3(signature = (env, preset, settings, chosen=Vec::new()))]
     fn create(
         py: Python<'_>,
         env: EnvSource,
         preset: &str,
-        mut sets: Vec<String>,
+        settings: Option<Bound<'_, PyDict>>,
         chosen: Vec<String>,
     ) -> PyResult<Model> {
+        let mut sets = settings::overrides(settings.as_ref())?;
         if let Some(n) = env.n_envs(py)? {
             sets.push(format!("n_envs={n}"));
         }
@@ -354,13 +375,19 @@ impl Model {
     }
 
     /// A saved model: for inference only without `env`; with `env`, a run on it that continues
-    /// from the file's parameters, optimiser state and counters (`sets` override the saved
-    /// config, e.g. `n_envs`; one the saved algorithm would ignore is refused).
+    /// from the file's parameters, optimiser state and counters (`settings`, as `create`'s,
+    /// override the saved config, e.g. `n_envs`; one the saved algorithm would ignore is refused).
     #[staticmethod]
-    #[pyo3(signature = (path, env=None, sets=Vec::new()))]
-    fn load(py: Python<'_>, path: PathBuf, env: Option<EnvSource>, mut sets: Vec<String>) -> PyResult<Model> {
-        let chosen: Vec<String> =
-            sets.iter().filter_map(|s| s.split_once('=')).map(|(k, _)| k.trim().to_string()).collect();
+    #[pyo3(signature = (path, env=None, settings=None))]
+    fn load(
+        py: Python<'_>,
+        path: PathBuf,
+        env: Option<EnvSource>,
+        settings: Option<Bound<'_, PyDict>>,
+    ) -> PyResult<Model> {
+        check_path("load", &path, false)?;
+        let chosen = settings::keys(settings.as_ref())?;
+        let mut sets = settings::overrides(settings.as_ref())?;
         let ck = py.detach(|| checkpoint::load(&path)).py()?;
         let cfg_toml = ck.meta.config_toml.clone();
         let preset = cfg_toml
@@ -449,6 +476,7 @@ impl Model {
     /// Actions for `observations` `[B, obs_dim]` (float32): the mode when `deterministic`, else
     /// sampled; Box actions clipped to the space; observations normalised as in training.
     /// Returns `[B, act_dim]` float32 (the Python layer casts discrete actions to int).
+    #[pyo3(signature = (observations, deterministic))]
     fn predict<'py>(
         &self,
         py: Python<'py>,
@@ -470,8 +498,11 @@ impl Model {
     }
 
     /// Writes the model to `path` (safetensors, atomically): parameters, optimiser state,
-    /// config and counters; `proxima eval` reads it.
+    /// config and counters; `proxima eval` reads it. An empty path or a directory is a
+    /// `ValueError` (nothing is written).
+    #[pyo3(signature = (path))]
     fn save(&self, path: PathBuf) -> PyResult<()> {
+        check_path("save", &path, true)?;
         let Some(inner) = self.try_lock()? else {
             return self.with_lent(|policy, _, _, (opt, meta)| {
                 checkpoint::save(&path, policy, &[(checkpoint::OPTIMIZER, opt)], meta).py()
@@ -490,6 +521,7 @@ impl Model {
     }
 
     /// The parameters by name, each `(name, shape, flat float32 values)`.
+    #[pyo3(signature = ())]
     fn get_parameters(&self) -> PyResult<Vec<NamedParam>> {
         let named = |p: &dyn Policy| -> PyResult<Vec<NamedParam>> {
             let values = p.params().py()?;
@@ -504,6 +536,7 @@ impl Model {
 
     /// Sets parameters by name (`exact_match`: every parameter, no others); nothing changes
     /// when one is wrong.
+    #[pyo3(signature = (params, exact_match))]
     fn set_parameters(&self, params: Vec<(String, Vec<f32>)>, exact_match: bool) -> PyResult<()> {
         let mut inner = self.lock()?;
         let shapes = inner.policy().param_shapes();
@@ -547,6 +580,7 @@ impl Model {
 
     /// Sets the step and iteration counters to 0 (SB3's `reset_num_timesteps=True`: the
     /// schedules start again; parameters and optimiser state stay).
+    #[pyo3(signature = ())]
     fn reset_num_timesteps(&self) -> PyResult<()> {
         let mut inner = self.lock()?;
         let tr = inner.trainer()?;
@@ -627,6 +661,7 @@ impl Model {
     }
 
     /// Reseeds `predict`'s sampling.
+    #[pyo3(signature = (seed))]
     fn seed_predict(&self, seed: u64) -> PyResult<()> {
         self.lock()?.rng = ChaCha8Rng::seed_from_u64(seed);
         Ok(())

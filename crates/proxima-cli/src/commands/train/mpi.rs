@@ -69,12 +69,12 @@ pub(super) fn train_distributed(a: &TrainArgs, var: &str, value: usize) -> Resul
     let outcome = run();
     if let Err(e) = &outcome {
         if e.downcast_ref::<signals::Interrupted>().is_none() {
-            one_line(&format!("error on rank {rank} of {}: {e:#}", mpi.size()));
+            distributed::one_line(&format!("error on rank {rank} of {}: {e:#}", mpi.size()));
             mpi.abort(1);
         }
     }
     if !a.quiet || std::env::var_os("PROXIMA_MPI_TIMING").is_some() {
-        one_line(&comm_summary(&mpi, rank, t0.elapsed().as_secs_f64()));
+        distributed::one_line(&comm_summary(&mpi, rank, t0.elapsed().as_secs_f64()));
     }
     outcome
 }
@@ -147,12 +147,6 @@ pub(super) fn resumed_distributed(
     }
     set_threads(trainer.cfg.num_threads);
     Ok(Some(trainer))
-}
-
-/// `line` on stderr in one write, so that the ranks' lines do not interleave.
-#[cfg(feature = "mpi")]
-pub(super) fn one_line(line: &str) {
-    let _ = std::io::Write::write_all(&mut std::io::stderr(), format!("{line}\n").as_bytes());
 }
 
 /// One line on the time this rank spent communicating.
