@@ -803,6 +803,16 @@ fn algorithms_through_the_cli() {
         (vec!["train", "CartPole-v1", "--algo", "sarsa"], "unknown --algo `sarsa`"),
         (vec!["train", "CartPole-v1", "--algo", "reinforce", "--set", "gae_lambda=0.9"], "`gae_lambda`"),
         (vec!["train", "CartPole-v1", "--algo", "a3c", "--workers", "0"], "n_workers = 0"),
+        // A typed flag and a --set of its key: refused, neither silently winning.
+        (vec!["train", "CartPole-v1", "--algo", "a2c", "--set", "algo=ppo"], "--algo and --set algo=… both set `algo`"),
+        (
+            vec!["train", "CartPole-v1", "--backend", "fused", "--set", " backend = candle"],
+            "--backend and --set backend=… both set `backend`",
+        ),
+        (
+            vec!["train", "CartPole-v1", "--algo", "a3c", "--workers", "2", "--set", "n_workers=3"],
+            "--workers and --set n_workers=… both set `n_workers`",
+        ),
         (vec!["train", "CartPole-v1", "--set", "objective=clipped"], "objective"),
         (vec!["train", "CartPole-v1", "--algo", "trpo", "--set", "target_kl=none"], "needs target_kl"),
         (

@@ -43,21 +43,18 @@ pub(super) fn train_config_over(a: &TrainArgs, ranks: usize) -> Result<(&str, Va
         }
         None => None,
     };
-    let default_preset = match a.algo.as_deref() {
-        None | Some("ppo") => "cleanrl",
-        Some(x) if proxima::config::ALGOS.contains(&x) => x,
-        Some(x) => bail!("unknown --algo `{x}`; algorithms: {}", proxima::config::ALGOS.join(", ")),
+    let algo = match a.algo.as_deref() {
+        None => None,
+        Some(x) => match x.parse::<AlgoName>() {
+            Ok(algo) => Some(algo),
+            Err(_) => bail!("unknown --algo `{x}`; algorithms: {}", proxima::config::ALGOS.join(", ")),
+        },
     };
-    let mut sets = a.sets.clone();
-    if let Some(x) = &a.algo {
-        sets.insert(0, format!("algo={x}"));
-    }
-    if let Some(b) = &a.backend {
-        sets.push(format!("backend={b}"));
-    }
-    if let Some(w) = a.workers {
-        sets.push(format!("n_workers={w}"));
-    }
+    let default_preset = match algo {
+        None | Some(AlgoName::Ppo) => "cleanrl",
+        Some(algo) => algo.as_str(),
+    };
+    let flags = typed_flag_keys(a)?;
     let preset = a.preset.as_deref().unwrap_or(default_preset);
     if let (Some(algo), Ok(p)) = (a.algo.as_deref(), Config::preset(preset)) {
         let off = |x: &str| x.parse::<AlgoName>().is_ok_and(AlgoName::is_off_policy);
@@ -69,7 +66,13 @@ pub(super) fn train_config_over(a: &TrainArgs, ranks: usize) -> Result<(&str, Va
             );
         }
     }
-    let mut cfg = Config::layered(preset, file.as_deref(), &sets)?;
+    let mut cfg = Config::layered(preset, file.as_deref(), &a.sets)?;
+    // The typed flags set their keys over the preset, the file and `--set`.
+    cfg.algo = algo.unwrap_or(cfg.algo);
+    if let Some(b) = &a.backend {
+        cfg.backend = b.parse()?;
+    }
+    cfg.n_workers = a.workers.unwrap_or(cfg.n_workers);
     if let Some(s) = a.seed {
         cfg.seed = s;
     }
@@ -79,10 +82,35 @@ pub(super) fn train_config_over(a: &TrainArgs, ranks: usize) -> Result<(&str, Va
     let cfg = cfg.validate_over(ranks)?;
     // A config file's keys count where they differ from the preset the resolved config names (a
     // run's own config.toml names its own preset, e.g. a2c).
-    let chosen = Config::chosen_keys(&cfg.preset, file.as_deref(), &sets);
+    let mut chosen = Config::chosen_keys(&cfg.preset, file.as_deref(), &a.sets);
+    chosen.extend(flags.into_iter().map(String::from));
     cfg.check_keys_used(&chosen).map_err(|e| flag_names(e, a.workers.is_some()))?;
     set_threads(cfg.num_threads);
     Ok((env_id, cfg))
+}
+
+/// The config keys the typed flags set (`--algo`, `--backend`, `--workers`), each once: a flag
+/// and a `--set` of its key together are refused rather than one silently winning.
+///
+/// # Errors
+/// A flag given together with `--set` of its key, naming both.
+fn typed_flag_keys(a: &TrainArgs) -> Result<Vec<&'static str>> {
+    let given = [
+        ("--algo", "algo", a.algo.is_some()),
+        ("--backend", "backend", a.backend.is_some()),
+        ("--workers", "n_workers", a.workers.is_some()),
+    ];
+    let mut keys = Vec::new();
+    for (flag, key, set) in given {
+        if !set {
+            continue;
+        }
+        if a.sets.iter().any(|s| s.split_once('=').is_some_and(|(k, _)| k.trim() == key)) {
+            bail!("{flag} and --set {key}=… both set `{key}`: give one of them");
+        }
+        keys.push(key);
+    }
+    Ok(keys)
 }
 
 /// An ignored-key error in the words of the command line: `n_workers` set by `--workers`.
