@@ -154,7 +154,7 @@ fn with_bar(name: &str, dir: &Path, steps: usize, quiet: bool, f: &mut CommandFn
     let s = f(dir, &mut |p: &Progress| {
         b.set_position(p.step as u64);
         b.set_message(p.message.clone());
-        crate::signals::received().is_none()
+        !crate::signals::stop_requested()
     });
     b.finish_and_clear();
     match s {

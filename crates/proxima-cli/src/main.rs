@@ -296,7 +296,7 @@ fn train(a: TrainArgs) -> Result<()> {
         },
         None => new_trainer(&a)?,
     };
-    train_with_bar(&a, trainer, &run_dir, &|| signals::received().is_some())
+    train_with_bar(&a, trainer, &run_dir, &signals::stop_requested)
 }
 
 /// One rank of `mpirun -np N proxima train …` (see `distributed.rs`): rank 0 trains as
@@ -323,7 +323,7 @@ fn train_distributed(a: &TrainArgs, var: &str, value: usize) -> Result<()> {
     // A signal stops every rank after the same update: after each one the ranks sum their
     // "signalled" flags (mpirun forwards Ctrl-C to every rank as SIGTERM, not at the same instant).
     let signalled = || {
-        let mut any = [f64::from(u8::from(signals::received().is_some()))];
+        let mut any = [f64::from(u8::from(signals::stop_requested()))];
         mpi.all_reduce_sum_f64(&mut any).is_err() || any[0] > 0.0
     };
     let run = || -> Result<()> {
