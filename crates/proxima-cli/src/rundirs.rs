@@ -23,6 +23,13 @@ pub fn claim_run_dir(explicit: Option<PathBuf>, base: &str) -> Result<PathBuf> {
                         d.display()
                     );
                 }
+                if is_lm_run(&d) {
+                    bail!(
+                        "--run-dir {} already holds a language-model run (`proxima lm`); continue it with `proxima lm resume {}`, or choose an empty or new directory",
+                        d.display(),
+                        d.display()
+                    );
+                }
                 bail!("--run-dir {} already holds files (not a run); choose an empty or new directory", d.display());
             }
         }
@@ -50,6 +57,14 @@ pub fn latest_checkpoint(dir: &Path) -> Result<PathBuf> {
     }
     if !dir.is_dir() {
         bail!("{}: no such run directory", dir.display());
+    }
+    if is_lm_run(dir) {
+        bail!(
+            "{}: a language-model run directory (`proxima lm`), not a reinforcement-learning one; evaluate it with `proxima lm eval {}`, continue it with `proxima lm resume {}`",
+            dir.display(),
+            dir.display(),
+            dir.display()
+        );
     }
     // model.safetensors first: on a tie with the last checkpoint, the final model is the one taken,
     // unless the checkpoint has an off-policy run's replay buffer beside it (the same state, and
@@ -120,4 +135,16 @@ pub fn resolve_checkpoint(path: &Path) -> Result<PathBuf> {
         return Ok(model);
     }
     Ok(best)
+}
+
+/// Whether `dir` holds a run of `proxima lm` (its `config.json`, and none of the files of a
+/// `proxima train` run).
+pub fn is_lm_run(dir: &Path) -> bool {
+    dir.join("config.json").is_file() && !is_rl_run(dir)
+}
+
+/// Whether `dir` holds a run of `proxima train` (its `config.toml`, or a multi-seed parent's
+/// `seeds.toml`).
+pub fn is_rl_run(dir: &Path) -> bool {
+    dir.join("config.toml").is_file() || dir.join("seeds.toml").is_file()
 }
