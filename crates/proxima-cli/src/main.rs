@@ -416,6 +416,9 @@ fn resumed_distributed(
     let file = PathBuf::from(String::from_utf8_lossy(&name).into_owned());
     let ck = proxima::checkpoint::load_bytes(&bytes, &file.display().to_string())?;
     check_resumed_env(dir, &ck, a.env_id.as_deref())?;
+    if rank == 0 {
+        rundirs::warn_if_config_edited(dir, &ck, &resume_flags(a.total_timesteps.is_some(), a.backend.is_some()));
+    }
     let backend = a.backend.as_deref().map(parse_backend).transpose()?;
     let trainer = train::Trainer::resume_distributed(&ck, a.total_timesteps, backend, mpi)?;
     if rank == 0 {
@@ -572,8 +575,14 @@ fn resumed_trainer(
     };
     let ck = proxima::checkpoint::load(&file)?;
     check_resumed_env(dir, &ck, env_id)?;
+    rundirs::warn_if_config_edited(dir, &ck, &resume_flags(total_timesteps.is_some(), backend.is_some()));
     let trainer = train::Trainer::resume_on(&ck, total_timesteps, backend.map(parse_backend).transpose()?)?;
     ready_to_resume(dir, &file, trainer, total_timesteps)
+}
+
+/// The config keys that `--resume`'s flags given (`--total-timesteps`, `--backend`) set.
+fn resume_flags(total_timesteps: bool, backend: bool) -> Vec<&'static str> {
+    [(total_timesteps, "total_timesteps"), (backend, "backend")].into_iter().filter(|f| f.0).map(|f| f.1).collect()
 }
 
 /// Refuses `--resume DIR ENV_ID` when DIR's run trained on another env.

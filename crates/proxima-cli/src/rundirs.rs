@@ -148,3 +148,36 @@ pub fn is_lm_run(dir: &Path) -> bool {
 pub fn is_rl_run(dir: &Path) -> bool {
     dir.join("config.toml").is_file() || dir.join("seeds.toml").is_file()
 }
+
+/// `--resume DIR` continues with the config saved in its checkpoint `ck` and writes that config
+/// back to `DIR/config.toml`: when the file says otherwise (it was edited), a warning names the
+/// keys that differ, not counting `flags` (those `--resume`'s own flags set).
+pub fn warn_if_config_edited(dir: &Path, ck: &proxima::checkpoint::Checkpoint, flags: &[&str]) {
+    let path = dir.join("config.toml");
+    let Ok(text) = std::fs::read_to_string(&path) else { return };
+    let saved = format!("env_id = {:?}\n{}", ck.meta.env_id, ck.meta.config_toml);
+    let (Ok(file), Ok(saved)) = (text.parse::<toml::Table>(), saved.parse::<toml::Table>()) else {
+        eprintln!(
+            "warning: {} is not the config of the checkpoint this run resumes from (it does not parse); it is not used, and is rewritten from the checkpoint's",
+            path.display()
+        );
+        return;
+    };
+    let mut keys: Vec<&String> = file.keys().chain(saved.keys().filter(|k| !file.contains_key(*k))).collect();
+    keys.retain(|k| !flags.contains(&k.as_str()) && file.get(*k) != saved.get(*k));
+    if keys.is_empty() {
+        return;
+    }
+    let shown = |v: Option<&toml::Value>| v.map_or("(absent)".to_string(), |v| v.to_string());
+    let diffs: Vec<String> = keys
+        .iter()
+        .map(|k| format!("{k} = {} in the file, {} in the checkpoint", shown(file.get(*k)), shown(saved.get(*k))))
+        .collect();
+    eprintln!(
+        "warning: {} differs from the config saved in the checkpoint this run resumes from ({}); the file is not used: \
+         --resume continues with the checkpoint's config and rewrites the file from it (to train with other settings, \
+         start a new run with --config)",
+        path.display(),
+        diffs.join("; ")
+    );
+}

@@ -1,7 +1,8 @@
 //! Run directories given to the wrong command: `proxima lm …` on a reinforcement-learning run and
 //! `proxima train|eval` on a language-model run say which kind of run it is and name the command
 //! that reads it (never "damaged", never a bare "No such file"); `lm eval` reads an lm
-//! checkpoint file and an unfinished run's latest checkpoint.
+//! checkpoint file and an unfinished run's latest checkpoint; `train --resume` says when the
+//! run's `config.toml` was edited, since the checkpoint's config is the one it continues with.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -144,5 +145,36 @@ fn lm_commands_on_an_rl_run_say_so_and_name_the_rl_command() {
     let (code, _, se) = proxima(&["lm", "sft", "--steps", "2", "-q", "--run-dir", shown]);
     assert_eq!(code, 1, "{se}");
     assert!(se.contains("holds a reinforcement-learning run") && !se.contains("lm resume"), "{se}");
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+#[test]
+fn resume_warns_that_an_edited_config_toml_is_not_used() {
+    let base = tmp("edited");
+    let run = base.join("run");
+    rl_run(&run);
+    let config = run.join("config.toml");
+    // Extending the run as it is: no warning (--total-timesteps is the flag's to set).
+    let (code, _, se) = proxima(&["train", "--resume", s(&run), "--total-timesteps", "384", "--quiet"]);
+    assert_eq!(code, 0, "{se}");
+    assert!(!se.contains("warning"), "{se}");
+    // Edited: a comment (no difference) and two values.
+    let text = std::fs::read_to_string(&config).unwrap();
+    assert!(text.contains("learning_rate = 0.00025\n") && text.contains("n_epochs = 4\n"), "{text}");
+    let edited = format!("# tuned\n{}", text.replace("learning_rate = 0.00025", "learning_rate = 0.001"));
+    std::fs::write(&config, edited.replace("n_epochs = 4", "n_epochs = 3")).unwrap();
+    let (code, _, se) = proxima(&["train", "--resume", s(&run), "--total-timesteps", "512", "--quiet"]);
+    assert_eq!(code, 0, "{se}");
+    assert!(
+        se.contains(&format!("warning: {} differs from the config saved in the checkpoint", config.display())),
+        "{se}"
+    );
+    assert!(se.contains("learning_rate = 0.001 in the file, 0.00025 in the checkpoint"), "{se}");
+    assert!(se.contains("n_epochs = 3 in the file, 4 in the checkpoint"), "{se}");
+    assert!(se.contains("the file is not used") && !se.contains("total_timesteps ="), "{se}");
+    // The run went on with the checkpoint's config, and the file says so again.
+    let ck = proxima::checkpoint::load(&run.join("model.safetensors")).unwrap();
+    assert!(ck.meta.config_toml.contains("learning_rate = 0.00025\n"));
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), format!("env_id = \"CartPole-v1\"\n{}", ck.meta.config_toml));
     let _ = std::fs::remove_dir_all(&base);
 }
