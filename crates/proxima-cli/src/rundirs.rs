@@ -23,6 +23,13 @@ pub fn claim_run_dir(explicit: Option<PathBuf>, base: &str) -> Result<PathBuf> {
                         d.display()
                     );
                 }
+                if is_lm_run(&d) {
+                    bail!(
+                        "--run-dir {} already holds a language-model run (`proxima lm`); continue it with `proxima lm resume {}`, or choose an empty or new directory",
+                        d.display(),
+                        d.display()
+                    );
+                }
                 bail!("--run-dir {} already holds files (not a run); choose an empty or new directory", d.display());
             }
         }
@@ -50,6 +57,14 @@ pub fn latest_checkpoint(dir: &Path) -> Result<PathBuf> {
     }
     if !dir.is_dir() {
         bail!("{}: no such run directory", dir.display());
+    }
+    if is_lm_run(dir) {
+        bail!(
+            "{}: a language-model run directory (`proxima lm`), not a reinforcement-learning one; evaluate it with `proxima lm eval {}`, continue it with `proxima lm resume {}`",
+            dir.display(),
+            dir.display(),
+            dir.display()
+        );
     }
     // model.safetensors first: on a tie with the last checkpoint, the final model is the one taken,
     // unless the checkpoint has an off-policy run's replay buffer beside it (the same state, and
@@ -120,4 +135,49 @@ pub fn resolve_checkpoint(path: &Path) -> Result<PathBuf> {
         return Ok(model);
     }
     Ok(best)
+}
+
+/// Whether `dir` holds a run of `proxima lm` (its `config.json`, and none of the files of a
+/// `proxima train` run).
+pub fn is_lm_run(dir: &Path) -> bool {
+    dir.join("config.json").is_file() && !is_rl_run(dir)
+}
+
+/// Whether `dir` holds a run of `proxima train` (its `config.toml`, or a multi-seed parent's
+/// `seeds.toml`).
+pub fn is_rl_run(dir: &Path) -> bool {
+    dir.join("config.toml").is_file() || dir.join("seeds.toml").is_file()
+}
+
+/// `--resume DIR` continues with the config saved in its checkpoint `ck` and writes that config
+/// back to `DIR/config.toml`: when the file says otherwise (it was edited), a warning names the
+/// keys that differ, not counting `flags` (those `--resume`'s own flags set).
+pub fn warn_if_config_edited(dir: &Path, ck: &proxima::checkpoint::Checkpoint, flags: &[&str]) {
+    let path = dir.join("config.toml");
+    let Ok(text) = std::fs::read_to_string(&path) else { return };
+    let saved = format!("env_id = {:?}\n{}", ck.meta.env_id, ck.meta.config_toml);
+    let (Ok(file), Ok(saved)) = (text.parse::<toml::Table>(), saved.parse::<toml::Table>()) else {
+        eprintln!(
+            "warning: {} is not the config of the checkpoint this run resumes from (it does not parse); it is not used, and is rewritten from the checkpoint's",
+            path.display()
+        );
+        return;
+    };
+    let mut keys: Vec<&String> = file.keys().chain(saved.keys().filter(|k| !file.contains_key(*k))).collect();
+    keys.retain(|k| !flags.contains(&k.as_str()) && file.get(*k) != saved.get(*k));
+    if keys.is_empty() {
+        return;
+    }
+    let shown = |v: Option<&toml::Value>| v.map_or("(absent)".to_string(), |v| v.to_string());
+    let diffs: Vec<String> = keys
+        .iter()
+        .map(|k| format!("{k} = {} in the file, {} in the checkpoint", shown(file.get(*k)), shown(saved.get(*k))))
+        .collect();
+    eprintln!(
+        "warning: {} differs from the config saved in the checkpoint this run resumes from ({}); the file is not used: \
+         --resume continues with the checkpoint's config and rewrites the file from it (to train with other settings, \
+         start a new run with --config)",
+        path.display(),
+        diffs.join("; ")
+    );
 }

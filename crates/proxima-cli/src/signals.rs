@@ -129,6 +129,51 @@ pub fn training_over() {
     }
 }
 
+/// Asked after every update (or language-model step) of every run: whether a signal has asked
+/// training to stop. First, the test hook [`test_hold`].
+pub fn stop_requested() -> bool {
+    test_hold();
+    received().is_some()
+}
+
+/// What [`test_hold`] reads, once: `PROXIMA_TEST_HOLD_UPDATE`.
+static HOLD: OnceLock<Option<(u64, bool)>> = OnceLock::new();
+/// Updates (and language-model steps) this process has finished, over all its runs.
+static UPDATES_DONE: AtomicU64 = AtomicU64::new(0);
+/// The longest a hold lasts: then it says so, and the run goes on.
+const HOLD_LIMIT: Duration = Duration::from_secs(300);
+
+/// A test hook, for the CLI's own tests (`tests/interrupts.rs`, `tests/mpi.rs`): with
+/// `PROXIMA_TEST_HOLD_UPDATE=N` set, the process waits after the N-th update (or language-model
+/// step) it finishes — counted over all its runs, once that update's row and checkpoint are
+/// written — until a first SIGINT or SIGTERM has come, so that a test's signal lands after that
+/// update however fast the machine is; `N:forever` holds until the process is ended (by a second
+/// signal, or SIGKILL). A hold gives up after [`HOLD_LIMIT`], saying so. Unset (or empty), as
+/// for every user, this costs one atomic increment per update.
+fn test_hold() {
+    let hold = HOLD.get_or_init(|| {
+        let v = std::env::var("PROXIMA_TEST_HOLD_UPDATE").ok().filter(|v| !v.is_empty())?;
+        let (n, forever) = v.strip_suffix(":forever").map_or((v.as_str(), false), |n| (n, true));
+        let parsed = n.parse().ok().map(|n| (n, forever));
+        if parsed.is_none() {
+            eprintln!("warning: PROXIMA_TEST_HOLD_UPDATE={v:?} ignored (a test hook: N or N:forever)");
+        }
+        parsed
+    });
+    let Some((at, forever)) = *hold else { return };
+    if UPDATES_DONE.fetch_add(1, Ordering::SeqCst) + 1 != at {
+        return;
+    }
+    let t0 = Instant::now();
+    while forever || received().is_none() {
+        if t0.elapsed() > HOLD_LIMIT {
+            eprintln!("PROXIMA_TEST_HOLD_UPDATE: no signal ended the hold in {} s; going on", HOLD_LIMIT.as_secs());
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// The number of the first signal received, if one was.
 pub fn received() -> Option<i32> {
     let n = FLAGS.get()?.signal.load(Ordering::SeqCst);

@@ -1,6 +1,7 @@
 //! Training, resuming and evaluating with recording on Python Gymnasium envs through the bridge
-//! (`crates/proxima-gym/tests/toy_envs.py`). Skipped, with a note, without a Python that has
-//! gymnasium, unless `PROXIMA_REQUIRE_GYM=1` (CI).
+//! (`crates/proxima-gym/tests/toy_envs.py`). They need a Python with gymnasium (the Atari test:
+//! also ale-py): ignored by a plain `cargo test`, run by `cargo test -- --include-ignored` (as
+//! `.ci/run` does), where they fail if it is missing.
 
 #[path = "../../proxima-gym/tests/common/mod.rs"]
 mod common;
@@ -9,15 +10,14 @@ use proxima::config::{AlgoName, Config};
 use proxima::env::make;
 use proxima::train::Trainer;
 
-fn setup() -> bool {
+fn setup() {
     common::setup(concat!(env!("CARGO_MANIFEST_DIR"), "/../proxima-gym/tests"))
 }
 
 #[test]
+#[ignore = "needs a Python with gymnasium (PROXIMA_PYTHON; .ci/run installs it)"]
 fn ppo_trains_on_a_bridged_env_and_resumes_through_make() {
-    if !setup() {
-        return;
-    }
+    setup();
     let cfg = Config::resolve(
         "cleanrl",
         None,
@@ -49,11 +49,10 @@ fn ppo_trains_on_a_bridged_env_and_resumes_through_make() {
 /// same weights bit for bit after a few updates (same-step autoreset and final-observation
 /// bootstrap kept).
 #[test]
+#[ignore = "needs a Python with gymnasium (PROXIMA_PYTHON; .ci/run installs it)"]
 fn training_on_a_gymnasium_vector_env_matches_envs_bridged_one_by_one() {
     use proxima::policy::Policy;
-    if !setup() {
-        return;
-    }
+    setup();
     let id = "gym:toy_envs:toy/BoxDiscrete-v0"; // 10-step episodes: truncations in every rollout
     let cfg = |mode: &str| {
         let sets = ["n_envs=3", "n_steps=16", "batch_size=16", "total_timesteps=192", &format!("vector_env={mode}")];
@@ -84,10 +83,9 @@ fn training_on_a_gymnasium_vector_env_matches_envs_bridged_one_by_one() {
 }
 
 #[test]
+#[ignore = "needs a Python with gymnasium (PROXIMA_PYTHON; .ci/run installs it)"]
 fn evaluate_records_a_gif_of_a_bridged_env() {
-    if !setup() {
-        return;
-    }
+    setup();
     use proxima::policy::{ActionKind, ActorCritic, PolicySpec};
     use rand::SeedableRng;
     let env = make("gym:toy_envs:toy/Renders-v0").unwrap();
@@ -115,19 +113,15 @@ fn evaluate_records_a_gif_of_a_bridged_env() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A Python with ale-py, else skipped with a note (a failure under `PROXIMA_REQUIRE_ATARI=1`).
-fn has_ale() -> bool {
+/// Panics when the bridge's Python has no ale-py.
+fn has_ale() {
     let py = proxima_gym::python_executable();
     let ok = std::process::Command::new(&py)
         .args(["-c", "import gymnasium, ale_py"])
         .output()
         .map(|o| o.status.success())
         .unwrap_or(false);
-    if !ok {
-        assert!(std::env::var("PROXIMA_REQUIRE_ATARI").is_err(), "PROXIMA_REQUIRE_ATARI is set but {py} has no ale-py");
-        eprintln!("SKIPPED: {py} has no ale-py (pip install ale-py)");
-    }
-    ok
+    assert!(ok, "{}", common::missing(&py, "gymnasium, ale_py"));
 }
 
 /// PPO with `CnnPolicy` on Breakout (the paper's Atari setting at toy size: 36 × 36 frames, 2
@@ -135,11 +129,11 @@ fn has_ale() -> bool {
 /// parameters, finite updates, the same weights from the same seed; CnnPolicy refused on a
 /// non-image env and on the fused backend.
 #[test]
+#[ignore = "needs a Python with gymnasium and ale-py (PROXIMA_PYTHON; .ci/run installs them)"]
 fn ppo_with_the_nature_cnn_trains_on_an_atari_game() {
     use proxima::policy::Policy;
-    if !setup() || !has_ale() {
-        return;
-    }
+    setup();
+    has_ale();
     let sets = ["n_envs=2", "n_steps=16", "batch_size=16", "n_epochs=1", "total_timesteps=64"];
     let cfg = Config::resolve("paper-atari", None, &sets.map(String::from)).unwrap();
     let id = "atari:Breakout?screen_size=36&frame_stack=2";

@@ -3,8 +3,11 @@
 //! run: `model.safetensors` byte for byte, `progress.csv` timings aside. The same for an
 //! ablation. And two identical runs write identical checkpoint files.
 //!
-//! The kill moments are set by the run's own progress (the number of rows in `progress.csv`), so
-//! they spread over the run however fast this machine is; where each kill landed is printed.
+//! The kill moments are set by the run's own progress (the number of rows in `progress.csv`), and
+//! the test hook `PROXIMA_TEST_HOLD_UPDATE=N` (see `src/signals.rs`) makes the run wait after its
+//! N-th update until the signal has come (`N:forever`: until it is ended), so that every signal
+//! lands where the test says however fast this machine is (a release build included); where each
+//! kill landed is printed.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -61,10 +64,16 @@ fn checkpoints(dir: &Path) -> usize {
     names.filter(|e| !e.file_name().to_string_lossy().starts_with('.')).count()
 }
 
-/// Starts a run and waits until it has written `k` rows (`k` = 0: until its config.toml
-/// exists, before any update). Returns the child, still running, and the rows seen.
-fn start_and_wait_for(args: &[String], dir: &Path, k: usize) -> (Child, usize) {
-    let mut child = Command::new(BIN).args(args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+/// The test hook's variable: a run started with it set to `hold` waits after that update until a
+/// signal comes (`N`), or until it is ended (`N:forever`).
+const HOLD: &str = "PROXIMA_TEST_HOLD_UPDATE";
+
+/// Starts a run held at `hold` ([`HOLD`]) and waits until it has written `k` rows (`k` = 0:
+/// until its config.toml exists, before any update). Returns the child, still running, and the
+/// rows seen.
+fn start_and_wait_for(args: &[String], dir: &Path, k: usize, hold: &str) -> (Child, usize) {
+    let mut child =
+        Command::new(BIN).args(args).env(HOLD, hold).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
     let t0 = Instant::now();
     loop {
         let ready = if k == 0 { dir.join("config.toml").is_file() } else { rows(dir) >= k };
@@ -115,7 +124,8 @@ fn sigkill_at_ten_moments_then_resume_ends_as_the_uninterrupted_run() {
     let mut restarted = 0;
     for k in MOMENTS {
         let dir = base.join(format!("killed-{k}"));
-        let (mut child, seen) = start_and_wait_for(&train_args(&dir), &dir, k);
+        // Held after update k + 1 until killed: the kill lands in update k + 1 or after it.
+        let (mut child, seen) = start_and_wait_for(&train_args(&dir), &dir, k, &format!("{}:forever", k + 1));
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
         let (at, ckpts) = (rows(&dir), checkpoints(&dir));
@@ -133,11 +143,15 @@ fn sigint_at_ten_moments_saves_exits_130_and_resumes_exactly() {
     let (_, model, csv) = uninterrupted(&base);
     for k in MOMENTS {
         let dir = base.join(format!("stopped-{k}"));
-        let (child, seen) = start_and_wait_for(&train_args(&dir), &dir, k);
+        // Held after update k (the first, for k = 0) until the signal, which comes after row k,
+        // and so before or during the hold: it stops after that update.
+        let stop = k.max(1);
+        let (child, seen) = start_and_wait_for(&train_args(&dir), &dir, k, &stop.to_string());
         signal(&child, "-INT");
         let out = child.wait_with_output().unwrap();
         let se = String::from_utf8_lossy(&out.stderr).to_string();
         assert_eq!(out.status.code(), Some(130), "SIGINT after {k} rows:\n{se}");
+        assert!(se.contains(&format!("SIGINT: stopped after update {stop} ")), "{se}");
         assert!(
             se.contains("SIGINT: stopped after update") && se.contains("continue with: proxima train --resume"),
             "{se}"
@@ -157,53 +171,58 @@ fn sigterm_exits_143_a_second_signal_exits_at_once_and_a_copy_of_the_first_is_on
     let base = tmp("sigterm");
     let (_, model, csv) = uninterrupted(&base);
     let dir = base.join("term");
-    let (child, _) = start_and_wait_for(&train_args(&dir), &dir, 8);
+    let (child, _) = start_and_wait_for(&train_args(&dir), &dir, 8, "8");
     signal(&child, "-TERM");
     let out = child.wait_with_output().unwrap();
     let se = String::from_utf8_lossy(&out.stderr).to_string();
     assert_eq!(out.status.code(), Some(143), "{se}");
-    assert!(se.contains("SIGTERM: stopped after update"), "{se}");
+    assert!(se.contains("SIGTERM: stopped after update 8 "), "{se}");
     resume_and_compare(&dir, &model, &csv, "SIGTERM");
-    // Two signals in a row: the second, 300 ms after the first (past the window in which it
-    // would count as a copy), ends the process at once, in the middle of an update of ≈ 2 s,
-    // without the save, and says so; the files already there are whole, and the run resumes
-    // exactly from them.
-    let slow = |dir: &Path| {
-        let mut a = train_args(dir);
-        let at = a.iter().position(|x| x == "--total-timesteps").unwrap();
-        a[at + 1] = "384".into();
-        a.extend(["--set", "checkpoint_freq=1", "--set", "n_epochs=500"].map(String::from));
-        a
-    };
-    let reference = base.join("slow");
-    let (code, se) = run(&slow(&reference));
-    assert_eq!(code, 0, "{se}");
-    let slow_model = std::fs::read(reference.join("model.safetensors")).unwrap();
-    let slow_csv = csv_without_timings(&reference);
-    let dir = base.join("twice");
-    let (child, _) = start_and_wait_for(&slow(&dir), &dir, 1);
-    std::thread::sleep(Duration::from_millis(200)); // into update 2
-    signal(&child, "-INT");
-    std::thread::sleep(Duration::from_millis(300));
-    signal(&child, "-INT");
-    let out = child.wait_with_output().unwrap();
-    let se = String::from_utf8_lossy(&out.stderr).to_string();
-    assert_eq!(out.status.code(), Some(130), "{se}");
-    assert!(se.contains("SIGINT again: quitting at once, without saving") && !se.contains("stopped after"), "{se}");
-    resume_and_compare(&dir, &slow_model, &slow_csv, "two SIGINTs");
+    second_signal_quits_at_once(&base, &model, &csv);
     // The same signal twice within microseconds, as coreutils' `timeout` sends it (to the command,
     // then to its process group): one request, so the run stops after its update and saves.
     let dir = base.join("copies");
-    let (child, _) = start_and_wait_for(&train_args(&dir), &dir, 8);
+    let (child, _) = start_and_wait_for(&train_args(&dir), &dir, 8, "8");
     let pid = child.id().to_string();
     let sent = Command::new("sh").args(["-c", "kill -INT $0; kill -INT $0", &pid]).status().unwrap();
     assert!(sent.success());
     let out = child.wait_with_output().unwrap();
     let se = String::from_utf8_lossy(&out.stderr).to_string();
     assert_eq!(out.status.code(), Some(130), "{se}");
-    assert!(se.contains("SIGINT: stopped after update") && !se.contains("quitting at once"), "{se}");
+    assert!(se.contains("SIGINT: stopped after update 8 ") && !se.contains("quitting at once"), "{se}");
     resume_and_compare(&dir, &model, &csv, "a SIGINT sent twice at once");
-    // A3C saves its model but cannot resume: the message says so instead of a resume hint.
+    a3c_stopped_says_it_cannot_resume(&base);
+}
+
+/// Two signals in a row: the second, sent once the first has been acknowledged and twice
+/// [`DUPLICATE_WINDOW`] later (so it cannot count as a copy), ends the process at once — the run
+/// is held after update 6 until it is ended — without the save, and says so; the files already
+/// there are whole, and the run resumes exactly from them.
+fn second_signal_quits_at_once(base: &Path, model: &[u8], csv: &[String]) {
+    use std::io::{BufRead, Read};
+    let dir = base.join("twice");
+    let (mut child, _) = start_and_wait_for(&train_args(&dir), &dir, 6, "6:forever");
+    signal(&child, "-INT");
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut se = String::new();
+    while !se.contains("stopping after the current update") {
+        let read = stderr.read_line(&mut se).unwrap();
+        assert!(read > 0, "the process ended before acknowledging the first SIGINT:\n{se}");
+    }
+    std::thread::sleep(2 * DUPLICATE_WINDOW);
+    signal(&child, "-INT");
+    stderr.read_to_string(&mut se).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{se}");
+    assert!(se.contains("SIGINT again: quitting at once, without saving") && !se.contains("stopped after"), "{se}");
+    resume_and_compare(&dir, model, csv, "two SIGINTs");
+}
+
+/// The CLI's window in which a second signal is a copy of the first (`signals::DUPLICATE_WINDOW`).
+const DUPLICATE_WINDOW: Duration = Duration::from_millis(100);
+
+/// A3C saves its model but cannot resume: the message says so instead of a resume hint.
+fn a3c_stopped_says_it_cannot_resume(base: &Path) {
     let dir = base.join("a3c");
     let args: Vec<String> = [
         "train",
@@ -221,7 +240,7 @@ fn sigterm_exits_143_a_second_signal_exits_at_once_and_a_copy_of_the_first_is_on
     .map(|s| s.to_string())
     .chain([dir.to_str().unwrap().to_string()])
     .collect();
-    let (child, _) = start_and_wait_for(&args, &dir, 2);
+    let (child, _) = start_and_wait_for(&args, &dir, 2, "2");
     signal(&child, "-INT");
     let out = child.wait_with_output().unwrap();
     let se = String::from_utf8_lossy(&out.stderr).to_string();
@@ -286,11 +305,18 @@ fn finished_runs(out: &Path) -> Vec<PathBuf> {
     runs.filter(|d| d.join("eval.json").is_file()).collect()
 }
 
-/// Waits until 2 of the 4 runs have finished and the third has a checkpoint, then stops the
-/// ablation with `sig`.
+/// Waits until 2 of the 4 runs (20 updates each, run one after the other) have finished and the
+/// third has a checkpoint (every 10 updates), then stops the ablation with `sig`. The ablation is
+/// held after its 50th update (the third run's 10th, checkpointed) until the signal comes.
 fn ablation_stopped_halfway(out: &Path, sig: &str) -> i32 {
-    let mut child =
-        Command::new(BIN).args(ablation_args(out)).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let hold = if sig == "-KILL" { "50:forever" } else { "50" };
+    let mut child = Command::new(BIN)
+        .args(ablation_args(out))
+        .env(HOLD, hold)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
     let t0 = Instant::now();
     loop {
         let runs = std::fs::read_dir(out.join("runs")).into_iter().flatten().flatten().map(|e| e.path());
@@ -383,8 +409,27 @@ fn lm_rows(dir: &Path) -> usize {
     rows(dir)
 }
 
-fn lm_start_and_wait_for(args: &[String], dir: &Path, k: usize) -> Child {
-    let mut child = Command::new(BIN).args(args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+/// The steps of `lm <command>` in [`lm_args`].
+fn lm_steps(command: &str) -> usize {
+    match command {
+        "sft" => 8,
+        "grpo" | "ppo" => 6,
+        _ => 4,
+    }
+}
+
+/// The step after which `lm <command>` of [`lm_args`] writes its `k`-th row (k ≥ 1): one every 2
+/// steps and at the last, after a row for the start (step 0) in grpo, ppo and dpo.
+fn lm_row_step(command: &str, k: usize) -> usize {
+    let first_at_start = matches!(command, "grpo" | "ppo" | "dpo");
+    (2 * k - 2 * usize::from(first_at_start)).min(lm_steps(command))
+}
+
+/// Starts an lm run held at step `hold` ([`HOLD`]) and waits until it has written `k` rows (`k`
+/// = 0: until its config.json exists).
+fn lm_start_and_wait_for(args: &[String], dir: &Path, k: usize, hold: &str) -> Child {
+    let mut child =
+        Command::new(BIN).args(args).env(HOLD, hold).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
     let t0 = Instant::now();
     while !(if k == 0 { dir.join("config.json").is_file() } else { lm_rows(dir) >= k }) {
         assert!(child.try_wait().unwrap().is_none(), "the lm run ended before reaching {k} rows");
@@ -405,7 +450,9 @@ fn lm_killed_and_stopped_resume_exactly(base: &Path, command: &str, moments: &[u
     let expected = lm_results(&full);
     for &k in moments {
         let dir = base.join(format!("{command}-killed-{k}"));
-        let mut child = lm_start_and_wait_for(&lm_args(command, &dir, &sft, &rm), &dir, k);
+        // Held (until killed) after the step of the next row: the kill lands before or in it.
+        let hold = format!("{}:forever", lm_row_step(command, k + 1).max(1));
+        let mut child = lm_start_and_wait_for(&lm_args(command, &dir, &sft, &rm), &dir, k, &hold);
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
         let at = lm_rows(&dir);
@@ -426,11 +473,14 @@ fn lm_killed_and_stopped_resume_exactly(base: &Path, command: &str, moments: &[u
     }
     // SIGINT: saves where it stands, exits 130, resumes exactly.
     let dir = base.join(format!("{command}-stopped"));
-    let child = lm_start_and_wait_for(&lm_args(command, &dir, &sft, &rm), &dir, 2);
+    // Held after the step of the second row, which the signal follows: it stops there.
+    let stop = lm_row_step(command, 2);
+    let child = lm_start_and_wait_for(&lm_args(command, &dir, &sft, &rm), &dir, 2, &stop.to_string());
     signal(&child, "-INT");
     let out = child.wait_with_output().unwrap();
     let se = String::from_utf8_lossy(&out.stderr).to_string();
     assert_eq!(out.status.code(), Some(130), "lm {command}: {se}");
+    assert!(se.contains(&format!("stopped after step {stop} of")), "lm {command}: {se}");
     assert!(se.contains("continue with: proxima lm resume"), "{se}");
     let (code, se) = run(&["lm".into(), "resume".into(), dir.to_str().unwrap().into(), "-q".into()]);
     assert_eq!(code, 0, "{se}");
@@ -438,8 +488,8 @@ fn lm_killed_and_stopped_resume_exactly(base: &Path, command: &str, moments: &[u
 }
 
 // The lm commands in two tests, so that the harness runs them on two threads. `sft` and `grpo`
-// (the cheap ones) are killed after every row (grpo's third row is its last: killed while it
-// writes its end) and stopped by SIGINT (the stop is the CLI's one code path for every command);
+// (the cheap ones) are killed after each of their first rows (up to their last step: sft's
+// fourth row and grpo's, after its row of the start, are their last) and stopped by SIGINT (the stop is the CLI's one code path for every command);
 // `rm`, `ppo` and `dpo`, which evaluate on every held-out pair, before the first row and after
 // the first.
 
@@ -476,6 +526,7 @@ fn lm_resume_from_elsewhere_and_changed_inputs(base: &Path) {
     let expected = lm_results(&base.join("grpo"));
     let mut child = Command::new(BIN)
         .args(args("grpo-rel", "sft"))
+        .env(HOLD, "6:forever")
         .current_dir(base)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -505,7 +556,9 @@ fn lm_resume_from_elsewhere_and_changed_inputs(base: &Path) {
     let sft_copy = base.join("sft-copy");
     std::fs::create_dir_all(&sft_copy).unwrap();
     std::fs::copy(base.join("sft/model.safetensors"), sft_copy.join("model.safetensors")).unwrap();
-    let mut child = lm_start_and_wait_for(&args(dir.to_str().unwrap(), sft_copy.to_str().unwrap()), &dir, 0);
+    // Held after step 3, once the checkpoint of step 2 is written.
+    let mut child =
+        lm_start_and_wait_for(&args(dir.to_str().unwrap(), sft_copy.to_str().unwrap()), &dir, 0, "3:forever");
     while checkpoints(&dir) == 0 {
         assert!(child.try_wait().unwrap().is_none(), "the run ended before its first checkpoint");
         std::thread::sleep(Duration::from_millis(1));

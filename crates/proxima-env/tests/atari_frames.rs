@@ -3,8 +3,8 @@
 //! frames, at the sizes Atari preprocessing uses (210 × 160 → 84 × 84) and others.
 //!
 //! Needs a Python with `numpy` and `opencv-python` (CI installs `opencv-python-headless` into its
-//! test venv), named by `PROXIMA_PYTHON` or found as `python3`; skipped with a note otherwise,
-//! unless `PROXIMA_REQUIRE_GYM=1` (CI) makes that a failure.
+//! test venv), named by `PROXIMA_PYTHON` or found as `python3`: ignored by a plain `cargo test`,
+//! run by `cargo test -- --include-ignored` (as `.ci/run` does), where it fails without them.
 
 use proxima_env::atari::{rgb_to_gray, AreaResize};
 use std::path::Path;
@@ -41,28 +41,25 @@ fn python() -> String {
     std::env::var("PROXIMA_PYTHON").unwrap_or_else(|_| "python3".into())
 }
 
-/// Runs [`SCRIPT`] into `dir`; false (skipped, with a note) when the Python lacks cv2.
-fn opencv_reference(dir: &Path) -> bool {
+/// Runs [`SCRIPT`] into `dir`; panics when the Python lacks cv2.
+fn opencv_reference(dir: &Path) {
     let py = python();
     let has = Command::new(&py).args(["-c", "import numpy, cv2"]).output().map(|o| o.status.success());
-    if has.ok() != Some(true) {
-        assert!(std::env::var("PROXIMA_REQUIRE_GYM").is_err(), "PROXIMA_REQUIRE_GYM is set but {py} has no cv2");
-        eprintln!("SKIPPED: {py} has no numpy + cv2 (pip install opencv-python-headless; or set PROXIMA_PYTHON)");
-        return false;
-    }
+    assert!(
+        has.is_ok_and(|ok| ok),
+        "{py} cannot `import numpy, cv2`: this test needs them (pip install opencv-python-headless, or set PROXIMA_PYTHON)"
+    );
     let sizes = SIZES.iter().map(|(a, b, c, d)| format!("{a}x{b}x{c}x{d}"));
     let out = Command::new(&py).args(["-c", SCRIPT, dir.to_str().unwrap()]).args(sizes).output().unwrap();
     assert!(out.status.success(), "the cv2 script failed: {}", String::from_utf8_lossy(&out.stderr));
-    true
 }
 
 #[test]
+#[ignore = "needs a Python with numpy and opencv-python (PROXIMA_PYTHON; .ci/run installs them)"]
 fn gray_and_area_resize_equal_opencv_byte_for_byte() {
     let dir = std::env::temp_dir().join(format!("proxima-atari-frames-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    if !opencv_reference(&dir) {
-        return;
-    }
+    opencv_reference(&dir);
     for (sh, sw, dh, dw) in SIZES {
         let read = |name: &str| std::fs::read(dir.join(format!("{sh}x{sw}x{dh}x{dw}.{name}"))).unwrap();
         let (rgb, gray, small) = (read("rgb"), read("gray"), read("small"));

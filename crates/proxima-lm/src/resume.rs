@@ -107,8 +107,12 @@ pub fn save_checkpoint(
 /// # Errors
 /// `Checkpoint` for a file that is not an LM checkpoint or is damaged; `Io`.
 pub fn latest_checkpoint(dir: &Path) -> Result<Option<LmCheckpoint>> {
-    let ckpts = dir.join("checkpoints");
-    let Ok(entries) = std::fs::read_dir(&ckpts) else { return Ok(None) };
+    latest_checkpoint_file(dir).map(|path| read_checkpoint(&path)).transpose()
+}
+
+/// The file of the latest checkpoint in `dir/checkpoints/` (by its name's step), if any.
+pub fn latest_checkpoint_file(dir: &Path) -> Option<PathBuf> {
+    let entries = std::fs::read_dir(dir.join("checkpoints")).ok()?;
     let mut best: Option<(usize, PathBuf)> = None;
     for e in entries.flatten() {
         let p = e.path();
@@ -118,8 +122,22 @@ pub fn latest_checkpoint(dir: &Path) -> Result<Option<LmCheckpoint>> {
             }
         }
     }
-    let Some((_, path)) = best else { return Ok(None) };
-    let (meta, file) = read_f32_safetensors(&path, |md, bad| {
+    best.map(|(_, p)| p)
+}
+
+/// Whether `path` is an LM checkpoint file (a safetensors file whose `format` is
+/// [`CHECKPOINT_FORMAT`]).
+pub fn is_checkpoint_file(path: &Path) -> bool {
+    let format = read_f32_safetensors(path, |md, _| Ok(md.get("format").cloned()));
+    format.is_ok_and(|(f, _)| f.as_deref() == Some(CHECKPOINT_FORMAT))
+}
+
+/// Reads the checkpoint file `path` (`checkpoints/step_<n>.safetensors` of an LM run).
+///
+/// # Errors
+/// `Checkpoint` for a file that is not an LM checkpoint or is damaged; `Io`.
+pub fn read_checkpoint(path: &Path) -> Result<LmCheckpoint> {
+    let (meta, file) = read_f32_safetensors(path, |md, bad| {
         if md.get("format").map(String::as_str) != Some(CHECKPOINT_FORMAT) {
             return Err(bad(format!("not a Proxima language-model checkpoint (format is not `{CHECKPOINT_FORMAT}`)")));
         }
@@ -128,10 +146,16 @@ pub fn latest_checkpoint(dir: &Path) -> Result<Option<LmCheckpoint>> {
     let step = meta.get("step").and_then(|s| s.parse().ok()).ok_or_else(|| file.error("malformed `step`"))?;
     let state =
         meta.get("state").and_then(|s| serde_json::from_str(s).ok()).ok_or_else(|| file.error("malformed `state`"))?;
-    Ok(Some(LmCheckpoint { step, state, file, meta }))
+    Ok(LmCheckpoint { step, state, file, meta })
 }
 
 impl LmCheckpoint {
+    /// Whether the checkpoint holds the weights of a model saved as `name` (`policy`, `rm`, …).
+    pub fn holds(&self, name: &str) -> bool {
+        let prefix = format!("{name}.");
+        self.file.names().any(|n| n.starts_with(&prefix))
+    }
+
     /// Sets `model`'s weights to the checkpoint's `name`.
     ///
     /// # Errors

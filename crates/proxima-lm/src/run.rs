@@ -587,10 +587,33 @@ pub struct Answer {
 /// # Errors
 /// `Checkpoint` for a file that is not a policy or a reference that is not an SFT policy.
 pub fn eval_against_reference(path: &Path, reference: &Path, seed: u64) -> Result<(f64, f64)> {
-    let (model, _) = load_model(path, &["sft", "grpo", "ppo", "dpo"])?;
+    let model = load_policy(path)?;
     let (reference, _) = load_model(reference, &["sft"])?;
     let (_, held) = split();
     kl_to_reference(&model, &reference, &held, &mut rand_chacha::ChaCha8Rng::seed_from_u64(seed))
+}
+
+/// The policy `lm eval` reads at `path`: a weights file or a run directory's `model.safetensors`
+/// (of an sft, grpo, ppo or dpo run), or the policy in a checkpoint file of such a run
+/// (`checkpoints/step_<n>.safetensors`).
+///
+/// # Errors
+/// As [`load_model`]; `Checkpoint` for a checkpoint that holds no policy (a reward model's).
+pub fn load_policy(path: &Path) -> Result<TinyLm> {
+    let file = crate::weights::model_file(path);
+    if !(file.is_file() && crate::resume::is_checkpoint_file(&file)) {
+        return Ok(load_model(path, &["sft", "grpo", "ppo", "dpo"])?.0);
+    }
+    let ck = crate::resume::read_checkpoint(&file)?;
+    if !ck.holds("policy") {
+        return Err(ProximaError::Checkpoint(format!(
+            "{}: a checkpoint without a policy (a reward model's, of `lm rm`?); `lm eval` evaluates the policies of sft, grpo, ppo and dpo runs",
+            file.display()
+        )));
+    }
+    let model = TinyLm::new(default_spec(), 0, &Device::Cpu)?;
+    ck.restore_model("policy", &model)?;
+    Ok(model)
 }
 
 /// `proxima lm eval`: greedy exact-match accuracy on the held-out prompts, and greedy answers
@@ -601,7 +624,7 @@ pub fn eval_against_reference(path: &Path, reference: &Path, seed: u64) -> Resul
 pub fn eval(path: &Path, prompts: &[String]) -> Result<(f64, Vec<Answer>)> {
     use crate::task::{detokenize, parse_prompt};
     let problems = prompts.iter().map(|p| parse_prompt(p)).collect::<Result<Vec<_>>>()?;
-    let (model, _) = load_model(path, &["sft", "grpo", "ppo", "dpo"])?;
+    let model = load_policy(path)?;
     let (_, held) = split();
     let acc = accuracy(&model, &held)?;
     let mut answers = Vec::new();

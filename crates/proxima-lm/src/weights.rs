@@ -57,8 +57,19 @@ pub fn model_file(path: &Path) -> PathBuf {
 /// reward model where a policy is expected), or a tensor of the wrong name/shape/dtype.
 pub fn load_model(path: &Path, kinds: &[&str]) -> Result<(TinyLm, String)> {
     let ((kind, spec), f) = read_f32_safetensors(&model_file(path), |md, bad| {
-        if md.get("format").map(String::as_str) != Some(LM_FORMAT) {
-            return Err(bad(format!("not a Proxima language-model file (format is not `{LM_FORMAT}`)")));
+        match md.get("format").map(String::as_str) {
+            Some(LM_FORMAT) => {}
+            Some(proxima::checkpoint::FORMAT) => {
+                return Err(bad(
+                    "a reinforcement-learning checkpoint (`proxima train`'s), not a language model: evaluate it with `proxima eval`".into(),
+                ))
+            }
+            Some(crate::resume::CHECKPOINT_FORMAT) => {
+                return Err(bad(
+                    "a checkpoint of an unfinished language-model run, not its model: `proxima lm eval` reads it; `proxima lm resume RUN_DIR` finishes the run, which writes its model.safetensors".into(),
+                ))
+            }
+            _ => return Err(bad(format!("not a Proxima language-model file (format is not `{LM_FORMAT}`)"))),
         }
         let kind = md.get("kind").cloned().unwrap_or_default();
         if !kinds.is_empty() && !kinds.contains(&kind.as_str()) {

@@ -149,6 +149,11 @@ fn parse_meta(
     let get =
         |k: &str| md.get(k).cloned().ok_or_else(|| bad(format!("metadata lacks `{k}` (not a Proxima checkpoint?)")));
     let format = get("format")?;
+    if format.starts_with("proxima-lm") {
+        return Err(bad(format!(
+            "a language-model file (format `{format}`), not a reinforcement-learning checkpoint: `proxima lm eval` reads it"
+        )));
+    }
     if format != FORMAT {
         return Err(bad(format!("format `{format}` is not `{FORMAT}`")));
     }

@@ -165,11 +165,10 @@ proptest! {
     }
 }
 
-/// A checkpoint whose `policy_spec` claims a network of 10¹⁰ units must be refused before
-/// anything is allocated (found while writing the header-edit target: the loader used to build
-/// the claimed network before comparing it with the file's tensors).
+/// A checkpoint whose `policy_spec` claims a network of 10¹⁰ units is refused before anything
+/// is allocated: the claimed network is compared with the file's tensors before it is built.
 #[test]
-fn regression_huge_network_in_policy_spec_is_refused() {
+fn a_checkpoint_claiming_a_huge_network_is_refused_before_allocating_it() {
     let b = valid_checkpoint();
     let n = u64::from_le_bytes(b[..8].try_into().unwrap()) as usize;
     let header = String::from_utf8_lossy(&b[8..8 + n]).to_string();
@@ -185,10 +184,10 @@ fn regression_huge_network_in_policy_spec_is_refused() {
     let _ = std::fs::remove_file(&path);
 }
 
-/// Found by `config_resolve_never_panics`: `n_steps × n_envs` overflowed usize in validation.
-/// Oversized rollouts, env counts and layer widths are refused before anything is allocated.
+/// Oversized rollouts (`n_steps × n_envs` past usize included), env counts and layer widths are
+/// refused by validation, before anything is allocated.
 #[test]
-fn regression_rollout_size_overflow_is_an_error() {
+fn oversized_rollouts_env_counts_and_layer_widths_are_refused_without_overflow() {
     for sets in [
         vec!["n_steps=9223372036854775807".to_string(), "n_envs=4".into()],
         vec!["n_steps=100000000".into()],

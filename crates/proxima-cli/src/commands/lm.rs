@@ -77,7 +77,8 @@ pub enum LmCommand {
     },
     /// Greedy exact-match accuracy on the 1000 held-out prompts; answers to --prompt.
     Eval {
-        /// A run directory (its model.safetensors) or a weights file.
+        /// A run directory (its model.safetensors; an unfinished run's latest checkpoint), a
+        /// weights file or a checkpoint file (checkpoints/step_N.safetensors).
         path: PathBuf,
         /// A prompt to answer, like 47+85= (repeatable).
         #[arg(long)]
@@ -134,6 +135,12 @@ fn run_command(
     f: &mut CommandFn<'_>,
 ) -> Result<()> {
     if let Some(d) = &common.run_dir {
+        if d.is_dir() && crate::rundirs::is_rl_run(d) {
+            anyhow::bail!(
+                "--run-dir {} holds a reinforcement-learning run (`proxima train`), not a language-model one; choose an empty or new directory",
+                d.display()
+            );
+        }
         if d.is_dir() && std::fs::read_dir(d).map(|mut e| e.next().is_some()).unwrap_or(false) {
             anyhow::bail!(
                 "--run-dir {} already holds files; continue that run with `proxima lm resume {}`, or choose an empty or new directory",
@@ -154,7 +161,7 @@ fn with_bar(name: &str, dir: &Path, steps: usize, quiet: bool, f: &mut CommandFn
     let s = f(dir, &mut |p: &Progress| {
         b.set_position(p.step as u64);
         b.set_message(p.message.clone());
-        crate::signals::received().is_none()
+        !crate::signals::stop_requested()
     });
     b.finish_and_clear();
     match s {
@@ -231,6 +238,13 @@ fn absolute(path: &mut PathBuf) {
 
 /// `proxima lm resume RUN_DIR`: the command of the run's config.json, from its latest checkpoint.
 fn resume(dir: &Path, quiet: bool, weights: &mut Weights) -> Result<()> {
+    if crate::rundirs::is_rl_run(dir) {
+        anyhow::bail!(
+            "{}: a reinforcement-learning run directory (`proxima train`), not a language-model one; continue it with `proxima train --resume {}`",
+            dir.display(),
+            dir.display()
+        );
+    }
     let path = dir.join("config.json");
     let text =
         std::fs::read_to_string(&path).with_context(|| format!("{}: not an lm run directory", path.display()))?;
@@ -292,6 +306,7 @@ fn model_is_written(dir: &Path, command: &str) -> bool {
 /// `proxima lm eval`: held-out accuracy and the answers to `prompts`; with `reference`, also the
 /// sampled accuracy and the KL to it.
 fn eval(path: &Path, prompts: &[String], json: bool, reference: Option<&Path>, seed: u64) -> Result<()> {
+    let path = &eval_target(path)?;
     let (acc, answers) = run::eval(path, prompts)?;
     let against = reference.map(|r| run::eval_against_reference(path, r, seed)).transpose()?;
     if json {
@@ -312,4 +327,34 @@ fn eval(path: &Path, prompts: &[String], json: bool, reference: Option<&Path>, s
         }
     }
     Ok(())
+}
+
+/// What `lm eval PATH` reads: PATH itself (a weights or checkpoint file, or a run directory with
+/// its model.safetensors), or the latest checkpoint of an unfinished run (with a note). A
+/// reinforcement-learning run directory is refused, naming `proxima eval`.
+fn eval_target(path: &Path) -> Result<PathBuf> {
+    let shown = path.display();
+    if path.is_dir() && crate::rundirs::is_rl_run(path) {
+        anyhow::bail!(
+            "{shown}: a reinforcement-learning run directory (`proxima train`), not a language-model one; evaluate it with `proxima eval {shown}`"
+        );
+    }
+    if !path.is_dir() || path.join("model.safetensors").is_file() {
+        return Ok(path.to_path_buf());
+    }
+    if !crate::rundirs::is_lm_run(path) {
+        anyhow::bail!("{shown}: holds no model.safetensors, and no config.json of a `proxima lm` run");
+    }
+    match proxima_lm::resume::latest_checkpoint_file(path) {
+        Some(file) => {
+            eprintln!(
+                "note: {shown} has no model.safetensors yet (an unfinished run; `proxima lm resume {shown}` finishes it): evaluating its latest checkpoint, {}",
+                file.display()
+            );
+            Ok(file)
+        }
+        None => anyhow::bail!(
+            "{shown}: holds no model yet (the run stopped before its first checkpoint); continue it with `proxima lm resume {shown}`"
+        ),
+    }
 }

@@ -314,7 +314,7 @@ fn run_one(env: &str, cfg: Config, dir: &Path) -> Result<RunRecord> {
                 Trainer::new(env, cfg)?
             }
         };
-        if let train::RunOutcome::Stopped(s) = train::run(trainer, dir, |_| crate::signals::received().is_none())? {
+        if let train::RunOutcome::Stopped(s) = train::run(trainer, dir, |_| !crate::signals::stop_requested())? {
             return Err(ProximaError::Stopped(format!(
                 "stopped after update {} (saved {})",
                 s.update,

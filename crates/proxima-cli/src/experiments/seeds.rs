@@ -222,7 +222,7 @@ fn run_seed(parent: &Path, m: &Manifest, seed: u64, backend: Option<Backend>) ->
                 Trainer::new(&m.env_id, cfg)?
             }
         };
-        match train::run(trainer, &dir, |_| crate::signals::received().is_none())? {
+        match train::run(trainer, &dir, |_| !crate::signals::stop_requested())? {
             train::RunOutcome::Finished(summary) => Ok(summary.time_elapsed),
             train::RunOutcome::Stopped(s) => {
                 bail!("stopped after update {} (saved {})", s.update, s.checkpoint.display())

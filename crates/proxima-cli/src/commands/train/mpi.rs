@@ -8,11 +8,11 @@ use super::flags::{check_env_keys, safe_id, train_config_over};
 #[cfg(feature = "mpi")]
 use super::progress::train_with_bar;
 #[cfg(feature = "mpi")]
-use super::resume::{check_resumed_env, ready_to_resume};
+use super::resume::{check_resumed_env, ready_to_resume, resume_flags};
 #[cfg(feature = "mpi")]
 use crate::experiments::{self, pool::set_threads};
 #[cfg(feature = "mpi")]
-use crate::rundirs::{claim_run_dir, latest_checkpoint};
+use crate::rundirs::{self, claim_run_dir, latest_checkpoint};
 #[cfg(feature = "mpi")]
 use crate::{distributed, signals};
 #[cfg(feature = "mpi")]
@@ -47,7 +47,7 @@ pub(super) fn train_distributed(a: &TrainArgs, var: &str, value: usize) -> Resul
     // A signal stops every rank after the same update: after each one the ranks sum their
     // "signalled" flags (mpirun forwards Ctrl-C to every rank as SIGTERM, not at the same instant).
     let signalled = || {
-        let mut any = [f64::from(u8::from(signals::received().is_some()))];
+        let mut any = [f64::from(u8::from(signals::stop_requested()))];
         mpi.all_reduce_sum_f64(&mut any).is_err() || any[0] > 0.0
     };
     let run = || -> Result<()> {
@@ -140,6 +140,9 @@ pub(super) fn resumed_distributed(
     let file = PathBuf::from(String::from_utf8_lossy(&name).into_owned());
     let ck = proxima::checkpoint::load_bytes(&bytes, &file.display().to_string())?;
     check_resumed_env(dir, &ck, a.env_id.as_deref())?;
+    if rank == 0 {
+        rundirs::warn_if_config_edited(dir, &ck, &resume_flags(a.total_timesteps.is_some(), a.backend.is_some()));
+    }
     let backend = a.backend.as_deref().map(str::parse).transpose()?;
     let trainer = train::Trainer::resume_distributed(&ck, a.total_timesteps, backend, mpi)?;
     if rank == 0 {

@@ -1,7 +1,7 @@
 //! `proxima train --resume RUN_DIR`: the trainer a run directory continues.
 
 use crate::experiments::pool::set_threads;
-use crate::rundirs::latest_checkpoint;
+use crate::rundirs::{self, latest_checkpoint};
 use anyhow::{bail, Context, Result};
 use proxima::config::Config;
 use proxima::train;
@@ -24,8 +24,14 @@ pub(super) fn resumed_trainer(
     };
     let ck = proxima::checkpoint::load(&file)?;
     check_resumed_env(dir, &ck, env_id)?;
+    rundirs::warn_if_config_edited(dir, &ck, &resume_flags(total_timesteps.is_some(), backend.is_some()));
     let trainer = train::Trainer::resume_on(&ck, total_timesteps, backend.map(str::parse).transpose()?)?;
     ready_to_resume(dir, &file, trainer, total_timesteps)
+}
+
+/// The config keys that `--resume`'s flags given (`--total-timesteps`, `--backend`) set.
+pub(super) fn resume_flags(total_timesteps: bool, backend: bool) -> Vec<&'static str> {
+    [(total_timesteps, "total_timesteps"), (backend, "backend")].into_iter().filter(|f| f.0).map(|f| f.1).collect()
 }
 
 /// Refuses `--resume DIR ENV_ID` when DIR's run trained on another env.

@@ -34,5 +34,5 @@ pub fn exec(a: TrainArgs) -> Result<()> {
         },
         None => new_trainer(&a)?,
     };
-    train_with_bar(&a, trainer, &run_dir, &|| signals::received().is_some())
+    train_with_bar(&a, trainer, &run_dir, &signals::stop_requested)
 }
