@@ -228,7 +228,7 @@ fn an_atari_game_with_frames_of_the_wrong_shape_is_a_clear_error() {
     assert_eq!(env.observation_space(), Space::image(&[4, 84, 84]));
     env.reset(Some(1)).unwrap();
     env.step(Action::Discrete(1)).unwrap();
-    let e = env.step(Action::Discrete(1)).err().expect("a frame of the wrong shape: an error").to_string();
+    let e = env.step(Action::Discrete(1)).expect_err("a frame of the wrong shape: an error").to_string();
     assert!(e.contains("returned a frame of shape [200, 160, 3]") && e.contains("expected [210, 160, 3] uint8"), "{e}");
     let e = make("atari:toy_envs:toy/AtariLikeGray-v0").err().expect("gray frames: an error").to_string();
     assert!(e.contains("observations of shape [210, 160]") && e.contains("(height, width, 3) uint8 RGB"), "{e}");
