@@ -28,6 +28,21 @@ def module_of(crate_src, path):
     return rel
 
 
+def item_end(text, start):
+    """The end of the braced body of the item whose header ends at `start` (its braces matched), or
+    None when a `;` comes first (a declaration without a body)."""
+    j, semi = text.find("{", start), text.find(";", start)
+    if j < 0 or (0 <= semi < j):
+        return None
+    depth, k = 0, j
+    while k < len(text):
+        depth += {"{": 1, "}": -1}.get(text[k], 0)
+        k += 1
+        if depth == 0:
+            break
+    return k
+
+
 def strip_tests(text):
     """The text without `#[cfg(test)]` items (their braces matched) and without comments."""
     text = re.sub(r"//[^\n]*", "", text)
@@ -36,18 +51,8 @@ def strip_tests(text):
         if m.start() < i:
             continue
         out.append(text[i:m.start()])
-        j = text.find("{", m.end())
-        semi = text.find(";", m.end())
-        if j < 0 or (0 <= semi < j):
-            i = semi + 1
-            continue
-        depth, k = 0, j
-        while k < len(text):
-            depth += {"{": 1, "}": -1}.get(text[k], 0)
-            k += 1
-            if depth == 0:
-                break
-        i = k
+        end = item_end(text, m.end())
+        i = end if end is not None else text.find(";", m.end()) + 1
     out.append(text[i:])
     return "".join(out)
 
@@ -137,16 +142,9 @@ def long_functions(path, text):
     body = strip_tests(text)
     out = []
     for m in re.finditer(r"\bfn\s+([A-Za-z_][A-Za-z0-9_]*)", body):
-        j = body.find("{", m.end())
-        semi = body.find(";", m.end())
-        if j < 0 or (0 <= semi < j):
+        k = item_end(body, m.end())
+        if k is None:
             continue
-        depth, k = 0, j
-        while k < len(body):
-            depth += {"{": 1, "}": -1}.get(body[k], 0)
-            k += 1
-            if depth == 0:
-                break
         n = body.count("\n", m.start(), k) + 1
         if n > MAX_LINES:
             out.append((m.group(1), n))

@@ -112,10 +112,13 @@ evals() { # eval --json of run directory $1, sampled and deterministic, into $di
   "$bin" eval "$1" --episodes 3 --deterministic --json >"$dir/eval_deterministic.json"
 }
 
-train_case() { # ENV ARGS... : one training run and its evaluations ($new_args: the new binary's only)
+train_case() { # ENV ARGS... : one training run and its evaluations ($new_args: the new binary's, and
+  # REF's too when REF already has the Nature CNN, whose presets then need the same arguments)
   mkdir -p "$dir"
   local extra=()
-  [ "$side" = new ] && [ -n "${new_args:-}" ] && read -ra extra <<<"$new_args"
+  if [ -n "${new_args:-}" ] && { [ "$side" = new ] || [ "$ref_has_cnn" -eq 1 ]; }; then
+    read -ra extra <<<"$new_args"
+  fi
   "$bin" train "$@" "${extra[@]}" --run-dir "$dir/run" --quiet
   evals "$dir/run"
 }
@@ -181,13 +184,16 @@ steps_of() { # a few updates of each preset
 }
 
 failed=0
+# Since the Nature CNN, paper-atari's policy is CnnPolicy: a REF that has it takes --set policy=MlpPolicy too.
+ref_has_cnn=0
+git grep -q "PolicyKind::CnnPolicy" "$ref_sha" -- crates/proxima/src 2>/dev/null && ref_has_cnn=1
 t0=$(date +%s)
 envs="CartPole-v1 Acrobot-v1 MountainCar-v0 MountainCarContinuous-v0 Pendulum-v1"
 for env in $envs; do
   for preset in cleanrl sb3 paper-mujoco paper-atari a2c a3c trpo; do
     extra=()
     [ "$preset" = a3c ] && extra=(--set n_workers=1)
-    # paper-atari's network is the CNN since issue 16; its MLP on these envs is the old case.
+    # paper-atari's network is the Nature CNN; its MLP on these envs is the case compared.
     new_args=""
     [ "$preset" = paper-atari ] && new_args="--set policy=MlpPolicy"
     echo "  $env / $preset"

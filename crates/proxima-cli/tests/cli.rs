@@ -2,22 +2,11 @@
 //! reproducibility, and bad input (each must exit non-zero with a message naming the problem,
 //! never panic).
 
+mod common;
+
+use common::{proxima, tmp};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn proxima(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_proxima")).args(args).output().expect("run proxima");
-    let (so, se) = (String::from_utf8_lossy(&out.stdout).to_string(), String::from_utf8_lossy(&out.stderr).to_string());
-    assert!(!se.contains("panicked"), "proxima {args:?} panicked:\n{se}");
-    (out.status.code().unwrap_or(-1), so, se)
-}
-
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("proxima-cli-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 /// A tiny but complete run: 2 envs × 64 steps, 4 updates, checkpoint every 2.
 fn tiny_run(dir: &Path, seed: &str) {

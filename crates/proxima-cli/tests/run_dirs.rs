@@ -4,22 +4,10 @@
 //! checkpoint file and an unfinished run's latest checkpoint; `train --resume` says when the
 //! run's `config.toml` was edited, since the checkpoint's config is the one it continues with.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
 
-fn proxima(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_proxima")).args(args).output().expect("run proxima");
-    let (so, se) = (String::from_utf8_lossy(&out.stdout).to_string(), String::from_utf8_lossy(&out.stderr).to_string());
-    assert!(!se.contains("panicked"), "proxima {args:?} panicked:\n{se}");
-    (out.status.code().unwrap_or(-1), so, se)
-}
-
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("proxima-rundirs-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+use common::{proxima, tmp};
+use std::path::Path;
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()

@@ -222,15 +222,10 @@ pub fn grpo_gradients(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::LmSpec;
+    use crate::model::tiny_for_tests as tiny;
     use crate::sft::sft_step;
-    use crate::task::{split, VOCAB};
+    use crate::task::split;
     use rand::SeedableRng;
-
-    fn tiny() -> TinyLm {
-        TinyLm::new(LmSpec { vocab: VOCAB, context: 16, d_model: 16, n_heads: 2, n_layers: 1 }, 3, &Device::Cpu)
-            .unwrap()
-    }
 
     #[test]
     fn grpo_and_sft_steps_run_and_report() {

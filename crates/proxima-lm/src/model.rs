@@ -236,6 +236,14 @@ impl TinyLm {
     }
 }
 
+/// A model small enough for the unit tests of the modules that sample from it and train it
+/// (vocabulary of the task, context 16, width 16, 2 heads, 1 layer; seed 3).
+#[cfg(test)]
+pub(crate) fn tiny_for_tests() -> TinyLm {
+    let spec = LmSpec { vocab: crate::task::VOCAB, context: 16, d_model: 16, n_heads: 2, n_layers: 1 };
+    TinyLm::new(spec, 3, &Device::Cpu).expect("a valid spec")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

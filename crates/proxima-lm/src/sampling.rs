@@ -119,14 +119,9 @@ pub fn response_log_probs(model: &TinyLm, tokens: &Tensor) -> Result<Tensor> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::LmSpec;
-    use crate::task::{split, VOCAB};
+    use crate::model::tiny_for_tests as tiny;
+    use crate::task::split;
     use rand::SeedableRng;
-
-    fn tiny() -> TinyLm {
-        TinyLm::new(LmSpec { vocab: VOCAB, context: 16, d_model: 16, n_heads: 2, n_layers: 1 }, 3, &Device::Cpu)
-            .unwrap()
-    }
 
     /// Response masks come from positions: 1 up to and including the first EOS, 0 after, and
     /// the stored log-probs are those of the sampled tokens under the model.
