@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Every result unchanged, bit for bit: builds a reference commit (default 7897f9d, the last commit
 # before the house was rearranged by job: config, CLI, trainer) in a git worktree and the current
-# tree, runs the same short runs with both binaries — the current one on `backend = "candle"` (`--backend candle` on train
-# and eval, `--set backend=candle` on the ablation), whose results must not change — and compares what they leave behind (bench/same_results.py): final
-# weights and optimiser moments tensor by tensor, progress.csv without its wall-clock columns,
-# eval.json / `eval --json` without wall-clock keys, config.toml, the ablation's tables.
+# tree, runs the same short runs with both binaries on one backend, BACKEND (candle by default:
+# `--backend B` on train and eval, `--set backend=B` on the ablation; a reference from before the
+# fused backend has no flag and is compared on candle only), and compares what they leave behind
+# (bench/same_results.py): final weights and optimiser moments tensor by tensor, progress.csv
+# without its wall-clock columns, eval.json / `eval --json` without wall-clock keys, config.toml,
+# the ablation's tables.
 #
-#   bench/same_results.sh [REF]        # OUT=bench-results/same_results by default
+#   bench/same_results.sh [REF]                  # OUT=bench-results/same_results by default
+#   BACKEND=auto OUT=bench-results/same_results_auto bench/same_results.sh [REF]   # the fused kernels where they cover a run
 #
 # Prints (and writes to $OUT/report.txt) one row per case — its name, the number of files compared
 # and `identical`, `DIFFERENT` (with the first differences: tensor and max |diff|, CSV row and
@@ -61,16 +64,30 @@ fi
 cur_bin=$work/proxima-current
 echo "building the current tree ($(git rev-parse --short HEAD)$([ -n "$(git status --porcelain -- crates Cargo.toml Cargo.lock)" ] && echo ', with uncommitted changes')) ..."
 build "$root" "$target" "$cur_bin"
-# The current binary on the candle backend (the reference knows no other, nor the flag).
-cat >"$work/proxima-current-candle" <<EOF
+# Both binaries on one backend, BACKEND (default candle): a wrapper adds `--backend B` to train and
+# eval and `--set backend=B` to the ablation. A reference from before the fused backend knows no
+# other backend nor the flag: it runs as it is, and only candle can be compared with it.
+backend=${BACKEND:-candle}
+case $backend in candle | fused | auto) ;; *) echo "BACKEND must be candle, fused or auto, not $backend" >&2; exit 2 ;; esac
+on_backend() { # $1 = binary, $2 = the wrapper to write
+  cat >"$2" <<EOF
 #!/usr/bin/env bash
 case "\$1" in
-  train | eval) exec "$cur_bin" "\$@" --backend candle ;;
-  ablation) exec "$cur_bin" "\$@" --set backend=candle ;;
-  *) exec "$cur_bin" "\$@" ;;
+  train | eval) exec "$1" "\$@" --backend $backend ;;
+  ablation) exec "$1" "\$@" --set backend=$backend ;;
+  *) exec "$1" "\$@" ;;
 esac
 EOF
-chmod +x "$work/proxima-current-candle"
+  chmod +x "$2"
+}
+on_backend "$cur_bin" "$work/proxima-current-on-backend"
+if "$ref_bin" train --help | grep -q -- "--backend"; then
+  on_backend "$ref_bin" "$work/proxima-ref-on-backend"
+  ref_bin=$work/proxima-ref-on-backend
+elif [ "$backend" != candle ]; then
+  echo "the reference ${ref_sha:0:12} has no --backend: it can be compared on BACKEND=candle only" >&2
+  exit 2
+fi
 
 # --- a Python with gymnasium for the bridged case -----------------------------------------------
 py=${PROXIMA_PYTHON:-}
@@ -95,7 +112,7 @@ both() { # $1 = case function, $2 = case name, rest = its arguments
   shift 2
   (bin=$ref_bin side=ref dir=$out/ref/$name "$fn" "$@") >"$out/ref.$name.log" 2>&1 &
   local p1=$!
-  (bin=$work/proxima-current-candle side=new dir=$out/new/$name "$fn" "$@") >"$out/new.$name.log" 2>&1 &
+  (bin=$work/proxima-current-on-backend side=new dir=$out/new/$name "$fn" "$@") >"$out/new.$name.log" 2>&1 &
   local p2=$!
   local ok=0
   wait $p1 || ok=1
@@ -103,7 +120,7 @@ both() { # $1 = case function, $2 = case name, rest = its arguments
   if [ $ok -ne 0 ]; then
     failed=1
     echo "case $name failed; see $out/ref.$name.log and $out/new.$name.log" >&2
-    tail -5 "$out/ref.$name.log" "$out/new.$name.log" >&2
+    tail -n 5 "$out/ref.$name.log" "$out/new.$name.log" >&2
   fi
 }
 
@@ -231,7 +248,7 @@ t1=$(date +%s)
 
 set +e
 {
-  echo "bench/same_results.sh: reference ${ref_sha:0:12} vs current $(git rev-parse --short HEAD)$([ -n "$(git status --porcelain -- crates)" ] && echo ' (+ uncommitted changes)')"
+  echo "bench/same_results.sh (BACKEND=$backend): reference ${ref_sha:0:12} vs current $(git rev-parse --short HEAD)$([ -n "$(git status --porcelain -- crates)" ] && echo ' (+ uncommitted changes)')"
   echo "$(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), runs took $((t1 - t0)) s"
   echo
   python3 bench/same_results.py "$out/ref" "$out/new"
