@@ -729,12 +729,32 @@ def _lr_settings(learning_rate: Union[float, Schedule]) -> dict[str, Setting]:
     return {"learning_rate": float(lr), "anneal_lr": False}
 
 
+def _int(h: dict[str, Any], key: str) -> int:
+    """Keyword `key` of `h` as an int: an int or a numpy integer (a whole float too); a bool, a
+    string or anything else is a TypeError naming the key, a fractional float a ValueError."""
+    v = h[key]
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{key} must be an integer, got {v!r} ({type(v).__name__})")
+    if isinstance(v, (float, np.floating)) and not float(v).is_integer():
+        raise ValueError(f"{key} must be a whole number, got {v!r}")
+    return int(v)
+
+
+def _float(h: dict[str, Any], key: str) -> float:
+    """Keyword `key` of `h` as a float: an int, a float or a numpy number; a bool, a string or
+    anything else is a TypeError naming the key."""
+    v = h[key]
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{key} must be a number, got {v!r} ({type(v).__name__})")
+    return float(v)
+
+
 def _common_settings(h: dict[str, Any]) -> dict[str, Setting]:
     return {
         **_lr_settings(h["learning_rate"]),
-        "n_steps": int(h["n_steps"]),
-        "gamma": float(h["gamma"]),
-        "gae_lambda": float(h["gae_lambda"]),
+        "n_steps": _int(h, "n_steps"),
+        "gamma": _float(h, "gamma"),
+        "gae_lambda": _float(h, "gae_lambda"),
     }
 
 
@@ -786,13 +806,13 @@ class PPO(BaseAlgorithm):
         return {
             **_common_settings(h),
             "algo": "ppo",
-            "batch_size": int(h["batch_size"]),
-            "n_epochs": int(h["n_epochs"]),
+            "batch_size": _int(h, "batch_size"),
+            "n_epochs": _int(h, "n_epochs"),
             "clip_range": float(clip),
             "clip_range_vf": _setting(h["clip_range_vf"]),
             "normalize_advantage": "minibatch" if h["normalize_advantage"] else "off",
-            "ent_coef": float(h["ent_coef"]),
-            "vf_coef": float(h["vf_coef"]),
+            "ent_coef": _float(h, "ent_coef"),
+            "vf_coef": _float(h, "vf_coef"),
             "max_grad_norm": _setting(h["max_grad_norm"]),
             "target_kl": _setting(h["target_kl"]),
         }
@@ -844,10 +864,10 @@ class A2C(BaseAlgorithm):
         return {
             **_common_settings(h),
             "algo": "a2c",
-            "ent_coef": float(h["ent_coef"]),
-            "vf_coef": float(h["vf_coef"]),
+            "ent_coef": _float(h, "ent_coef"),
+            "vf_coef": _float(h, "vf_coef"),
             "max_grad_norm": _setting(h["max_grad_norm"]),
-            "rms_prop_eps": float(h["rms_prop_eps"]),
+            "rms_prop_eps": _float(h, "rms_prop_eps"),
             "optimizer": "rmsprop" if h["use_rms_prop"] else "adam",
             "normalize_advantage": "batch" if h["normalize_advantage"] else "off",
         }
@@ -900,19 +920,19 @@ class TRPO(BaseAlgorithm):
         super().__init__(policy, env, hyper, kwargs)
 
     def _settings(self, h: dict[str, Any]) -> dict[str, Setting]:
-        if int(h["sub_sampling_factor"]) != 1:
+        if _int(h, "sub_sampling_factor") != 1:
             raise NotImplementedError("sub_sampling_factor other than 1 is not supported yet")
         return {
             **_common_settings(h),
             "algo": "trpo",
-            "batch_size": int(h["batch_size"]),
-            "cg_max_steps": int(h["cg_max_steps"]),
-            "cg_damping": float(h["cg_damping"]),
-            "line_search_shrinking_factor": float(h["line_search_shrinking_factor"]),
-            "line_search_max_iter": int(h["line_search_max_iter"]),
-            "n_critic_updates": int(h["n_critic_updates"]),
+            "batch_size": _int(h, "batch_size"),
+            "cg_max_steps": _int(h, "cg_max_steps"),
+            "cg_damping": _float(h, "cg_damping"),
+            "line_search_shrinking_factor": _float(h, "line_search_shrinking_factor"),
+            "line_search_max_iter": _int(h, "line_search_max_iter"),
+            "n_critic_updates": _int(h, "n_critic_updates"),
             "normalize_advantage": "batch" if h["normalize_advantage"] else "off",
-            "target_kl": float(h["target_kl"]),
+            "target_kl": _float(h, "target_kl"),
         }
 
     def learn(self, total_timesteps: int, callback: MaybeCallback = None, log_interval: int = 1,
@@ -999,7 +1019,7 @@ class _OffPolicyAlgorithm(BaseAlgorithm):
         super()._check_unsupported(hyper)
 
     def _off_policy_settings(self, h: dict[str, Any]) -> dict[str, Setting]:
-        if int(h["gradient_steps"]) < 0:
+        if _int(h, "gradient_steps") < 0:
             raise NotImplementedError("gradient_steps=-1 (as many as env steps) is not supported yet: give the number")
         size = h["buffer_size"]
         if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or not 1 <= int(size) < 2**63:
@@ -1007,13 +1027,13 @@ class _OffPolicyAlgorithm(BaseAlgorithm):
         return {
             **_lr_settings(h["learning_rate"]),
             "algo": self._algo,
-            "buffer_size": int(h["buffer_size"]),
-            "learning_starts": int(h["learning_starts"]),
-            "batch_size": int(h["batch_size"]),
-            "tau": float(h["tau"]),
-            "gamma": float(h["gamma"]),
+            "buffer_size": _int(h, "buffer_size"),
+            "learning_starts": _int(h, "learning_starts"),
+            "batch_size": _int(h, "batch_size"),
+            "tau": _float(h, "tau"),
+            "gamma": _float(h, "gamma"),
             "train_freq": _train_freq(h["train_freq"]),
-            "gradient_steps": int(h["gradient_steps"]),
+            "gradient_steps": _int(h, "gradient_steps"),
         }
 
     def _policy_settings(self, policy_kwargs: Optional[dict[str, Any]]) -> dict[str, Setting]:
@@ -1080,7 +1100,7 @@ class SAC(_OffPolicyAlgorithm):
         return {
             **self._off_policy_settings(h),
             "ent_coef": _auto_or_float("ent_coef", h["ent_coef"], lambda s: s.startswith("auto")),
-            "target_update_interval": int(h["target_update_interval"]),
+            "target_update_interval": _int(h, "target_update_interval"),
             "target_entropy": _auto_or_float("target_entropy", h["target_entropy"], lambda s: s == "auto"),
         }
 
@@ -1135,9 +1155,9 @@ class TD3(_OffPolicyAlgorithm):
         return {
             **self._off_policy_settings(h),
             "noise_std": self._noise(h["action_noise"]),
-            "policy_delay": int(h["policy_delay"]),
-            "target_policy_noise": float(h["target_policy_noise"]),
-            "target_noise_clip": float(h["target_noise_clip"]),
+            "policy_delay": _int(h, "policy_delay"),
+            "target_policy_noise": _float(h, "target_policy_noise"),
+            "target_noise_clip": _float(h, "target_noise_clip"),
         }
 
     def learn(self, total_timesteps: int, callback: MaybeCallback = None, log_interval: int = 4,

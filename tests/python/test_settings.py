@@ -116,6 +116,30 @@ def test_a_setting_of_a_type_the_config_has_not_names_its_key(value, exc, text):
         proxima.PPO("MlpPolicy", "CartPole-v1", normalize_observation=value)
 
 
+@pytest.mark.parametrize("cls,kwargs,exc,text", [
+    (proxima.PPO, {"n_steps": "64"}, TypeError, "n_steps must be an integer, got '64'"),
+    (proxima.PPO, {"n_steps": 64.7}, ValueError, "n_steps must be a whole number"),
+    (proxima.PPO, {"n_epochs": True}, TypeError, "n_epochs must be an integer, got True"),
+    (proxima.PPO, {"gamma": "0.9"}, TypeError, "gamma must be a number, got '0.9'"),
+    (proxima.PPO, {"ent_coef": "0.5"}, TypeError, "ent_coef must be a number"),
+    (proxima.A2C, {"n_steps": "5"}, TypeError, "n_steps must be an integer"),
+    (proxima.TRPO, {"cg_max_steps": None}, TypeError, "cg_max_steps must be an integer, got None"),
+    (proxima.SAC, {"batch_size": "128"}, TypeError, "batch_size must be an integer"),
+    (proxima.SAC, {"tau": "0.5"}, TypeError, "tau must be a number"),
+    (proxima.TD3, {"policy_delay": 2.5}, ValueError, "policy_delay must be a whole number"),
+])
+def test_sb3s_numeric_keywords_of_another_type_name_the_key(cls, kwargs, exc, text):
+    env = "Pendulum-v1" if cls in (proxima.SAC, proxima.TD3) else "CartPole-v1"
+    with pytest.raises(exc, match=text):
+        cls("MlpPolicy", env, **kwargs)
+
+
+def test_sb3s_numeric_keywords_take_numpy_numbers_and_whole_floats():
+    model = proxima.PPO("MlpPolicy", "CartPole-v1", n_steps=np.int64(64), batch_size=32.0, gamma=np.float32(0.5))
+    config = _config(model)
+    assert config["n_steps"] == 64 and config["batch_size"] == 32 and config["gamma"] == 0.5
+
+
 def test_the_extension_checks_the_settings_it_is_given():
     from proxima import _proxima
 

@@ -6,7 +6,7 @@
 //! sticky-action probability is the protocol's choice (0 in SB3's and CleanRL's `NoFrameskip-v4`
 //! setting, 0.25 in Machado et al.'s v5 default). Frames cross as one `bytes` object per step.
 
-use crate::{call_reset, init, py_err, python_executable, PREFIX};
+use crate::{call_reset, init, make_error, py_err, python_executable, PREFIX};
 use proxima_env::atari::{parse_atari_spec, AtariEnv, AtariGame, GameStep, ATARI_PREFIX};
 use proxima_env::{Env, EnvError, Result};
 use pyo3::prelude::*;
@@ -71,7 +71,7 @@ impl AleGame {
             let env = gym.call_method("make", (spec,), Some(&kwargs)).map_err(|e| {
                 EnvError::UnknownEnv(format!(
                     "gymnasium.make({spec:?}, frameskip=1, repeat_action_probability={repeat_action_probability}, full_action_space=False) failed:\n{}",
-                    py_err(py, e)
+                    make_error(py, &gym, e)
                 ))
             })?;
             AleGame::wrap(py, env, spec)

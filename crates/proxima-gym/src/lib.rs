@@ -203,6 +203,21 @@ pub(crate) fn py_err(py: Python<'_>, e: PyErr) -> String {
     }
 }
 
+/// An exception of `gymnasium.make` as text: for an id Gymnasium does not know (its
+/// `UnregisteredEnv` errors: no such namespace, name or version), only its one-line message, which
+/// names the id and suggests near ones; any other exception with its traceback ([`py_err`]).
+pub(crate) fn make_error(py: Python<'_>, gym: &Bound<'_, PyAny>, e: PyErr) -> String {
+    let unregistered =
+        gym.getattr("error").and_then(|m| m.getattr("UnregisteredEnv")).is_ok_and(|cls| e.is_instance(py, &cls));
+    if !unregistered {
+        return py_err(py, e);
+    }
+    let name = e.get_type(py).name().map(|n| n.to_string()).unwrap_or_else(|_| "UnregisteredEnv".into());
+    let short = format!("{name}: {}", e.value(py));
+    LAST_ERROR.with(|c| *c.borrow_mut() = Some(e));
+    short
+}
+
 /// `env.reset(seed=seed)`, its exception as an `Env` error naming `id`.
 pub(crate) fn call_reset<'py>(
     py: Python<'py>,
@@ -333,7 +348,7 @@ impl GymEnv {
                     format!("gymnasium.make({spec:?})")
                 };
                 let hint = if render { " (does the env support render_mode=\"rgb_array\"?)" } else { "" };
-                EnvError::UnknownEnv(format!("{call} failed{hint}:\n{}", py_err(py, e)))
+                EnvError::UnknownEnv(format!("{call} failed{hint}:\n{}", make_error(py, &gym, e)))
             })?;
             GymEnv::wrap(py, env, np, id)
         })

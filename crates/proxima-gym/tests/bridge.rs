@@ -233,3 +233,16 @@ fn an_atari_game_with_frames_of_the_wrong_shape_is_a_clear_error() {
     let e = make("atari:toy_envs:toy/AtariLikeGray-v0").err().expect("gray frames: an error").to_string();
     assert!(e.contains("observations of shape [210, 160]") && e.contains("(height, width, 3) uint8 RGB"), "{e}");
 }
+
+/// An id Gymnasium does not know is Gymnasium's one-line message (naming the id, suggesting near
+/// ones), not a Python traceback; an env that fails inside `make` keeps its traceback.
+#[test]
+#[ignore = "needs a Python with gymnasium (PROXIMA_PYTHON; .ci/run installs it)"]
+fn an_unknown_id_is_gymnasiums_message_without_a_traceback() {
+    setup();
+    let e = make("gym:NoSuchEnv-v0").err().expect("an unknown id is an error").to_string();
+    assert!(e.contains("NameNotFound") && e.contains("NoSuchEnv"), "{e}");
+    assert!(!e.contains("Traceback"), "{e}");
+    let e = make("gym:CartPole-v99").err().expect("an unknown version is an error").to_string();
+    assert!(e.contains("VersionNotFound") && !e.contains("Traceback"), "{e}");
+}

@@ -179,9 +179,17 @@ impl Trainer {
         backend: Option<Backend>,
     ) -> Result<Self> {
         if let Some(ranks) = ck.meta.extra.get("mpi_ranks") {
+            // The run directory: the checkpoint's folder, or the one above `checkpoints/`.
+            let file = std::path::Path::new(ck.path());
+            let folder = file.parent().unwrap_or(file);
+            let dir = match folder.file_name() {
+                Some(name) if name == "checkpoints" => folder.parent().unwrap_or(folder),
+                _ => folder,
+            };
             return Err(ProximaError::Checkpoint(format!(
-                "cannot resume {} in one process: it is a checkpoint of a distributed run of {ranks} MPI ranks; resume it with `mpirun -np {ranks} proxima train --resume DIR` (a build with the `mpi` feature), or evaluate it with proxima eval",
-                ck.path()
+                "cannot resume {} in one process: it is a checkpoint of a distributed run of {ranks} MPI ranks; resume it with `mpirun -np {ranks} proxima train --resume {}` (a build with the `mpi` feature), or evaluate it with proxima eval",
+                ck.path(),
+                dir.display()
             )));
         }
         let cfg = resumed_config(ck, total_timesteps, backend, 1)?;
