@@ -140,13 +140,15 @@ pub(super) fn resumed_distributed(
     let file = PathBuf::from(String::from_utf8_lossy(&name).into_owned());
     let ck = proxima::checkpoint::load_bytes(&bytes, &file.display().to_string())?;
     check_resumed_env(dir, &ck, a.env_id.as_deref())?;
-    if rank == 0 {
-        rundirs::warn_if_config_edited(dir, &ck, &resume_flags(a.total_timesteps.is_some(), a.backend.is_some()));
-    }
     let backend = a.backend.as_deref().map(str::parse).transpose()?;
     let trainer = train::Trainer::resume_distributed(&ck, a.total_timesteps, backend, mpi)?;
     if rank == 0 {
-        return ready_to_resume(dir, &file, trainer, a.total_timesteps);
+        let ready = ready_to_resume(dir, &file, trainer, a.total_timesteps)?;
+        if ready.is_some() {
+            // Only a run that goes on rewrites its config.toml.
+            rundirs::warn_if_config_edited(dir, &ck, &resume_flags(a.total_timesteps.is_some(), a.backend.is_some()));
+        }
+        return Ok(ready);
     }
     set_threads(trainer.cfg.num_threads);
     Ok(Some(trainer))

@@ -24,9 +24,13 @@ pub(super) fn resumed_trainer(
     };
     let ck = proxima::checkpoint::load(&file)?;
     check_resumed_env(dir, &ck, env_id)?;
-    rundirs::warn_if_config_edited(dir, &ck, &resume_flags(total_timesteps.is_some(), backend.is_some()));
     let trainer = train::Trainer::resume_on(&ck, total_timesteps, backend.map(str::parse).transpose()?)?;
-    ready_to_resume(dir, &file, trainer, total_timesteps)
+    let ready = ready_to_resume(dir, &file, trainer, total_timesteps)?;
+    if ready.is_some() {
+        // Only a run that goes on rewrites its config.toml.
+        rundirs::warn_if_config_edited(dir, &ck, &resume_flags(total_timesteps.is_some(), backend.is_some()));
+    }
+    Ok(ready)
 }
 
 /// The config keys that `--resume`'s flags given (`--total-timesteps`, `--backend`) set.
