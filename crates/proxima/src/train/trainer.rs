@@ -719,10 +719,8 @@ impl Trainer {
         mut observer: Option<&mut (dyn StepObserver + 'o)>,
     ) -> Result<Option<Iteration>> {
         let mut finished = Vec::new();
-        let stats = match self.off_policy_steps(lr, &mut finished, observer.as_deref_mut()) {
-            Ok(None) => return Ok(None),
-            Ok(Some(s)) => Ok(s),
-            Err(e) => Err(e),
+        let Some(stats) = self.off_policy_steps(lr, &mut finished, observer.as_deref_mut()).transpose() else {
+            return Ok(None);
         };
         if let (Some(o), Network::OffPolicy(nets), true) = (observer, &self.policy, stats.is_ok()) {
             o.on_rollout_end(nets, &self.collector.norm)?;
