@@ -25,6 +25,13 @@ pub fn run_all<T: Sync, R: Send>(jobs: usize, tasks: &[T], f: impl Fn(usize, &T)
     results.into_iter().map(|(_, r)| r).collect()
 }
 
+/// Tensor ops run on this many threads; must be set before candle's first matmul.
+pub fn set_threads(n: usize) {
+    if std::env::var_os("RAYON_NUM_THREADS").is_none() {
+        std::env::set_var("RAYON_NUM_THREADS", n.to_string());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -37,12 +44,5 @@ mod tests {
             assert_eq!(out, tasks.iter().map(|&t| (t, t * t)).collect::<Vec<_>>());
         }
         assert!(run_all(4, &Vec::<u8>::new(), |_, _| ()).is_empty());
-    }
-}
-
-/// Tensor ops run on this many threads; must be set before candle's first matmul.
-pub fn set_threads(n: usize) {
-    if std::env::var_os("RAYON_NUM_THREADS").is_none() {
-        std::env::set_var("RAYON_NUM_THREADS", n.to_string());
     }
 }
