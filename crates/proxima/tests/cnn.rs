@@ -1,16 +1,19 @@
-//! The Nature CNN (`policy = "CnnPolicy"`) against PyTorch in float64: the same weights and a
-//! fixed batch of uint8 frames give the same logits and values, PPO loss and gradient of every
-//! parameter (1e-5 relative to each tensor's largest entry) as CleanRL's `ppo_atari.py` `Agent`
-//! written with `torch.nn.functional`, and the loss that `ppo_loss` defines (L^CLIP with value
-//! clipping and the entropy bonus).
+//! The Nature CNN (`policy = "CnnPolicy"`) on both backends against PyTorch in float64: the same
+//! weights and a fixed batch of uint8 frames give the same logits and values, PPO loss and
+//! gradient of every parameter (1e-5 relative to each tensor's largest entry) as CleanRL's
+//! `ppo_atari.py` `Agent` written with `torch.nn.functional`, and the loss that `ppo_loss` defines
+//! (L^CLIP with value clipping and the entropy bonus). The fused backend against candle (no
+//! torch needed): loss, gradients, an Adam step and inference to 1e-5, the same bits on one
+//! thread and two, and checkpoints crossing backends.
 //!
 //! The reference is computed here by the Python of `PROXIMA_PYTHON` (with torch, which CI's test
 //! venv has through Stable-Baselines3): the test is ignored by a plain `cargo test`, run by
 //! `cargo test -- --include-ignored` (as `.ci/run` does), where it fails without torch.
 
-use candle_core::Device;
+use proxima::algo::update::apply_gradients;
 use proxima::loss::{Objective, PpoCoefs};
-use proxima::policy::{ActionKind, Activation, ActorCritic, ImageShape, Policy, PolicySpec};
+use proxima::optim::Optimizer;
+use proxima::policy::{ActionKind, Activation, Backend, ImageShape, Network, Policy, PolicySpec};
 use proxima::rollout::Minibatch;
 use rand::{Rng, SeedableRng};
 use std::process::Command;
@@ -72,8 +75,15 @@ fn f64s(v: &serde_json::Value) -> Vec<f64> {
 
 #[test]
 #[ignore = "needs a Python with torch (PROXIMA_PYTHON; .ci/run installs it with stable-baselines3)"]
-fn the_nature_cnn_equals_pytorch_in_float64() {
+fn the_nature_cnn_equals_pytorch_in_float64_on_both_backends() {
     let py = python_with_torch();
+    for backend in [Backend::Candle, Backend::Fused] {
+        println!("{backend:?}");
+        nature_cnn_against_pytorch(&py, backend);
+    }
+}
+
+fn nature_cnn_against_pytorch(py: &str, backend: Backend) {
     // A non-square image catches a height/width mix-up: 44 × 40 → 10 × 9 → 4 × 3 → 2 × 1.
     let image = ImageShape { channels: 4, height: 44, width: 40 };
     let obs_dim = 4 * 44 * 40;
@@ -89,7 +99,8 @@ fn the_nature_cnn_equals_pytorch_in_float64() {
         cnn: Some(image),
     };
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
-    let mut net = ActorCritic::new(spec.clone(), &Device::Cpu, &mut rng).unwrap();
+    let mut net = Network::new(spec.clone(), backend, &mut rng).unwrap();
+    assert_eq!(net.backend(), backend);
     let shapes = spec.param_shapes();
     assert_eq!(shapes[0], ("network.0.weight".to_string(), vec![32, 4, 8, 8]));
     assert_eq!(shapes[6], ("network.7.weight".to_string(), vec![512, 128]));
@@ -114,7 +125,8 @@ fn the_nature_cnn_equals_pytorch_in_float64() {
         objective: Objective::Clip,
         kl_coef: 0.0,
     };
-    let (head, values) = net.forward(&net.obs_tensor(&obs).unwrap()).unwrap();
+    let (head, _) = net.dist_params_host(&obs).unwrap();
+    let values = net.predict_values(&obs).unwrap();
     let report = net.ppo_loss(&mb, &[], &coefs).unwrap();
     let grads = net.backward().unwrap();
     let params = net.params().unwrap();
@@ -130,13 +142,11 @@ fn the_nature_cnn_equals_pytorch_in_float64() {
     });
     let (inp, out) = (dir.join("in.json"), dir.join("out.json"));
     std::fs::write(&inp, input.to_string()).unwrap();
-    let run = Command::new(&py).args(["-c", REFERENCE, inp.to_str().unwrap(), out.to_str().unwrap()]).output().unwrap();
+    let run = Command::new(py).args(["-c", REFERENCE, inp.to_str().unwrap(), out.to_str().unwrap()]).output().unwrap();
     assert!(run.status.success(), "the PyTorch reference failed:\n{}", String::from_utf8_lossy(&run.stderr));
     let want: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
 
     let tol = 1e-5;
-    let head = head.flatten_all().unwrap().to_vec1::<f32>().unwrap();
-    let values = values.to_vec1::<f32>().unwrap();
     for (what, got, want) in [
         ("logits", head, f64s(&want["logits"])),
         ("values", values, f64s(&want["values"])),
@@ -144,13 +154,164 @@ fn the_nature_cnn_equals_pytorch_in_float64() {
     ] {
         let e = rel_err(&got, &want);
         println!("{what}: relative error {e:.2e}");
-        assert!(e <= tol, "{what}: relative error {e:.2e} > {tol:.0e}");
+        assert!(e <= tol, "{backend:?} {what}: relative error {e:.2e} > {tol:.0e}");
     }
     for ((name, _), g) in shapes.iter().zip(&grads) {
         let g = g.as_ref().unwrap_or_else(|| panic!("{name}: no gradient"));
         let e = rel_err(g, &f64s(&want["grads"][name]));
         println!("∇ {name}: relative error {e:.2e}");
-        assert!(e <= tol, "∇ {name}: relative error {e:.2e} > {tol:.0e}");
+        assert!(e <= tol, "{backend:?} ∇ {name}: relative error {e:.2e} > {tol:.0e}");
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn cnn_spec(image: ImageShape, action: ActionKind) -> PolicySpec {
+    PolicySpec {
+        obs_dim: image.channels * image.height * image.width,
+        action,
+        net_arch: vec![],
+        activation: Activation::Relu,
+        shared_trunk: true,
+        log_std_init: -0.3,
+        ortho_init: true,
+        aux_value_head: false,
+        cnn: Some(image),
+    }
+}
+
+/// A minibatch of `b` random frames with actions sampled from `policy`, old log-probs shifted by
+/// ±0.3 (ratios on both sides of the clip range), old values ±0.05 from V (some beyond ε_v),
+/// and π_θold's head a perturbation of the current one.
+fn cnn_minibatch(policy: &dyn Policy, b: usize, seed: u64) -> (Minibatch, Vec<f32>) {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let obs: Vec<f32> = (0..b * policy.spec().obs_dim).map(|_| rng.random_range(0..=255u8) as f32).collect();
+    let out = policy.act(&obs, false, &mut rng).unwrap();
+    let (head, log_std) = policy.dist_params_host(&obs).unwrap();
+    let mut jitter = |v: &[f32], s: f32| v.iter().map(|x| x + rng.random_range(-s..s)).collect::<Vec<_>>();
+    let mb = Minibatch {
+        len: b,
+        observations: obs,
+        actions: out.actions,
+        old_log_probs: jitter(&out.log_probs, 0.3),
+        advantages: jitter(&vec![0.0; b], 2.0),
+        old_values: jitter(&out.values, 0.05),
+        returns: jitter(&out.values, 1.0),
+        old_head: jitter(&head, 0.2),
+    };
+    (mb, jitter(&log_std, 0.1))
+}
+
+/// Every element of `got` within `tol` × (the largest magnitude of `want`) of `want`.
+fn assert_close(what: &str, got: &[f32], want: &[f32], tol: f64) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    let scale = want.iter().fold(0f64, |m, &x| m.max((x as f64).abs())).max(1e-6);
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        let d = (g as f64 - w as f64).abs();
+        assert!(d <= tol * scale, "{what}[{i}]: fused {g}, candle {w} (|diff| {d:e} > {tol:e} × {scale:e})");
+    }
+}
+
+fn both_backends(spec: &PolicySpec, seed: u64) -> (Network, Network) {
+    let c = Network::new(spec.clone(), Backend::Candle, &mut rand_chacha::ChaCha8Rng::seed_from_u64(seed)).unwrap();
+    let f = Network::new(spec.clone(), Backend::Fused, &mut rand_chacha::ChaCha8Rng::seed_from_u64(seed)).unwrap();
+    assert_eq!(c.params().unwrap(), f.params().unwrap(), "the same initial parameters from one seed");
+    (c, f)
+}
+
+const COEFS: PpoCoefs = PpoCoefs {
+    clip_range: 0.1,
+    clip_range_vf: Some(0.1),
+    vf_coef: 0.5,
+    ent_coef: 0.01,
+    objective: Objective::Clip,
+    kl_coef: 0.0,
+};
+
+#[test]
+fn the_fused_cnn_equals_candle_in_loss_gradients_step_and_inference() {
+    let discrete = ActionKind::Discrete { n: 6 };
+    let gaussian = ActionKind::Continuous { dim: 2, low: vec![-1.0; 2], high: vec![1.0; 2] };
+    let cases = [
+        ("84×84 Atari, discrete", ImageShape { channels: 4, height: 84, width: 84 }, discrete.clone(), 3),
+        ("44×40, discrete", ImageShape { channels: 4, height: 44, width: 40 }, discrete, 7),
+        ("37×50 one channel, Gaussian", ImageShape { channels: 1, height: 37, width: 50 }, gaussian, 5),
+    ];
+    for (what, image, action, b) in cases {
+        let spec = cnn_spec(image, action);
+        let (mut c, mut f) = both_backends(&spec, 9);
+        let (mb, old_log_std) = cnn_minibatch(&c, b, 10);
+        let (hc, _) = c.dist_params_host(&mb.observations).unwrap();
+        assert_close(&format!("{what}: head"), &f.dist_params_host(&mb.observations).unwrap().0, &hc, 1e-5);
+        let vc = c.predict_values(&mb.observations).unwrap();
+        assert_close(&format!("{what}: V(s)"), &f.predict_values(&mb.observations).unwrap(), &vc, 1e-5);
+        for (lname, ppo) in [("PPO", true), ("A2C", false)] {
+            let eval = |p: &mut Network| {
+                if ppo {
+                    p.ppo_loss(&mb, &old_log_std, &COEFS).unwrap().values
+                } else {
+                    p.a2c_loss(&mb, 0.5, 0.01).unwrap().values
+                }
+            };
+            let (lc, lf) = (eval(&mut c), eval(&mut f));
+            assert_close(&format!("{what}, {lname}: loss parts"), &lf, &lc, 1e-5);
+            let (gc, gf) = (c.backward().unwrap(), f.backward().unwrap());
+            for ((name, gc), gf) in c.param_names().iter().zip(&gc).zip(&gf) {
+                let (gc, gf) = (gc.as_ref().unwrap(), gf.as_ref().unwrap());
+                assert!(gf.iter().any(|&g| g != 0.0), "{what}, {lname}: ∂L/∂{name} is all zero");
+                assert_close(&format!("{what}, {lname}: ∂L/∂{name}"), gf, gc, 1e-5);
+            }
+        }
+        let sizes: Vec<usize> = spec.param_shapes().iter().map(|(_, s)| s.iter().product()).collect();
+        let (mut oc, mut of) = (Optimizer::adam(&sizes, 1e-3, 1e-5), Optimizer::adam(&sizes, 1e-3, 1e-5));
+        c.ppo_loss(&mb, &old_log_std, &COEFS).unwrap();
+        f.ppo_loss(&mb, &old_log_std, &COEFS).unwrap();
+        let (ic, i_f) =
+            (apply_gradients(&mut c, &mut oc, Some(0.5)).unwrap(), apply_gradients(&mut f, &mut of, Some(0.5)).unwrap());
+        assert!((ic.grad_norm - i_f.grad_norm).abs() <= 1e-5 * ic.grad_norm, "{what}: grad norm");
+        let (pc, pf) = (c.params().unwrap().concat(), f.params().unwrap().concat());
+        assert_close(&format!("{what}: θ after one Adam step"), &pf, &pc, 1e-5);
+        // A deterministic act after the step: the same modes.
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
+        let (ac, af) = (c.act(&mb.observations, true, &mut rng).unwrap(), f.act(&mb.observations, true, &mut rng).unwrap());
+        assert_close(&format!("{what}: deterministic actions"), &af.actions, &ac.actions, 1e-5);
+    }
+}
+
+#[test]
+fn the_fused_cnn_gives_the_same_bits_on_two_threads_and_for_any_batch() {
+    let spec = cnn_spec(ImageShape { channels: 4, height: 84, width: 84 }, ActionKind::Discrete { n: 4 });
+    let run = |threads: usize| {
+        let mut f = Network::new(spec.clone(), Backend::Fused, &mut rand_chacha::ChaCha8Rng::seed_from_u64(1)).unwrap();
+        f.set_threads(threads);
+        let (mb, _) = cnn_minibatch(&f, 5, 2);
+        let loss = f.ppo_loss(&mb, &[], &COEFS).unwrap().values;
+        let grads: Vec<f32> = f.backward().unwrap().into_iter().flatten().flatten().collect();
+        let out = f.act(&mb.observations, false, &mut rand_chacha::ChaCha8Rng::seed_from_u64(3)).unwrap();
+        // Each row alone gives the bits it has in the batch.
+        let od = spec.obs_dim;
+        for r in 0..mb.len {
+            let one = f.dist_params_host(&mb.observations[r * od..(r + 1) * od]).unwrap().0;
+            assert_eq!(one, out.head[r * 4..(r + 1) * 4], "row {r} alone, {threads} threads");
+        }
+        (loss, grads, out.head, out.values)
+    };
+    let one = run(1);
+    assert_eq!(one, run(1), "a rerun repeats");
+    assert_eq!(one, run(2), "two threads give the one-thread bits");
+}
+
+#[test]
+fn a_cnn_checkpoint_moves_between_backends() {
+    let spec = cnn_spec(ImageShape { channels: 2, height: 40, width: 36 }, ActionKind::Discrete { n: 3 });
+    let (mut c, mut f) = both_backends(&spec, 4);
+    let (mb, _) = cnn_minibatch(&c, 4, 5);
+    let sizes: Vec<usize> = spec.param_shapes().iter().map(|(_, s)| s.iter().product()).collect();
+    let mut opt = Optimizer::adam(&sizes, 1e-3, 1e-5);
+    f.ppo_loss(&mb, &[], &COEFS).unwrap();
+    apply_gradients(&mut f, &mut opt, Some(0.5)).unwrap();
+    // The trained fused parameters on candle, and back: the same network either way.
+    c.set_params(&f.params().unwrap()).unwrap();
+    assert_eq!(c.params().unwrap(), f.params().unwrap());
+    let (hc, hf) = (c.dist_params_host(&mb.observations).unwrap().0, f.dist_params_host(&mb.observations).unwrap().0);
+    assert_close("head after the move", &hf, &hc, 1e-5);
 }

@@ -264,9 +264,7 @@ impl Config {
     pub fn resolved_backend(&self) -> Backend {
         match self.backend {
             Backend::Auto
-                if matches!(self.algo, AlgoName::Trpo | AlgoName::Ppg)
-                    || self.is_off_policy()
-                    || self.policy == PolicyKind::CnnPolicy =>
+                if matches!(self.algo, AlgoName::Trpo | AlgoName::Ppg) || self.is_off_policy() =>
             {
                 Backend::Candle
             }

@@ -114,9 +114,6 @@ impl Config {
                     self.algo
                 ));
             }
-            if self.backend == Backend::Fused {
-                return bad("backend = `fused` covers MLP policies; policy = `CnnPolicy` runs on candle: use backend = `auto` or `candle`".into());
-            }
         }
         if self.algo == AlgoName::Trpo && self.target_kl.is_none() {
             return bad("algo = `trpo` needs target_kl (its KL bound δ; sb3-contrib uses 0.01)".into());

@@ -68,24 +68,15 @@ pub enum Network {
 
 impl Network {
     /// A fresh network of `spec` on `backend` (`Auto` means fused, or candle for a spec the
-    /// fused kernels do not cover: PPG's auxiliary value head, the CNN), initialised from `rng`:
-    /// the same initial values on either backend.
+    /// fused kernels do not cover: PPG's auxiliary value head), initialised from `rng`: the same
+    /// initial values on either backend.
     ///
     /// # Errors
-    /// `InvalidArgument` for zero dims; `Unsupported` for `Fused` with the auxiliary value head
-    /// or the CNN.
+    /// `InvalidArgument` for zero dims; `Unsupported` for `Fused` with the auxiliary value head.
     pub fn new<R: Rng + ?Sized>(spec: PolicySpec, backend: Backend, rng: &mut R) -> Result<Self> {
         Ok(match backend {
             Backend::Candle => Network::Candle(ActorCritic::new(spec, &Device::Cpu, rng)?),
-            Backend::Auto if spec.aux_value_head || spec.cnn.is_some() => {
-                Network::Candle(ActorCritic::new(spec, &Device::Cpu, rng)?)
-            }
-            Backend::Fused if spec.cnn.is_some() => {
-                return Err(ProximaError::Unsupported(
-                    "the fused backend covers MLP policies; the CNN runs on candle (backend = `auto` or `candle`)"
-                        .into(),
-                ))
-            }
+            Backend::Auto if spec.aux_value_head => Network::Candle(ActorCritic::new(spec, &Device::Cpu, rng)?),
             Backend::Auto | Backend::Fused => Network::Fused(FusedMlp::new(spec, rng)?),
         })
     }

@@ -16,13 +16,15 @@
 //! own workspace and gradient vector, and the gradients added in shard order: for a given thread
 //! count the result is the same on every run.
 
+use super::conv::{ConvLayer, ConvStack, ConvWorkspace};
 use super::heads::{kl_sum, scratch_len, HeadLoss};
 use super::net::{Net, Rows, Towers, Workspace, PARALLEL_MIN_ROWS};
 use super::second_thread::SecondThread;
 use crate::error::{ProximaError, Result};
 use crate::loss::PpoCoefs;
 use crate::policy::interface::{ActOutput, FlatParams, Join, LossReport, Policy};
-use crate::policy::spec::PolicySpec;
+use crate::policy::spec::{PolicySpec, NATURE_CONVS, NATURE_FEATURES};
+use crate::policy::Activation;
 use crate::rollout::Minibatch;
 use rand::{Rng, RngCore};
 use std::cell::RefCell;
@@ -50,6 +52,10 @@ enum Pending {
 /// The actor-critic of a [`PolicySpec`] on the fused CPU kernels (module docs).
 #[derive(Debug)]
 pub struct FusedMlp {
+    /// The network's spec (a CNN's: the dense part's own spec is `net.spec`).
+    spec: PolicySpec,
+    /// `CnnPolicy`'s convolutions, in front of the dense layers.
+    front: Option<Front>,
     net: Net,
     names: Vec<String>,
     sizes: Vec<usize>,
@@ -66,6 +72,42 @@ pub struct FusedMlp {
     loss_rows: usize,
     /// Bumped whenever θ may have changed (the inference workspace's Wᵀ follows it).
     version: u64,
+}
+
+/// The Nature CNN's convolutions in front of the dense layers (`CnnPolicy`) and their workspaces
+/// (the update's, and inference's behind a `RefCell` as [`FusedMlp`]'s own).
+#[derive(Debug)]
+struct Front {
+    stack: ConvStack,
+    train: ConvWorkspace,
+    infer: RefCell<ConvWorkspace>,
+}
+
+impl Front {
+    /// The convolutions of a CNN `spec` whose parameters start at `offsets` in θ, and the spec of
+    /// the dense part behind them: the features → 512 (ReLU, the shared trunk), then the heads.
+    fn new(spec: &PolicySpec, offsets: &[usize]) -> Result<(Front, PolicySpec)> {
+        let img = spec.cnn.ok_or_else(|| ProximaError::InvalidArgument("not a CNN spec".into()))?;
+        let outs = img.nature_outputs()?;
+        let mut shape = (img.channels, img.height, img.width);
+        let mut layers = Vec::new();
+        for (i, (&(c, k, s), &next)) in NATURE_CONVS.iter().zip(&outs).enumerate() {
+            let at = (offsets[2 * i], offsets[2 * i + 1]);
+            let divisor = if i == 0 { 255.0 } else { 1.0 };
+            layers.push(ConvLayer::new(at, shape, (k, s, c), i > 0, divisor));
+            shape = next;
+        }
+        let stack = ConvStack { layers };
+        let dense = PolicySpec {
+            obs_dim: stack.features(),
+            net_arch: vec![NATURE_FEATURES],
+            activation: Activation::Relu,
+            shared_trunk: true,
+            cnn: None,
+            ..spec.clone()
+        };
+        Ok((Front { stack, train: ConvWorkspace::default(), infer: RefCell::new(ConvWorkspace::default()) }, dense))
+    }
 }
 
 /// Runs `f(i, shard)` for every shard, in parallel by halves (`rayon::join`: no allocation).
@@ -114,9 +156,17 @@ impl FusedMlp {
             offsets.push(total);
             total += s;
         }
-        let net = Net::new(spec, &offsets);
+        let (front, net) = match spec.cnn {
+            None => (None, Net::new(spec.clone(), &offsets)),
+            Some(_) => {
+                let (front, dense) = Front::new(&spec, &offsets)?;
+                (Some(front), Net::new(dense, &offsets[2 * NATURE_CONVS.len()..]))
+            }
+        };
         let (train, infer) = (net.workspace(), RefCell::new(net.workspace()));
         let mut mlp = FusedMlp {
+            spec,
+            front,
             net,
             names,
             sizes,
@@ -173,7 +223,7 @@ impl FusedMlp {
     }
 
     fn check_obs(&self, obs: &[f32]) -> Result<usize> {
-        let od = self.net.spec.obs_dim;
+        let od = self.spec.obs_dim;
         if !obs.len().is_multiple_of(od) {
             return Err(ProximaError::InvalidArgument(format!(
                 "{} observation values are not rows of obs_dim {od}",
@@ -189,7 +239,15 @@ impl FusedMlp {
         let rows = self.check_obs(obs)?;
         let mut ws = self.infer.borrow_mut();
         self.net.ensure(&mut ws, rows);
-        ws.x[..obs.len()].copy_from_slice(obs);
+        match &self.front {
+            None => ws.x[..obs.len()].copy_from_slice(obs),
+            Some(front) => {
+                let mut conv = front.infer.borrow_mut();
+                front.stack.forward(&self.theta, self.version, &mut conv, obs, rows, self.threads > 1);
+                let n = rows * front.stack.features();
+                ws.x[..n].copy_from_slice(&conv.features[..n]);
+            }
+        }
         self.net.forward(&self.theta, self.version, &mut ws, rows, towers);
         Ok(f(&ws, rows))
     }
@@ -198,7 +256,7 @@ impl FusedMlp {
     /// [`Policy::backward`]), or sharded over the threads with the gradient computed at once.
     fn eval_loss(&mut self, mb: &Minibatch, old_log_std: &[f32], loss: HeadLoss) -> Result<LossReport> {
         let rows = mb.len;
-        let spec = &self.net.spec;
+        let spec = &self.spec;
         let dims = (spec.obs_dim, spec.action.act_dim(), spec.action.head_dim());
         if mb.observations.len() != rows * dims.0 || mb.actions.len() != rows * dims.1 || mb.old_log_probs.len() != rows
         {
@@ -213,7 +271,9 @@ impl FusedMlp {
         self.pending = None;
         self.log_ratio_rows = 0;
         let n_shards = (self.threads / 2).min(rows / MIN_SHARD_ROWS);
-        let (values, pending) = if n_shards > 1 {
+        let (values, pending) = if self.front.is_some() {
+            (self.cnn_loss_and_backward(mb, old_log_std, &loss)?, Pending::Done)
+        } else if n_shards > 1 {
             (self.sharded_loss(mb, old_log_std, &loss, n_shards)?, Pending::Done)
         } else if self.net.second_thread.is_some() && self.net.trunk.is_empty() {
             let all = Rows::of(mb, 0..rows, dims);
@@ -235,6 +295,23 @@ impl FusedMlp {
         Ok(LossReport { values })
     }
 
+    /// The loss of `mb` through the convolutions and the dense part, and at once its gradient
+    /// (the backward pass reads the minibatch's pixels, which only this call has).
+    fn cnn_loss_and_backward(&mut self, mb: &Minibatch, old_log_std: &[f32], loss: &HeadLoss) -> Result<[f32; 4]> {
+        let Some(front) = &mut self.front else { return Err(ProximaError::InvalidArgument("not a CNN".into())) };
+        let (rows, parallel, spec) = (mb.len, self.threads > 1, &self.spec);
+        let fd = front.stack.features();
+        front.stack.forward(&self.theta, self.version, &mut front.train, &mb.observations, rows, parallel);
+        let dims = (spec.obs_dim, spec.action.act_dim(), spec.action.head_dim());
+        let all = Rows { observations: &front.train.features[..rows * fd], ..Rows::of(mb, 0..rows, dims) };
+        let theta = (&self.theta[..], self.version, &mut self.grad[..]);
+        let values = self.net.loss(theta, &mut self.train, &all, (old_log_std, loss, rows))?;
+        let d_features = &mut front.train.d_features[..rows * fd];
+        self.net.backward(&self.theta, &mut self.train, &mut self.grad, rows, Some(d_features));
+        front.stack.backward(&mut front.train, &mb.observations, &mut self.grad, rows, parallel);
+        Ok(values)
+    }
+
     /// The loss and gradient of `mb` over `n` row shards in parallel, the gradients added into ∇θ
     /// and the loss parts summed, both in shard order.
     fn sharded_loss(&mut self, mb: &Minibatch, old_log_std: &[f32], loss: &HeadLoss, n: usize) -> Result<[f32; 4]> {
@@ -252,7 +329,7 @@ impl FusedMlp {
             let part = Rows::of(mb, r.clone(), dims);
             sh.out = net.loss((theta, version, &mut sh.grad), &mut sh.ws, &part, (old_log_std, loss, rows));
             if sh.out.is_ok() {
-                net.backward(theta, &mut sh.ws, &mut sh.grad, r.len());
+                net.backward(theta, &mut sh.ws, &mut sh.grad, r.len(), None);
             }
         });
         super::net::grow(&mut self.train.log_ratio, rows);
@@ -278,7 +355,7 @@ impl FusedMlp {
     fn backward_in_place(&mut self) -> Result<()> {
         match self.pending.take() {
             Some(Pending::Rows(rows)) => {
-                self.net.backward(&self.theta, &mut self.train, &mut self.grad, rows);
+                self.net.backward(&self.theta, &mut self.train, &mut self.grad, rows, None);
                 Ok(())
             }
             Some(Pending::Done) => Ok(()),
@@ -289,7 +366,7 @@ impl FusedMlp {
 
 impl Policy for FusedMlp {
     fn spec(&self) -> &PolicySpec {
-        &self.net.spec
+        &self.spec
     }
 
     fn act(&self, obs: &[f32], deterministic: bool, rng: &mut dyn RngCore) -> Result<ActOutput> {

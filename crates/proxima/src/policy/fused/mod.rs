@@ -4,6 +4,7 @@
 //! in place; with two threads or more the actor and critic run side by side ([`second_thread`]). It covers what PPO, A2C and A3C need; TRPO's forward-mode products stay on candle.
 
 mod batched_head;
+mod conv;
 mod heads;
 pub(super) mod kernels;
 mod mlp;

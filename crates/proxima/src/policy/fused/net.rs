@@ -402,8 +402,9 @@ impl Net {
     }
 
     /// ∇θ of the loss [`Net::loss`] left in `ws` (over its `rows`) into `grad` (every weight and
-    /// bias written; the log-std's part is already there).
-    pub fn backward(&self, theta: &[f32], ws: &mut Workspace, grad: &mut [f32], rows: usize) {
+    /// bias written; the log-std's part is already there), and ∂L/∂x `[rows, obs_dim]` into `d_x`
+    /// when given (a network with a shared trunk: what the CNN's convolutions continue from).
+    pub fn backward(&self, theta: &[f32], ws: &mut Workspace, grad: &mut [f32], rows: usize, d_x: Option<&mut [f32]>) {
         let (act, od, hd) = (self.spec.activation, self.spec.obs_dim, self.spec.action.head_dim());
         let x = &ws.x[..rows * od];
         let shared = !self.trunk.is_empty();
@@ -434,7 +435,7 @@ impl Net {
                 .zip(&ws.d_trunk_critic[..n])
                 .for_each(|((d, &a), &c)| *d = a + c);
             activation_backward(&mut ws.d_a[..n], &ws.trunk[self.trunk.len() - 1][..n], act);
-            tower_backward(&self.trunk, &ws.trunk, x, theta, (grad, 0), (&mut ws.d_a, &mut ws.d_b), None, rows, act);
+            tower_backward(&self.trunk, &ws.trunk, x, theta, (grad, 0), (&mut ws.d_a, &mut ws.d_b), d_x, rows, act);
         }
     }
 }

@@ -1,0 +1,383 @@
+//! The Nature CNN's convolutions on the fused kernels: each layer a convolution without padding,
+//! its bias and ReLU, `y = max(0, im2col(x / d)·Wᵀ + b)` (d = 255 for the pixels, else 1), and
+//! its gradient, on [`chain_gemm`] (every output one FMA chain in a fixed order, so the same bits
+//! on every SIMD tier, for every batch size and for any number of threads).
+//!
+//! Layouts (per sample, row-major), as the candle backend's `policy/conv.rs`: the pixels are `[C,
+//! H, W]` (read as f32 0..=255); a layer's output is `[P, out]`, P = OH·OW positions, channel-last.
+//! The window of a position is read in the weight's own `(c, ky, kx)` order from the pixels (runs
+//! of `k` values) and in `(ky, kx, c)` order from a channel-last input (runs of `k·C`); the
+//! weight `[out, C, k, k]` is permuted to the window's order once per θ version.
+//!
+//! The window matrix is never made for the whole batch: a few samples at a time are gathered into
+//! a buffer of about [`CHUNK_VALUES`] values (one core's L2) and multiplied there. ∂W = ∂Yᵀ·cols
+//! accumulates chunk after chunk into the same chains ([`Start::Dst`]), so its bits do not depend
+//! on the chunk size.
+//!
+//! Two threads split each pass without changing a bit: the forward pass and ∂x by samples (each
+//! sample's outputs are its own), ∂W by window columns (each element's chain runs over every row
+//! in order either way).
+
+use proxima_kernels::gemm::{chain_gemm, Rows, Start};
+use proxima_kernels::transpose::transpose;
+use proxima_kernels::View;
+
+/// Window values gathered per chunk of samples (512 KiB of f32).
+const CHUNK_VALUES: usize = 1 << 17;
+
+/// One convolution + bias + ReLU: its place in θ and its geometry.
+#[derive(Debug)]
+pub(super) struct ConvLayer {
+    /// Offsets of the weight `[out, C, k, k]` and bias `[out]` in θ.
+    pub w: usize,
+    pub b: usize,
+    /// Input values per sample.
+    pub in_len: usize,
+    /// Output positions per sample (P).
+    pub positions: usize,
+    /// Window length K = C·k·k.
+    pub window: usize,
+    /// Output channels.
+    pub out: usize,
+    /// One position's window as runs `(offset from the window's origin, length)`, in window order.
+    runs: Vec<(u32, u32)>,
+    /// Each position's window origin in the input.
+    origins: Vec<u32>,
+    /// Window column `j` is weight column `perm[j]` (`None`: the weight's order).
+    perm: Option<Vec<u32>>,
+    /// The input is divided by this before the convolution.
+    divisor: f32,
+    /// Samples per chunk.
+    chunk: usize,
+}
+
+impl ConvLayer {
+    /// A layer at θ offsets `(w, b)` on inputs `(channels, height, width)`, channel-last or not,
+    /// with a square `kernel`, `stride` and `out` channels. The caller checks the shapes
+    /// ([`crate::policy::ImageShape::nature_outputs`]).
+    pub fn new(
+        (w, b): (usize, usize),
+        (c, h, wd): (usize, usize, usize),
+        (kernel, stride, out): (usize, usize, usize),
+        channels_last: bool,
+        divisor: f32,
+    ) -> ConvLayer {
+        let (oh, ow) = ((h - kernel) / stride + 1, (wd - kernel) / stride + 1);
+        let at = |ci: usize, y: usize, x: usize| if channels_last { (y * wd + x) * c + ci } else { (ci * h + y) * wd + x };
+        let window = c * kernel * kernel;
+        let mut offsets = Vec::with_capacity(window);
+        for a in 0..window {
+            let (ci, ky, kx) = if channels_last {
+                (a % c, a / (kernel * c), a / c % kernel)
+            } else {
+                (a / (kernel * kernel), a / kernel % kernel, a % kernel)
+            };
+            offsets.push(at(ci, ky, kx));
+        }
+        let origins = (0..oh).flat_map(|y| (0..ow).map(move |x| at(0, y * stride, x * stride) as u32)).collect();
+        let perm = channels_last.then(|| {
+            (0..window).map(|a| ((a % c) * kernel * kernel + a / (kernel * c) * kernel + a / c % kernel) as u32).collect()
+        });
+        ConvLayer {
+            w,
+            b,
+            in_len: c * h * wd,
+            positions: oh * ow,
+            window,
+            out,
+            runs: runs_of(&offsets),
+            origins,
+            perm,
+            divisor,
+            chunk: (CHUNK_VALUES / (oh * ow * window)).max(1),
+        }
+    }
+
+    /// Output values per sample.
+    pub fn out_len(&self) -> usize {
+        self.positions * self.out
+    }
+
+    /// The weight in window order `[out, K]` (`wk`) and its transpose `[K, out]` (`wkt`) from θ.
+    fn window_weights(&self, theta: &[f32], wk: &mut [f32], wkt: &mut [f32]) {
+        let w = &theta[self.w..self.w + self.out * self.window];
+        match &self.perm {
+            None => wk.copy_from_slice(w),
+            Some(perm) => {
+                for (dst, src) in wk.chunks_exact_mut(self.window).zip(w.chunks_exact(self.window)) {
+                    dst.iter_mut().zip(perm).for_each(|(d, &p)| *d = src[p as usize]);
+                }
+            }
+        }
+        transpose(wkt, wk, (self.window, self.out));
+    }
+
+    /// Window columns `cols` of samples `x` (`n·in_len` values) into `buf` `[n·P, cols.len()]`,
+    /// divided by the divisor.
+    fn gather(&self, x: &[f32], cols: std::ops::Range<usize>, buf: &mut Vec<f32>) {
+        buf.clear();
+        let d = self.divisor;
+        for sample in x.chunks_exact(self.in_len) {
+            for &o in &self.origins {
+                let mut j = 0;
+                for &(s, n) in &self.runs {
+                    let (s, n) = (s as usize, n as usize);
+                    let (lo, hi) = (j.max(cols.start), (j + n).min(cols.end));
+                    if lo < hi {
+                        let src = &sample[o as usize + s + lo - j..o as usize + s + hi - j];
+                        if d == 1.0 {
+                            buf.extend_from_slice(src);
+                        } else {
+                            buf.extend(src.iter().map(|v| v / d));
+                        }
+                    }
+                    j += n;
+                }
+            }
+        }
+    }
+
+    /// Adds window gradients `gcols` `[n·P, K]` into their samples' input gradients `gx`
+    /// (`n·in_len`, zeroed here first), in window order.
+    fn scatter_add(&self, gcols: &[f32], gx: &mut [f32]) {
+        gx.fill(0.0);
+        let per_sample = self.positions * self.window;
+        for (g, sample) in gcols.chunks_exact(per_sample).zip(gx.chunks_exact_mut(self.in_len)) {
+            for (gp, &o) in g.chunks_exact(self.window).zip(&self.origins) {
+                let mut j = 0;
+                for &(s, n) in &self.runs {
+                    let (s, n) = (o as usize + s as usize, n as usize);
+                    sample[s..s + n].iter_mut().zip(&gp[j..j + n]).for_each(|(d, &v)| *d += v);
+                    j += n;
+                }
+            }
+        }
+        if self.divisor != 1.0 {
+            gx.iter_mut().for_each(|v| *v /= self.divisor);
+        }
+    }
+
+    /// Forward of samples `x` (`n·in_len`) into `y` (`n·P·out`) with the window-order weight
+    /// transpose `wkt` and bias `b`, ReLU applied; `buf` is the chunk's window matrix.
+    fn forward(&self, x: &[f32], y: &mut [f32], (wkt, b): (&[f32], &[f32]), buf: &mut Vec<f32>) {
+        let (k, out, p) = (self.window, self.out, self.positions);
+        for (xc, yc) in x.chunks(self.chunk * self.in_len).zip(y.chunks_mut(self.chunk * p * out)) {
+            self.gather(xc, 0..k, buf);
+            let m = xc.len() / self.in_len * p;
+            chain_gemm(yc, (m, out, k), View::rows(buf, k), Rows { data: wkt, ld: out }, Start::Row(b));
+            yc.iter_mut().for_each(|v| *v = v.max(0.0));
+        }
+    }
+
+    /// ∂W (window order) columns `cols` into `dw` `[out, cols.len()]` = ∂Yᵀ·window columns over
+    /// every sample in order, and ∂b into `db` when given.
+    fn weight_grad(
+        &self,
+        (x, dy): (&[f32], &[f32]),
+        cols: std::ops::Range<usize>,
+        dw: &mut [f32],
+        mut db: Option<&mut [f32]>,
+        buf: &mut Vec<f32>,
+    ) {
+        let (out, p, width) = (self.out, self.positions, cols.len());
+        if width == 0 {
+            return;
+        }
+        let ones = View { data: &[1.0], rs: 0, cs: 0 };
+        for (i, (xc, dyc)) in x.chunks(self.chunk * self.in_len).zip(dy.chunks(self.chunk * p * out)).enumerate() {
+            let start = if i == 0 { Start::Zero } else { Start::Dst };
+            self.gather(xc, cols.clone(), buf);
+            let m = xc.len() / self.in_len * p;
+            chain_gemm(dw, (out, width, m), View::transposed(dyc, out), Rows { data: buf, ld: width }, start);
+            if let Some(db) = db.as_deref_mut() {
+                chain_gemm(db, (1, out, m), ones, Rows { data: dyc, ld: out }, start);
+            }
+        }
+    }
+
+    /// ∂x of samples (`n·in_len` into `dx`) from ∂Y `dy` (`n·P·out`) and the window-order weight
+    /// `wk` `[out, K]`.
+    fn input_grad(&self, dy: &[f32], wk: &[f32], dx: &mut [f32], buf: &mut Vec<f32>) {
+        let (k, out, p) = (self.window, self.out, self.positions);
+        for (dyc, dxc) in dy.chunks(self.chunk * p * out).zip(dx.chunks_mut(self.chunk * self.in_len)) {
+            let m = dyc.len() / out;
+            grow_to(buf, m * k);
+            chain_gemm(&mut buf[..m * k], (m, k, out), View::rows(dyc, out), Rows { data: wk, ld: k }, Start::Zero);
+            self.scatter_add(&buf[..m * k], dxc);
+        }
+    }
+
+    /// Window columns `cols` of ∂W, `dw` `[out, cols.len()]`, into θ's `[out, C, k, k]` order
+    /// in `grad`.
+    fn unpermute(&self, dw: &[f32], cols: std::ops::Range<usize>, grad: &mut [f32]) {
+        let g = &mut grad[self.w..self.w + self.out * self.window];
+        for (dst, src) in g.chunks_exact_mut(self.window).zip(dw.chunks_exact(cols.len().max(1))) {
+            match &self.perm {
+                None => dst[cols.clone()].copy_from_slice(src),
+                Some(perm) => src.iter().zip(&perm[cols.clone()]).for_each(|(&v, &p)| dst[p as usize] = v),
+            }
+        }
+    }
+}
+
+/// Consecutive offsets merged into `(start, length)` runs.
+fn runs_of(offsets: &[usize]) -> Vec<(u32, u32)> {
+    let mut runs: Vec<(u32, u32)> = Vec::new();
+    for &i in offsets {
+        match runs.last_mut() {
+            Some((s, n)) if (*s + *n) as usize == i => *n += 1,
+            _ => runs.push((i as u32, 1)),
+        }
+    }
+    runs
+}
+
+fn grow_to(v: &mut Vec<f32>, n: usize) {
+    if v.len() < n {
+        v.resize(n, 0.0);
+    }
+}
+
+/// Runs `a` and `b`, side by side on rayon's pool when `parallel`.
+fn both(parallel: bool, a: impl FnOnce() + Send, b: impl FnOnce() + Send) {
+    if parallel {
+        rayon::join(a, b);
+    } else {
+        a();
+        b();
+    }
+}
+
+/// The Nature CNN's convolutions, pixels to the features the dense layer reads (the last
+/// layer's output flattened channel-first, as PyTorch's `nn.Flatten` reads `[C, H, W]`).
+#[derive(Debug)]
+pub(super) struct ConvStack {
+    pub layers: Vec<ConvLayer>,
+}
+
+/// The activations of one batch and the buffers of the passes; grows with the batch.
+#[derive(Debug, Default)]
+pub(super) struct ConvWorkspace {
+    rows: usize,
+    /// Each layer's output after its ReLU, `[rows, P, out]`.
+    outs: Vec<Vec<f32>>,
+    /// The features, `[rows, out·P]` channel-first.
+    pub features: Vec<f32>,
+    /// ∂L/∂features, `[rows, out·P]`, filled by the dense part's backward pass.
+    pub d_features: Vec<f32>,
+    d_a: Vec<f32>,
+    d_b: Vec<f32>,
+    /// Per layer, the weight in window order and its transpose, and the θ version they are of.
+    wk: Vec<Vec<f32>>,
+    wkt: Vec<Vec<f32>>,
+    w_version: Option<u64>,
+    /// Per thread: a chunk's window matrix, and a ∂W half.
+    bufs: [Vec<f32>; 2],
+    dw: [Vec<f32>; 2],
+}
+
+impl ConvStack {
+    /// Features per sample.
+    pub fn features(&self) -> usize {
+        self.layers.last().map_or(0, ConvLayer::out_len)
+    }
+
+    fn ensure(&self, ws: &mut ConvWorkspace, rows: usize) {
+        if ws.outs.len() != self.layers.len() {
+            ws.outs = vec![Vec::new(); self.layers.len()];
+            ws.wk = self.layers.iter().map(|l| vec![0.0; l.out * l.window]).collect();
+            ws.wkt = ws.wk.clone();
+        }
+        if rows <= ws.rows {
+            return;
+        }
+        ws.rows = rows;
+        let widest = self.layers.iter().map(ConvLayer::out_len).max().unwrap_or(0);
+        for (o, l) in ws.outs.iter_mut().zip(&self.layers) {
+            grow_to(o, rows * l.out_len());
+        }
+        for v in [&mut ws.features, &mut ws.d_features, &mut ws.d_a, &mut ws.d_b] {
+            grow_to(v, rows * widest);
+        }
+    }
+
+    fn refresh_weights(&self, theta: &[f32], version: u64, ws: &mut ConvWorkspace) {
+        if ws.w_version == Some(version) {
+            return;
+        }
+        for ((l, wk), wkt) in self.layers.iter().zip(&mut ws.wk).zip(&mut ws.wkt) {
+            l.window_weights(theta, wk, wkt);
+        }
+        ws.w_version = Some(version);
+    }
+
+    /// The features of `rows` samples of pixels `x` into `ws.features` (θ at `version`).
+    pub fn forward(&self, theta: &[f32], version: u64, ws: &mut ConvWorkspace, x: &[f32], rows: usize, parallel: bool) {
+        self.ensure(ws, rows);
+        self.refresh_weights(theta, version, ws);
+        let ConvWorkspace { outs, features, wkt, bufs, .. } = ws;
+        let half = rows.div_ceil(2);
+        let parallel = parallel && rows > 1;
+        for (i, l) in self.layers.iter().enumerate() {
+            let (prev, cur) = outs.split_at_mut(i);
+            let input = if i == 0 { &x[..rows * l.in_len] } else { &prev[i - 1][..rows * l.in_len] };
+            let y = &mut cur[0][..rows * l.out_len()];
+            let w = (&wkt[i][..], &theta[l.b..l.b + l.out]);
+            let (x0, x1) = input.split_at(half.min(rows) * l.in_len);
+            let (y0, y1) = y.split_at_mut(half.min(rows) * l.out_len());
+            let [b0, b1] = &mut *bufs;
+            both(parallel, || l.forward(x0, y0, w, b0), || l.forward(x1, y1, w, b1));
+        }
+        let last = &self.layers[self.layers.len() - 1];
+        let (p, c) = (last.positions, last.out);
+        for (f, y) in features[..rows * p * c].chunks_exact_mut(p * c).zip(outs[outs.len() - 1].chunks_exact(p * c)) {
+            transpose(f, y, (c, p));
+        }
+    }
+
+    /// ∇θ of the convolutions into `grad` from `ws.d_features` (∂L/∂features of the `rows`
+    /// samples of the last [`ConvStack::forward`], pixels `x`).
+    pub fn backward(&self, ws: &mut ConvWorkspace, x: &[f32], grad: &mut [f32], rows: usize, parallel: bool) {
+        let ConvWorkspace { outs, d_features, d_a, d_b, wk, bufs, dw, .. } = ws;
+        let last = &self.layers[self.layers.len() - 1];
+        let (p, c) = (last.positions, last.out);
+        for (d, f) in d_a[..rows * p * c].chunks_exact_mut(p * c).zip(d_features.chunks_exact(p * c)) {
+            transpose(d, f, (p, c));
+        }
+        let (mut dy, mut spare) = (d_a, d_b);
+        let half = rows.div_ceil(2);
+        for i in (0..self.layers.len()).rev() {
+            let l = &self.layers[i];
+            let n = rows * l.out_len();
+            relu_backward(&mut dy[..n], &outs[i][..n]);
+            let input = if i == 0 { &x[..rows * l.in_len] } else { &outs[i - 1][..rows * l.in_len] };
+            let split = if parallel { l.window / 2 } else { l.window };
+            let [dw0, dw1] = &mut *dw;
+            let (w0, w1) = (l.out * split, l.out * (l.window - split));
+            grow_to(dw0, w0);
+            grow_to(dw1, w1);
+            let (db, [b0, b1]) = (&mut grad[l.b..l.b + l.out], &mut *bufs);
+            let dyn_ = &dy[..n];
+            both(
+                parallel,
+                || l.weight_grad((input, dyn_), 0..split, &mut dw0[..w0], Some(db), b0),
+                || l.weight_grad((input, dyn_), split..l.window, &mut dw1[..w1], None, b1),
+            );
+            l.unpermute(&dw0[..w0], 0..split, grad);
+            l.unpermute(&dw1[..w1], split..l.window, grad);
+            if i > 0 {
+                let dx = &mut spare[..rows * l.in_len];
+                let (dy0, dy1) = dyn_.split_at(half * l.out_len());
+                let (dx0, dx1) = dx.split_at_mut(half * l.in_len);
+                let wk = &wk[i][..];
+                both(parallel, || l.input_grad(dy0, wk, dx0, b0), || l.input_grad(dy1, wk, dx1, b1));
+                std::mem::swap(&mut dy, &mut spare);
+            }
+        }
+    }
+}
+
+/// ∂y *= 1 where the ReLU's output y > 0, else 0 (PyTorch's convention at 0).
+fn relu_backward(dy: &mut [f32], y: &[f32]) {
+    dy.iter_mut().zip(y).for_each(|(d, &y)| *d = if y > 0.0 { *d } else { 0.0 });
+}
