@@ -158,6 +158,7 @@ fn params(beta_clone: f64) -> PpgParams {
             normalize_advantage: AdvantageNorm::Batch,
             objective: Objective::Clip,
             kl_target: 0.01,
+            log_kl_divergence: true,
         },
         n_iteration: 2,
         e_auxiliary: 40,

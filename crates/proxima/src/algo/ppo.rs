@@ -35,6 +35,9 @@ pub struct PpoParams {
     pub objective: Objective,
     /// d_targ of the adaptive β.
     pub kl_target: f64,
+    /// Compute d over the rollout after the update for the logs (the adaptive β computes it
+    /// either way); else it is reported as NaN.
+    pub log_kl_divergence: bool,
 }
 
 impl PpoParams {
@@ -58,7 +61,8 @@ impl PpoParams {
 /// loss is back-propagated, gradients are clipped to `max_grad_norm` globally, and Adam steps
 /// with `lr`. With `target_kl` set, the update stops before a step whose minibatch KL
 /// exceeds 1.5·target_kl (SB3's rule). After the epochs, d = mean KL[π_θold, π_θ] over the
-/// rollout is measured (π_θold as the buffer stored it); with `objective = adaptive_kl` β
+/// rollout is measured (π_θold as the buffer stored it) when `p.log_kl_divergence` or the
+/// objective needs it, else reported as NaN; with `objective = adaptive_kl` β
 /// (`kl_coef`) is then adapted as in the paper's Sec. 4: β ← 2β if d > 1.5·d_targ, β ← β/2
 /// if d < d_targ/1.5.
 ///
@@ -129,7 +133,11 @@ pub fn update<R: Rng + ?Sized>(
     (s.policy_loss, s.value_loss, s.entropy, s.grad_norm) =
         (s.policy_loss / m, s.value_loss / m, s.entropy / m, s.grad_norm / m);
     s.clip_fraction = clip_sum / m;
-    let kl = policy.rollout_kl(&buf.observations.to_f32(), &buf.old_head, &buf.old_log_std)?;
+    let kl = if p.log_kl_divergence || p.objective == Objective::AdaptiveKl {
+        policy.rollout_kl(&buf.observations.to_f32(), &buf.old_head, &buf.old_log_std)?
+    } else {
+        f64::NAN
+    };
     [s.kl_divergence, s.explained_variance] = replicas.mean_over_ranks([kl, s.explained_variance])?;
     if p.objective == Objective::AdaptiveKl {
         *kl_coef = adapt_kl_coef(*kl_coef, s.kl_divergence, p.kl_target);

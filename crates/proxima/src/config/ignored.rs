@@ -6,7 +6,8 @@ use super::{AlgoName, Config, EntCoef, Objective, OptimizerName};
 use crate::error::{ProximaError, Result};
 
 /// Keys only PPO reads (besides the objective-specific ones below).
-const PPO_ONLY: [(&str, &str); 4] = [
+const PPO_ONLY: [(&str, &str); 5] = [
+    ("log_kl_divergence", "PPO's rollout KL in the logs"),
     ("n_epochs", "PPO's K epochs over each rollout"),
     ("anneal_clip_range", "PPO's ε annealing"),
     ("clip_range_vf", "PPO's value clipping"),
@@ -81,7 +82,8 @@ impl Config {
         }
         if let Some((_, what)) = PPO_ONLY.iter().find(|(k, _)| *k == key) {
             // PPG's policy phase is PPO-Clip with value clipping, for `e_policy` epochs.
-            let read = algo == AlgoName::Ppo || (algo == AlgoName::Ppg && key == "clip_range_vf");
+            let read =
+                algo == AlgoName::Ppo || (algo == AlgoName::Ppg && matches!(key, "clip_range_vf" | "log_kl_divergence"));
             let what = if algo == AlgoName::Ppg && key == "n_epochs" {
                 "PPO's K; PPG's policy phase runs e_policy epochs"
             } else {

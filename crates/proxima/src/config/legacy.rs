@@ -23,6 +23,7 @@ macro_rules! legacy_defaults {
 
 legacy_defaults! {
     clip_obs: f64 = 10.0;
+    log_kl_divergence: bool = true;
     clip_reward: f64 = 10.0;
     /// Runs saved before the `backend` key trained on candle (the fused kernels came later), and
     /// resume there.
@@ -64,8 +65,9 @@ mod tests {
     use crate::config::{Backend, Config};
 
     /// Keys added after the first release: a saved config without them still loads.
-    const LEGACY_KEYS: [&str; 42] = [
+    const LEGACY_KEYS: [&str; 43] = [
         "anneal_clip_range",
+        "log_kl_divergence",
         "clip_range_vf",
         "max_grad_norm",
         "target_kl",

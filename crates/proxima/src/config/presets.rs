@@ -71,6 +71,7 @@ fn cleanrl() -> Config {
         learning_rate: 2.5e-4,
         anneal_lr: true,
         anneal_clip_range: false,
+        log_kl_divergence: true,
         gamma: 0.99,
         gae_lambda: 0.95,
         clip_range: 0.2,
@@ -187,6 +188,7 @@ fn paper_atari() -> Config {
         ent_coef: EntCoef::Fixed(0.01),
         vf_coef: 1.0,
         policy: PolicyKind::CnnPolicy,
+        log_kl_divergence: false,
         ..cleanrl()
     }
 }
@@ -204,6 +206,7 @@ fn cleanrl_atari() -> Config {
         clip_range: 0.1,
         clip_range_vf: Some(0.1),
         policy: PolicyKind::CnnPolicy,
+        log_kl_divergence: false,
         ..cleanrl()
     }
 }

@@ -37,6 +37,13 @@ pub struct Config {
     /// Table 5: "ε = 0.1 × α"; CleanRL and SB3 keep ε fixed).
     #[serde(default)]
     pub anneal_clip_range: bool,
+    /// Log d = mean KL[π_θold, π_θ] over the whole rollout after each PPO update (progress.csv's
+    /// `kl_divergence`): one more forward pass over every observation of the rollout, which SB3
+    /// and CleanRL do not make (small for an MLP, a tenth of the update for the Nature CNN, so
+    /// the Atari presets turn it off and write NaN there). The adaptive-KL objective computes it
+    /// either way: its β follows d.
+    #[serde(default = "legacy::log_kl_divergence")]
+    pub log_kl_divergence: bool,
     /// γ: discount.
     pub gamma: f64,
     /// λ: GAE parameter.

@@ -149,6 +149,7 @@ pub(super) fn ppo_params(c: &Config) -> PpoParams {
         normalize_advantage: c.normalize_advantage,
         objective: c.objective,
         kl_target: c.kl_target,
+        log_kl_divergence: c.log_kl_divergence,
     }
 }
 

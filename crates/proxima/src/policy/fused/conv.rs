@@ -113,10 +113,16 @@ impl ConvLayer {
     }
 
     /// Window columns `cols` of samples `x` (`n·in_len` values) into `buf` `[n·P, cols.len()]`,
-    /// divided by the divisor.
-    fn gather(&self, x: &[f32], cols: std::ops::Range<usize>, buf: &mut Vec<f32>) {
+    /// divided by the divisor: each input value once (into `scaled`), not once per window it is in.
+    fn gather(&self, x: &[f32], cols: std::ops::Range<usize>, (buf, scaled): (&mut Vec<f32>, &mut Vec<f32>)) {
         buf.clear();
-        let d = self.divisor;
+        let x = if self.divisor == 1.0 {
+            x
+        } else {
+            scaled.clear();
+            scaled.extend(x.iter().map(|v| v / self.divisor));
+            &scaled[..]
+        };
         for sample in x.chunks_exact(self.in_len) {
             for &o in &self.origins {
                 let mut j = 0;
@@ -124,12 +130,7 @@ impl ConvLayer {
                     let (s, n) = (s as usize, n as usize);
                     let (lo, hi) = (j.max(cols.start), (j + n).min(cols.end));
                     if lo < hi {
-                        let src = &sample[o as usize + s + lo - j..o as usize + s + hi - j];
-                        if d == 1.0 {
-                            buf.extend_from_slice(src);
-                        } else {
-                            buf.extend(src.iter().map(|v| v / d));
-                        }
+                        buf.extend_from_slice(&sample[o as usize + s + lo - j..o as usize + s + hi - j]);
                     }
                     j += n;
                 }
@@ -159,12 +160,12 @@ impl ConvLayer {
 
     /// Forward of samples `x` (`n·in_len`) into `y` (`n·P·out`) with the window-order weight
     /// transpose `wkt` and bias `b`, ReLU applied; `buf` is the chunk's window matrix.
-    fn forward(&self, x: &[f32], y: &mut [f32], (wkt, b): (&[f32], &[f32]), buf: &mut Vec<f32>) {
+    fn forward(&self, x: &[f32], y: &mut [f32], (wkt, b): (&[f32], &[f32]), buf: &mut Scratch) {
         let (k, out, p) = (self.window, self.out, self.positions);
         for (xc, yc) in x.chunks(self.chunk * self.in_len).zip(y.chunks_mut(self.chunk * p * out)) {
-            self.gather(xc, 0..k, buf);
+            self.gather(xc, 0..k, (&mut buf.cols, &mut buf.scaled));
             let m = xc.len() / self.in_len * p;
-            chain_gemm(yc, (m, out, k), View::rows(buf, k), Rows { data: wkt, ld: out }, Start::Row(b));
+            chain_gemm(yc, (m, out, k), View::rows(&buf.cols, k), Rows { data: wkt, ld: out }, Start::Row(b));
             yc.iter_mut().for_each(|v| *v = v.max(0.0));
         }
     }
@@ -177,7 +178,7 @@ impl ConvLayer {
         cols: std::ops::Range<usize>,
         dw: &mut [f32],
         mut db: Option<&mut [f32]>,
-        buf: &mut Vec<f32>,
+        buf: &mut Scratch,
     ) {
         let (out, p, width) = (self.out, self.positions, cols.len());
         if width == 0 {
@@ -186,9 +187,10 @@ impl ConvLayer {
         let ones = View { data: &[1.0], rs: 0, cs: 0 };
         for (i, (xc, dyc)) in x.chunks(self.chunk * self.in_len).zip(dy.chunks(self.chunk * p * out)).enumerate() {
             let start = if i == 0 { Start::Zero } else { Start::Dst };
-            self.gather(xc, cols.clone(), buf);
+            self.gather(xc, cols.clone(), (&mut buf.cols, &mut buf.scaled));
             let m = xc.len() / self.in_len * p;
-            chain_gemm(dw, (out, width, m), View::transposed(dyc, out), Rows { data: buf, ld: width }, start);
+            let b = Rows { data: &buf.cols, ld: width };
+            chain_gemm(dw, (out, width, m), View::transposed(dyc, out), b, start);
             if let Some(db) = db.as_deref_mut() {
                 chain_gemm(db, (1, out, m), ones, Rows { data: dyc, ld: out }, start);
             }
@@ -197,8 +199,9 @@ impl ConvLayer {
 
     /// ∂x of samples (`n·in_len` into `dx`) from ∂Y `dy` (`n·P·out`) and the window-order weight
     /// `wk` `[out, K]`.
-    fn input_grad(&self, dy: &[f32], wk: &[f32], dx: &mut [f32], buf: &mut Vec<f32>) {
+    fn input_grad(&self, dy: &[f32], wk: &[f32], dx: &mut [f32], buf: &mut Scratch) {
         let (k, out, p) = (self.window, self.out, self.positions);
+        let buf = &mut buf.cols;
         for (dyc, dxc) in dy.chunks(self.chunk * p * out).zip(dx.chunks_mut(self.chunk * self.in_len)) {
             let m = dyc.len() / out;
             grow_to(buf, m * k);
@@ -238,6 +241,13 @@ fn grow_to(v: &mut Vec<f32>, n: usize) {
     }
 }
 
+/// One thread's buffers: a chunk's window matrix (or its gradient), and its samples scaled.
+#[derive(Debug, Default)]
+struct Scratch {
+    cols: Vec<f32>,
+    scaled: Vec<f32>,
+}
+
 /// Runs `a` and `b`, side by side on rayon's pool when `parallel`.
 fn both(parallel: bool, a: impl FnOnce() + Send, b: impl FnOnce() + Send) {
     if parallel {
@@ -272,7 +282,7 @@ pub(super) struct ConvWorkspace {
     wkt: Vec<Vec<f32>>,
     w_version: Option<u64>,
     /// Per thread: a chunk's window matrix, and a ∂W half.
-    bufs: [Vec<f32>; 2],
+    bufs: [Scratch; 2],
     dw: [Vec<f32>; 2],
 }
 
