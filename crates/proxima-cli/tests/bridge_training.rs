@@ -126,8 +126,8 @@ fn has_ale() {
 
 /// PPO with `CnnPolicy` on Breakout (the paper's Atari setting at toy size: 36 × 36 frames, 2
 /// stacked, for the debug build's sake): uint8 observations stored as bytes, the Nature CNN's
-/// parameters, finite updates, the same weights from the same seed; CnnPolicy refused on a
-/// non-image env and on the fused backend.
+/// parameters on the fused kernels (the default), finite updates, the same weights from the same
+/// seed; CnnPolicy refused on a non-image env.
 #[test]
 #[ignore = "needs a Python with gymnasium and ale-py (PROXIMA_PYTHON; .ci/run installs them)"]
 fn ppo_with_the_nature_cnn_trains_on_an_atari_game() {
@@ -155,8 +155,7 @@ fn ppo_with_the_nature_cnn_trains_on_an_atari_game() {
 
     let e = Trainer::new("CartPole-v1", cfg.clone()).err().unwrap().to_string();
     assert!(e.contains("CnnPolicy` needs image observations") && e.contains("Box(-"), "{e}");
-    let fused = Config::resolve("paper-atari", None, &["backend=fused".into()]).err().unwrap().to_string();
-    assert!(fused.contains("CnnPolicy` runs on candle"), "{fused}");
+    assert_eq!(a.policy.backend(), proxima::policy::Backend::Fused, "auto picks the fused CNN");
     // The same flat size in another image shape (8 × 18 × 18 = 2 × 36 × 36) is no fit for evaluation.
     let other = "atari:Breakout?screen_size=18&frame_stack=8";
     let e = proxima::train::evaluate(&a.policy, other, 1, true, 1, None).err().unwrap().to_string();

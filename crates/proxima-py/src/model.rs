@@ -397,7 +397,7 @@ impl Model {
             .unwrap_or_else(|| "cleanrl".into());
         let rng = ChaCha8Rng::seed_from_u64(0x9e37_79b9);
         let Some(env) = env else {
-            // Auto: the fused kernels for an MLP, candle for the CNN (and PPG's auxiliary head).
+            // Auto: the fused kernels (MLP or CNN), candle for PPG's auxiliary head.
             let policy = ck.build_network(proxima::policy::Backend::Auto).py()?;
             let norm = saved_normalizer(&ck).py()?;
             return Ok(Model::new(State::Loaded(Box::new(Loaded { policy, norm, ck })), rng));

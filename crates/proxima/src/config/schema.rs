@@ -94,7 +94,7 @@ pub struct Config {
     /// shared by the policy and value heads, for image observations: a uint8 Box `[channels,
     /// height, width]` of at least 36 × 36, pixels scaled by 1/255; `net_arch`, `activation`
     /// and `shared_trunk` are then not used). CnnPolicy trains with PPO, A2C, A3C and
-    /// REINFORCE, on candle.
+    /// REINFORCE, on either backend.
     #[serde(default)]
     pub policy: PolicyKind,
     /// Threads of one run: candle's tensor ops use them (1 is fastest there); the fused backend

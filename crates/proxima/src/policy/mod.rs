@@ -1,16 +1,16 @@
 //! The policy seam: the [`Policy`] trait every algorithm goes through, the network's
 //! [`PolicySpec`] (its layers and parameter names, whatever implements it), the action
 //! distributions ([`distributions`]) and the two implementations: candle's
-//! ([`candle::ActorCritic`], general) and the fused CPU kernels ([`fused::FusedMlp`], small
-//! MLPs), with [`Network`] holding either.
+//! ([`candle::ActorCritic`], general) and the fused CPU kernels ([`fused::FusedMlp`]: MLPs and
+//! the Nature CNN), with [`Network`] holding either.
 //!
 //! The collector, PPO, A2C and A3C use nothing but [`Policy`] (TRPO's Fisher-vector products
 //! need forward-mode derivatives and use the candle network directly).
 //!
 //! Default network (CleanRL's `Agent`, SB3's `MlpPolicy`): separate policy and value MLPs of
 //! 2×64 tanh units; `shared_trunk = true` shares the hidden layers between the two heads.
-//! `CnnPolicy`: the Nature CNN shared by both heads, on candle (each convolution + ReLU one
-//! custom op: [`conv`]).
+//! `CnnPolicy`: the Nature CNN shared by both heads, on either backend (candle: each convolution
+//! + ReLU one custom op, [`conv`]; fused: `fused/conv.rs`).
 //! Orthogonal init (Saxe et al. 2014; openai/baselines): gain √2 on hidden layers, 0.01 on the
 //! policy head, 1.0 on the value head, biases 0.
 //!

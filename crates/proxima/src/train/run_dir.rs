@@ -214,10 +214,7 @@ pub fn write_tensorboard(tb: &mut TensorBoardWriter, r: &UpdateReport) -> Result
         ("charts/kl_coef", s.kl_coef),
         ("charts/step_fraction", s.step_fraction),
     ] {
-        // d is NaN when not measured (`log_kl_divergence = false`): no point then.
-        if !(tag == "losses/kl_divergence" && v.is_nan()) {
-            tb.add_scalar(tag, v, r.global_step)?;
-        }
+        tb.add_scalar(tag, v, r.global_step)?;
     }
     if let Some(alpha) = s.ent_coef {
         tb.add_scalar("losses/alpha", alpha, r.global_step)?;
