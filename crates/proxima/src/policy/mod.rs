@@ -32,4 +32,6 @@ pub use self::candle::{ActorCritic, DistParams};
 pub use self::interface::{ActOutput, AuxBatch, FlatParams, Join, LossReport, Policy};
 pub use self::network::{Backend, Network};
 pub use self::offpolicy::{ActorKind, OffPolicyNets};
-pub use self::spec::{orthogonal, ActionKind, Activation, ImageShape, PolicyKind, PolicySpec};
+pub use self::spec::{
+    orthogonal, ActionKind, Activation, ImageShape, PolicyKind, PolicySpec, NATURE_CONVS, NATURE_FEATURES,
+};

@@ -33,6 +33,11 @@ pub(super) struct ConvLayer {
     pub b: usize,
     /// Input values per sample.
     pub in_len: usize,
+    /// Values per sample of what the windows are read from: `in_len`, or the space-to-depth
+    /// image's.
+    src_len: usize,
+    /// The pixels' convolution read as one over their space-to-depth image.
+    s2d: Option<SpaceToDepth>,
     /// Output positions per sample (P).
     pub positions: usize,
     /// Window length K = C·k·k.
@@ -82,6 +87,8 @@ impl ConvLayer {
             w,
             b,
             in_len: c * h * wd,
+            src_len: c * h * wd,
+            s2d: None,
             positions: oh * ow,
             window,
             out,
@@ -90,6 +97,56 @@ impl ConvLayer {
             perm,
             divisor,
             chunk: (CHUNK_VALUES / (oh * ow * window)).max(1),
+        }
+    }
+
+    /// A convolution of the pixels `[C, H, W]` (channel-first) whose kernel is a multiple q of
+    /// its stride s (the Nature CNN's first: 8 = 2·4), read as the convolution of kernel q and
+    /// stride 1 over the space-to-depth image `[H/s, W/s, s·s·C]` (channel-last): the same
+    /// windows, gathered in runs of q·s·s·C values (128 for the Nature CNN) rather than of k (8).
+    /// The window order, and so each output's chain of products, is `(ky/s, kx/s, ky%s, kx%s,
+    /// c)`; the weight is permuted to it. Other kernels: [`ConvLayer::new`], channel-first.
+    pub fn pixels(
+        at: (usize, usize),
+        (c, h, wd): (usize, usize, usize),
+        (kernel, stride, out): (usize, usize, usize),
+        divisor: f32,
+    ) -> ConvLayer {
+        if stride == 1 || kernel % stride != 0 {
+            return ConvLayer::new(at, (c, h, wd), (kernel, stride, out), false, divisor);
+        }
+        let (q, s) = (kernel / stride, stride);
+        let cb = s * s * c;
+        let mut layer = ConvLayer::new(at, (cb, h / s, wd / s), (q, 1, out), true, divisor);
+        layer.perm = Some(
+            (0..layer.window)
+                .map(|j| {
+                    let (block, cj) = (j / cb, j % cb);
+                    let (by, bx, dy, dx, ci) = (block / q, block % q, cj / c / s, cj / c % s, cj % c);
+                    (ci * kernel * kernel + (by * s + dy) * kernel + bx * s + dx) as u32
+                })
+                .collect(),
+        );
+        layer.s2d = Some(SpaceToDepth { s, c, h, w: wd });
+        layer.in_len = c * h * wd;
+        layer
+    }
+
+    /// Whether the windows are read from the input itself, or from [`ConvLayer::prepare`]'s.
+    fn reads_input(&self) -> bool {
+        self.divisor == 1.0 && self.s2d.is_none()
+    }
+
+    /// What the windows of samples `x` (`n·in_len`) are read from, into `dst` (`n·src_len`):
+    /// `x` divided by the divisor (and rearranged space-to-depth), each value once.
+    fn prepare(&self, x: &[f32], dst: &mut [f32]) {
+        match &self.s2d {
+            None => dst.iter_mut().zip(x).for_each(|(d, v)| *d = v / self.divisor),
+            Some(t) => {
+                for (src, dst) in x.chunks_exact(self.in_len).zip(dst.chunks_exact_mut(self.src_len)) {
+                    t.apply(src, dst, self.divisor);
+                }
+            }
         }
     }
 
@@ -112,18 +169,11 @@ impl ConvLayer {
         transpose(wkt, wk, (self.window, self.out));
     }
 
-    /// Window columns `cols` of samples `x` (`n·in_len` values) into `buf` `[n·P, cols.len()]`,
-    /// divided by the divisor: each input value once (into `scaled`), not once per window it is in.
-    fn gather(&self, x: &[f32], cols: std::ops::Range<usize>, (buf, scaled): (&mut Vec<f32>, &mut Vec<f32>)) {
+    /// Window columns `cols` of samples `x` (`n·src_len` values: the input, or what
+    /// [`ConvLayer::prepare`] made of it) into `buf` `[n·P, cols.len()]`.
+    fn gather(&self, x: &[f32], cols: std::ops::Range<usize>, buf: &mut Vec<f32>) {
         buf.clear();
-        let x = if self.divisor == 1.0 {
-            x
-        } else {
-            scaled.clear();
-            scaled.extend(x.iter().map(|v| v / self.divisor));
-            &scaled[..]
-        };
-        for sample in x.chunks_exact(self.in_len) {
+        for sample in x.chunks_exact(self.src_len) {
             for &o in &self.origins {
                 let mut j = 0;
                 for &(s, n) in &self.runs {
@@ -141,6 +191,7 @@ impl ConvLayer {
     /// Adds window gradients `gcols` `[n·P, K]` into their samples' input gradients `gx`
     /// (`n·in_len`, zeroed here first), in window order.
     fn scatter_add(&self, gcols: &[f32], gx: &mut [f32]) {
+        debug_assert!(self.s2d.is_none(), "no ∂x of the pixels");
         gx.fill(0.0);
         let per_sample = self.positions * self.window;
         for (g, sample) in gcols.chunks_exact(per_sample).zip(gx.chunks_exact_mut(self.in_len)) {
@@ -158,38 +209,39 @@ impl ConvLayer {
         }
     }
 
-    /// Forward of samples `x` (`n·in_len`) into `y` (`n·P·out`) with the window-order weight
-    /// transpose `wkt` and bias `b`, ReLU applied; `buf` is the chunk's window matrix.
-    fn forward(&self, x: &[f32], y: &mut [f32], (wkt, b): (&[f32], &[f32]), buf: &mut Scratch) {
+    /// Forward of samples `x` (`n·src_len`: see [`ConvLayer::gather`]) into `y` (`n·P·out`) with
+    /// the window-order weight transpose `wkt` and bias `b`, ReLU applied; `buf` is the chunk's
+    /// window matrix.
+    fn forward(&self, x: &[f32], y: &mut [f32], (wkt, b): (&[f32], &[f32]), buf: &mut Vec<f32>) {
         let (k, out, p) = (self.window, self.out, self.positions);
-        for (xc, yc) in x.chunks(self.chunk * self.in_len).zip(y.chunks_mut(self.chunk * p * out)) {
-            self.gather(xc, 0..k, (&mut buf.cols, &mut buf.scaled));
-            let m = xc.len() / self.in_len * p;
-            chain_gemm(yc, (m, out, k), View::rows(&buf.cols, k), Rows { data: wkt, ld: out }, Start::Row(b));
+        for (xc, yc) in x.chunks(self.chunk * self.src_len).zip(y.chunks_mut(self.chunk * p * out)) {
+            self.gather(xc, 0..k, buf);
+            let m = xc.len() / self.src_len * p;
+            chain_gemm(yc, (m, out, k), View::rows(buf, k), Rows { data: wkt, ld: out }, Start::Row(b));
             yc.iter_mut().for_each(|v| *v = v.max(0.0));
         }
     }
 
     /// ∂W (window order) columns `cols` into `dw` `[out, cols.len()]` = ∂Yᵀ·window columns over
-    /// every sample in order, and ∂b into `db` when given.
+    /// every sample of `x` (`n·src_len`) in order, and ∂b into `db` when given.
     fn weight_grad(
         &self,
         (x, dy): (&[f32], &[f32]),
         cols: std::ops::Range<usize>,
         dw: &mut [f32],
         mut db: Option<&mut [f32]>,
-        buf: &mut Scratch,
+        buf: &mut Vec<f32>,
     ) {
         let (out, p, width) = (self.out, self.positions, cols.len());
         if width == 0 {
             return;
         }
         let ones = View { data: &[1.0], rs: 0, cs: 0 };
-        for (i, (xc, dyc)) in x.chunks(self.chunk * self.in_len).zip(dy.chunks(self.chunk * p * out)).enumerate() {
+        for (i, (xc, dyc)) in x.chunks(self.chunk * self.src_len).zip(dy.chunks(self.chunk * p * out)).enumerate() {
             let start = if i == 0 { Start::Zero } else { Start::Dst };
-            self.gather(xc, cols.clone(), (&mut buf.cols, &mut buf.scaled));
-            let m = xc.len() / self.in_len * p;
-            let b = Rows { data: &buf.cols, ld: width };
+            self.gather(xc, cols.clone(), buf);
+            let m = xc.len() / self.src_len * p;
+            let b = Rows { data: buf, ld: width };
             chain_gemm(dw, (out, width, m), View::transposed(dyc, out), b, start);
             if let Some(db) = db.as_deref_mut() {
                 chain_gemm(db, (1, out, m), ones, Rows { data: dyc, ld: out }, start);
@@ -199,9 +251,8 @@ impl ConvLayer {
 
     /// ∂x of samples (`n·in_len` into `dx`) from ∂Y `dy` (`n·P·out`) and the window-order weight
     /// `wk` `[out, K]`.
-    fn input_grad(&self, dy: &[f32], wk: &[f32], dx: &mut [f32], buf: &mut Scratch) {
+    fn input_grad(&self, dy: &[f32], wk: &[f32], dx: &mut [f32], buf: &mut Vec<f32>) {
         let (k, out, p) = (self.window, self.out, self.positions);
-        let buf = &mut buf.cols;
         for (dyc, dxc) in dy.chunks(self.chunk * p * out).zip(dx.chunks_mut(self.chunk * self.in_len)) {
             let m = dyc.len() / out;
             grow_to(buf, m * k);
@@ -223,6 +274,38 @@ impl ConvLayer {
     }
 }
 
+/// The space-to-depth rearrangement of `[C, H, W]` images with blocks of s × s:
+/// `[⌊H/s⌋, ⌊W/s⌋, s·s·C]`, element `(by, bx, (dy·s + dx)·C + c)` = pixel `(c, by·s + dy, bx·s + dx)`
+/// (the rows and columns past the last whole block, which no window reads, are left out).
+#[derive(Debug)]
+struct SpaceToDepth {
+    s: usize,
+    c: usize,
+    h: usize,
+    w: usize,
+}
+
+impl SpaceToDepth {
+    /// One image `src` `[C, H, W]` divided by `d` into `dst`.
+    fn apply(&self, src: &[f32], dst: &mut [f32], d: f32) {
+        let (s, c, (hb, wb)) = (self.s, self.c, (self.h / self.s, self.w / self.s));
+        let block = s * s * c;
+        for ci in 0..c {
+            for by in 0..hb {
+                for dy in 0..s {
+                    let row = &src[(ci * self.h + by * s + dy) * self.w..][..wb * s];
+                    let out = &mut dst[by * wb * block + dy * s * c + ci..];
+                    for (bx, px) in row.chunks_exact(s).enumerate() {
+                        for (dx, &v) in px.iter().enumerate() {
+                            out[bx * block + dx * c] = v / d;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Consecutive offsets merged into `(start, length)` runs.
 fn runs_of(offsets: &[usize]) -> Vec<(u32, u32)> {
     let mut runs: Vec<(u32, u32)> = Vec::new();
@@ -239,13 +322,6 @@ fn grow_to(v: &mut Vec<f32>, n: usize) {
     if v.len() < n {
         v.resize(n, 0.0);
     }
-}
-
-/// One thread's buffers: a chunk's window matrix (or its gradient), and its samples scaled.
-#[derive(Debug, Default)]
-struct Scratch {
-    cols: Vec<f32>,
-    scaled: Vec<f32>,
 }
 
 /// Runs `a` and `b`, side by side on rayon's pool when `parallel`.
@@ -281,8 +357,11 @@ pub(super) struct ConvWorkspace {
     wk: Vec<Vec<f32>>,
     wkt: Vec<Vec<f32>>,
     w_version: Option<u64>,
-    /// Per thread: a chunk's window matrix, and a ∂W half.
-    bufs: [Scratch; 2],
+    /// Per thread: a chunk's window matrix (or its gradient), and a ∂W half.
+    bufs: [Vec<f32>; 2],
+    /// The first layer's input as [`ConvLayer::prepare`] made it, `[rows, src_len]` (read again
+    /// by the backward pass).
+    prepared: Vec<f32>,
     dw: [Vec<f32>; 2],
 }
 
@@ -325,15 +404,25 @@ impl ConvStack {
     pub fn forward(&self, theta: &[f32], version: u64, ws: &mut ConvWorkspace, x: &[f32], rows: usize, parallel: bool) {
         self.ensure(ws, rows);
         self.refresh_weights(theta, version, ws);
-        let ConvWorkspace { outs, features, wkt, bufs, .. } = ws;
+        let ConvWorkspace { outs, features, wkt, bufs, prepared, .. } = ws;
         let half = rows.div_ceil(2);
         let parallel = parallel && rows > 1;
+        let first = &self.layers[0];
+        let pixels = if first.reads_input() {
+            &x[..rows * first.in_len]
+        } else {
+            grow_to(prepared, rows * first.src_len);
+            let (x0, x1) = x[..rows * first.in_len].split_at(half * first.in_len);
+            let (p0, p1) = prepared[..rows * first.src_len].split_at_mut(half * first.src_len);
+            both(parallel, || first.prepare(x0, p0), || first.prepare(x1, p1));
+            &prepared[..rows * first.src_len]
+        };
         for (i, l) in self.layers.iter().enumerate() {
             let (prev, cur) = outs.split_at_mut(i);
-            let input = if i == 0 { &x[..rows * l.in_len] } else { &prev[i - 1][..rows * l.in_len] };
+            let input = if i == 0 { pixels } else { &prev[i - 1][..rows * l.src_len] };
             let y = &mut cur[0][..rows * l.out_len()];
             let w = (&wkt[i][..], &theta[l.b..l.b + l.out]);
-            let (x0, x1) = input.split_at(half.min(rows) * l.in_len);
+            let (x0, x1) = input.split_at(half.min(rows) * l.src_len);
             let (y0, y1) = y.split_at_mut(half.min(rows) * l.out_len());
             let [b0, b1] = &mut *bufs;
             both(parallel, || l.forward(x0, y0, w, b0), || l.forward(x1, y1, w, b1));
@@ -348,7 +437,8 @@ impl ConvStack {
     /// ∇θ of the convolutions into `grad` from `ws.d_features` (∂L/∂features of the `rows`
     /// samples of the last [`ConvStack::forward`], pixels `x`).
     pub fn backward(&self, ws: &mut ConvWorkspace, x: &[f32], grad: &mut [f32], rows: usize, parallel: bool) {
-        let ConvWorkspace { outs, d_features, d_a, d_b, wk, bufs, dw, .. } = ws;
+        let ConvWorkspace { outs, d_features, d_a, d_b, wk, bufs, dw, prepared, .. } = ws;
+        let pixels = if self.layers[0].reads_input() { x } else { &prepared[..] };
         let last = &self.layers[self.layers.len() - 1];
         let (p, c) = (last.positions, last.out);
         for (d, f) in d_a[..rows * p * c].chunks_exact_mut(p * c).zip(d_features.chunks_exact(p * c)) {
@@ -360,7 +450,7 @@ impl ConvStack {
             let l = &self.layers[i];
             let n = rows * l.out_len();
             relu_backward(&mut dy[..n], &outs[i][..n]);
-            let input = if i == 0 { &x[..rows * l.in_len] } else { &outs[i - 1][..rows * l.in_len] };
+            let input = if i == 0 { &pixels[..rows * l.src_len] } else { &outs[i - 1][..rows * l.src_len] };
             let split = if parallel { l.window / 2 } else { l.window };
             let [dw0, dw1] = &mut *dw;
             let (w0, w1) = (l.out * split, l.out * (l.window - split));

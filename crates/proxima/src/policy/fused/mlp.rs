@@ -93,8 +93,11 @@ impl Front {
         let mut layers = Vec::new();
         for (i, (&(c, k, s), &next)) in NATURE_CONVS.iter().zip(&outs).enumerate() {
             let at = (offsets[2 * i], offsets[2 * i + 1]);
-            let divisor = if i == 0 { 255.0 } else { 1.0 };
-            layers.push(ConvLayer::new(at, shape, (k, s, c), i > 0, divisor));
+            layers.push(if i == 0 {
+                ConvLayer::pixels(at, shape, (k, s, c), 255.0)
+            } else {
+                ConvLayer::new(at, shape, (k, s, c), true, 1.0)
+            });
             shape = next;
         }
         let stack = ConvStack { layers };
