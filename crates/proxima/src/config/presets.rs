@@ -189,12 +189,15 @@ fn paper_atari() -> Config {
         vf_coef: 1.0,
         policy: PolicyKind::CnnPolicy,
         log_kl_divergence: false,
+        num_threads: 2,
         ..cleanrl()
     }
 }
 
 /// CleanRL `ppo_atari.py`: 8 envs × 128 steps, 4 minibatches (256), 4 epochs, lr 2.5e-4
 /// annealed, ε .1, value clipping .1, c₁ .5, c₂ .01, max_grad_norm .5, 10M steps, `CnnPolicy`.
+/// Both Atari presets split the CNN's passes over two threads (the fused backend's result does
+/// not depend on it) and do not measure the rollout KL (a pass SB3 does not make).
 fn cleanrl_atari() -> Config {
     Config {
         preset: "cleanrl-atari".into(),
@@ -207,6 +210,7 @@ fn cleanrl_atari() -> Config {
         clip_range_vf: Some(0.1),
         policy: PolicyKind::CnnPolicy,
         log_kl_divergence: false,
+        num_threads: 2,
         ..cleanrl()
     }
 }
