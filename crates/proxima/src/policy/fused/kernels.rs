@@ -74,18 +74,41 @@ fn dot8(x: &[f32], w: &[f32]) -> f32 {
     ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
 }
 
+/// Products of at least this many multiply-adds are split in two when asked ([`chain_gemm_split`]).
+const SPLIT_MIN_MACS: usize = 1 << 18;
+
+/// [`chain_gemm`], its m rows cut in two halves computed side by side on rayon's pool when `split`
+/// and the product is large: each element is its own chain, so the bits are the same either way.
+pub(crate) fn chain_gemm_split(
+    split: bool,
+    dst: &mut [f32],
+    (m, n, k): (usize, usize, usize),
+    a: View<'_>,
+    b: Rows<'_>,
+    start: Start<'_>,
+) {
+    if !split || m < 2 || m * n * k < SPLIT_MIN_MACS {
+        return chain_gemm(dst, (m, n, k), a, b, start);
+    }
+    let h = m / 2;
+    let (d0, d1) = dst[..m * n].split_at_mut(h * n);
+    let a1 = View { data: &a.data[h * a.rs..], ..a };
+    rayon::join(|| chain_gemm(d0, (h, n, k), a, b, start), || chain_gemm(d1, (m - h, n, k), a1, b, start));
+}
+
 /// Forward of one dense layer on `rows` samples: `y[rows, out] = x[rows, inp]·Wᵀ + b` with W
 /// `[out, inp]` and its transpose `wt` `[inp, out]` (read for layers of [`NARROW`] outputs or
 /// more), then the activation in place when `activation` is given. Each output is `b + dot8` (a
 /// narrow layer) or one FMA chain over the inputs starting at b: a row's result does not depend on
-/// the other rows of the batch.
+/// the other rows of the batch. `split`: the product's rows in two halves side by side
+/// ([`chain_gemm_split`]).
 pub(crate) fn dense_forward(
     y: &mut [f32],
     x: &[f32],
     (w, wt): (&[f32], &[f32]),
     b: &[f32],
     (rows, inp, out): (usize, usize, usize),
-    activation: Option<Activation>,
+    (activation, split): (Option<Activation>, bool),
 ) {
     let y = &mut y[..rows * out];
     if out < NARROW {
@@ -100,7 +123,7 @@ pub(crate) fn dense_forward(
             },
         );
     } else {
-        chain_gemm(y, (rows, out, inp), View::rows(x, inp), Rows { data: wt, ld: out }, Start::Row(b));
+        chain_gemm_split(split, y, (rows, out, inp), View::rows(x, inp), Rows { data: wt, ld: out }, Start::Row(b));
     }
     match activation {
         Some(Activation::Tanh) => map_in_place(y, tanh_fma),
@@ -130,7 +153,8 @@ const DW_PANEL: usize = 64;
 /// `dx[rows, inp] = dy·W`. Every element of ∂W is one FMA chain over the rows in order, computed
 /// as ∂Wᵀ = xᵀ·dy (vectors along `out`) when the layer has fewer than [`NARROW`] inputs and more
 /// outputs (a tower's first layer: 4 inputs on CartPole), else as dyᵀ·x: the same chains either
-/// way.
+/// way. `split`: ∂W's and ∂X's rows in two halves side by side ([`chain_gemm_split`]).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn dense_backward(
     dw: &mut [f32],
     db: &mut [f32],
@@ -139,6 +163,7 @@ pub(crate) fn dense_backward(
     x: &[f32],
     w: &[f32],
     (rows, inp, out): (usize, usize, usize),
+    split: bool,
 ) {
     if inp < NARROW && out > inp {
         let mut panel = [0f32; NARROW * DW_PANEL];
@@ -153,14 +178,15 @@ pub(crate) fn dense_backward(
             }
         }
     } else {
-        chain_gemm(dw, (out, inp, rows), View::transposed(dy, out), Rows { data: x, ld: inp }, Start::Zero);
+        let dy_t = View::transposed(dy, out);
+        chain_gemm_split(split, dw, (out, inp, rows), dy_t, Rows { data: x, ld: inp }, Start::Zero);
     }
     // ∂b = 1ᵀ·dy: each chain adds the rows in order (fma(1, g, s) is s + g, rounded once), its
     // columns in the kernel's registers.
     let ones = View { data: &[1.0], rs: 0, cs: 0 };
     chain_gemm(db, (1, out, rows), ones, Rows { data: dy, ld: out }, Start::Zero);
     if let Some(dx) = dx {
-        chain_gemm(dx, (rows, inp, out), View::rows(dy, out), Rows { data: w, ld: inp }, Start::Zero);
+        chain_gemm_split(split, dx, (rows, inp, out), View::rows(dy, out), Rows { data: w, ld: inp }, Start::Zero);
     }
 }
 
@@ -192,13 +218,16 @@ mod tests {
 
     #[test]
     fn a_dense_layer_is_its_definition_and_each_row_its_own() {
-        for (inp, out) in [(21, 5), (4, 64), (64, 64), (64, 40), (3, 1), (64, 2), (5, 130)] {
+        for (inp, out) in [(21, 5), (4, 64), (64, 64), (64, 40), (3, 1), (64, 2), (5, 130), (300, 256)] {
             let rows = 37;
             let (x, w, b) = (wave(rows * inp, 0.37), wave(out * inp, 0.11), wave(out, 0.9));
             let mut wt = vec![0f32; inp * out];
             transpose(&mut wt, &w, (inp, out));
             let mut y = vec![0f32; rows * out];
-            dense_forward(&mut y, &x, (&w, &wt), &b, (rows, inp, out), None);
+            dense_forward(&mut y, &x, (&w, &wt), &b, (rows, inp, out), (None, false));
+            let mut halves = vec![0f32; rows * out];
+            dense_forward(&mut halves, &x, (&w, &wt), &b, (rows, inp, out), (None, true));
+            assert_eq!(halves, y, "{inp}x{out}: split in two, other bits");
             for r in 0..rows {
                 for o in 0..out {
                     let want: f64 =
@@ -208,12 +237,15 @@ mod tests {
             }
             for r in [0, 7, rows - 1] {
                 let mut one = vec![0f32; out];
-                dense_forward(&mut one, &x[r * inp..(r + 1) * inp], (&w, &wt), &b, (1, inp, out), None);
+                dense_forward(&mut one, &x[r * inp..(r + 1) * inp], (&w, &wt), &b, (1, inp, out), (None, false));
                 assert_eq!(one, y[r * out..(r + 1) * out], "{inp}x{out}: row {r} alone gives other bits");
             }
             let dy = wave(rows * out, 0.53);
             let (mut dw, mut db, mut dx) = (vec![0f32; out * inp], vec![0f32; out], vec![0f32; rows * inp]);
-            dense_backward(&mut dw, &mut db, Some(&mut dx), &dy, &x, &w, (rows, inp, out));
+            dense_backward(&mut dw, &mut db, Some(&mut dx), &dy, &x, &w, (rows, inp, out), false);
+            let (mut dw2, mut db2, mut dx2) = (vec![0f32; out * inp], vec![0f32; out], vec![0f32; rows * inp]);
+            dense_backward(&mut dw2, &mut db2, Some(&mut dx2), &dy, &x, &w, (rows, inp, out), true);
+            assert_eq!((&dw2, &db2, &dx2), (&dw, &db, &dx), "{inp}x{out}: split in two, other bits");
             for o in 0..out {
                 let want_b: f64 = (0..rows).map(|r| dy[r * out + o] as f64).sum();
                 assert!((db[o] as f64 - want_b).abs() < 1e-5);

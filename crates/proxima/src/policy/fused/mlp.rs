@@ -189,9 +189,15 @@ impl FusedMlp {
     }
 
     /// Runs the actor and critic side by side from 2 threads on, and from 4 on also splits each
-    /// minibatch's rows into `threads / 2` shards (1: neither; see the module docs).
+    /// minibatch's rows into `threads / 2` shards (1: neither; see the module docs). A CNN
+    /// instead splits each of its products in two from 2 threads on (the one-thread bits).
     pub fn set_threads(&mut self, threads: usize) {
         self.threads = threads.max(1);
+        if self.front.is_some() {
+            // The CNN splits its products instead (the same bits for any thread count).
+            self.net.split_trunk = self.threads > 1;
+            return;
+        }
         if self.threads < 2 {
             self.net.second_thread = None;
         } else if self.net.second_thread.is_none() {

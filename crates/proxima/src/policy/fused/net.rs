@@ -103,14 +103,14 @@ fn tower_forward(
     x: &[f32],
     (theta, wt): (&[f32], &[f32]),
     rows: usize,
-    act: Activation,
+    (act, split): (Activation, bool),
 ) {
     for (i, l) in layers.iter().enumerate() {
         let (prev, cur) = outs.split_at_mut(i);
         let input = if i == 0 { x } else { &prev[i - 1][..] };
         let a = l.activated.then_some(act);
         let w = (&theta[l.w..l.b], &wt[l.w..l.b]);
-        dense_forward(&mut cur[0], input, w, &theta[l.b..l.b + l.out], (rows, l.inp, l.out), a);
+        dense_forward(&mut cur[0], input, w, &theta[l.b..l.b + l.out], (rows, l.inp, l.out), (a, split));
     }
 }
 
@@ -128,14 +128,14 @@ fn tower_backward(
     (mut dy, mut spare): (&mut Vec<f32>, &mut Vec<f32>),
     mut d_in: Option<&mut [f32]>,
     rows: usize,
-    act: Activation,
+    (act, split): (Activation, bool),
 ) {
     for i in (0..layers.len()).rev() {
         let l = layers[i];
         let input = if i == 0 { x } else { &outs[i - 1][..] };
         let (gw, gb) = grad[l.w - base..l.b + l.out - base].split_at_mut(l.b - l.w);
         let dx = if i > 0 { Some(&mut spare[..rows * l.inp]) } else { d_in.as_deref_mut() };
-        dense_backward(gw, gb, dx, &dy[..rows * l.out], input, &theta[l.w..l.b], (rows, l.inp, l.out));
+        dense_backward(gw, gb, dx, &dy[..rows * l.out], input, &theta[l.w..l.b], (rows, l.inp, l.out), split);
         if i > 0 {
             activation_backward(&mut spare[..rows * l.inp], &outs[i - 1][..rows * l.inp], act);
             std::mem::swap(&mut dy, &mut spare);
@@ -207,6 +207,9 @@ pub(super) struct Net {
     /// least [`PARALLEL_MIN_ROWS`]. Each tower's arithmetic is the same either way, so the
     /// results are bit for bit those of one thread.
     pub second_thread: Option<SecondThread>,
+    /// The shared trunk's products split in two halves side by side on rayon's pool (the CNN's
+    /// dense layer; the same bits either way).
+    pub split_trunk: bool,
 }
 
 /// Which towers a forward pass runs (the trunk, if any, always).
@@ -256,7 +259,7 @@ impl Net {
             }
         }
         let log_std = matches!(spec.action, ActionKind::Continuous { .. }).then(|| offsets[offsets.len() - 1]);
-        Net { spec, trunk, actor, critic, log_std, second_thread: None }
+        Net { spec, trunk, actor, critic, log_std, second_thread: None, split_trunk: false }
     }
 
     pub fn towers(&self) -> [&[Layer]; 3] {
@@ -284,18 +287,18 @@ impl Net {
         let tower_in = if self.trunk.is_empty() {
             x
         } else {
-            tower_forward(&self.trunk, &mut ws.trunk, x, theta, rows, act);
+            tower_forward(&self.trunk, &mut ws.trunk, x, theta, rows, (act, self.split_trunk));
             &ws.trunk[self.trunk.len() - 1][..]
         };
         let (actor, critic) = (&mut ws.actor, &mut ws.critic);
         match towers {
             Towers::Both => both(
                 self.second_thread.as_ref().filter(|_| rows >= PARALLEL_MIN_ROWS),
-                || tower_forward(&self.actor, actor, tower_in, theta, rows, act),
-                || tower_forward(&self.critic, critic, tower_in, theta, rows, act),
+                || tower_forward(&self.actor, actor, tower_in, theta, rows, (act, false)),
+                || tower_forward(&self.critic, critic, tower_in, theta, rows, (act, false)),
             ),
-            Towers::Actor => tower_forward(&self.actor, actor, tower_in, theta, rows, act),
-            Towers::Critic => tower_forward(&self.critic, critic, tower_in, theta, rows, act),
+            Towers::Actor => tower_forward(&self.actor, actor, tower_in, theta, rows, (act, false)),
+            Towers::Critic => tower_forward(&self.critic, critic, tower_in, theta, rows, (act, false)),
         }
     }
 
@@ -385,17 +388,17 @@ impl Net {
         both(
             self.second_thread.as_ref().filter(|_| rows >= PARALLEL_MIN_ROWS),
             || {
-                tower_forward(&self.actor, actor, x, weights, rows, act);
+                tower_forward(&self.actor, actor, x, weights, rows, (act, false));
                 let b = HeadBatch { head: &actor[na][..rows * hd], ..batch };
                 let grads = (&mut d_a[..rows * hd], d_log_std, &mut log_ratio[..rows], &mut scratch[..]);
                 *ps = policy_head_f32(kind, &b, loss, grads, head_cols);
-                tower_backward(&self.actor, actor, x, theta, (g_actor, 0), (d_a, d_b), None, rows, act);
+                tower_backward(&self.actor, actor, x, theta, (g_actor, 0), (d_a, d_b), None, rows, (act, false));
             },
             || {
-                tower_forward(&self.critic, critic, x, weights, rows, act);
+                tower_forward(&self.critic, critic, x, weights, rows, (act, false));
                 *vs = value_head(&HeadBatch { values: &critic[nc][..rows], ..batch }, loss, &mut d_c[..rows]);
                 let g = (g_critic, self.critic[0].w);
-                tower_backward(&self.critic, critic, x, theta, g, (d_c, d_d), None, rows, act);
+                tower_backward(&self.critic, critic, x, theta, g, (d_c, d_d), None, rows, (act, false));
             },
         );
         Ok(combine_parts(loss, policy_sums, value_sum, mean_over))
@@ -421,10 +424,10 @@ impl Net {
         let (actor, critic) = ((&self.actor, &ws.actor), (&self.critic, &ws.critic));
         both(
             self.second_thread.as_ref().filter(|_| rows >= PARALLEL_MIN_ROWS),
-            || tower_backward(actor.0, actor.1, tower_in, theta, (g_actor, 0), actor_bufs, d_actor, rows, act),
+            || tower_backward(actor.0, actor.1, tower_in, theta, (g_actor, 0), actor_bufs, d_actor, rows, (act, false)),
             || {
                 let g = (g_critic, critic_base);
-                tower_backward(critic.0, critic.1, tower_in, theta, g, critic_bufs, d_critic, rows, act)
+                tower_backward(critic.0, critic.1, tower_in, theta, g, critic_bufs, d_critic, rows, (act, false))
             },
         );
         if shared {
@@ -435,7 +438,8 @@ impl Net {
                 .zip(&ws.d_trunk_critic[..n])
                 .for_each(|((d, &a), &c)| *d = a + c);
             activation_backward(&mut ws.d_a[..n], &ws.trunk[self.trunk.len() - 1][..n], act);
-            tower_backward(&self.trunk, &ws.trunk, x, theta, (grad, 0), (&mut ws.d_a, &mut ws.d_b), d_x, rows, act);
+            let trunk_act = (act, self.split_trunk);
+            tower_backward(&self.trunk, &ws.trunk, x, theta, (grad, 0), (&mut ws.d_a, &mut ws.d_b), d_x, rows, trunk_act);
         }
     }
 }
