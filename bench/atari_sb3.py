@@ -2,7 +2,7 @@
 2017, Table 5, as Proxima's `paper-atari` preset): SB3's make_atari_env (AtariWrapper) on
 `<Game>NoFrameskip-v4`, 8 envs in a DummyVecEnv, VecFrameStack(4), T 128, K 3, minibatch 256,
 lr 2.5e-4 annealed, eps 0.1, c1 1, c2 0.01, max_grad_norm 0.5. One torch thread unless
-TORCH_THREADS says otherwise. Prints one JSON line: steps, seconds of learn(), SPS, and the mean
+TORCH_THREADS says otherwise (`default`: torch's own choice, every core). Prints one JSON line: steps, seconds of learn(), SPS, and the mean
 game score of the last 100 finished games (Monitor under AtariWrapper: the real score) and the
 number of games finished."""
 import argparse, json, os, time
@@ -20,7 +20,9 @@ ap.add_argument("--game", default="Breakout")
 ap.add_argument("--steps", type=int, default=100_000)
 ap.add_argument("--seed", type=int, default=1)
 a = ap.parse_args()
-torch.set_num_threads(int(os.environ.get("TORCH_THREADS", "1")))
+threads = os.environ.get("TORCH_THREADS", "1")
+if threads != "default":
+    torch.set_num_threads(int(threads))
 env = VecFrameStack(make_atari_env(f"{a.game}NoFrameskip-v4", n_envs=8, seed=a.seed), n_stack=4)
 lin = lambda v: (lambda f: f * v)
 model = PPO("CnnPolicy", env, n_steps=128, batch_size=256, n_epochs=3, learning_rate=lin(2.5e-4),

@@ -356,8 +356,8 @@ mod tests {
     #[test]
     fn keys_are_the_struct_fields_and_the_toml_writes_each_once() {
         let keys = Config::keys();
-        assert_eq!(keys.len(), 67);
-        assert_eq!((keys[0], keys[66]), ("algo", "num_aux_rollouts"), "declaration order");
+        assert_eq!(keys.len(), 68);
+        assert_eq!((keys[0], keys[67]), ("algo", "num_aux_rollouts"), "declaration order");
         let mut unique = keys.clone();
         unique.sort_unstable();
         unique.dedup();
