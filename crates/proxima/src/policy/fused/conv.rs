@@ -5,9 +5,12 @@
 //!
 //! Layouts (per sample, row-major), as the candle backend's `policy/conv.rs`: the pixels are `[C,
 //! H, W]` (read as f32 0..=255); a layer's output is `[P, out]`, P = OH·OW positions, channel-last.
-//! The window of a position is read in the weight's own `(c, ky, kx)` order from the pixels (runs
-//! of `k` values) and in `(ky, kx, c)` order from a channel-last input (runs of `k·C`); the
-//! weight `[out, C, k, k]` is permuted to the window's order once per θ version.
+//! The window of a position is read in `(ky, kx, c)` order from a channel-last input (runs of
+//! `k·C` values). The pixels are divided by 255 and, when the kernel is a multiple of the stride
+//! (the Nature CNN's 8 = 2·4), rearranged space-to-depth once per batch
+//! ([`ConvLayer::pixels`]), so that their windows are runs of 128 values too; else their windows
+//! are read in the weight's own `(c, ky, kx)` order (runs of `k`). The weight `[out, C, k, k]` is
+//! permuted to the window's order once per θ version, and ∂W permuted back.
 //!
 //! The window matrix is never made for the whole batch: a few samples at a time are gathered into
 //! a buffer of about [`CHUNK_VALUES`] values (one core's L2) and multiplied there. ∂W = ∂Yᵀ·cols
@@ -29,21 +32,21 @@ const CHUNK_VALUES: usize = 1 << 17;
 #[derive(Debug)]
 pub(super) struct ConvLayer {
     /// Offsets of the weight `[out, C, k, k]` and bias `[out]` in θ.
-    pub w: usize,
-    pub b: usize,
+    w: usize,
+    b: usize,
     /// Input values per sample.
-    pub in_len: usize,
+    in_len: usize,
     /// Values per sample of what the windows are read from: `in_len`, or the space-to-depth
     /// image's.
     src_len: usize,
     /// The pixels' convolution read as one over their space-to-depth image.
     s2d: Option<SpaceToDepth>,
     /// Output positions per sample (P).
-    pub positions: usize,
+    positions: usize,
     /// Window length K = C·k·k.
-    pub window: usize,
+    window: usize,
     /// Output channels.
-    pub out: usize,
+    out: usize,
     /// One position's window as runs `(offset from the window's origin, length)`, in window order.
     runs: Vec<(u32, u32)>,
     /// Each position's window origin in the input.
