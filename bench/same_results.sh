@@ -130,13 +130,17 @@ evals() { # eval --json of run directory $1, sampled and deterministic, into $di
 }
 
 train_case() { # ENV ARGS... : one training run and its evaluations ($new_args: the new binary's, and
-  # REF's too when REF already has the Nature CNN, whose presets then need the same arguments)
+  # REF's too when REF already has the Nature CNN, whose presets then need the same arguments;
+  # $new_only_args: the new binary's alone, keys REF does not know)
   mkdir -p "$dir"
-  local extra=()
+  local extra=() only=()
   if [ -n "${new_args:-}" ] && { [ "$side" = new ] || [ "$ref_has_cnn" -eq 1 ]; }; then
     read -ra extra <<<"$new_args"
   fi
-  "$bin" train "$@" "${extra[@]}" --run-dir "$dir/run" --quiet
+  if [ -n "${new_only_args:-}" ] && [ "$side" = new ]; then
+    read -ra only <<<"$new_only_args"
+  fi
+  "$bin" train "$@" "${extra[@]}" "${only[@]}" --run-dir "$dir/run" --quiet
   evals "$dir/run"
 }
 
@@ -210,11 +214,13 @@ for env in $envs; do
   for preset in cleanrl sb3 paper-mujoco paper-atari a2c a3c trpo; do
     extra=()
     [ "$preset" = a3c ] && extra=(--set n_workers=1)
-    # paper-atari's network is the Nature CNN; its MLP on these envs is the case compared.
-    new_args=""
-    [ "$preset" = paper-atari ] && new_args="--set policy=MlpPolicy"
+    # paper-atari's network is the Nature CNN; its MLP on these envs is the case compared, with the
+    # preset's values of before it took two threads and stopped measuring the rollout KL.
+    new_args="" new_only_args=""
+    [ "$preset" = paper-atari ] && new_args="--set policy=MlpPolicy --set num_threads=1" \
+      && new_only_args="--set log_kl_divergence=true"
     echo "  $env / $preset"
-    new_args=$new_args both train_case "$env-$preset" "$env" --preset "$preset" --total-timesteps "$(steps_of $preset)" "${extra[@]}"
+    new_args=$new_args new_only_args=$new_only_args both train_case "$env-$preset" "$env" --preset "$preset" --total-timesteps "$(steps_of $preset)" "${extra[@]}"
   done
 done
 for obj in adaptive_kl fixed_kl none; do
