@@ -2,8 +2,9 @@
 //! actions; L^CLIP, backward, global-norm clipping, Adam) and its rollout inference (8 rows) on
 //! each backend, in ms and GFLOP/s of the network's matrix products (element-wise work left
 //! out), next to the fused kernel's single-thread rate on conv1's shape. Run with `cargo bench -p
-//! proxima --bench cnn_update`; prints a Markdown table. `-- --profile N` runs N fused updates
-//! on one thread and nothing else (for `perf record`); anything else is an error (exit 2).
+//! proxima --bench cnn_update`; prints a Markdown table. `-- --profile N [--threads T]` runs N
+//! fused updates on T threads (1) and nothing else (for `perf record`); anything else is an error
+//! (exit 2).
 
 use proxima::algo::update::apply_gradients;
 use proxima::config::{Backend, Objective};
@@ -111,8 +112,8 @@ fn conv1_rate() -> f64 {
     2.0 * (m * n * k) as f64 / (ms * 1e6)
 }
 
-fn parse_args(args: &[String]) -> Result<Option<usize>, String> {
-    let mut profile = None;
+fn parse_args(args: &[String]) -> Result<(Option<usize>, usize), String> {
+    let (mut profile, mut threads) = (None, 1);
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -123,21 +124,30 @@ fn parse_args(args: &[String]) -> Result<Option<usize>, String> {
                     format!("--profile {n:?}: expected a number of updates from 1 to 100000")
                 })?);
             }
-            other => return Err(format!("unknown argument {other:?} (expected --profile N)")),
+            "--threads" => {
+                let t = it.next().ok_or("--threads needs a number")?;
+                threads = t.parse::<usize>().ok().filter(|t| (1..=64).contains(t)).ok_or_else(|| {
+                    format!("--threads {t:?}: expected a number of threads from 1 to 64")
+                })?;
+            }
+            other => return Err(format!("unknown argument {other:?} (expected --profile N [--threads T])")),
         }
     }
-    Ok(profile)
+    if threads > 1 && profile.is_none() {
+        return Err("--threads goes with --profile".into());
+    }
+    Ok((profile, threads))
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let profile = parse_args(&args).unwrap_or_else(|e| {
+    let (profile, threads) = parse_args(&args).unwrap_or_else(|e| {
         eprintln!("error: {e}");
         std::process::exit(2)
     });
     if let Some(n) = profile {
-        let (update, infer) = times(Backend::Fused, 1, n);
-        println!("fused, one thread: update {update:.1} ms, inference of 8 rows {infer:.2} ms");
+        let (update, infer) = times(Backend::Fused, threads, n);
+        println!("fused, {threads} thread(s): update {update:.1} ms, inference of 8 rows {infer:.2} ms");
         return;
     }
     let (macs, conv1) = forward_macs();
