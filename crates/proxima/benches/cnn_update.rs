@@ -65,8 +65,14 @@ fn minibatch(policy: &Network, b: usize, rng: &mut ChaCha8Rng) -> Minibatch {
     }
 }
 
-const COEFS: PpoCoefs =
-    PpoCoefs { clip_range: 0.1, clip_range_vf: None, vf_coef: 1.0, ent_coef: 0.01, objective: Objective::Clip, kl_coef: 1.0 };
+const COEFS: PpoCoefs = PpoCoefs {
+    clip_range: 0.1,
+    clip_range_vf: None,
+    vf_coef: 1.0,
+    ent_coef: 0.01,
+    objective: Objective::Clip,
+    kl_coef: 1.0,
+};
 
 /// The median of `f`'s times over `reps` runs, in ms.
 fn median_ms(reps: usize, mut f: impl FnMut()) -> f64 {
@@ -120,15 +126,20 @@ fn parse_args(args: &[String]) -> Result<(Option<usize>, usize), String> {
             "--bench" => {}
             "--profile" => {
                 let n = it.next().ok_or("--profile needs a number of updates")?;
-                profile = Some(n.parse::<usize>().ok().filter(|n| (1..=100_000).contains(n)).ok_or_else(|| {
-                    format!("--profile {n:?}: expected a number of updates from 1 to 100000")
-                })?);
+                profile = Some(
+                    n.parse::<usize>()
+                        .ok()
+                        .filter(|n| (1..=100_000).contains(n))
+                        .ok_or_else(|| format!("--profile {n:?}: expected a number of updates from 1 to 100000"))?,
+                );
             }
             "--threads" => {
                 let t = it.next().ok_or("--threads needs a number")?;
-                threads = t.parse::<usize>().ok().filter(|t| (1..=64).contains(t)).ok_or_else(|| {
-                    format!("--threads {t:?}: expected a number of threads from 1 to 64")
-                })?;
+                threads = t
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|t| (1..=64).contains(t))
+                    .ok_or_else(|| format!("--threads {t:?}: expected a number of threads from 1 to 64"))?;
             }
             other => return Err(format!("unknown argument {other:?} (expected --profile N [--threads T])")),
         }

@@ -265,14 +265,17 @@ fn the_fused_cnn_equals_candle_in_loss_gradients_step_and_inference() {
         let (mut oc, mut of) = (Optimizer::adam(&sizes, 1e-3, 1e-5), Optimizer::adam(&sizes, 1e-3, 1e-5));
         c.ppo_loss(&mb, &old_log_std, &COEFS).unwrap();
         f.ppo_loss(&mb, &old_log_std, &COEFS).unwrap();
-        let (ic, i_f) =
-            (apply_gradients(&mut c, &mut oc, Some(0.5)).unwrap(), apply_gradients(&mut f, &mut of, Some(0.5)).unwrap());
+        let (ic, i_f) = (
+            apply_gradients(&mut c, &mut oc, Some(0.5)).unwrap(),
+            apply_gradients(&mut f, &mut of, Some(0.5)).unwrap(),
+        );
         assert!((ic.grad_norm - i_f.grad_norm).abs() <= 1e-5 * ic.grad_norm, "{what}: grad norm");
         let (pc, pf) = (c.params().unwrap().concat(), f.params().unwrap().concat());
         assert_close(&format!("{what}: θ after one Adam step"), &pf, &pc, 1e-5);
         // A deterministic act after the step: the same modes.
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
-        let (ac, af) = (c.act(&mb.observations, true, &mut rng).unwrap(), f.act(&mb.observations, true, &mut rng).unwrap());
+        let (ac, af) =
+            (c.act(&mb.observations, true, &mut rng).unwrap(), f.act(&mb.observations, true, &mut rng).unwrap());
         assert_close(&format!("{what}: deterministic actions"), &af.actions, &ac.actions, 1e-5);
     }
 }

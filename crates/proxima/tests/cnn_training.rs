@@ -75,7 +75,14 @@ fn setup() {
 }
 
 fn config(total: u64, backend: &str) -> ValidConfig {
-    let sets = ["n_envs=2", "n_steps=16", "batch_size=16", "n_epochs=2", &format!("total_timesteps={total}"), &format!("backend={backend}")];
+    let sets = [
+        "n_envs=2",
+        "n_steps=16",
+        "batch_size=16",
+        "n_epochs=2",
+        &format!("total_timesteps={total}"),
+        &format!("backend={backend}"),
+    ];
     Config::resolve("paper-atari", None, &sets.map(String::from)).unwrap()
 }
 

@@ -82,8 +82,8 @@ impl Config {
         }
         if let Some((_, what)) = PPO_ONLY.iter().find(|(k, _)| *k == key) {
             // PPG's policy phase is PPO-Clip with value clipping, for `e_policy` epochs.
-            let read =
-                algo == AlgoName::Ppo || (algo == AlgoName::Ppg && matches!(key, "clip_range_vf" | "log_kl_divergence"));
+            let read = algo == AlgoName::Ppo
+                || (algo == AlgoName::Ppg && matches!(key, "clip_range_vf" | "log_kl_divergence"));
             let what = if algo == AlgoName::Ppg && key == "n_epochs" {
                 "PPO's K; PPG's policy phase runs e_policy epochs"
             } else {

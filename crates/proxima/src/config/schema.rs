@@ -270,9 +270,7 @@ impl Config {
     /// fused for the others).
     pub fn resolved_backend(&self) -> Backend {
         match self.backend {
-            Backend::Auto
-                if matches!(self.algo, AlgoName::Trpo | AlgoName::Ppg) || self.is_off_policy() =>
-            {
+            Backend::Auto if matches!(self.algo, AlgoName::Trpo | AlgoName::Ppg) || self.is_off_policy() => {
                 Backend::Candle
             }
             Backend::Auto => Backend::Fused,

@@ -71,7 +71,8 @@ impl ConvLayer {
         divisor: f32,
     ) -> ConvLayer {
         let (oh, ow) = ((h - kernel) / stride + 1, (wd - kernel) / stride + 1);
-        let at = |ci: usize, y: usize, x: usize| if channels_last { (y * wd + x) * c + ci } else { (ci * h + y) * wd + x };
+        let at =
+            |ci: usize, y: usize, x: usize| if channels_last { (y * wd + x) * c + ci } else { (ci * h + y) * wd + x };
         let window = c * kernel * kernel;
         let mut offsets = Vec::with_capacity(window);
         for a in 0..window {
@@ -84,7 +85,9 @@ impl ConvLayer {
         }
         let origins = (0..oh).flat_map(|y| (0..ow).map(move |x| at(0, y * stride, x * stride) as u32)).collect();
         let perm = channels_last.then(|| {
-            (0..window).map(|a| ((a % c) * kernel * kernel + a / (kernel * c) * kernel + a / c % kernel) as u32).collect()
+            (0..window)
+                .map(|a| ((a % c) * kernel * kernel + a / (kernel * c) * kernel + a / c % kernel) as u32)
+                .collect()
         });
         ConvLayer {
             w,

@@ -439,7 +439,17 @@ impl Net {
                 .for_each(|((d, &a), &c)| *d = a + c);
             activation_backward(&mut ws.d_a[..n], &ws.trunk[self.trunk.len() - 1][..n], act);
             let trunk_act = (act, self.split_trunk);
-            tower_backward(&self.trunk, &ws.trunk, x, theta, (grad, 0), (&mut ws.d_a, &mut ws.d_b), d_x, rows, trunk_act);
+            tower_backward(
+                &self.trunk,
+                &ws.trunk,
+                x,
+                theta,
+                (grad, 0),
+                (&mut ws.d_a, &mut ws.d_b),
+                d_x,
+                rows,
+                trunk_act,
+            );
         }
     }
 }
