@@ -18,6 +18,10 @@ use proxima::rollout::Minibatch;
 use rand::{Rng, SeedableRng};
 use std::process::Command;
 
+#[path = "support/backends.rs"]
+mod backends;
+use backends::assert_close;
+
 const REFERENCE: &str = r#"
 import json, sys
 import torch
@@ -117,14 +121,7 @@ fn nature_cnn_against_pytorch(py: &str, backend: Backend) {
         returns: (0..b).map(|_| normal(&mut rng)).collect(),
         old_head: vec![],
     };
-    let coefs = PpoCoefs {
-        clip_range: 0.1,
-        clip_range_vf: Some(0.1),
-        vf_coef: 0.5,
-        ent_coef: 0.01,
-        objective: Objective::Clip,
-        kl_coef: 0.0,
-    };
+    let coefs = COEFS; // the reference below hard-codes these values
     let (head, _) = net.dist_params_host(&obs).unwrap();
     let values = net.predict_values(&obs).unwrap();
     let report = net.ppo_loss(&mb, &[], &coefs).unwrap();
@@ -199,16 +196,6 @@ fn cnn_minibatch(policy: &dyn Policy, b: usize, seed: u64) -> (Minibatch, Vec<f3
         old_head: jitter(&head, 0.2),
     };
     (mb, jitter(&log_std, 0.1))
-}
-
-/// Every element of `got` within `tol` × (the largest magnitude of `want`) of `want`.
-fn assert_close(what: &str, got: &[f32], want: &[f32], tol: f64) {
-    assert_eq!(got.len(), want.len(), "{what}: length");
-    let scale = want.iter().fold(0f64, |m, &x| m.max((x as f64).abs())).max(1e-6);
-    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
-        let d = (g as f64 - w as f64).abs();
-        assert!(d <= tol * scale, "{what}[{i}]: fused {g}, candle {w} (|diff| {d:e} > {tol:e} × {scale:e})");
-    }
 }
 
 fn both_backends(spec: &PolicySpec, seed: u64) -> (Network, Network) {

@@ -12,6 +12,10 @@ use proxima::rollout::Minibatch;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+#[path = "support/backends.rs"]
+mod backends;
+use backends::assert_close;
+
 const OBS_DIM: usize = 5;
 const B: usize = 37;
 
@@ -71,16 +75,6 @@ fn minibatch(policy: &ActorCritic, seed: u64) -> (Minibatch, Vec<f32>) {
     };
     let old_log_std = jitter(&log_std, 0.2, &mut rng);
     (mb, old_log_std)
-}
-
-/// Every element of `got` within `tol` × (the largest magnitude of `want`) of `want`.
-fn assert_close(what: &str, got: &[f32], want: &[f32], tol: f64) {
-    assert_eq!(got.len(), want.len(), "{what}: length");
-    let scale = want.iter().fold(0f64, |m, &x| m.max((x as f64).abs())).max(1e-6);
-    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
-        let d = (g as f64 - w as f64).abs();
-        assert!(d <= tol * scale, "{what}[{i}]: fused {g}, candle {w} (|diff| {d:e} > {tol:e} × {scale:e})");
-    }
 }
 
 enum Loss {

@@ -105,8 +105,9 @@ impl ConvRelu {
     }
 }
 
-/// Consecutive source indices merged into `(start, length)` runs.
-fn runs_of(index: &[usize]) -> Vec<(u32, u32)> {
+/// Consecutive source indices merged into `(start, length)` runs (also the fused backend's
+/// convolutions').
+pub(super) fn runs_of(index: &[usize]) -> Vec<(u32, u32)> {
     let mut runs: Vec<(u32, u32)> = Vec::new();
     for &i in index {
         match runs.last_mut() {

@@ -21,6 +21,7 @@
 //! sample's outputs are its own), ∂W by window columns (each element's chain runs over every row
 //! in order either way).
 
+use crate::policy::conv::runs_of;
 use proxima_kernels::gemm::{chain_gemm, Rows, Start};
 use proxima_kernels::transpose::transpose;
 use proxima_kernels::View;
@@ -310,18 +311,6 @@ impl SpaceToDepth {
             }
         }
     }
-}
-
-/// Consecutive offsets merged into `(start, length)` runs.
-fn runs_of(offsets: &[usize]) -> Vec<(u32, u32)> {
-    let mut runs: Vec<(u32, u32)> = Vec::new();
-    for &i in offsets {
-        match runs.last_mut() {
-            Some((s, n)) if (*s + *n) as usize == i => *n += 1,
-            _ => runs.push((i as u32, 1)),
-        }
-    }
-    runs
 }
 
 fn grow_to(v: &mut Vec<f32>, n: usize) {
