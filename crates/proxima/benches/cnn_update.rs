@@ -18,6 +18,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::time::Instant;
 
+mod common;
+
 const IMAGE: ImageShape = ImageShape { channels: 4, height: 84, width: 84 };
 
 fn spec() -> PolicySpec {
@@ -52,17 +54,7 @@ fn forward_macs() -> (f64, f64) {
 
 fn minibatch(policy: &Network, b: usize, rng: &mut ChaCha8Rng) -> Minibatch {
     let obs: Vec<f32> = (0..b * IMAGE.channels * 84 * 84).map(|_| rng.random_range(0..=255u8) as f32).collect();
-    let out = policy.act(&obs, false, rng).unwrap();
-    Minibatch {
-        len: b,
-        observations: obs,
-        actions: out.actions,
-        old_log_probs: out.log_probs.iter().map(|l| l + rng.random_range(-0.1..0.1)).collect(),
-        advantages: (0..b).map(|_| rng.random_range(-1.0..1.0)).collect(),
-        old_values: out.values.clone(),
-        returns: out.values.iter().map(|v| v + rng.random_range(-1.0..1.0)).collect(),
-        old_head: Vec::new(),
-    }
+    common::minibatch_of(policy, obs, b, rng)
 }
 
 const COEFS: PpoCoefs = PpoCoefs {

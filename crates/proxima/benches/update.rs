@@ -19,6 +19,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::time::Instant;
 
+mod common;
+
 fn spec() -> PolicySpec {
     PolicySpec {
         obs_dim: 4,
@@ -112,17 +114,7 @@ fn chain_gemm_rate(b: usize) -> f64 {
 
 fn minibatch(policy: &Network, b: usize, rng: &mut ChaCha8Rng) -> Minibatch {
     let obs: Vec<f32> = (0..b * 4).map(|_| rng.random_range(-1.0..1.0)).collect();
-    let out = policy.act(&obs, false, rng).unwrap();
-    Minibatch {
-        len: b,
-        observations: obs,
-        actions: out.actions,
-        old_log_probs: out.log_probs.iter().map(|l| l + rng.random_range(-0.1..0.1)).collect(),
-        advantages: (0..b).map(|_| rng.random_range(-1.0..1.0)).collect(),
-        old_values: out.values.clone(),
-        returns: out.values.iter().map(|v| v + rng.random_range(-1.0..1.0)).collect(),
-        old_head: Vec::new(),
-    }
+    common::minibatch_of(policy, obs, b, rng)
 }
 
 /// Median µs of one minibatch update (loss + backward + clip + Adam) on `backend`, its rows
