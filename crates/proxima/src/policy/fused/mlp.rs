@@ -15,6 +15,12 @@
 //! [`MIN_SHARD_ROWS`]), each shard's loss and gradient computed on its own rayon thread into its
 //! own workspace and gradient vector, and the gradients added in shard order: for a given thread
 //! count the result is the same on every run.
+//!
+//! `CnnPolicy` (a spec with `cnn`): the Nature CNN's convolutions ([`super::conv`]) turn the
+//! pixels into features, which a [`Net`] of the dense layer (features → 512, ReLU) and the two
+//! heads reads as its input; the loss and the whole gradient are computed in one call (the
+//! backward pass reads the minibatch's pixels). From 2 threads every product is split in two
+//! halves run side by side, which gives the one-thread bits.
 
 use super::conv::{ConvLayer, ConvStack, ConvWorkspace};
 use super::heads::{kl_sum, scratch_len, HeadLoss};

@@ -1,7 +1,10 @@
-//! The fused CPU backend for MLP actor-critics: the network of a [`crate::policy::PolicySpec`]
-//! with hand-written forward and backward passes on contiguous f32 buffers ([`kernels`]), the
-//! PPO and A2C losses in closed form ([`heads`]), and θ, ∇θ as flat vectors the optimiser steps
-//! in place; with two threads or more the actor and critic run side by side ([`second_thread`]). It covers what PPO, A2C and A3C need; TRPO's forward-mode products stay on candle.
+//! The fused CPU backend for MLP actor-critics and the Nature CNN (`CnnPolicy`): the network of a
+//! [`crate::policy::PolicySpec`] with hand-written forward and backward passes on contiguous f32
+//! buffers ([`kernels`]; the convolutions in `conv`), the PPO and A2C losses in closed form
+//! ([`heads`]), and θ, ∇θ as flat vectors the optimiser steps in place; with two threads or more
+//! an MLP's actor and critic run side by side ([`second_thread`]) and the CNN's products split in
+//! two. It covers what PPO, A2C, A3C and REINFORCE need; TRPO's forward-mode products stay on
+//! candle.
 
 mod batched_head;
 mod conv;
