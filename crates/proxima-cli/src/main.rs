@@ -65,10 +65,20 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    #[cfg(feature = "gym")]
+    if let Some(code) = serve_as_atari_worker() {
+        return code;
+    }
     signals::install(); // before anything starts Python (see its doc)
     quiet_on_closed_stdout();
     #[cfg(feature = "gym")]
-    proxima_gym::register();
+    {
+        proxima_gym::register();
+        // `vector_env = "subproc"` for `atari:` ids starts this program as its workers.
+        if let Ok(me) = std::env::current_exe() {
+            proxima_gym::set_worker_program(me);
+        }
+    }
     // The library's warnings (and, with RUST_LOG=info, its notes) on stderr.
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
@@ -92,6 +102,21 @@ fn main() -> ExitCode {
             }
         },
     }
+}
+
+/// `proxima __atari-worker CONFIG` (not a command for users: how `vector_env = "subproc"` starts
+/// the worker processes of `atari:` envs) serves as one ([`proxima_gym::atari_worker::serve`]);
+/// `None` for every other command line.
+#[cfg(feature = "gym")]
+fn serve_as_atari_worker() -> Option<ExitCode> {
+    let mut args = std::env::args();
+    let (_, first, config) = (args.next(), args.next()?, args.next());
+    if first != proxima_gym::atari_worker::ARG {
+        return None;
+    }
+    proxima_gym::register();
+    let code = proxima_gym::atari_worker::serve(&config.unwrap_or_default());
+    Some(ExitCode::from(code as u8))
 }
 
 /// A closed stdout (`proxima eval DIR | head -1`) ends the process quietly with the shell's code

@@ -1,6 +1,7 @@
 //! The `proxima` binary on bridged envs: Ctrl-C saves and exits 130 for every `vector_env` —
 //! the embedded Python must not turn the signal into a `KeyboardInterrupt` inside the env's
-//! code — and the subprocess workers of `subproc` end with the run. Built only with
+//! code — and the subprocess workers of `subproc` end with the run; `atari:` games stepped in
+//! worker processes of the binary itself train the same weights as in the training process. Built only with
 //! `--features gym` (without it this file holds no test), and the test needs a Python with
 //! gymnasium, so it is ignored unless run with `--include-ignored`: `.ci/run` runs
 //! `cargo test --features proxima-cli/gym,… --test bridge_cli -- --include-ignored`.
@@ -76,5 +77,72 @@ mod with_gym {
             assert_eq!(workers_of(&dir), 0, "{mode}: worker processes outlived the run");
             let _ = std::fs::remove_dir_all(&dir);
         }
+    }
+
+    /// A checkpoint's tensors: the bytes after its safetensors header (the header's metadata holds
+    /// the config, which names the `vector_env`).
+    fn tensor_bytes(path: &Path) -> Vec<u8> {
+        let b = std::fs::read(path).unwrap();
+        let n = u64::from_le_bytes(b[..8].try_into().unwrap()) as usize;
+        b[8 + n..].to_vec()
+    }
+
+    /// progress.csv without its wall-clock columns (`time_elapsed`, `sps`).
+    fn progress_without_time(dir: &Path) -> Vec<String> {
+        let text = std::fs::read_to_string(dir.join("progress.csv")).unwrap();
+        text.lines()
+            .map(|l| {
+                l.split(',')
+                    .enumerate()
+                    .filter(|(i, _)| *i != 2 && *i != 3)
+                    .map(|(_, c)| c)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .collect()
+    }
+
+    /// `vector_env = "subproc"` on an `atari:` game: half the games in a worker process of this
+    /// binary (`proxima __atari-worker`), half here; the same losses, episodes (whole games with
+    /// their scores) and weights as `off`, bit for bit; no worker left after the run; `sync` is
+    /// refused with a message that names what works.
+    #[test]
+    #[ignore = "needs a Python with gymnasium and ale-py (PROXIMA_PYTHON; .ci/run installs them)"]
+    fn atari_games_in_worker_processes_train_as_in_the_training_process() {
+        super::common::setup(concat!(env!("CARGO_MANIFEST_DIR"), "/../proxima-gym/tests"));
+        let base = std::env::temp_dir().join(format!("proxima-atari-subproc-{}", std::process::id()));
+        let run = |mode: &str| {
+            let dir = base.join(mode);
+            let _ = std::fs::remove_dir_all(&dir);
+            let sets = ["n_envs=4", "n_steps=64", "batch_size=64", "n_epochs=1", "eval_episodes=0", "num_threads=1"];
+            let mut cmd = Command::new(BIN);
+            cmd.args(["train", "atari:Breakout?screen_size=36&frame_stack=2", "--preset", "paper-atari"]);
+            cmd.args(["--total-timesteps", "1024", "--quiet", "--run-dir"]).arg(&dir);
+            for s in sets.iter().map(|s| s.to_string()).chain([format!("vector_env={mode}")]) {
+                cmd.args(["--set", &s]);
+            }
+            let out = cmd.env("PROXIMA_TEST_RUN", &dir).output().unwrap();
+            (dir, out)
+        };
+        let (off, out) = run("off");
+        assert!(out.status.success(), "off: {}", String::from_utf8_lossy(&out.stderr));
+        let (sub, out) = run("subproc");
+        assert!(out.status.success(), "subproc: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(progress_without_time(&sub), progress_without_time(&off), "progress.csv");
+        let model = |d: &Path| tensor_bytes(&d.join("model.safetensors"));
+        assert!(model(&sub) == model(&off), "the weights differ");
+        let left = Command::new("pgrep").args(["-f", "__atari-worker"]).output().unwrap();
+        let left = String::from_utf8_lossy(&left.stdout)
+            .lines()
+            .filter(|pid| {
+                let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+                String::from_utf8_lossy(&environ).contains(&sub.display().to_string())
+            })
+            .count();
+        assert_eq!(left, 0, "atari workers outlived the run");
+        let (_, out) = run("sync");
+        let e = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && e.contains("use vector_env = `subproc`"), "{e}");
+        let _ = std::fs::remove_dir_all(&base);
     }
 }

@@ -62,6 +62,9 @@ pub struct BatchStep {
     pub truncated: Vec<bool>,
     /// The last observation of each episode that ended at this step.
     pub final_obs: Vec<Option<Vec<f32>>>,
+    /// How each ended episode of an Atari env ended ([`GameEpisode::of`] of its step's info):
+    /// a lost life or the game's end with its score; empty, or `None`, for other envs.
+    pub games: Vec<Option<GameEpisode>>,
 }
 
 /// A finished episode: which env, its undiscounted return and its length in steps.
@@ -308,7 +311,8 @@ impl SyncVectorEnv {
             } else {
                 (row, None)
             };
-            self.record(i, (out.rewards[i], term, trunc), last, next, None)?;
+            let game = out.games.get(i).copied().flatten();
+            self.record(i, (out.rewards[i], term, trunc), last, next, game)?;
         }
         Ok(())
     }

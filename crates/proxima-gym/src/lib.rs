@@ -25,6 +25,7 @@ use std::sync::OnceLock;
 pub const PREFIX: &str = "gym:";
 
 mod atari;
+pub mod atari_worker;
 mod subproc;
 mod vector;
 pub use atari::{make_atari_env, AleGame};
@@ -43,6 +44,31 @@ pub fn register() {
             _ => Box::new(GymVectorEnv::make(spec, n, mode)?) as Box<dyn proxima_env::vec_env::BatchEnv>,
         })
     });
+    proxima_env::register_vector_prefix(proxima_env::atari::ATARI_PREFIX, |spec, n, mode| {
+        match mode {
+        proxima_env::vec_env::VectorMode::Subproc => {
+            Ok(Box::new(SubprocVectorEnv::make_atari(spec, n, None)?) as Box<dyn proxima_env::vec_env::BatchEnv>)
+        }
+        _ => Err(EnvError::Unsupported(format!(
+            "vector_env = `sync` / `async` step a Gymnasium vector env; `{}{spec}` is an ALE game in Proxima's own wrappers: use vector_env = `subproc` (its games stepped in worker processes) or `off`",
+            proxima_env::atari::ATARI_PREFIX
+        ))),
+    }
+    });
+}
+
+/// The program that serves `atari:` workers for `vector_env = "subproc"` when run as `PROGRAM
+/// __atari-worker CONFIG` ([`atari_worker::serve`]); the CLI registers itself.
+static WORKER_PROGRAM: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+
+/// Registers `program` as the one [`SubprocVectorEnv::make_atari`] starts as its workers (it must
+/// call [`atari_worker::serve`] when its first argument is [`atari_worker::ARG`]).
+pub fn set_worker_program(program: std::path::PathBuf) {
+    let _ = WORKER_PROGRAM.set(program);
+}
+
+pub(crate) fn worker_program() -> Option<std::path::PathBuf> {
+    WORKER_PROGRAM.get().cloned()
 }
 
 /// Facts about the user's Python, read by running it.

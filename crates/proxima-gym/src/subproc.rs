@@ -11,10 +11,15 @@
 //! (one env step between gradient steps) find the workers asleep each time and gain nothing.
 //!
 //! **Layout.** The N envs are split into `workers + 1` contiguous groups, as equal as possible:
-//! the first `workers` groups are stepped by one Python process each (`python -c
-//! subproc_worker.py`, the user's Python), the last one in this process, by the bridge's own
-//! [`GymEnv`], while the workers step theirs. The default is one group per core
+//! the first `workers` groups are stepped by one process each, the last one in this process while
+//! the workers step theirs. The default is one group per core
 //! (`std::thread::available_parallelism`), so on 2 cores 2 envs are one worker's and one here.
+//! `gym:` envs: each worker is `python -c subproc_worker.py` (the user's Python) and the local
+//! group the bridge's own [`GymEnv`]s. `atari:` envs ([`SubprocVectorEnv::make_atari`]): each
+//! worker is the program that registered itself with [`crate::set_worker_program`] (the CLI) run
+//! as `PROGRAM __atari-worker CONFIG` ([`crate::atari_worker::serve`], the same protocol), and the
+//! local group [`make_atari_env`]'s envs; ALE keeps Python's lock while it emulates, so only
+//! another process can step a game beside this one.
 //!
 //! **Same results.** The worker converts observations, rewards and actions exactly as [`GymEnv`]
 //! does, seeds env `i` with `seed + i`, and autoresets in the same step with an unseeded reset
@@ -28,7 +33,9 @@
 //! parent closes their stdin, and are killed when it dies (`PR_SET_PDEATHSIG` on Linux, so one
 //! stuck inside an env's step does not outlive a run that quit at once).
 
-use crate::{python_for_workers, GymEnv, PREFIX};
+use crate::atari_worker::{GAME_OVER, LIFE_LOST};
+use crate::{make_atari_env, python_for_workers, GymEnv, PREFIX};
+use proxima_env::atari::{GameEpisode, ATARI_PREFIX};
 use proxima_env::vec_env::{BatchEnv, BatchStep};
 use proxima_env::{Action, Env, EnvError, Result, Space};
 use std::io::{Read, Write};
@@ -51,7 +58,7 @@ pub struct SubprocVectorEnv {
     action_space: Space,
     workers: Vec<Worker>,
     /// The last group's envs, `n - local.len()..n`.
-    local: Vec<GymEnv>,
+    local: Vec<Box<dyn Env>>,
 }
 
 /// One worker process and the contiguous envs `first..first + k` it steps.
@@ -78,6 +85,16 @@ fn group_sizes(n: usize, groups: usize) -> Vec<usize> {
     (0..groups).map(|g| n / groups + usize::from(g < n % groups)).collect()
 }
 
+/// The groups of `n` envs for `workers` workers and this process (default: one group per core).
+fn groups_of(n: usize, workers: Option<usize>) -> Result<Vec<usize>> {
+    if n == 0 {
+        return Err(EnvError::InvalidArgument("a vector env needs n_envs ≥ 1".into()));
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    let groups = workers.map_or(cores.min(n), |w| (w + 1).min(n)).max(1);
+    Ok(group_sizes(n, groups))
+}
+
 impl SubprocVectorEnv {
     /// `n` envs of `gymnasium.make(spec)`, in `workers + 1` groups (default: one group per core,
     /// at most `n`).
@@ -87,36 +104,95 @@ impl SubprocVectorEnv {
     /// message); `InvalidArgument` for `n = 0`; `Env` when a worker cannot be started (the
     /// Python executable) or fails to make its envs (its traceback).
     pub fn make(spec: &str, n: usize, workers: Option<usize>) -> Result<SubprocVectorEnv> {
-        if n == 0 {
-            return Err(EnvError::InvalidArgument("a vector env needs n_envs ≥ 1".into()));
-        }
-        let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
-        let groups = workers.map_or(cores.min(n), |w| (w + 1).min(n)).max(1);
-        let sizes = group_sizes(n, groups);
-        let n_local = sizes[groups - 1];
-        let local = (0..n_local).map(|_| GymEnv::make(spec)).collect::<Result<Vec<_>>>()?;
-        let (observation_space, action_space) = (local[0].observation_space(), local[0].action_space());
-        let mut env = SubprocVectorEnv {
-            id: format!("{PREFIX}{spec}"),
-            n,
-            obs_dim: observation_space.flat_dim(),
-            act_dim: action_space.flat_dim(),
-            observation_space,
-            action_space,
-            workers: Vec::new(),
-            local,
-        };
-        let config = env.worker_config(spec, &env.local[0].spaces);
+        let sizes = groups_of(n, workers)?;
+        let local = (0..sizes[sizes.len() - 1]).map(|_| GymEnv::make(spec)).collect::<Result<Vec<_>>>()?;
+        let mut env = SubprocVectorEnv::with_local(format!("{PREFIX}{spec}"), n, Vec::new());
+        env.set_spaces(local[0].observation_space(), local[0].action_space());
+        let config = env.worker_config(spec, &local[0].spaces);
+        env.set_local(local.into_iter().map(|e| Box::new(e) as Box<dyn Env>).collect());
         let python = python_for_workers()?;
+        env.spawn_workers(&sizes, &config, |config| {
+            let mut command = Command::new(&python);
+            command.args(["-c", WORKER_PY, config]);
+            (command, format!("`{python}`"))
+        })?;
+        Ok(env)
+    }
+
+    /// `n` envs of `atari:SPEC` ([`make_atari_env`]: an ALE game inside Proxima's Atari wrappers),
+    /// in `workers + 1` groups as [`SubprocVectorEnv::make`]'s; each worker runs the program
+    /// registered with [`crate::set_worker_program`].
+    ///
+    /// # Errors
+    /// As [`make_atari_env`]; `Unsupported` when no program is registered (outside the CLI); `Env`
+    /// when a worker cannot start or fails to make its envs.
+    pub fn make_atari(spec: &str, n: usize, workers: Option<usize>) -> Result<SubprocVectorEnv> {
+        let sizes = groups_of(n, workers)?;
+        let local = (0..sizes[sizes.len() - 1]).map(|_| make_atari_env(spec)).collect::<Result<Vec<_>>>()?;
+        let program = crate::worker_program().ok_or_else(|| {
+            EnvError::Unsupported(format!(
+                "vector_env = `subproc` with `{ATARI_PREFIX}{spec}` steps the games in worker processes of the `proxima` CLI; this program has none: use vector_env = `off`"
+            ))
+        })?;
+        let mut env = SubprocVectorEnv::with_local(format!("{ATARI_PREFIX}{spec}"), n, local);
+        let config = serde_json::json!({"spec": spec, "id": env.id, "act_dim": env.act_dim});
+        env.spawn_workers(&sizes, &config, |config| {
+            let mut command = Command::new(&program);
+            command.args([crate::atari_worker::ARG, config]);
+            (command, format!("`{}`", program.display()))
+        })?;
+        Ok(env)
+    }
+
+    /// The vector env of `local` (the last group; its spaces are every env's), no workers yet.
+    fn with_local(id: String, n: usize, local: Vec<Box<dyn Env>>) -> SubprocVectorEnv {
+        let mut env = SubprocVectorEnv {
+            id,
+            n,
+            obs_dim: 0,
+            act_dim: 0,
+            observation_space: Space::Discrete { n: 1 },
+            action_space: Space::Discrete { n: 1 },
+            workers: Vec::new(),
+            local: Vec::new(),
+        };
+        env.set_local(local);
+        env
+    }
+
+    fn set_local(&mut self, local: Vec<Box<dyn Env>>) {
+        if let Some(e) = local.first() {
+            self.set_spaces(e.observation_space(), e.action_space());
+        }
+        self.local = local;
+    }
+
+    fn set_spaces(&mut self, observation_space: Space, action_space: Space) {
+        (self.obs_dim, self.act_dim) = (observation_space.flat_dim(), action_space.flat_dim());
+        (self.observation_space, self.action_space) = (observation_space, action_space);
+    }
+
+    /// Starts one worker per group but the last (`command(config)` says how, and names the
+    /// program for errors) and waits for each to be ready.
+    fn spawn_workers(
+        &mut self,
+        sizes: &[usize],
+        config: &serde_json::Value,
+        command: impl Fn(&str) -> (Command, String),
+    ) -> Result<()> {
         let mut first = 0;
-        for (index, &k) in sizes[..groups - 1].iter().enumerate() {
-            env.workers.push(Worker::spawn(&python, index, first, k, &config)?);
+        for (index, &k) in sizes[..sizes.len() - 1].iter().enumerate() {
+            let mut config = config.clone();
+            config["first"] = first.into();
+            config["k"] = k.into();
+            let (cmd, program) = command(&config.to_string());
+            self.workers.push(Worker::spawn(cmd, &program, index, first, k)?);
             first += k;
         }
-        for w in 0..env.workers.len() {
-            env.read_reply(w)?; // "ready", or the worker's error making its envs
+        for w in 0..self.workers.len() {
+            self.read_reply(w)?; // "ready", or the worker's error making its envs
         }
-        Ok(env)
+        Ok(())
     }
 
     /// What every worker is told (its own `first` and `k` are filled in by [`Worker::spawn`]).
@@ -201,6 +277,7 @@ impl SubprocVectorEnv {
             let r = env.step(action).map_err(here)?;
             let obs = if r.terminated || r.truncated {
                 out.final_obs[i] = Some(r.observation);
+                out.games[i] = GameEpisode::of(&r.info);
                 env.reset(None).map_err(here)?.0
             } else {
                 r.observation
@@ -216,14 +293,16 @@ impl SubprocVectorEnv {
         let (od, worker) = (self.obs_dim, &self.workers[w]);
         let (first, k, p) = (worker.first, worker.k, &worker.payload);
         let fixed = k * (od * 4 + 8 + 1);
-        let ended = p.get(k * od * 4 + k * 8..fixed).map_or(0, |f| f.iter().filter(|&&b| b != 0).count());
-        if p.len() != fixed + ended * od * 4 {
+        let flags_of = p.get(k * od * 4 + k * 8..fixed).unwrap_or(&[]);
+        let ended = flags_of.iter().filter(|&&b| b & 3 != 0).count();
+        let games = flags_of.iter().filter(|&&b| b & GAME_OVER != 0).count();
+        let expected = fixed + ended * od * 4 + games * 16;
+        if p.len() != expected {
             return Err(EnvError::Env(format!(
-                "{}: subproc worker {} sent a step reply of {} bytes (expected {})",
+                "{}: subproc worker {} sent a step reply of {} bytes (expected {expected})",
                 self.id,
                 worker.index,
                 p.len(),
-                fixed + ended * od * 4
             )));
         }
         let f32_at = |at: usize| f32::from_le_bytes([p[at], p[at + 1], p[at + 2], p[at + 3]]);
@@ -237,23 +316,30 @@ impl SubprocVectorEnv {
             out.rewards[first + j] = f64::from_le_bytes(r.try_into().expect("8 bytes"));
             let flag = p[flags + j];
             (out.terminated[first + j], out.truncated[first + j]) = (flag & 1 != 0, flag & 2 != 0);
-            if flag != 0 {
+            if flag & 3 != 0 {
                 out.final_obs[first + j] = Some((0..od).map(|x| f32_at(final_at + 4 * x)).collect());
                 final_at += od * 4;
             }
+        }
+        // The Atari worker's games, after the final observations, in env order.
+        for j in (0..k).filter(|&j| p[flags + j] & (GAME_OVER | LIFE_LOST) != 0) {
+            out.games[first + j] = Some(if p[flags + j] & GAME_OVER != 0 {
+                let score = f64::from_le_bytes(p[final_at..final_at + 8].try_into().expect("8 bytes"));
+                let frames = u64::from_le_bytes(p[final_at + 8..final_at + 16].try_into().expect("8 bytes"));
+                final_at += 16;
+                GameEpisode::Over { score, frames: frames as usize }
+            } else {
+                GameEpisode::LifeLost
+            });
         }
         Ok(())
     }
 }
 
 impl Worker {
-    /// Starts `python -c WORKER_PY CONFIG` for envs `first..first + k`.
-    fn spawn(python: &str, index: usize, first: usize, k: usize, config: &serde_json::Value) -> Result<Worker> {
-        let mut config = config.clone();
-        config["first"] = first.into();
-        config["k"] = k.into();
-        let mut command = Command::new(python);
-        command.args(["-c", WORKER_PY, &config.to_string()]).stdin(Stdio::piped()).stdout(Stdio::piped());
+    /// Starts `command` (`program` names it in errors) as the worker of envs `first..first + k`.
+    fn spawn(mut command: Command, program: &str, index: usize, first: usize, k: usize) -> Result<Worker> {
+        command.stdin(Stdio::piped()).stdout(Stdio::piped());
         // A process group of its own: signals meant for the run (the terminal's Ctrl-C, a
         // `kill -- -PGID`, `timeout`, a batch system) reach the trainer, which saves and then
         // closes the workers, instead of killing the workers mid-rollout.
@@ -262,7 +348,7 @@ impl Worker {
         let mut child = command
             .stderr(Stdio::inherit())
             .spawn()
-            .map_err(|e| EnvError::Env(format!("cannot start a subproc worker with `{python}`: {e}")))?;
+            .map_err(|e| EnvError::Env(format!("cannot start a subproc worker with {program}: {e}")))?;
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().expect("piped stdout");
         set_nonblocking(&stdout)?;
@@ -427,6 +513,8 @@ impl BatchEnv for SubprocVectorEnv {
         out.truncated.resize(n, false);
         out.final_obs.clear();
         out.final_obs.resize(n, None);
+        out.games.clear();
+        out.games.resize(n, None);
         self.step_local(actions, out)?;
         for w in 0..self.workers.len() {
             self.read_reply(w)?;

@@ -114,7 +114,9 @@ pub struct Config {
     /// (`gymnasium.vector.AsyncVectorEnv`: one subprocess per env, stepped in parallel) or
     /// `subproc` (Proxima's own worker processes, one group of envs per core, raw bytes over
     /// spinning pipes: the parallel mode that pays off for envs as fast as MuJoCo's). All four
-    /// give the same results; only the speed differs. Native envs always step in-process.
+    /// give the same results; only the speed differs. `atari:` envs take `off` or `subproc` (the
+    /// games of one group per core stepped in worker processes of the CLI: ALE keeps Python's
+    /// lock while it emulates). Native envs always step in-process.
     #[serde(default)]
     pub vector_env: VectorEnv,
     /// Write a checkpoint every this many updates (0 = only the final model).

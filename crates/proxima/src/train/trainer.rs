@@ -291,7 +291,7 @@ impl Trainer {
         match batch {
             Some(batch) => Self::with_batch_env(env_id, cfg, batch?),
             None if cfg.vector_env != VectorEnv::Off => Err(ProximaError::Config(format!(
-                "vector_env = `{}` steps bridged `gym:` envs together (sync/async: as one Gymnasium vector env; subproc: in worker processes); `{env_id}` is not a `gym:` id (native and `atari:` envs step in-process: use vector_env = `off`)",
+                "vector_env = `{}` steps bridged `gym:` envs together (sync/async: as one Gymnasium vector env; subproc: in worker processes); `{env_id}` is not a `gym:` id (native envs step in-process: use vector_env = `off`)",
                 match cfg.vector_env {
                     VectorEnv::Sync => "sync",
                     VectorEnv::Async => "async",
