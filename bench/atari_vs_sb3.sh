@@ -4,8 +4,9 @@
 # `proxima train atari:<Game> --preset paper-atari`, SB3 make_atari_env + VecFrameStack(4) on
 # <Game>NoFrameskip-v4 (the same wrappers, checked frame by frame in crates/proxima-gym/tests/
 # atari.rs). One run at a time, in two settings (THREADS): `whole` — each side given the whole
-# machine with its defaults (Proxima with no extra flags; SB3 with torch's own threads) — and
-# `one` — one thread each (Proxima --set num_threads=1, torch.set_num_threads(1)). Reports
+# machine with its defaults (Proxima with no extra flags: two threads, half the games in a worker
+# process; SB3 with torch's own threads) — and `one` — one thread each (Proxima --set
+# num_threads=1 --set vector_env=off, torch.set_num_threads(1)). Reports
 # whole-process wall time and SPS.
 # Usage: bench/atari_vs_sb3.sh [Breakout] ; env: PYTHON (with stable-baselines3, ale-py,
 #        opencv-python-headless; also the bridge's Python), STEPS (100000), SEED (1),
@@ -21,7 +22,7 @@ echo "machine: $(nproc) cores"; date
 for mode in ${THREADS:-whole one}; do
   case $mode in
     whole) flags=(); torch_threads=default ;;
-    one) flags=(--set num_threads=1); torch_threads=1 ;;
+    one) flags=(--set num_threads=1 --set vector_env=off); torch_threads=1 ;;
     *) echo "THREADS: whole or one, not $mode" >&2; exit 2 ;;
   esac
   rm -rf "$d"

@@ -104,8 +104,9 @@ mod with_gym {
 
     /// `vector_env = "subproc"` on an `atari:` game: half the games in a worker process of this
     /// binary (`proxima __atari-worker`), half here; the same losses, episodes (whole games with
-    /// their scores) and weights as `off`, bit for bit; no worker left after the run; `sync` is
-    /// refused with a message that names what works.
+    /// their scores) and weights as `off`, bit for bit; no worker left after the run; `subproc`
+    /// is what an `atari:` run takes when `vector_env` is not set; `sync` is refused with a
+    /// message that names what works.
     #[test]
     #[ignore = "needs a Python with gymnasium and ale-py (PROXIMA_PYTHON; .ci/run installs them)"]
     fn atari_games_in_worker_processes_train_as_in_the_training_process() {
@@ -118,7 +119,8 @@ mod with_gym {
             let mut cmd = Command::new(BIN);
             cmd.args(["train", "atari:Breakout?screen_size=36&frame_stack=2", "--preset", "paper-atari"]);
             cmd.args(["--total-timesteps", "1024", "--quiet", "--run-dir"]).arg(&dir);
-            for s in sets.iter().map(|s| s.to_string()).chain([format!("vector_env={mode}")]) {
+            let vector_env = (mode != "default").then(|| format!("vector_env={mode}"));
+            for s in sets.iter().map(|s| s.to_string()).chain(vector_env) {
                 cmd.args(["--set", &s]);
             }
             let out = cmd.env("PROXIMA_TEST_RUN", &dir).output().unwrap();
@@ -140,6 +142,10 @@ mod with_gym {
             })
             .count();
         assert_eq!(left, 0, "atari workers outlived the run");
+        let (default, out) = run("default");
+        assert!(out.status.success(), "default: {}", String::from_utf8_lossy(&out.stderr));
+        let config = std::fs::read_to_string(default.join("config.toml")).unwrap();
+        assert!(config.contains("vector_env = \"subproc\""), "{config}");
         let (_, out) = run("sync");
         let e = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success() && e.contains("use vector_env = `subproc`"), "{e}");

@@ -3,9 +3,11 @@
 //! makes `k` envs of `atari:SPEC` ([`make_atari_env`]: the game in ale-py, Proxima's wrappers
 //! around it) and answers the parent's messages with the protocol of `subproc_worker.py` (its
 //! module doc), so the parent's [`crate::SubprocVectorEnv`] reads it as it reads a Python
-//! worker. Its step reply adds, in the flag byte of each env whose episode ended, whether a life
-//! was lost (4) or the game ended (8), and after the final observations each ended game's score
-//! (f64) and raw frames (u64), in env order: what [`GameEpisode::of`] reads from the env's info.
+//! worker, with two differences: observations cross as uint8 (the frames' own values, a quarter
+//! of the bytes), and the step reply adds, in the flag byte of each env whose episode ended,
+//! whether a life was lost (4) or the game ended (8), and after the final observations each
+//! ended game's score (f64) and raw frames (u64), in env order: what [`GameEpisode::of`] reads
+//! from the env's info.
 //!
 //! Every conversion is the in-process one, so the results are the same bits as stepping the envs
 //! in the training process: the observations are the env's f32 values, an ended episode's env is
@@ -98,7 +100,7 @@ fn run(config: &str, input: &mut dyn Read, out: &mut dyn Write) -> Result<(), St
                 for (j, env) in envs.iter_mut().enumerate() {
                     let (o, _) =
                         env.reset(Some(seed.wrapping_add((first + j) as u64))).map_err(|e| at(e, first + j))?;
-                    payload.extend(o.iter().flat_map(|v| v.to_le_bytes()));
+                    frame_bytes(&o, &mut payload).map_err(|e| format!("{e} (env index {})", first + j))?;
                 }
             }
             b'S' => {
@@ -109,6 +111,16 @@ fn run(config: &str, input: &mut dyn Read, out: &mut dyn Write) -> Result<(), St
         }
         reply(out, b'O', &payload).map_err(io)?;
     }
+}
+
+/// An observation's values as bytes, each checked to be an integer 0..=255 (an Atari env's
+/// frames are), so the parent reads back the very values.
+fn frame_bytes(obs: &[f32], out: &mut Vec<u8>) -> Result<(), String> {
+    if let Some(v) = obs.iter().find(|&&v| f32::from(v as u8) != v) {
+        return Err(format!("subproc worker: observation value {v} is not a byte"));
+    }
+    out.extend(obs.iter().map(|&v| v as u8));
+    Ok(())
 }
 
 /// An env's error, naming its index.
@@ -134,13 +146,13 @@ fn step(envs: &mut [Box<dyn Env>], first: usize, actions: &[u8], payload: &mut V
                 }
                 None => {}
             }
-            finals.extend(r.observation.iter().flat_map(|v| v.to_le_bytes()));
+            frame_bytes(&r.observation, &mut finals).map_err(|e| format!("{e} (env index {})", first + j))?;
             env.reset(None).map_err(|e| at(e, first + j))?.0
         } else {
             r.observation
         };
         flags.push(flag);
-        payload.extend(obs.iter().flat_map(|v| v.to_le_bytes()));
+        frame_bytes(&obs, payload).map_err(|e| format!("{e} (env index {})", first + j))?;
     }
     payload.extend(rewards.iter().flat_map(|r| r.to_le_bytes()));
     payload.extend(flags);

@@ -59,6 +59,18 @@ pub struct SubprocVectorEnv {
     workers: Vec<Worker>,
     /// The last group's envs, `n - local.len()..n`.
     local: Vec<Box<dyn Env>>,
+    /// Bytes per observation value in the workers' replies: 4 (f32, `gym:` envs) or 1 (the
+    /// Atari worker's uint8 frames, every value an integer 0..=255).
+    obs_bytes: usize,
+}
+
+/// `od` observation values of `bytes` bytes each (f32, or u8) from `src` into `dst`.
+fn read_obs(src: &[u8], bytes: usize, dst: &mut [f32]) {
+    if bytes == 1 {
+        dst.iter_mut().zip(src).for_each(|(d, &b)| *d = f32::from(b));
+    } else {
+        dst.iter_mut().zip(src.chunks_exact(4)).for_each(|(d, c)| *d = f32::from_le_bytes([c[0], c[1], c[2], c[3]]));
+    }
 }
 
 /// One worker process and the contiguous envs `first..first + k` it steps.
@@ -135,6 +147,7 @@ impl SubprocVectorEnv {
             ))
         })?;
         let mut env = SubprocVectorEnv::with_local(format!("{ATARI_PREFIX}{spec}"), n, local);
+        env.obs_bytes = 1;
         let config = serde_json::json!({"spec": spec, "id": env.id, "act_dim": env.act_dim});
         env.spawn_workers(&sizes, &config, |config| {
             let mut command = Command::new(&program);
@@ -155,6 +168,7 @@ impl SubprocVectorEnv {
             action_space: Space::Discrete { n: 1 },
             workers: Vec::new(),
             local: Vec::new(),
+            obs_bytes: 4,
         };
         env.set_local(local);
         env
@@ -290,13 +304,13 @@ impl SubprocVectorEnv {
 
     /// Worker `w`'s step reply (in its payload buffer) into its rows of `out`.
     fn take_step_reply(&self, w: usize, out: &mut BatchStep) -> Result<()> {
-        let (od, worker) = (self.obs_dim, &self.workers[w]);
+        let (od, ob, worker) = (self.obs_dim, self.obs_bytes, &self.workers[w]);
         let (first, k, p) = (worker.first, worker.k, &worker.payload);
-        let fixed = k * (od * 4 + 8 + 1);
-        let flags_of = p.get(k * od * 4 + k * 8..fixed).unwrap_or(&[]);
+        let fixed = k * (od * ob + 8 + 1);
+        let flags_of = p.get(k * od * ob + k * 8..fixed).unwrap_or(&[]);
         let ended = flags_of.iter().filter(|&&b| b & 3 != 0).count();
         let games = flags_of.iter().filter(|&&b| b & GAME_OVER != 0).count();
-        let expected = fixed + ended * od * 4 + games * 16;
+        let expected = fixed + ended * od * ob + games * 16;
         if p.len() != expected {
             return Err(EnvError::Env(format!(
                 "{}: subproc worker {} sent a step reply of {} bytes (expected {expected})",
@@ -305,11 +319,8 @@ impl SubprocVectorEnv {
                 p.len(),
             )));
         }
-        let f32_at = |at: usize| f32::from_le_bytes([p[at], p[at + 1], p[at + 2], p[at + 3]]);
-        for x in 0..k * od {
-            out.obs[first * od + x] = f32_at(4 * x);
-        }
-        let (rewards, flags) = (k * od * 4, k * od * 4 + k * 8);
+        read_obs(&p[..k * od * ob], ob, &mut out.obs[first * od..(first + k) * od]);
+        let (rewards, flags) = (k * od * ob, k * od * ob + k * 8);
         let mut final_at = fixed;
         for j in 0..k {
             let r = &p[rewards + 8 * j..rewards + 8 * j + 8];
@@ -317,8 +328,10 @@ impl SubprocVectorEnv {
             let flag = p[flags + j];
             (out.terminated[first + j], out.truncated[first + j]) = (flag & 1 != 0, flag & 2 != 0);
             if flag & 3 != 0 {
-                out.final_obs[first + j] = Some((0..od).map(|x| f32_at(final_at + 4 * x)).collect());
-                final_at += od * 4;
+                let mut last = vec![0f32; od];
+                read_obs(&p[final_at..final_at + od * ob], ob, &mut last);
+                out.final_obs[first + j] = Some(last);
+                final_at += od * ob;
             }
         }
         // The Atari worker's games, after the final observations, in env order.
@@ -488,12 +501,11 @@ impl BatchEnv for SubprocVectorEnv {
         for w in 0..self.workers.len() {
             self.read_reply(w)?;
             let worker = &self.workers[w];
-            if worker.payload.len() != worker.k * od * 4 {
+            if worker.payload.len() != worker.k * od * self.obs_bytes {
                 return Err(EnvError::Env(format!("{id}: subproc worker {w} sent a reset reply of the wrong size")));
             }
-            for (x, c) in worker.payload.chunks_exact(4).enumerate() {
-                obs[worker.first * od + x] = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-            }
+            let rows = &mut obs[worker.first * od..(worker.first + worker.k) * od];
+            read_obs(&worker.payload, self.obs_bytes, rows);
         }
         Ok(())
     }

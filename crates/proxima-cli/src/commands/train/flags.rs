@@ -79,6 +79,11 @@ pub(super) fn train_config_over(a: &TrainArgs, ranks: usize) -> Result<(&str, Va
     if let Some(t) = a.total_timesteps {
         cfg.total_timesteps = t;
     }
+    if games_in_workers(env_id, &cfg, ranks)
+        && !Config::chosen_keys(preset, file.as_deref(), &a.sets).iter().any(|k| k == "vector_env")
+    {
+        cfg.vector_env = proxima::config::VectorEnv::Subproc;
+    }
     let cfg = cfg.validate_over(ranks)?;
     // A config file's keys count where they differ from the preset the resolved config names (a
     // run's own config.toml names its own preset, e.g. a2c).
@@ -87,6 +92,19 @@ pub(super) fn train_config_over(a: &TrainArgs, ranks: usize) -> Result<(&str, Va
     cfg.check_keys_used(&chosen).map_err(|e| flag_names(e, a.workers.is_some()))?;
     set_threads(cfg.num_threads);
     Ok((env_id, cfg))
+}
+
+/// Whether an `atari:` run steps its games in worker processes of this binary unless the user
+/// chose `vector_env` (ALE keeps Python's lock while it emulates, so only another process can
+/// step games beside the learner; the run is the same, bit for bit): one process (not an MPI
+/// rank: each would start its own), not A3C (its workers make their own envs), in a build with
+/// the bridge.
+fn games_in_workers(env_id: &str, cfg: &Config, ranks: usize) -> bool {
+    cfg!(feature = "gym")
+        && env_id.starts_with(proxima::env::atari::ATARI_PREFIX)
+        && ranks == 1
+        && cfg.algo != AlgoName::A3c
+        && cfg.vector_env == proxima::config::VectorEnv::Off
 }
 
 /// The config keys the typed flags set (`--algo`, `--backend`, `--workers`), each once: a flag
