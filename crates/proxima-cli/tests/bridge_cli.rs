@@ -151,4 +151,48 @@ mod with_gym {
         assert!(!out.status.success() && e.contains("use vector_env = `subproc`"), "{e}");
         let _ = std::fs::remove_dir_all(&base);
     }
+
+    /// `--resume DIR --vector-env subproc` moves a run that stepped its games in the training
+    /// process to worker processes (results-neutral, so allowed on resume): from the same
+    /// checkpoint it trains exactly as resuming with `off`, and its config.toml records the move.
+    #[test]
+    #[ignore = "needs a Python with gymnasium and ale-py (PROXIMA_PYTHON; .ci/run installs them)"]
+    fn a_resumed_atari_run_moves_its_games_to_worker_processes_with_the_same_results() {
+        super::common::setup(concat!(env!("CARGO_MANIFEST_DIR"), "/../proxima-gym/tests"));
+        let base = std::env::temp_dir().join(format!("proxima-atari-resume-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let first = base.join("first");
+        let sets = ["n_envs=2", "n_steps=64", "batch_size=64", "n_epochs=1", "eval_episodes=0", "checkpoint_freq=2"];
+        let mut cmd = Command::new(BIN);
+        cmd.args(["train", "atari:Breakout?screen_size=36&frame_stack=2", "--preset", "paper-atari"]);
+        cmd.args(["--total-timesteps", "512", "--vector-env", "off", "--quiet", "--run-dir"]).arg(&first);
+        for s in sets {
+            cmd.args(["--set", s]);
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "first: {}", String::from_utf8_lossy(&out.stderr));
+        let resume = |mode: &str| {
+            let dir = base.join(mode);
+            std::fs::create_dir_all(dir.join("checkpoints")).unwrap();
+            std::fs::copy(first.join("config.toml"), dir.join("config.toml")).unwrap();
+            let ck = "checkpoints/update_000002.safetensors";
+            std::fs::copy(first.join(ck), dir.join(ck)).unwrap();
+            let out = Command::new(BIN)
+                .args(["train", "--quiet", "--vector-env", mode, "--resume"])
+                .arg(&dir)
+                .env("PROXIMA_TEST_RUN", &dir)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{mode}: {}", String::from_utf8_lossy(&out.stderr));
+            dir
+        };
+        let (off, sub) = (resume("off"), resume("subproc"));
+        assert_eq!(progress_without_time(&sub), progress_without_time(&off), "progress.csv");
+        assert_eq!(progress_without_time(&sub).len(), 3, "header and updates 3, 4");
+        let model = |d: &Path| tensor_bytes(&d.join("model.safetensors"));
+        assert!(model(&sub) == model(&off), "the weights differ");
+        let config = std::fs::read_to_string(sub.join("config.toml")).unwrap();
+        assert!(config.contains("vector_env = \"subproc\""), "{config}");
+        let _ = std::fs::remove_dir_all(&base);
+    }
 }

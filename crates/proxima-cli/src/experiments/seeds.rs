@@ -17,7 +17,8 @@ use super::pool::set_threads;
 use crate::rundirs::latest_checkpoint;
 use crate::{plot, signals};
 use anyhow::{bail, Context, Result};
-use proxima::config::{Backend, Config};
+use proxima::config::Config;
+use proxima::train::ResumeOptions;
 use proxima::train::{self, Trainer};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -134,7 +135,7 @@ pub fn seed_dir(parent: &Path, seed: u64) -> PathBuf {
 }
 
 /// Trains every seed of `parent`'s manifest that is not complete, `jobs` at a time (moving
-/// resumed seeds to `backend` when given), then writes the summary. `progress` sees each seed
+/// the seeds to `moves`' backend and vector_env when given), then writes the summary. `progress` sees each seed
 /// as it finishes, with (done, total). A seed that fails does not stop the others: its error is
 /// in its [`SeedRun`] (see [`failures`]).
 ///
@@ -143,19 +144,22 @@ pub fn seed_dir(parent: &Path, seed: u64) -> PathBuf {
 pub fn run(
     parent: &Path,
     jobs: usize,
-    backend: Option<Backend>,
+    moves: ResumeOptions,
     progress: impl Fn(&SeedRun, usize, usize) + Sync,
 ) -> Result<(Manifest, Vec<SeedRun>)> {
     let mut m = read_manifest(parent)?;
-    if let Some(b) = backend.filter(|&b| b != m.config.backend) {
+    let mut moved = m.config.clone();
+    moved.backend = moves.backend.unwrap_or(moved.backend);
+    moved.vector_env = moves.vector_env.unwrap_or(moved.vector_env);
+    if (moved.backend, moved.vector_env) != (m.config.backend, m.config.vector_env) {
         // Seeds that start from nothing follow the move too, now and in later resumes.
-        m.config.backend = b;
-        m.config.clone().validate()?;
+        moved.clone().validate()?;
+        m.config = moved;
         create(parent, &m)?;
     }
     let done = std::sync::atomic::AtomicUsize::new(0);
     let runs = pool::run_all(jobs, &m.seeds, |_, &seed| {
-        let r = run_seed(parent, &m, seed, backend);
+        let r = run_seed(parent, &m, seed, moves);
         let n = done.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
         progress(&r, n, m.seeds.len());
         r
@@ -190,7 +194,7 @@ pub fn failures(parent: &Path, runs: &[SeedRun]) -> Option<anyhow::Error> {
 
 /// One seed: read back if complete, else resumed from its latest checkpoint, else trained
 /// from the start.
-fn run_seed(parent: &Path, m: &Manifest, seed: u64, backend: Option<Backend>) -> SeedRun {
+fn run_seed(parent: &Path, m: &Manifest, seed: u64, moves: ResumeOptions) -> SeedRun {
     let dir = seed_dir(parent, seed);
     let outcome = (|| -> Result<f64> {
         if is_complete(&dir) {
@@ -210,7 +214,7 @@ fn run_seed(parent: &Path, m: &Manifest, seed: u64, backend: Option<Backend>) ->
                         m.env_id
                     );
                 }
-                Trainer::resume_on(&ck, None, backend)?
+                Trainer::resume_with(&ck, ResumeOptions { total_timesteps: None, ..moves })?
             }
             _ => {
                 if dir.exists() {
@@ -347,7 +351,7 @@ pub fn seed_jobs(jobs: Option<usize>, env_id: &str) -> usize {
 }
 
 /// Trains every unfinished seed of the multi-seed run in `parent` (`jobs_flag` at a time, else
-/// [`seed_jobs`]; on `backend` if given), with one line per finished seed unless `quiet`; then
+/// [`seed_jobs`]; moved to `moves` where given), with one line per finished seed unless `quiet`; then
 /// its learning curves and the summary line. `resumed`: this process continues an earlier one.
 ///
 /// # Errors
@@ -356,7 +360,7 @@ pub fn seed_jobs(jobs: Option<usize>, env_id: &str) -> usize {
 pub fn run_and_report(
     parent: &Path,
     jobs_flag: Option<usize>,
-    backend: Option<Backend>,
+    moves: ResumeOptions,
     quiet: bool,
     resumed: bool,
 ) -> Result<()> {
@@ -381,7 +385,7 @@ pub fn run_and_report(
     );
     let t0 = std::time::Instant::now();
     signals::training_started();
-    let (m, runs) = run(parent, jobs, backend, |r, done, total| {
+    let (m, runs) = run(parent, jobs, moves, |r, done, total| {
         if quiet {
             return;
         }

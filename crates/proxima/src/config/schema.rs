@@ -244,6 +244,33 @@ pub enum VectorEnv {
     Subproc,
 }
 
+impl VectorEnv {
+    /// The config's spelling (`off`, `sync`, `async`, `subproc`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VectorEnv::Off => "off",
+            VectorEnv::Sync => "sync",
+            VectorEnv::Async => "async",
+            VectorEnv::Subproc => "subproc",
+        }
+    }
+}
+
+impl std::str::FromStr for VectorEnv {
+    type Err = crate::ProximaError;
+
+    /// The config's spelling, as `--vector-env` takes it.
+    ///
+    /// # Errors
+    /// `Config` naming the four for any other word.
+    fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
+        [VectorEnv::Off, VectorEnv::Sync, VectorEnv::Async, VectorEnv::Subproc]
+            .into_iter()
+            .find(|v| v.as_str() == s)
+            .ok_or_else(|| crate::ProximaError::Config(format!("unknown vector_env `{s}`: off, sync, async or subproc")))
+    }
+}
+
 impl Config {
     /// The keys a config file or `--set` may name: the struct's fields in declaration order,
     /// as its `Deserialize` reads them (so a new field is a new key, with nothing else to

@@ -8,7 +8,7 @@ use crate::algo::learner::Learner;
 use crate::algo::offpolicy::OffPolicySnapshot;
 use crate::checkpoint::{self, CheckpointMeta, OptimizerState, OPTIMIZER};
 use crate::collect::EpisodeStats;
-use crate::config::{AlgoName, Backend, Config, ValidConfig};
+use crate::config::{AlgoName, Backend, Config, ValidConfig, VectorEnv};
 use crate::env::vec_env::EpisodeRecord;
 use crate::env::EnvRng;
 use crate::error::{ProximaError, Result};
@@ -19,6 +19,20 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
+
+/// What a resumed run may change ([`Trainer::resume_with`]); `None` keeps the checkpoint's value.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ResumeOptions {
+    /// Extends (or shortens) the run to this many env steps; the annealed learning rate then
+    /// follows the new length, so the result is no longer identical to any single run.
+    pub total_timesteps: Option<u64>,
+    /// Moves the run to this backend (the run then continues with its arithmetic: the result
+    /// matches neither uninterrupted run bit for bit).
+    pub backend: Option<Backend>,
+    /// Steps the bridged envs this way from now on (the config's `vector_env`): the results are
+    /// the same in every mode, only the speed differs.
+    pub vector_env: Option<VectorEnv>,
+}
 
 /// One env's resumable state.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -178,6 +192,15 @@ impl Trainer {
         total_timesteps: Option<u64>,
         backend: Option<Backend>,
     ) -> Result<Self> {
+        Self::resume_with(ck, ResumeOptions { total_timesteps, backend, vector_env: None })
+    }
+
+    /// [`Trainer::resume`] with everything a resumed run may change ([`ResumeOptions`]).
+    ///
+    /// # Errors
+    /// As [`Trainer::resume_on`]; `Config` or `Unsupported` for a `vector_env` the env does not
+    /// take (e.g. `sync` for an `atari:` env).
+    pub fn resume_with(ck: &checkpoint::Checkpoint, opts: ResumeOptions) -> Result<Self> {
         if let Some(ranks) = ck.meta.extra.get("mpi_ranks") {
             // The run directory: the checkpoint's folder, or the one above `checkpoints/`.
             let file = std::path::Path::new(ck.path());
@@ -192,13 +215,13 @@ impl Trainer {
                 dir.display()
             )));
         }
-        let cfg = resumed_config(ck, total_timesteps, backend, 1)?;
+        let cfg = resumed_config(ck, opts, 1)?;
         let tr = Trainer::new(&ck.meta.env_id, cfg)?;
         let snap = parse_snapshot(ck, ck.meta.extra.get("trainer_state").map(String::as_str))?;
         tr.restore(ck, snap)
     }
 
-    /// [`Trainer::resume_on`] for one rank of a distributed run ([`Trainer::distributed`]), from
+    /// [`Trainer::resume_with`] for one rank of a distributed run ([`Trainer::distributed`]), from
     /// a checkpoint rank 0 wrote: every rank takes its own envs, sampling streams, running
     /// episodes and normaliser state from it, so the run continues exactly as the uninterrupted
     /// one (native envs; bridged envs start new episodes). Every rank calls it with the same
@@ -210,8 +233,7 @@ impl Trainer {
     /// ranks' states.
     pub fn resume_distributed(
         ck: &checkpoint::Checkpoint,
-        total_timesteps: Option<u64>,
-        backend: Option<Backend>,
+        opts: ResumeOptions,
         comm: std::sync::Arc<dyn crate::distributed::Collective>,
     ) -> Result<Self> {
         let bad = |m: String| ProximaError::Checkpoint(format!("cannot resume {}: {m}", ck.path()));
@@ -236,7 +258,7 @@ impl Trainer {
         if others.len() + 1 != ranks {
             return Err(bad(format!("mpi_rank_states holds {} ranks' states, not {}", others.len(), ranks - 1)));
         }
-        let cfg = resumed_config(ck, total_timesteps, backend, size)?;
+        let cfg = resumed_config(ck, opts, size)?;
         let tr = Trainer::distributed(&ck.meta.env_id, cfg, comm)?;
         let first = parse_snapshot(ck, ck.meta.extra.get("trainer_state").map(String::as_str))?;
         let snap = match rank {
@@ -493,13 +515,8 @@ fn restore_adam(opt: &mut Optimizer, state: OptimizerState) {
 
 /// The config a checkpoint's run continues with. It starts from the preset the run itself
 /// started from: checkpoints written before optional keys were recorded as "none" leave them
-/// out, and they must not fall back to another preset's values.
-fn resumed_config(
-    ck: &checkpoint::Checkpoint,
-    total_timesteps: Option<u64>,
-    backend: Option<Backend>,
-    ranks: usize,
-) -> Result<ValidConfig> {
+/// out, and they must not fall back to another preset's values. `opts` are then set over it.
+fn resumed_config(ck: &checkpoint::Checkpoint, opts: ResumeOptions, ranks: usize) -> Result<ValidConfig> {
     let saved = ck.meta.config_toml.parse::<toml::Table>().ok();
     let preset = saved
         .as_ref()
@@ -510,11 +527,14 @@ fn resumed_config(
     if saved.is_some_and(|t| !t.contains_key("backend")) {
         cfg.backend = Backend::Candle; // saved before the key existed: trained on candle
     }
-    if let Some(t) = total_timesteps {
+    if let Some(t) = opts.total_timesteps {
         cfg.total_timesteps = t;
     }
-    if let Some(b) = backend {
+    if let Some(b) = opts.backend {
         cfg.backend = b;
+    }
+    if let Some(v) = opts.vector_env {
+        cfg.vector_env = v;
     }
     let cfg = cfg.validate_over(ranks)?;
     if cfg.algo == AlgoName::A3c {

@@ -292,11 +292,7 @@ impl Trainer {
             Some(batch) => Self::with_batch_env(env_id, cfg, batch?),
             None if cfg.vector_env != VectorEnv::Off => Err(ProximaError::Config(format!(
                 "vector_env = `{}` steps bridged `gym:` envs together (sync/async: as one Gymnasium vector env; subproc: in worker processes); `{env_id}` is not a `gym:` id (native envs step in-process: use vector_env = `off`)",
-                match cfg.vector_env {
-                    VectorEnv::Sync => "sync",
-                    VectorEnv::Async => "async",
-                    _ => "subproc",
-                }
+                cfg.vector_env.as_str()
             ))),
             None => Self::with_env_fn(env_id, cfg, || make(env_id)),
         }

@@ -11,7 +11,8 @@ pub struct TrainArgs {
     pub(super) env_id: Option<String>,
     /// Continue the run in RUN_DIR from its latest checkpoint (exactly: same weights as an
     /// uninterrupted run), or every unfinished seed of a multi-seed parent directory. Only
-    /// --total-timesteps (single runs), --backend, --jobs (multi-seed) and --quiet may accompany it.
+    /// --total-timesteps (single runs), --backend, --vector-env, --jobs (multi-seed) and --quiet may
+    /// accompany it.
     #[arg(long, value_name = "RUN_DIR", conflicts_with_all = ["preset", "config", "sets", "seed", "run_dir", "algo", "workers"])]
     pub(super) resume: Option<PathBuf>,
     /// Algorithm: ppo, a2c, a3c, trpo, reinforce, ppg, sac, td3 or ddpg. Without --preset it also
@@ -56,6 +57,11 @@ pub struct TrainArgs {
     /// moves the run to that backend.
     #[arg(long, value_parser = ["auto", "fused", "candle"])]
     pub(super) backend: Option<String>,
+    /// How bridged (`gym:`, `atari:`) envs are stepped (the config's vector_env): off, sync, async
+    /// or subproc (worker processes beside the learner; what `atari:` runs take by default). The
+    /// results are the same in every mode. With --resume it moves the run to that mode.
+    #[arg(long, value_parser = ["off", "sync", "async", "subproc"])]
+    pub(super) vector_env: Option<String>,
     /// No progress bar; print one summary line at the end.
     #[arg(long, short)]
     pub(super) quiet: bool,

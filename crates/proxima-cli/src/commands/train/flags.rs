@@ -72,6 +72,9 @@ pub(super) fn train_config_over(a: &TrainArgs, ranks: usize) -> Result<(&str, Va
     if let Some(b) = &a.backend {
         cfg.backend = b.parse()?;
     }
+    if let Some(v) = &a.vector_env {
+        cfg.vector_env = v.parse()?;
+    }
     cfg.n_workers = a.workers.unwrap_or(cfg.n_workers);
     if let Some(s) = a.seed {
         cfg.seed = s;
@@ -80,6 +83,7 @@ pub(super) fn train_config_over(a: &TrainArgs, ranks: usize) -> Result<(&str, Va
         cfg.total_timesteps = t;
     }
     if games_in_workers(env_id, &cfg, ranks)
+        && a.vector_env.is_none()
         && !Config::chosen_keys(preset, file.as_deref(), &a.sets).iter().any(|k| k == "vector_env")
     {
         cfg.vector_env = proxima::config::VectorEnv::Subproc;
@@ -107,7 +111,7 @@ fn games_in_workers(env_id: &str, cfg: &Config, ranks: usize) -> bool {
         && cfg.vector_env == proxima::config::VectorEnv::Off
 }
 
-/// The config keys the typed flags set (`--algo`, `--backend`, `--workers`), each once: a flag
+/// The config keys the typed flags set (`--algo`, `--backend`, `--vector-env`, `--workers`), each once: a flag
 /// and a `--set` of its key together are refused rather than one silently winning.
 ///
 /// # Errors
@@ -116,6 +120,7 @@ fn typed_flag_keys(a: &TrainArgs) -> Result<Vec<&'static str>> {
     let given = [
         ("--algo", "algo", a.algo.is_some()),
         ("--backend", "backend", a.backend.is_some()),
+        ("--vector-env", "vector_env", a.vector_env.is_some()),
         ("--workers", "n_workers", a.workers.is_some()),
     ];
     let mut keys = Vec::new();

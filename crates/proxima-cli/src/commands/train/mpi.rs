@@ -8,7 +8,7 @@ use super::flags::{check_env_keys, safe_id, train_config_over};
 #[cfg(feature = "mpi")]
 use super::progress::train_with_bar;
 #[cfg(feature = "mpi")]
-use super::resume::{check_resumed_env, ready_to_resume, resume_flags};
+use super::resume::{check_resumed_env, ready_to_resume, resume_flags, resume_options};
 #[cfg(feature = "mpi")]
 use crate::experiments::{self, pool::set_threads};
 #[cfg(feature = "mpi")]
@@ -102,10 +102,11 @@ pub(super) fn distributed_trainer(
     };
     let given = |v: Option<String>| v.unwrap_or_else(|| "(not given)".into());
     let this_run = format!(
-        "train --resume {}\n--total-timesteps {}\n--backend {}\nENV_ID {}",
+        "train --resume {}\n--total-timesteps {}\n--backend {}\n--vector-env {}\nENV_ID {}",
         dir.display(),
         given(a.total_timesteps.map(|t| t.to_string())),
         given(a.backend.clone()),
+        given(a.vector_env.clone()),
         given(a.env_id.clone())
     );
     distributed::check_same_run(&**mpi, &this_run)?;
@@ -140,13 +141,13 @@ pub(super) fn resumed_distributed(
     let file = PathBuf::from(String::from_utf8_lossy(&name).into_owned());
     let ck = proxima::checkpoint::load_bytes(&bytes, &file.display().to_string())?;
     check_resumed_env(dir, &ck, a.env_id.as_deref())?;
-    let backend = a.backend.as_deref().map(str::parse).transpose()?;
-    let trainer = train::Trainer::resume_distributed(&ck, a.total_timesteps, backend, mpi)?;
+    let opts = resume_options(a)?;
+    let trainer = train::Trainer::resume_distributed(&ck, opts, mpi)?;
     if rank == 0 {
         let ready = ready_to_resume(dir, &file, trainer, a.total_timesteps)?;
         if ready.is_some() {
             // Only a run that goes on rewrites its config.toml.
-            rundirs::warn_if_config_edited(dir, &ck, &resume_flags(a.total_timesteps.is_some(), a.backend.is_some()));
+            rundirs::warn_if_config_edited(dir, &ck, &resume_flags(opts));
         }
         return Ok(ready);
     }

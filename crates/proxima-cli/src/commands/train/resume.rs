@@ -12,30 +12,49 @@ use std::path::Path;
 pub(super) fn resumed_trainer(
     dir: &Path,
     env_id: Option<&str>,
-    total_timesteps: Option<u64>,
-    backend: Option<&str>,
+    opts: train::ResumeOptions,
 ) -> Result<Option<train::Trainer>> {
     let file = match latest_checkpoint(dir) {
         Ok(file) => file,
         Err(_) if dir.join("config.toml").is_file() && no_checkpoint_files(dir) => {
-            return restarted_trainer(dir, env_id, total_timesteps, backend).map(Some);
+            return restarted_trainer(dir, env_id, opts).map(Some);
         }
         Err(e) => return Err(e),
     };
     let ck = proxima::checkpoint::load(&file)?;
     check_resumed_env(dir, &ck, env_id)?;
-    let trainer = train::Trainer::resume_on(&ck, total_timesteps, backend.map(str::parse).transpose()?)?;
-    let ready = ready_to_resume(dir, &file, trainer, total_timesteps)?;
+    let trainer = train::Trainer::resume_with(&ck, opts)?;
+    let ready = ready_to_resume(dir, &file, trainer, opts.total_timesteps)?;
     if ready.is_some() {
         // Only a run that goes on rewrites its config.toml.
-        rundirs::warn_if_config_edited(dir, &ck, &resume_flags(total_timesteps.is_some(), backend.is_some()));
+        rundirs::warn_if_config_edited(dir, &ck, &resume_flags(opts));
     }
     Ok(ready)
 }
 
-/// The config keys that `--resume`'s flags given (`--total-timesteps`, `--backend`) set.
-pub(super) fn resume_flags(total_timesteps: bool, backend: bool) -> Vec<&'static str> {
-    [(total_timesteps, "total_timesteps"), (backend, "backend")].into_iter().filter(|f| f.0).map(|f| f.1).collect()
+/// What `--resume`'s flags (`--total-timesteps`, `--backend`, `--vector-env`) change.
+///
+/// # Errors
+/// A `--backend` or `--vector-env` word the library does not know (clap checks them first).
+pub(super) fn resume_options(a: &super::args::TrainArgs) -> Result<train::ResumeOptions> {
+    Ok(train::ResumeOptions {
+        total_timesteps: a.total_timesteps,
+        backend: a.backend.as_deref().map(str::parse).transpose()?,
+        vector_env: a.vector_env.as_deref().map(str::parse).transpose()?,
+    })
+}
+
+/// The config keys that `--resume`'s flags given set.
+pub(super) fn resume_flags(opts: train::ResumeOptions) -> Vec<&'static str> {
+    [
+        (opts.total_timesteps.is_some(), "total_timesteps"),
+        (opts.backend.is_some(), "backend"),
+        (opts.vector_env.is_some(), "vector_env"),
+    ]
+    .into_iter()
+    .filter(|f| f.0)
+    .map(|f| f.1)
+    .collect()
 }
 
 /// Refuses `--resume DIR ENV_ID` when DIR's run trained on another env.
@@ -110,8 +129,7 @@ pub(super) fn no_checkpoint_files(dir: &Path) -> bool {
 pub(super) fn restarted_trainer(
     dir: &Path,
     env_id: Option<&str>,
-    total_timesteps: Option<u64>,
-    backend: Option<&str>,
+    opts: train::ResumeOptions,
 ) -> Result<train::Trainer> {
     let path = dir.join("config.toml");
     let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
@@ -122,8 +140,9 @@ pub(super) fn restarted_trainer(
         bail!("{} was started on {saved_env}, not {e}", dir.display());
     }
     let preset = table.get("preset").and_then(|v| v.as_str()).unwrap_or("cleanrl");
-    let mut sets: Vec<String> = total_timesteps.map(|t| format!("total_timesteps={t}")).into_iter().collect();
-    sets.extend(backend.map(|b| format!("backend={b}")));
+    let mut sets: Vec<String> = opts.total_timesteps.map(|t| format!("total_timesteps={t}")).into_iter().collect();
+    sets.extend(opts.backend.map(|b| format!("backend={}", b.as_str())));
+    sets.extend(opts.vector_env.map(|v| format!("vector_env={}", v.as_str())));
     let cfg = Config::resolve(preset, Some(&text), &sets).with_context(|| format!("{}", path.display()))?;
     set_threads(cfg.num_threads);
     let trainer = train::Trainer::new(&saved_env, cfg)?;

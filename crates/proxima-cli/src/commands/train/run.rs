@@ -4,7 +4,7 @@ use super::args::TrainArgs;
 use super::flags::new_trainer;
 use super::mpi::train_distributed;
 use super::progress::train_with_bar;
-use super::resume::resumed_trainer;
+use super::resume::{resume_options, resumed_trainer};
 use super::seeds::train_seeds;
 use crate::{distributed, experiments, signals};
 use anyhow::{bail, Result};
@@ -28,7 +28,7 @@ pub fn exec(a: TrainArgs) -> Result<()> {
         bail!("--jobs runs seeds in parallel: it needs --seeds (or --resume of a multi-seed run)");
     }
     let (trainer, run_dir) = match &a.resume {
-        Some(dir) => match resumed_trainer(dir, a.env_id.as_deref(), a.total_timesteps, a.backend.as_deref())? {
+        Some(dir) => match resumed_trainer(dir, a.env_id.as_deref(), resume_options(&a)?)? {
             Some(trainer) => (trainer, dir.clone()),
             None => return Ok(()),
         },

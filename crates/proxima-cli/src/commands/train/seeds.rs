@@ -16,7 +16,7 @@ pub(super) fn train_seeds(a: &TrainArgs, resume: Option<&Path>) -> Result<()> {
     if a.jobs == Some(0) {
         bail!("--jobs must be at least 1");
     }
-    let backend = a.backend.as_deref().map(str::parse).transpose()?;
+    let moves = super::resume::resume_options(a)?;
     let parent = match resume {
         Some(dir) => {
             if a.total_timesteps.is_some() {
@@ -29,7 +29,7 @@ pub(super) fn train_seeds(a: &TrainArgs, resume: Option<&Path>) -> Result<()> {
         }
         None => new_parent(a)?,
     };
-    seeds::run_and_report(&parent, a.jobs, backend, a.quiet, resume.is_some())
+    seeds::run_and_report(&parent, a.jobs, moves, a.quiet, resume.is_some())
 }
 
 /// A new multi-seed run's parent directory, with its manifest: the seeds and the config the
