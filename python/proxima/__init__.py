@@ -15,7 +15,7 @@ aliases (``GymEnv``, ``MaybeCallback``, ``Schedule``, ...).
 
 import os as _os
 
-# candle's matrix products (TRPO, PPG, SAC, TD3, DDPG) run on rayon's thread pool, which takes as
+# candle's matrix products (TRPO, PPG; anything with backend="candle") run on rayon's thread pool, which takes as
 # many threads as cores unless told: one, as the CLI's default (num_threads = 1), so that a run is
 # reproducible and a busy machine is not oversubscribed (measured: 7.7x slower SAC at load 4
 # without it). Set RAYON_NUM_THREADS before importing proxima to choose another number.

@@ -803,10 +803,7 @@ fn algorithms_through_the_cli() {
             vec!["train", "CartPole-v1", "--vector-env", "subproc", "--set", "vector_env=off"],
             "--vector-env and --set vector_env=… both set `vector_env`",
         ),
-        (
-            vec!["train", "CartPole-v1", "--algo", "a3c", "--vector-env", "sync"],
-            "does not support vector_env",
-        ),
+        (vec!["train", "CartPole-v1", "--algo", "a3c", "--vector-env", "sync"], "does not support vector_env"),
         (
             vec!["train", "CartPole-v1", "--algo", "a3c", "--workers", "2", "--set", "n_workers=3"],
             "--workers and --set n_workers=… both set `n_workers`",

@@ -228,7 +228,7 @@ impl Checkpoint {
         let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(0); // overwritten by the file
         let spec = self.meta.policy.clone();
         let net = match self.off_policy_nets() {
-            Some((kind, n)) => Network::off_policy(spec, kind, n, &mut rng),
+            Some((kind, n)) => Network::off_policy(spec, kind, n, backend, &mut rng),
             None => Network::new(spec, backend, &mut rng),
         };
         let mut net = net.map_err(|e| self.file.error(e))?;

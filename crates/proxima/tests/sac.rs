@@ -254,13 +254,21 @@ fn a_step_observer_sees_every_off_policy_step_and_stops_it() {
 /// bit for bit, as the run that never stopped.
 #[test]
 fn sac_resumes_exactly_with_its_replay_buffer() {
-    let dir = std::env::temp_dir().join(format!("proxima-sac-resume-{}", std::process::id()));
+    for backend in ["fused", "candle"] {
+        sac_resumes_exactly_on(backend);
+    }
+}
+
+fn sac_resumes_exactly_on(backend: &str) {
+    let dir = std::env::temp_dir().join(format!("proxima-sac-resume-{backend}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let mut full = Trainer::new("Pendulum-v1", sac_cfg(&[])).unwrap();
+    let cfg = sac_cfg(&[&format!("backend={backend}")]);
+    let mut full = Trainer::new("Pendulum-v1", cfg.clone()).unwrap();
+    assert_eq!(full.policy.backend().as_str(), backend);
     while !full.is_done() {
         full.step().unwrap();
     }
-    let mut half = Trainer::new("Pendulum-v1", sac_cfg(&[])).unwrap();
+    let mut half = Trainer::new("Pendulum-v1", cfg).unwrap();
     for _ in 0..3 {
         half.step().unwrap();
     }
@@ -281,6 +289,31 @@ fn sac_resumes_exactly_with_its_replay_buffer() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A checkpoint of an off-policy run written before checkpoints recorded their backend, with
+/// `backend = "auto"` in its config, was trained on candle (what `auto` chose then): it resumes
+/// there; a recorded backend is kept, and `--backend` still moves a run.
+#[test]
+fn an_off_policy_run_resumes_on_the_backend_it_was_trained_on() {
+    let dir = std::env::temp_dir().join(format!("proxima-sac-backend-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut tr = Trainer::new("Pendulum-v1", sac_cfg(&["backend=candle"])).unwrap();
+    tr.step().unwrap();
+    let path = dir.join("update_000001.safetensors");
+    tr.save_checkpoint(&path).unwrap();
+    let mut ck = proxima::checkpoint::load(&path).unwrap();
+    assert_eq!(ck.meta.extra.get("backend").map(String::as_str), Some("candle"));
+    ck.meta.extra.remove("backend");
+    ck.meta.config_toml = ck.meta.config_toml.replace("backend = \"candle\"", "backend = \"auto\"");
+    assert!(ck.meta.config_toml.contains("backend = \"auto\""));
+    assert_eq!(Trainer::resume(&ck, None).unwrap().policy.backend().as_str(), "candle");
+    let moved = Trainer::resume_on(&ck, None, Some(proxima::policy::Backend::Fused)).unwrap();
+    assert_eq!(moved.policy.backend().as_str(), "fused");
+    assert_eq!(moved.policy.params().unwrap(), tr.policy.params().unwrap(), "the weights move with the run");
+    ck.meta.extra.insert("backend".into(), "fused".into());
+    assert_eq!(Trainer::resume(&ck, None).unwrap().policy.backend().as_str(), "fused");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// What SAC cannot take is a clear error.
 #[test]
 fn sac_bad_inputs_are_clear_errors() {
@@ -292,7 +325,6 @@ fn sac_bad_inputs_are_clear_errors() {
     let e = Trainer::new("Pendulum-v1", sac_cfg(&["buffer_size=100000000000000"])).err().unwrap().to_string();
     assert!(e.contains("buffer_size") && e.contains("needs"), "{e}");
     assert!(err("sac", &["learning_starts=5000", "total_timesteps=1000"]).contains("learning_starts = 5000"));
-    assert!(err("sac", &["backend=fused"]).contains("does not cover algo = `sac`"));
     assert!(err("sac", &["tau=0"]).contains("tau = 0"));
     assert!(err("sac", &["ent_coef=autox"]).contains("ent_coef"));
     assert!(err("sac", &["normalize_observation=true"]).contains("normalize_observation"));
@@ -352,12 +384,18 @@ fn td3_losses_match_finite_differences_and_targets_follow() {
 /// an actor step every `policy_delay`; an exact resume with the replay buffer.
 #[test]
 fn td3_and_ddpg_train_and_resume_exactly() {
-    for algo in ["td3", "ddpg"] {
-        let sets: Vec<String> =
-            ["n_steps=50", "batch_size=32", "net_arch=[16, 16]", "learning_starts=100", "total_timesteps=300"]
-                .iter()
-                .map(|s| s.to_string())
-                .collect();
+    for (algo, backend) in [("td3", "fused"), ("ddpg", "fused"), ("td3", "candle"), ("ddpg", "candle")] {
+        let sets: Vec<String> = [
+            "n_steps=50",
+            "batch_size=32",
+            "net_arch=[16, 16]",
+            "learning_starts=100",
+            "total_timesteps=300",
+            &format!("backend={backend}"),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
         let cfg = Config::resolve(algo, None, &sets).unwrap();
         let mut full = Trainer::new("Pendulum-v1", cfg.clone()).unwrap();
         let r = full.step().unwrap();
@@ -373,7 +411,7 @@ fn td3_and_ddpg_train_and_resume_exactly() {
         for _ in 0..4 {
             half.step().unwrap();
         }
-        let dir = std::env::temp_dir().join(format!("proxima-{algo}-resume-{}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("proxima-{algo}-{backend}-resume-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("update_000004.safetensors");
         half.save_checkpoint(&path).unwrap();
@@ -381,7 +419,12 @@ fn td3_and_ddpg_train_and_resume_exactly() {
         while !resumed.is_done() {
             resumed.step().unwrap();
         }
-        assert_eq!(resumed.policy.params().unwrap(), full.policy.params().unwrap(), "{algo}: resumed = uninterrupted");
+        assert_eq!(
+            resumed.policy.params().unwrap(),
+            full.policy.params().unwrap(),
+            "{algo} on {backend}: resumed = uninterrupted"
+        );
+        assert_eq!(resumed.policy.backend().as_str(), backend);
         std::fs::remove_dir_all(&dir).unwrap();
     }
     let e = Trainer::new("CartPole-v1", Config::resolve("td3", None, &[]).unwrap()).err().unwrap().to_string();

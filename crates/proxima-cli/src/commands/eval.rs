@@ -53,9 +53,6 @@ pub fn exec(a: EvalArgs) -> Result<()> {
     let file = resolve_checkpoint(&path)?;
     let ck = proxima::checkpoint::load(&file)?;
     let off_policy = ck.off_policy_nets();
-    if off_policy.is_some() && backend == "fused" {
-        bail!("--backend fused does not cover this checkpoint's off-policy networks (SAC/TD3/DDPG run on candle): leave --backend out");
-    }
     // A deterministic actor (TD3, DDPG) acts the same either way.
     let deterministic =
         deterministic || off_policy.is_some_and(|(k, _)| k == proxima::policy::ActorKind::Deterministic);

@@ -4,8 +4,9 @@
 use super::offpolicy::{LoopParams, Losses, OffPolicySnapshot, OffPolicyState};
 use super::sac::Sac;
 use super::td3::Td3;
+use crate::error::ProximaError;
 use crate::error::Result;
-use crate::policy::OffPolicyNets;
+use crate::policy::{Network, Policy};
 use rand::Rng;
 
 /// The off-policy algorithm of a run.
@@ -47,8 +48,7 @@ impl Learner {
     ///
     /// # Errors
     /// The networks'.
-    pub fn explore<R: Rng>(&self, nets: &OffPolicyNets, obs: &[f32], rng: &mut R) -> Result<Vec<f32>> {
-        use crate::policy::Policy;
+    pub fn explore<R: Rng>(&self, nets: &dyn Policy, obs: &[f32], rng: &mut R) -> Result<Vec<f32>> {
         let mut a = nets.act(obs, false, rng)?.actions;
         if let Learner::Td3(t) = self {
             t.add_exploration_noise(&mut a, rng);
@@ -56,14 +56,20 @@ impl Learner {
         Ok(a)
     }
 
-    /// One gradient step at learning rate `lr`.
+    /// One gradient step at learning rate `lr`, on the backend `nets` are on.
     ///
     /// # Errors
-    /// `NonFinite` losses; an empty buffer; candle's.
-    pub fn gradient_step<R: Rng + ?Sized>(&mut self, nets: &OffPolicyNets, lr: f64, rng: &mut R) -> Result<Losses> {
-        match self {
-            Learner::Sac(s) => s.gradient_step(nets, lr, rng),
-            Learner::Td3(t) => t.gradient_step(nets, lr, rng),
+    /// `NonFinite` losses; an empty buffer; candle's; `InvalidArgument` for networks that are
+    /// not an off-policy algorithm's.
+    pub fn gradient_step<R: Rng + ?Sized>(&mut self, nets: &mut Network, lr: f64, rng: &mut R) -> Result<Losses> {
+        match (self, nets) {
+            (Learner::Sac(s), Network::OffPolicy(n)) => s.gradient_step(n, lr, rng),
+            (Learner::Sac(s), Network::FusedOffPolicy(n)) => s.fused_gradient_step(n, lr, rng),
+            (Learner::Td3(t), Network::OffPolicy(n)) => t.gradient_step(n, lr, rng),
+            (Learner::Td3(t), Network::FusedOffPolicy(n)) => t.fused_gradient_step(n, lr, rng),
+            _ => Err(ProximaError::InvalidArgument(
+                "an off-policy gradient step needs an off-policy algorithm's networks".into(),
+            )),
         }
     }
 

@@ -6,7 +6,7 @@ use crate::error::Result;
 use crate::optim::Optimizer;
 use crate::policy::OffPolicyNets;
 use crate::replay::{ReplayBuffer, ReplaySample};
-use candle_core::{Device, Tensor, Var};
+use candle_core::{Device, Tensor};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
@@ -37,6 +37,35 @@ pub struct OffPolicyState {
     /// Env steps per env since the last training.
     pub steps_since_train: usize,
     sample: ReplaySample,
+    /// The fused backend's per-step buffers (reused: no allocation per gradient step).
+    bufs: StepBuffers,
+}
+
+/// The host buffers of one fused gradient step, `[B, …]` each, reused from step to step.
+#[derive(Debug, Default)]
+pub(crate) struct StepBuffers {
+    /// ε of the actions on s (SAC), of the target smoothing (TD3).
+    pub eps: Vec<f32>,
+    /// ã on s (SAC's sample, TD3's μ(s)) and its log π.
+    pub a: Vec<f32>,
+    pub log_prob: Vec<f32>,
+    /// ε' of the actions on s' (SAC).
+    pub next_eps: Vec<f32>,
+    /// ã' on s' and its log π.
+    pub next_a: Vec<f32>,
+    pub next_log_prob: Vec<f32>,
+    /// A critic's input [s, a].
+    pub x: Vec<f32>,
+    /// The critics' target y.
+    pub y: Vec<f32>,
+    /// min_k Q_k per row.
+    pub min_q: Vec<f32>,
+    /// ∂L/∂Q_k `[B]` per critic, of the critics' loss, then of the actor's.
+    pub dq: Vec<Vec<f32>>,
+    /// ∂L/∂a, ∂L/∂μ and ∂L/∂log σ of the actor's loss.
+    pub d_a: Vec<f32>,
+    pub d_mu: Vec<f32>,
+    pub d_log_std: Vec<f32>,
 }
 
 /// One batch from the replay buffer as tensors of the networks' dtype.
@@ -54,21 +83,39 @@ pub struct Batch {
     pub dones: Tensor,
 }
 
-fn sizes(p: &[(String, Var)]) -> Vec<usize> {
-    p.iter().map(|(_, v)| v.elem_count()).collect()
-}
-
 impl OffPolicyState {
-    /// Fresh optimisers (Adam at `lr`, ε `adam_eps`) for `nets`' actor and critics.
-    pub fn new(replay: ReplayBuffer, nets: &OffPolicyNets, lr: f64, adam_eps: f64) -> Self {
+    /// Fresh optimisers (Adam at `lr`, ε `adam_eps`) for the actor's and the critics'
+    /// parameters of these sizes ([`crate::policy::Network::off_policy_sizes`]).
+    pub fn new(replay: ReplayBuffer, (actor, critics): (&[usize], &[usize]), lr: f64, adam_eps: f64) -> Self {
         OffPolicyState {
             replay,
-            actor_opt: Optimizer::adam(&sizes(nets.actor_params()), lr, adam_eps),
-            critic_opt: Optimizer::adam(&sizes(nets.critic_params()), lr, adam_eps),
+            actor_opt: Optimizer::adam(actor, lr, adam_eps),
+            critic_opt: Optimizer::adam(critics, lr, adam_eps),
             n_updates: 0,
             steps_since_train: 0,
             sample: ReplaySample::default(),
+            bufs: StepBuffers::default(),
         }
+    }
+
+    /// `batch_size` transitions drawn with `rng` (as [`OffPolicyState::sample_batch`] draws
+    /// them), on the host, with the step's buffers: both taken out of the state until
+    /// [`OffPolicyState::give_back`].
+    ///
+    /// # Errors
+    /// An empty buffer.
+    pub(crate) fn take_sample<R: Rng + ?Sized>(
+        &mut self,
+        batch_size: usize,
+        rng: &mut R,
+    ) -> Result<(ReplaySample, StepBuffers)> {
+        self.replay.sample_into(batch_size, rng, &mut self.sample)?;
+        Ok((std::mem::take(&mut self.sample), std::mem::take(&mut self.bufs)))
+    }
+
+    /// Puts back what [`OffPolicyState::take_sample`] took, for the next step to reuse.
+    pub(crate) fn give_back(&mut self, (sample, bufs): (ReplaySample, StepBuffers)) {
+        (self.sample, self.bufs) = (sample, bufs);
     }
 
     /// `batch_size` transitions drawn with `rng`, as tensors of `nets`' dtype.
@@ -122,6 +169,67 @@ pub fn min_of(q: &[Tensor]) -> Result<Tensor> {
 /// `NonFinite`; candle's.
 pub fn finite(loss: &Tensor, what: &str) -> Result<f64> {
     let v = loss.to_dtype(candle_core::DType::F64)?.to_scalar::<f64>()?;
+    if v.is_finite() {
+        Ok(v)
+    } else {
+        Err(crate::error::ProximaError::NonFinite(format!("{what} is {v}")))
+    }
+}
+
+/// `n` draws of N(0, 1) as f32 into `v` (the draws [`crate::algo::sac`]'s candle step makes).
+pub(crate) fn normal_into<R: Rng + ?Sized>(v: &mut Vec<f32>, n: usize, rng: &mut R) {
+    v.clear();
+    v.extend((0..n).map(|_| rng.sample::<f32, _>(rand_distr::StandardNormal)));
+}
+
+/// min_k q_k per row into `min`, and ∂(min)/∂q_k × `scale` into `dq[k]` as candle's chain of
+/// `minimum`s splits it (the whole to the smaller, half to each on a tie); `q` `[K][rows]`.
+pub(crate) fn min_and_grad(q: &[Vec<f32>], rows: usize, scale: f32, min: &mut Vec<f32>, dq: &mut Vec<Vec<f32>>) {
+    dq.resize(q.len(), Vec::new());
+    for d in dq.iter_mut() {
+        d.clear();
+        d.resize(rows, 0.0);
+    }
+    min.clear();
+    for r in 0..rows {
+        let mut cur = q[0][r];
+        dq[0][r] = 1.0;
+        for k in 1..q.len() {
+            let v = q[k][r];
+            if v < cur {
+                dq[..k].iter_mut().for_each(|d| d[r] = 0.0);
+                (dq[k][r], cur) = (1.0, v);
+            } else if v == cur {
+                dq[..k].iter_mut().for_each(|d| d[r] *= 0.5);
+                dq[k][r] = 0.5;
+            }
+        }
+        dq.iter_mut().for_each(|d| d[r] *= scale);
+        min.push(cur);
+    }
+}
+
+/// Σ_k mean((q_k − y)²) (as f64) and its gradient × `scale` into `dq[k]` = 2·scale·(q_k − y)/B.
+pub(crate) fn sum_of_mse_and_grad(q: &[Vec<f32>], y: &[f32], scale: f32, dq: &mut Vec<Vec<f32>>) -> f64 {
+    let rows = y.len();
+    dq.resize(q.len(), Vec::new());
+    let mut total = 0f64;
+    let g = 2.0 * scale / rows as f32;
+    for (qk, d) in q.iter().zip(dq.iter_mut()) {
+        d.clear();
+        let mut sq = 0f64;
+        for (&v, &t) in qk[..rows].iter().zip(y) {
+            let e = v - t;
+            sq += (e as f64) * (e as f64);
+            d.push(e * g);
+        }
+        total += sq / rows as f64;
+    }
+    total
+}
+
+/// `v` itself, or `NonFinite` naming it (as [`finite`] for a loss computed on the host).
+pub(crate) fn finite_value(v: f64, what: &str) -> Result<f64> {
     if v.is_finite() {
         Ok(v)
     } else {

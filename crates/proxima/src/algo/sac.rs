@@ -11,14 +11,22 @@
 //! 5. every `target_update_interval` steps, Q̄ ← τ·Q + (1 − τ)·Q̄.
 //!
 //! The losses are pure functions of tensors ([`soft_q_target`], [`critic_loss`],
-//! [`actor_loss`], [`ent_coef_loss`]), tested against finite differences in float64.
+//! [`actor_loss`], [`ent_coef_loss`]), tested against finite differences in float64. On the fused
+//! backend ([`Sac::fused_gradient_step`]) the same step takes their gradients in closed form:
+//! ∂J_Q/∂Q_k = (Q_k − y)/B; ∂J_π/∂Q_k = −1/B for the smallest critic; through a = tanh(u),
+//! u = μ + σ·ε: ∂J_π/∂u = ∂J_π/∂a·(1 − a²) + (α/B)·2a (∂log π/∂u = 2·tanh u), ∂J_π/∂μ = ∂J_π/∂u,
+//! ∂J_π/∂log σ = ∂J_π/∂u·σε − α/B (0 where the clamp of log σ cut).
 
-use super::offpolicy::{finite, min_of, LoopParams, Losses, OffPolicyState};
+use super::offpolicy::{
+    finite, finite_value, min_and_grad, min_of, normal_into, sum_of_mse_and_grad, LoopParams, Losses, OffPolicyState,
+    StepBuffers,
+};
 use crate::error::Result;
 use crate::optim::{Gradients, Optimizer, Params};
-use crate::policy::offpolicy::squashed_sample;
+use crate::policy::fused::{cat_rows_into, squash, FusedOffPolicy, Pass, ACTOR, CRITICS};
+use crate::policy::offpolicy::{squashed_sample, LOG_STD_MAX, LOG_STD_MIN};
 use crate::policy::OffPolicyNets;
-use crate::replay::ReplayBuffer;
+use crate::replay::{ReplayBuffer, ReplaySample};
 use candle_core::{Device, Tensor};
 use rand::Rng;
 use rand_distr::StandardNormal;
@@ -115,12 +123,12 @@ pub struct Sac {
 }
 
 impl Sac {
-    /// Fresh state for `nets` (optimisers Adam at `lr` with ε `adam_eps`; log α at its initial
-    /// value).
-    pub fn new(params: SacParams, replay: ReplayBuffer, nets: &OffPolicyNets, lr: f64, adam_eps: f64) -> Self {
+    /// Fresh state (Adam at `lr` with ε `adam_eps` for the actor's and the critics' parameters
+    /// of `sizes`; log α at its initial value).
+    pub fn new(params: SacParams, replay: ReplayBuffer, sizes: (&[usize], &[usize]), lr: f64, adam_eps: f64) -> Self {
         Sac {
             params,
-            state: OffPolicyState::new(replay, nets, lr, adam_eps),
+            state: OffPolicyState::new(replay, sizes, lr, adam_eps),
             log_ent_coef: vec![vec![params.ent_coef.value().ln() as f32]],
             ent_opt: Optimizer::adam(&[1], lr, adam_eps),
         }
@@ -154,17 +162,7 @@ impl Sac {
         let (a_pi, log_prob) = squashed_sample(&mean, &log_std, &noise(rng)?)?;
         let mean_log_prob = log_prob.to_dtype(candle_core::DType::F64)?.mean_all()?.to_scalar::<f64>()?;
         // 2. α, and its step.
-        let alpha = self.ent_coef();
-        self.state.set_lr(lr);
-        self.ent_opt.lr = lr;
-        if let EntCoef::Auto(_) = p.ent_coef {
-            let (_, g) = ent_coef_loss(self.log_ent_coef[0][0] as f64, mean_log_prob, p.target_entropy);
-            let names = ["log_ent_coef".to_string()];
-            self.ent_opt.step(
-                Params::Host { names: &names, values: &mut self.log_ent_coef, grads: &[Some(vec![g as f32])] },
-                None,
-            )?;
-        }
+        let alpha = self.temperature_step(mean_log_prob, lr)?;
         // 3. The critics.
         let (m2, ls2) = nets.actor_dist(&b.next_obs)?;
         let (a2, lp2) = squashed_sample(&m2.detach(), &ls2.detach(), &noise(rng)?)?;
@@ -189,6 +187,131 @@ impl Sac {
             nets.polyak_update(p.tau)?;
         }
         Ok(Losses { actor_loss: Some(actor), critic_loss: critic, entropy: Some(-mean_log_prob) })
+    }
+
+    /// Step 2: α as it stands, then (`ent_coef = "auto"`) one Adam step on J(log α) for the
+    /// batch's mean log π; every optimiser's learning rate set to `lr`.
+    fn temperature_step(&mut self, mean_log_prob: f64, lr: f64) -> Result<f64> {
+        let p = self.params;
+        let alpha = self.ent_coef();
+        self.state.set_lr(lr);
+        self.ent_opt.lr = lr;
+        if let EntCoef::Auto(_) = p.ent_coef {
+            let (_, g) = ent_coef_loss(self.log_ent_coef[0][0] as f64, mean_log_prob, p.target_entropy);
+            let names = ["log_ent_coef".to_string()];
+            self.ent_opt.step(
+                Params::Host { names: &names, values: &mut self.log_ent_coef, grads: &[Some(vec![g as f32])] },
+                None,
+            )?;
+        }
+        Ok(alpha)
+    }
+
+    /// [`Sac::gradient_step`] on the fused networks: the same batch, noise draws, steps and
+    /// order, each loss's gradient in closed form (see the module's description).
+    ///
+    /// # Errors
+    /// As [`Sac::gradient_step`].
+    pub fn fused_gradient_step<R: Rng + ?Sized>(
+        &mut self,
+        nets: &mut FusedOffPolicy,
+        lr: f64,
+        rng: &mut R,
+    ) -> Result<Losses> {
+        let (sample, mut bufs) = self.state.take_sample(self.params.looping.batch_size, rng)?;
+        let out = self.fused_step(nets, lr, rng, &sample, &mut bufs);
+        self.state.give_back((sample, bufs));
+        out
+    }
+
+    fn fused_step<R: Rng + ?Sized>(
+        &mut self,
+        nets: &mut FusedOffPolicy,
+        lr: f64,
+        rng: &mut R,
+        s: &ReplaySample,
+        w: &mut StepBuffers,
+    ) -> Result<Losses> {
+        let p = self.params;
+        let (n, ad) = (s.len, self.state.replay.act_dim);
+        // 1. ã ~ π(·|s).
+        normal_into(&mut w.eps, n * ad, rng);
+        let (mu, log_std) = nets.sac_dist(Pass::Obs, &s.observations, n);
+        (w.a.resize(n * ad, 0.0), w.log_prob.resize(n, 0.0));
+        squash((mu, log_std, &w.eps), ad, &mut w.a, &mut w.log_prob);
+        let mean_log_prob = w.log_prob.iter().map(|&x| x as f64).sum::<f64>() / n as f64;
+        // 2. α, and its step.
+        let alpha = self.temperature_step(mean_log_prob, lr)?;
+        // 3. The critics.
+        normal_into(&mut w.next_eps, n * ad, rng);
+        let (mu2, log_std2) = nets.sac_dist(Pass::NextObs, &s.next_observations, n);
+        (w.next_a.resize(n * ad, 0.0), w.next_log_prob.resize(n, 0.0));
+        squash((mu2, log_std2, &w.next_eps), ad, &mut w.next_a, &mut w.next_log_prob);
+        cat_rows_into(&s.next_observations, &w.next_a, n, &mut w.x);
+        min_and_grad(nets.q_values(&w.x, n, true), n, 0.0, &mut w.min_q, &mut w.dq);
+        soft_target_into(&mut w.y, (&w.min_q, &w.next_log_prob), (&s.rewards, &s.dones), p.gamma, alpha);
+        cat_rows_into(&s.observations, &s.actions, n, &mut w.x);
+        let critic = 0.5 * sum_of_mse_and_grad(nets.q_values(&w.x, n, false), &w.y, 0.5, &mut w.dq);
+        let critic = finite_value(critic, "SAC critic loss")?;
+        nets.critic_backward(&w.x, &w.dq, n);
+        nets.step(CRITICS, &mut self.state.critic_opt)?;
+        // 4. The actor, against the updated critics.
+        cat_rows_into(&s.observations, &w.a, n, &mut w.x);
+        min_and_grad(nets.q_values(&w.x, n, false), n, -1.0 / n as f32, &mut w.min_q, &mut w.dq);
+        let a32 = alpha as f32;
+        let sum: f64 = w.log_prob.iter().zip(&w.min_q).map(|(&lp, &q)| (lp * a32 - q) as f64).sum();
+        let actor = finite_value(sum / n as f64, "SAC actor loss")?;
+        w.d_a.resize(n * ad, 0.0);
+        nets.q_action_grad(&w.dq, n, &mut w.d_a);
+        squash_backward(w, nets.raw_log_std(Pass::Obs, n), a32 / n as f32);
+        nets.actor_backward(&s.observations, (&w.d_mu, Some(&w.d_log_std)), n);
+        nets.step(ACTOR, &mut self.state.actor_opt)?;
+        // 5. The targets.
+        self.state.n_updates += 1;
+        if self.state.n_updates % p.target_update_interval as u64 == 0 {
+            nets.polyak_update(p.tau);
+        }
+        Ok(Losses { actor_loss: Some(actor), critic_loss: critic, entropy: Some(-mean_log_prob) })
+    }
+}
+
+/// y = r + γ·(1 − d)·(min_k Q̄_k − α·log π(ã'|s')) per row into `y`, rounded as
+/// [`soft_q_target`] rounds it.
+fn soft_target_into(
+    y: &mut Vec<f32>,
+    (min_q, next_log_prob): (&[f32], &[f32]),
+    (r, d): (&[f32], &[f32]),
+    gamma: f64,
+    alpha: f64,
+) {
+    let (g, a) = (gamma as f32, alpha as f32);
+    y.clear();
+    y.extend(min_q.iter().zip(next_log_prob).zip(r.iter().zip(d)).map(|((&q, &lp), (&r, &d))| {
+        let not_done = d * -1.0 + 1.0;
+        r + (not_done * (q - lp * a)) * g
+    }));
+}
+
+/// ∂J_π/∂μ and ∂J_π/∂log σ into `w.d_mu`, `w.d_log_std` from ∂J_π/∂a in `w.d_a`, the sample's
+/// a and ε (`w.a`, `w.eps`) and the unclamped log σ; `alpha_over_b` = α/B, ∂J_π/∂log π per row.
+fn squash_backward(w: &mut StepBuffers, raw_log_std: &[f32], alpha_over_b: f32) {
+    let n = w.a.len();
+    (w.d_mu.resize(n, 0.0), w.d_log_std.resize(n, 0.0));
+    for j in 0..n {
+        let a = w.a[j];
+        let du = w.d_a[j] * (1.0 - a * a) + alpha_over_b * 2.0 * a;
+        let raw = raw_log_std[j];
+        let ls = raw.clamp(LOG_STD_MIN as f32, LOG_STD_MAX as f32);
+        // candle's clamp is a maximum then a minimum: half the gradient at either bound.
+        let pass = if raw > LOG_STD_MIN as f32 && raw < LOG_STD_MAX as f32 {
+            1.0
+        } else if raw == LOG_STD_MIN as f32 || raw == LOG_STD_MAX as f32 {
+            0.5
+        } else {
+            0.0
+        };
+        w.d_mu[j] = du;
+        w.d_log_std[j] = (du * ls.exp() * w.eps[j] - alpha_over_b) * pass;
     }
 }
 

@@ -11,15 +11,22 @@
 //! 4. delayed updates: every `policy_delay` gradient steps, J_μ = −mean Q_0(s, μ(s)), one Adam
 //!    step on the actor, then every target (critics and actor) moves by Polyak averaging τ.
 //!
+//! On the fused backend ([`Td3::fused_gradient_step`]) the gradients are in closed form:
+//! ∂J_Q/∂Q_k = 2(Q_k − y)/B, ∂J_μ/∂Q_0 = −1/B, then through critic 0's layers to a and through
+//! a = tanh(μ) into the actor.
+//!
 //! Exploration ([`Td3::add_exploration_noise`]): a = clip(μ(s) + N(0, `noise_std`²), −1, 1) in the
 //! scaled action space (SB3's `NormalActionNoise`, as rl-zoo configures it).
 
-use super::offpolicy::{finite, min_of, LoopParams, Losses, OffPolicyState};
+use super::offpolicy::{
+    finite, finite_value, min_and_grad, min_of, sum_of_mse_and_grad, LoopParams, Losses, OffPolicyState, StepBuffers,
+};
 use super::sac::sum_of_mse;
 use crate::error::Result;
 use crate::optim::{Gradients, Params};
+use crate::policy::fused::{cat_rows_into, FusedOffPolicy, ACTOR, CRITICS};
 use crate::policy::OffPolicyNets;
-use crate::replay::ReplayBuffer;
+use crate::replay::{ReplayBuffer, ReplaySample};
 use candle_core::{Device, Tensor};
 use rand::Rng;
 use rand_distr::{Distribution, Normal, StandardNormal};
@@ -70,9 +77,10 @@ pub struct Td3 {
 }
 
 impl Td3 {
-    /// Fresh state for `nets` (Adam at `lr`, ε `adam_eps`).
-    pub fn new(params: Td3Params, replay: ReplayBuffer, nets: &OffPolicyNets, lr: f64, adam_eps: f64) -> Self {
-        Td3 { params, state: OffPolicyState::new(replay, nets, lr, adam_eps) }
+    /// Fresh state (Adam at `lr`, ε `adam_eps`, for the actor's and the critics' parameters of
+    /// `sizes`).
+    pub fn new(params: Td3Params, replay: ReplayBuffer, sizes: (&[usize], &[usize]), lr: f64, adam_eps: f64) -> Self {
+        Td3 { params, state: OffPolicyState::new(replay, sizes, lr, adam_eps) }
     }
 
     /// a ← clip(a + N(0, `noise_std`²), −1, 1) for every value of `actions` (none when 0).
@@ -96,13 +104,8 @@ impl Td3 {
         let b = self.state.sample_batch(p.looping.batch_size, nets, rng)?;
         // 2. Target policy smoothing.
         let (n, ad) = (p.looping.batch_size, self.state.replay.act_dim);
-        let c = p.target_noise_clip;
-        let eps: Vec<f32> = (0..n * ad)
-            .map(|_| {
-                let e: f64 = rng.sample(StandardNormal);
-                (e * p.target_policy_noise).clamp(-c, c) as f32
-            })
-            .collect();
+        let mut eps = Vec::new();
+        smoothing_noise(&mut eps, n * ad, &p, rng);
         let eps = Tensor::from_vec(eps, (n, ad), &Device::Cpu)?.to_dtype(nets.dtype())?;
         let next_actions = (nets.actor_action(&b.next_obs, true)? + eps)?.clamp(-1.0, 1.0)?;
         // 3. Clipped double Q.
@@ -126,4 +129,78 @@ impl Td3 {
         }
         Ok(Losses { actor_loss: actor, critic_loss: critic, entropy: None })
     }
+
+    /// [`Td3::gradient_step`] on the fused networks: the same batch, noise, steps and order,
+    /// the gradients in closed form (see the module's description).
+    ///
+    /// # Errors
+    /// As [`Td3::gradient_step`].
+    pub fn fused_gradient_step<R: Rng + ?Sized>(
+        &mut self,
+        nets: &mut FusedOffPolicy,
+        lr: f64,
+        rng: &mut R,
+    ) -> Result<Losses> {
+        self.state.n_updates += 1;
+        self.state.set_lr(lr);
+        let (sample, mut bufs) = self.state.take_sample(self.params.looping.batch_size, rng)?;
+        let out = self.fused_step(nets, rng, &sample, &mut bufs);
+        self.state.give_back((sample, bufs));
+        out
+    }
+
+    fn fused_step<R: Rng + ?Sized>(
+        &mut self,
+        nets: &mut FusedOffPolicy,
+        rng: &mut R,
+        s: &ReplaySample,
+        w: &mut StepBuffers,
+    ) -> Result<Losses> {
+        let p = self.params;
+        let (n, ad) = (s.len, self.state.replay.act_dim);
+        // 2. Target policy smoothing.
+        smoothing_noise(&mut w.eps, n * ad, &p, rng);
+        nets.mu_action(&s.next_observations, n, true, &mut w.next_a);
+        for (a, &e) in w.next_a[..n * ad].iter_mut().zip(&w.eps) {
+            *a = (*a + e).clamp(-1.0, 1.0);
+        }
+        // 3. Clipped double Q.
+        cat_rows_into(&s.next_observations, &w.next_a, n, &mut w.x);
+        min_and_grad(nets.q_values(&w.x, n, true), n, 0.0, &mut w.min_q, &mut w.dq);
+        let g = p.gamma as f32;
+        w.y.clear();
+        w.y.extend(w.min_q.iter().zip(&s.rewards).zip(&s.dones).map(|((&q, &r), &d)| r + ((d * -1.0 + 1.0) * q) * g));
+        cat_rows_into(&s.observations, &s.actions, n, &mut w.x);
+        let critic =
+            finite_value(sum_of_mse_and_grad(nets.q_values(&w.x, n, false), &w.y, 1.0, &mut w.dq), "TD3 critic loss")?;
+        nets.critic_backward(&w.x, &w.dq, n);
+        nets.step(CRITICS, &mut self.state.critic_opt)?;
+        // 4. Delayed actor and target updates.
+        let mut actor = None;
+        if self.state.n_updates % p.policy_delay as u64 == 0 {
+            nets.mu_action(&s.observations, n, false, &mut w.a);
+            cat_rows_into(&s.observations, &w.a, n, &mut w.x);
+            let q0 = &nets.q_values(&w.x, n, false)[0];
+            let mean = q0[..n].iter().map(|&q| q as f64).sum::<f64>() / n as f64;
+            actor = Some(finite_value(-mean, "TD3 actor loss")?);
+            w.dq.iter_mut().for_each(|d| d.fill(0.0));
+            w.dq[0].fill(-1.0 / n as f32);
+            w.d_a.resize(n * ad, 0.0);
+            nets.q_action_grad(&w.dq, n, &mut w.d_a);
+            nets.actor_backward(&s.observations, (&w.d_a, None), n);
+            nets.step(ACTOR, &mut self.state.actor_opt)?;
+            nets.polyak_update(p.tau);
+        }
+        Ok(Losses { actor_loss: actor, critic_loss: critic, entropy: None })
+    }
+}
+
+/// TD3's target smoothing noise clip(ε·σ̃, −c, c), ε ~ N(0, 1) drawn as f64, `n` values into `v`.
+fn smoothing_noise<R: Rng + ?Sized>(v: &mut Vec<f32>, n: usize, p: &Td3Params, rng: &mut R) {
+    let c = p.target_noise_clip;
+    v.clear();
+    v.extend((0..n).map(|_| {
+        let e: f64 = rng.sample(StandardNormal);
+        (e * p.target_policy_noise).clamp(-c, c) as f32
+    }));
 }

@@ -102,8 +102,8 @@ pub struct Config {
     /// from 4 also splits each minibatch's rows into `threads / 2` shards (gradients added in a
     /// fixed order: bit-reproducible for a given value). Many seeds use `--jobs` instead.
     pub num_threads: usize,
-    /// The policy network's implementation: `auto` (the fused CPU kernels for PPO, A2C, A3C and
-    /// REINFORCE, candle for TRPO, PPG, SAC, TD3 and DDPG), `fused` or `candle` (every result as
+    /// The policy network's implementation: `auto` (the fused CPU kernels for PPO, A2C, A3C,
+    /// REINFORCE, SAC, TD3 and DDPG; candle for TRPO and PPG), `fused` or `candle` (every result as
     /// before the fused backend, bit for bit). A saved config without the key was trained on
     /// candle, and resumes there.
     #[serde(default = "legacy::backend")]
@@ -267,7 +267,9 @@ impl std::str::FromStr for VectorEnv {
         [VectorEnv::Off, VectorEnv::Sync, VectorEnv::Async, VectorEnv::Subproc]
             .into_iter()
             .find(|v| v.as_str() == s)
-            .ok_or_else(|| crate::ProximaError::Config(format!("unknown vector_env `{s}`: off, sync, async or subproc")))
+            .ok_or_else(|| {
+                crate::ProximaError::Config(format!("unknown vector_env `{s}`: off, sync, async or subproc"))
+            })
     }
 }
 
@@ -299,9 +301,7 @@ impl Config {
     /// fused for the others).
     pub fn resolved_backend(&self) -> Backend {
         match self.backend {
-            Backend::Auto if matches!(self.algo, AlgoName::Trpo | AlgoName::Ppg) || self.is_off_policy() => {
-                Backend::Candle
-            }
+            Backend::Auto if matches!(self.algo, AlgoName::Trpo | AlgoName::Ppg) => Backend::Candle,
             Backend::Auto => Backend::Fused,
             b => b,
         }

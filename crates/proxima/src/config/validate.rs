@@ -194,9 +194,6 @@ impl Config {
     fn check_off_policy(&self) -> Result<()> {
         let bad = |m: String| Err(ProximaError::Config(m));
         let algo = &self.algo;
-        if self.backend == Backend::Fused {
-            return bad(format!("backend = `fused` does not cover algo = `{algo}` (its networks are on candle): use backend = `auto` or `candle`"));
-        }
         if self.normalize_observation || self.normalize_reward {
             return bad(format!("algo = `{algo}` does not support normalize_observation / normalize_reward yet (the replay buffer would hold observations normalised by changing statistics)"));
         }

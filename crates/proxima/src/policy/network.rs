@@ -2,7 +2,7 @@
 //! holds either one behind the [`Policy`] seam.
 
 use super::candle::ActorCritic;
-use super::fused::FusedMlp;
+use super::fused::{FusedMlp, FusedOffPolicy};
 use super::interface::{ActOutput, AuxBatch, FlatParams, LossReport, Policy};
 use super::offpolicy::{ActorKind, OffPolicyNets};
 use super::spec::PolicySpec;
@@ -62,8 +62,10 @@ pub enum Network {
     Candle(ActorCritic),
     /// On the fused CPU kernels.
     Fused(FusedMlp),
-    /// An off-policy algorithm's actor, critics and targets (SAC, TD3, DDPG; on candle).
+    /// An off-policy algorithm's actor, critics and targets (SAC, TD3, DDPG) on candle.
     OffPolicy(OffPolicyNets),
+    /// The same on the fused CPU kernels.
+    FusedOffPolicy(FusedOffPolicy),
 }
 
 impl Network {
@@ -89,7 +91,8 @@ impl Network {
         }
     }
 
-    /// An off-policy algorithm's networks for `spec` (`kind`, `n_critics`), initialised from `rng`.
+    /// An off-policy algorithm's networks for `spec` (`kind`, `n_critics`) on `backend`
+    /// (`Auto` means fused), initialised from `rng`: the same initial values on either backend.
     ///
     /// # Errors
     /// As [`OffPolicyNets::new`].
@@ -97,16 +100,38 @@ impl Network {
         spec: PolicySpec,
         kind: ActorKind,
         n_critics: usize,
+        backend: Backend,
         rng: &mut R,
     ) -> Result<Self> {
-        Ok(Network::OffPolicy(OffPolicyNets::new(spec, kind, n_critics, rng)?))
+        Ok(match backend {
+            Backend::Candle => Network::OffPolicy(OffPolicyNets::new(spec, kind, n_critics, rng)?),
+            Backend::Auto | Backend::Fused => Network::FusedOffPolicy(FusedOffPolicy::new(spec, kind, n_critics, rng)?),
+        })
     }
 
-    /// Which backend this network is on (`Fused` or `Candle`; the off-policy networks are on candle).
+    /// The sizes of an off-policy algorithm's actor parameters and critic parameters, in
+    /// order (its optimisers' moments), or `None` for an actor-critic.
+    pub fn off_policy_sizes(&self) -> Option<(Vec<usize>, Vec<usize>)> {
+        let sizes = |p: &[(String, candle_core::Var)]| p.iter().map(|(_, v)| v.elem_count()).collect();
+        match self {
+            Network::OffPolicy(n) => Some((sizes(n.actor_params()), sizes(n.critic_params()))),
+            Network::FusedOffPolicy(n) => {
+                Some((n.sizes(crate::policy::fused::ACTOR), n.sizes(crate::policy::fused::CRITICS)))
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether this is an off-policy algorithm's networks (on either backend).
+    pub fn is_off_policy(&self) -> bool {
+        matches!(self, Network::OffPolicy(_) | Network::FusedOffPolicy(_))
+    }
+
+    /// Which backend this network is on (`Fused` or `Candle`).
     pub fn backend(&self) -> Backend {
         match self {
             Network::Candle(_) | Network::OffPolicy(_) => Backend::Candle,
-            Network::Fused(_) => Backend::Fused,
+            Network::Fused(_) | Network::FusedOffPolicy(_) => Backend::Fused,
         }
     }
 
@@ -114,7 +139,7 @@ impl Network {
     pub fn candle(&self) -> Option<&ActorCritic> {
         match self {
             Network::Candle(n) => Some(n),
-            Network::Fused(_) | Network::OffPolicy(_) => None,
+            _ => None,
         }
     }
 
@@ -131,6 +156,7 @@ impl Network {
             Network::Candle(n) => n,
             Network::Fused(n) => n,
             Network::OffPolicy(n) => n,
+            Network::FusedOffPolicy(n) => n,
         }
     }
 
@@ -139,6 +165,7 @@ impl Network {
             Network::Candle(n) => n,
             Network::Fused(n) => n,
             Network::OffPolicy(n) => n,
+            Network::FusedOffPolicy(n) => n,
         }
     }
 }

@@ -1,4 +1,5 @@
-//! The off-policy algorithms' networks on candle, behind the [`Policy`] seam for acting,
+//! The off-policy algorithms' networks on candle (the reference; the fused backend's are
+//! [`crate::policy::fused::FusedOffPolicy`]), behind the [`Policy`] seam for acting,
 //! evaluation and checkpoints (their losses are the algorithms' own: [`crate::algo::sac`],
 //! [`crate::algo::td3`]):
 //!
@@ -156,6 +157,71 @@ pub fn squashed_log_prob_f64(mean: &[f64], log_std: &[f64], eps: &[f64]) -> f64 
     lp
 }
 
+/// The initial `(weight, bias)` of every layer of the networks, in parameter order: PyTorch's
+/// default initialisation from `rng` (the same values on either backend), every target a copy of
+/// its network.
+///
+/// # Errors
+/// `Unsupported` for a discrete or unbounded action space (the actor's tanh is rescaled to the
+/// Box); `InvalidArgument` for zero dims or no critic.
+pub(crate) fn initial_values<R: Rng + ?Sized>(
+    spec: &PolicySpec,
+    kind: ActorKind,
+    n_critics: usize,
+    rng: &mut R,
+) -> Result<Vec<(Vec<f32>, Vec<f32>)>> {
+    check_nets(spec, kind, n_critics)?;
+    let layers = plan(spec, kind, n_critics);
+    let mut values: Vec<(Vec<f32>, Vec<f32>)> = Vec::new();
+    for (name, fan_in, fan_out) in &layers {
+        if let Some(online) = online_of(name) {
+            let k = layers.iter().position(|(n, _, _)| *n == online).expect("a target's network");
+            values.push(values[k].clone());
+            continue;
+        }
+        let bound = 1.0 / (*fan_in as f32).sqrt();
+        let w = (0..fan_in * fan_out).map(|_| rng.random_range(-bound..bound)).collect();
+        let b = (0..*fan_out).map(|_| rng.random_range(-bound..bound)).collect();
+        values.push((w, b));
+    }
+    Ok(values)
+}
+
+/// Whether `spec` can have these networks.
+///
+/// # Errors
+/// As [`initial_values`].
+pub(crate) fn check_nets(spec: &PolicySpec, kind: ActorKind, n_critics: usize) -> Result<()> {
+    let who = if kind == ActorKind::SquashedGaussian { "SAC" } else { "TD3 and DDPG" };
+    let ActionKind::Continuous { low, high, .. } = &spec.action else {
+        return Err(ProximaError::Unsupported(format!(
+            "{who} need{} a continuous (Box) action space: the actor's output is a tanh rescaled to the Box; for discrete actions use PPO, A2C or REINFORCE",
+            if kind == ActorKind::SquashedGaussian { "s" } else { "" }
+        )));
+    };
+    if low.iter().chain(high).any(|x| !x.is_finite()) || low.iter().zip(high).any(|(l, h)| l >= h) {
+        return Err(ProximaError::Unsupported(format!(
+            "{who} rescale actions in (−1, 1) to the Box's bounds, which must be finite with low < high: got low {low:?}, high {high:?}"
+        )));
+    }
+    if n_critics == 0 {
+        return Err(ProximaError::InvalidArgument("n_critics = 0: needs at least one critic".into()));
+    }
+    spec.check_dims()
+}
+
+/// a ∈ [−1, 1] → low + (a + 1)·(high − low)/2 in place, the Box's own range (SB3's
+/// `unscale_action`); `action` `[N, dim]`, nothing done for a discrete spec.
+pub(crate) fn unscale_action(spec: &PolicySpec, action: &mut [f32]) {
+    if let ActionKind::Continuous { low, high, .. } = &spec.action {
+        for (i, a) in action.iter_mut().enumerate() {
+            let j = i % low.len();
+            let (l, h) = (low[j], high[j]);
+            *a = l + (a.clamp(-1.0, 1.0) + 1.0) * 0.5 * (h - l);
+        }
+    }
+}
+
 /// An off-policy algorithm's networks: the actor (SAC's squashed Gaussian or TD3's deterministic
 /// one), `n_critics` Q critics and their targets (and TD3's target actor).
 #[derive(Debug)]
@@ -184,35 +250,7 @@ impl OffPolicyNets {
     /// `Unsupported` for a discrete or unbounded action space (the actor's tanh is rescaled to
     /// the Box); `InvalidArgument` for zero dims or no critic.
     pub fn new<R: Rng + ?Sized>(spec: PolicySpec, kind: ActorKind, n_critics: usize, rng: &mut R) -> Result<Self> {
-        let who = if kind == ActorKind::SquashedGaussian { "SAC" } else { "TD3 and DDPG" };
-        let ActionKind::Continuous { low, high, .. } = &spec.action else {
-            return Err(ProximaError::Unsupported(format!(
-                "{who} need{} a continuous (Box) action space: the actor's output is a tanh rescaled to the Box; for discrete actions use PPO, A2C or REINFORCE",
-                if kind == ActorKind::SquashedGaussian { "s" } else { "" }
-            )));
-        };
-        if low.iter().chain(high).any(|x| !x.is_finite()) || low.iter().zip(high).any(|(l, h)| l >= h) {
-            return Err(ProximaError::Unsupported(format!(
-                "{who} rescale actions in (−1, 1) to the Box's bounds, which must be finite with low < high: got low {low:?}, high {high:?}"
-            )));
-        }
-        if n_critics == 0 {
-            return Err(ProximaError::InvalidArgument("n_critics = 0: needs at least one critic".into()));
-        }
-        spec.check_dims()?;
-        let layers = plan(&spec, kind, n_critics);
-        let mut values: Vec<(Vec<f32>, Vec<f32>)> = Vec::new();
-        for (name, fan_in, fan_out) in &layers {
-            if let Some(online) = online_of(name) {
-                let k = layers.iter().position(|(n, _, _)| *n == online).expect("a target's network");
-                values.push(values[k].clone());
-                continue;
-            }
-            let bound = 1.0 / (*fan_in as f32).sqrt();
-            let w = (0..fan_in * fan_out).map(|_| rng.random_range(-bound..bound)).collect();
-            let b = (0..*fan_out).map(|_| rng.random_range(-bound..bound)).collect();
-            values.push((w, b));
-        }
+        let values = initial_values(&spec, kind, n_critics, rng)?;
         Self::from_values(spec, kind, n_critics, values, DType::F32)
     }
 
@@ -478,10 +516,6 @@ impl Policy for OffPolicyNets {
 
     /// a ∈ [−1, 1] → low + (a + 1)·(high − low)/2, the Box's own range (SB3's `unscale_action`).
     fn env_action(&self, action: &mut [f32]) {
-        if let ActionKind::Continuous { low, high, .. } = &self.spec.action {
-            for ((a, l), h) in action.iter_mut().zip(low).zip(high) {
-                *a = l + (a.clamp(-1.0, 1.0) + 1.0) * 0.5 * (h - l);
-            }
-        }
+        unscale_action(&self.spec, action);
     }
 }

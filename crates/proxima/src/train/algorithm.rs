@@ -127,9 +127,7 @@ impl OnPolicy {
             OnPolicy::Ppg(ppg) => ppg::update(policy, opt, buf, ppg, lr, last, rng),
             OnPolicy::Trpo(params) => match policy {
                 Network::Candle(net) => trpo::update(net, opt, buf, params, lr, rng),
-                Network::Fused(_) | Network::OffPolicy(_) => {
-                    Err(ProximaError::InvalidArgument("TRPO runs on the candle backend".into()))
-                }
+                _ => Err(ProximaError::InvalidArgument("TRPO runs on the candle backend".into())),
             },
         }
     }
@@ -230,13 +228,14 @@ pub(super) fn off_policy_parts(cfg: &Config, spec: &PolicySpec) -> Result<Option
     };
     let spec = PolicySpec { activation: Activation::Relu, shared_trunk: false, ortho_init: false, ..spec.clone() };
     let act_dim = spec.action.act_dim();
-    let net = Network::off_policy(spec.clone(), kind, n_critics, &mut ChaCha8Rng::seed_from_u64(cfg.seed))?;
+    let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
+    let net = Network::off_policy(spec.clone(), kind, n_critics, cfg.resolved_backend(), &mut rng)?;
     let replay = ReplayBuffer::new(cfg.buffer_size, cfg.n_envs, spec.obs_dim, act_dim)?;
-    let nets = net.off_policy_nets().expect("built as off-policy");
-    let (lr, eps) = (cfg.learning_rate, cfg.adam_eps);
+    let (actor, critics) = net.off_policy_sizes().expect("built as off-policy");
+    let (sizes, lr, eps) = ((&actor[..], &critics[..]), cfg.learning_rate, cfg.adam_eps);
     let learner = match cfg.algo {
-        AlgoName::Sac => Learner::Sac(Sac::new(sac_params(cfg, act_dim), replay, nets, lr, eps)),
-        _ => Learner::Td3(Td3::new(td3_params(cfg), replay, nets, lr, eps)),
+        AlgoName::Sac => Learner::Sac(Sac::new(sac_params(cfg, act_dim), replay, sizes, lr, eps)),
+        _ => Learner::Td3(Td3::new(td3_params(cfg), replay, sizes, lr, eps)),
     };
     Ok(Some((net, Algo::OffPolicy(Box::new(learner)))))
 }

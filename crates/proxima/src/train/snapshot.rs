@@ -14,7 +14,7 @@ use crate::env::EnvRng;
 use crate::error::{ProximaError, Result};
 use crate::normalize::Normalizer;
 use crate::optim::Optimizer;
-use crate::policy::{Network, Policy};
+use crate::policy::Policy;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -132,6 +132,8 @@ impl Trainer {
                 serde_json::to_string(&l.snapshot()).expect("state serialises"),
             );
         }
+        // The backend `auto` resolved to, for a resume after `auto` changes its choice.
+        extra.insert("backend".to_string(), self.policy.backend().as_str().to_string());
         CheckpointMeta {
             env_id: self.env_id.clone(),
             policy: self.policy.spec().clone(),
@@ -301,7 +303,10 @@ impl Trainer {
         ck.load_into(&mut self.policy)?;
         let state = ck.optimizer_state_for(OPTIMIZER, &ADAM_BUFFERS, &self.policy.param_shapes())?;
         match (&mut self.algo, &self.policy) {
-            (Algo::OffPolicy(l), Network::OffPolicy(nets)) => restore_off_policy(l, nets, state, ck),
+            (Algo::OffPolicy(l), net) if net.is_off_policy() => {
+                let (actor, critics) = net.off_policy_sizes().expect("off-policy networks");
+                restore_off_policy(l, (actor.len(), critics.len()), state, ck)
+            }
             (Algo::OnPolicy(OnPolicy::Ppg(ppg)), _) => {
                 restore_adam(&mut self.opt, state);
                 restore_adam(
@@ -408,8 +413,10 @@ impl Trainer {
     /// actor's Adam, the critics' from the critics' Adam, zeros for the targets (their step
     /// counts are in the trainer state).
     pub fn optimizer_state(&self) -> OptimizerState {
-        if let (Algo::OffPolicy(l), Network::OffPolicy(nets)) = (&self.algo, &self.policy) {
-            let zeros: Vec<Vec<f32>> = nets.target_params().iter().map(|(_, v)| vec![0.0; v.elem_count()]).collect();
+        if let (Algo::OffPolicy(l), Some((actor, critics))) = (&self.algo, self.policy.off_policy_sizes()) {
+            let shapes = self.policy.param_shapes();
+            let targets = &shapes[actor.len() + critics.len()..];
+            let zeros: Vec<Vec<f32>> = targets.iter().map(|(_, s)| vec![0.0; s.iter().product()]).collect();
             let join = |a: &[Vec<f32>], b: &[Vec<f32>]| [a, b, &zeros].concat();
             let st = l.state();
             return OptimizerState {
@@ -457,16 +464,15 @@ pub fn replay_path(checkpoint: &Path) -> std::path::PathBuf {
 /// The ending of a replay-buffer file's name.
 pub const REPLAY_SUFFIX: &str = ".replay.safetensors";
 
-/// An off-policy run's optimisers, counters (SAC: log α) and, where saved, replay buffer from a
-/// checkpoint.
+/// An off-policy run's optimisers (for `na` actor and `nc` critic parameters), counters (SAC:
+/// log α) and, where saved, replay buffer from a checkpoint.
 fn restore_off_policy(
     learner: &mut Learner,
-    nets: &crate::policy::OffPolicyNets,
+    (na, nc): (usize, usize),
     state: OptimizerState,
     ck: &checkpoint::Checkpoint,
 ) -> Result<()> {
     let bad = |m: &str| ProximaError::Checkpoint(format!("{}: {m}", ck.path()));
-    let (na, nc) = (nets.actor_params().len(), nets.critic_params().len());
     let mut bufs = state.buffers.into_iter().map(|(_, b)| b);
     let (m, v) = (bufs.next().unwrap_or_default(), bufs.next().unwrap_or_default());
     if m.len() < na + nc || v.len() < na + nc {
@@ -526,6 +532,13 @@ fn resumed_config(ck: &checkpoint::Checkpoint, opts: ResumeOptions, ranks: usize
     let mut cfg = Config::layered(&preset, Some(&ck.meta.config_toml), &[])?;
     if saved.is_some_and(|t| !t.contains_key("backend")) {
         cfg.backend = Backend::Candle; // saved before the key existed: trained on candle
+    }
+    match ck.meta.extra.get("backend").map(|b| b.parse::<Backend>()) {
+        // What `auto` meant then, where it now means another backend.
+        Some(Ok(b)) if cfg.backend == Backend::Auto && b != cfg.resolved_backend() => cfg.backend = b,
+        // Saved before the record, when `auto` put the off-policy networks on candle.
+        None if cfg.backend == Backend::Auto && cfg.is_off_policy() => cfg.backend = Backend::Candle,
+        _ => {}
     }
     if let Some(t) = opts.total_timesteps {
         cfg.total_timesteps = t;

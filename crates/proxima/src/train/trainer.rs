@@ -718,8 +718,8 @@ impl Trainer {
         let Some(stats) = self.off_policy_steps(lr, &mut finished, observer.as_deref_mut()).transpose() else {
             return Ok(None);
         };
-        if let (Some(o), Network::OffPolicy(nets), true) = (observer, &self.policy, stats.is_ok()) {
-            o.on_rollout_end(nets, &self.collector.norm)?;
+        if let (Some(o), true) = (observer, stats.is_ok() && self.policy.is_off_policy()) {
+            o.on_rollout_end(&self.policy, &self.collector.norm)?;
         }
         Ok(Some(Iteration { finished, update_start: Instant::now(), stats }))
     }
@@ -730,9 +730,12 @@ impl Trainer {
         finished: &mut Vec<(u64, EpisodeRecord)>,
         mut observer: Option<&mut (dyn StepObserver + 'o)>,
     ) -> Result<Option<UpdateStats>> {
-        let (Algo::OffPolicy(learner), Network::OffPolicy(nets)) = (&mut self.algo, &self.policy) else {
+        let (Algo::OffPolicy(learner), nets) = (&mut self.algo, &mut self.policy) else {
             return Err(ProximaError::InvalidArgument("not an off-policy run".into()));
         };
+        if !nets.is_off_policy() {
+            return Err(ProximaError::InvalidArgument("not an off-policy run".into()));
+        }
         let (n, ad) = (self.cfg.n_envs, nets.spec().action.act_dim());
         let p = learner.loop_params();
         let mut sums = Sums::default();
@@ -745,11 +748,11 @@ impl Trainer {
             let actions: Vec<f32> = if self.global_step < p.learning_starts {
                 (0..n * ad).map(|_| rand::Rng::random_range(&mut self.rng, -1.0f32..1.0)).collect()
             } else {
-                learner.explore(nets, &obs, &mut self.rng)?
+                learner.explore(&*nets, &obs, &mut self.rng)?
             };
             let mut env_actions = actions.clone();
             env_actions.chunks_mut(ad).for_each(|a| nets.env_action(a));
-            let watch = observer.as_deref_mut().map(|o| (nets as &dyn Policy, o));
+            let watch = observer.as_deref_mut().map(|o| (&*nets as &dyn Policy, o));
             let keep = self.collector.step_with(&env_actions, self.global_step + n as u64, finished, watch)?;
             if !keep {
                 self.global_step += n as u64; // taken, as SB3 counts it, but neither stored nor trained on

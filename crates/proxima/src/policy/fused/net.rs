@@ -97,7 +97,7 @@ impl Workspace {
 
 /// Forward through one tower's layers from `x` `[rows, inp]`, each output into `outs`; `wt`
 /// holds every weight of [`NARROW`] outputs or more transposed (at θ's offsets).
-fn tower_forward(
+pub(super) fn tower_forward(
     layers: &[Layer],
     outs: &mut [Vec<f32>],
     x: &[f32],
@@ -119,7 +119,7 @@ fn tower_forward(
 /// of ∇θ that starts at θ offset `base`), and ∂L/∂(tower input) to `d_in` when given. `dy` and
 /// `spare` are clobbered.
 #[allow(clippy::too_many_arguments)]
-fn tower_backward(
+pub(super) fn tower_backward(
     layers: &[Layer],
     outs: &[Vec<f32>],
     x: &[f32],
