@@ -1,4 +1,4 @@
-"""Stable-Baselines3's SAC / TD3 with rl-zoo's Pendulum-v1 hyperparameters, one torch thread; prints one
+"""Stable-Baselines3's SAC / TD3 with rl-zoo's Pendulum-v1 hyperparameters, one torch thread (--threads N: N); prints one
 JSON object per seed (train_seconds, sps, deterministic evaluation over 20 episodes).
 
   sac: n_timesteps 20000, lr 1e-3, the rest SB3's SAC defaults (rl-zoo hyperparams/sac.yml)
@@ -10,7 +10,7 @@ HalfCheetah-v5 with rl-zoo's HalfCheetah-v3 values:
   td3: learning_starts 10000, normal noise std 0.1, lr 1e-3, batch_size 256, net_arch [400, 300],
        train_freq 1, gradient_steps 1, the rest SB3's TD3 defaults
 
-Usage: python bench/offpolicy_sb3.py --algo sac|td3 --env Pendulum-v1 --steps 20000 --seeds 1 2 3"""
+Usage: python bench/offpolicy_sb3.py --algo sac|td3 --env Pendulum-v1 --steps 20000 --seeds 1 2 3 [--threads 1]"""
 import argparse, json, time
 
 import numpy as np
@@ -25,8 +25,9 @@ ap.add_argument("--algo", choices=["sac", "td3"], default="sac")
 ap.add_argument("--env", default="Pendulum-v1")
 ap.add_argument("--steps", type=int, default=20000)
 ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+ap.add_argument("--threads", type=int, default=1)
 a = ap.parse_args()
-torch.set_num_threads(1)
+torch.set_num_threads(a.threads)
 for seed in a.seeds:
     env = gym.make(a.env)
     n = env.action_space.shape[0]

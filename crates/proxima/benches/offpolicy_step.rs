@@ -2,7 +2,10 @@
 //! the actor's losses, backward, Adam, Polyak averaging) on each backend, with rl-zoo's networks
 //! and batch (SAC 256 × 256, TD3 400 × 300, batch 256) on Pendulum-v1's and HalfCheetah's
 //! dimensions: ms per step, steps/s, and GFLOP/s of the step's matrix products (element-wise work
-//! left out). Run with `cargo bench -p proxima --bench offpolicy_step`; prints a Markdown table.
+//! left out): candle and the fused step on one thread (candle inside a one-thread rayon pool, as
+//! the CLI runs it with `num_threads = 1`), and the fused step on two (`num_threads = 2`: the
+//! critics side by side on rayon's pool). Run with `cargo bench -p proxima --bench
+//! offpolicy_step`; prints a Markdown table.
 //! `-- --profile N` runs N fused SAC steps on HalfCheetah's dimensions and nothing else (for
 //! `perf record`); anything else is an error (exit 2).
 
@@ -98,10 +101,11 @@ fn filled_buffer(c: &Case, rng: &mut ChaCha8Rng) -> ReplayBuffer {
     rb
 }
 
-/// SAC's or TD3's state and networks for `c` on `backend`.
-fn learner(c: &Case, backend: Backend) -> (proxima::algo::learner::Learner, Network) {
+/// SAC's or TD3's state and networks for `c` on `backend`, its steps on `threads` threads.
+fn learner(c: &Case, backend: Backend, threads: usize) -> (proxima::algo::learner::Learner, Network) {
     let mut rng = ChaCha8Rng::seed_from_u64(1);
-    let net = Network::off_policy(spec(c), c.kind, 2, backend, &mut rng).unwrap();
+    let mut net = Network::off_policy(spec(c), c.kind, 2, backend, &mut rng).unwrap();
+    net.set_threads(threads);
     let (actor, critics) = net.off_policy_sizes().unwrap();
     let (sizes, rb) = ((&actor[..], &critics[..]), filled_buffer(c, &mut rng));
     let looping = LoopParams { learning_starts: 0, train_freq: 1, gradient_steps: 1, batch_size: BATCH };
@@ -134,8 +138,8 @@ fn learner(c: &Case, backend: Backend) -> (proxima::algo::learner::Learner, Netw
 }
 
 /// The median ms per gradient step over 9 runs of 20 steps (after 10 warm-up steps).
-fn ms_per_step(c: &Case, backend: Backend) -> f64 {
-    let (mut l, mut net) = learner(c, backend);
+fn ms_per_step(c: &Case, backend: Backend, threads: usize) -> f64 {
+    let (mut l, mut net) = learner(c, backend, threads);
     let mut rng = ChaCha8Rng::seed_from_u64(2);
     for _ in 0..10 {
         l.gradient_step(&mut net, 3e-4, &mut rng).unwrap();
@@ -162,7 +166,7 @@ fn main() {
                 eprintln!("--profile takes a number of steps, not `{n}`");
                 std::process::exit(2);
             };
-            let (mut l, mut net) = learner(&CASES[1], Backend::Fused);
+            let (mut l, mut net) = learner(&CASES[1], Backend::Fused, 1);
             let mut rng = ChaCha8Rng::seed_from_u64(2);
             for _ in 0..n {
                 l.gradient_step(&mut net, 3e-4, &mut rng).unwrap();
@@ -175,17 +179,22 @@ fn main() {
         }
     }
     println!(
-        "| step (batch {BATCH}, one thread) | candle ms | fused ms | fused steps/s | fused GFLOP/s | fused / candle |"
+        "| step (batch {BATCH}) | candle ms | fused ms | fused steps/s | fused GFLOP/s | fused / candle | fused on 2 threads: ms (steps/s) |"
     );
-    println!("|---|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    ms_per_step(&CASES[0], Backend::Fused, 2); // rayon's pool started and warm before timing
     for c in &CASES {
-        let (candle, fused) = (ms_per_step(c, Backend::Candle), ms_per_step(c, Backend::Fused));
+        let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().expect("a one-thread pool");
+        let candle = one.install(|| ms_per_step(c, Backend::Candle, 1));
+        let fused = ms_per_step(c, Backend::Fused, 1);
+        let two = ms_per_step(c, Backend::Fused, 2);
         let gflops = 2.0 * step_macs(c) / (fused * 1e-3) / 1e9;
         println!(
-            "| {} | {candle:.2} | {fused:.2} | {:.0} | {gflops:.0} | {:.2}× |",
+            "| {} | {candle:.2} | {fused:.2} | {:.0} | {gflops:.0} | {:.2}× | {two:.2} ({:.0}) |",
             c.name,
             1e3 / fused,
-            candle / fused
+            candle / fused,
+            1e3 / two
         );
     }
 }

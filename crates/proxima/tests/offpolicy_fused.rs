@@ -236,16 +236,17 @@ fn td3_and_ddpg_gradients_equal_candles_autograd() {
 /// 30 whole gradient steps (Adam, the temperature, Polyak averaging) on each backend from the
 /// same values, batches and noise: the losses stay within 1e-3 of each other (the backends' sums
 /// round differently, and Adam's first steps amplify tiny gradients' differences), and a rerun
-/// of the fused steps gives the same bits.
+/// of the fused steps gives the same bits, on one thread or two (critics side by side).
 #[test]
 fn whole_steps_stay_with_candle_and_rerun_bit_for_bit() {
     for (kind, n_critics) in
         [(ActorKind::SquashedGaussian, 2), (ActorKind::Deterministic, 2), (ActorKind::Deterministic, 1)]
     {
         let spec = spec(&[64, 64]);
-        let run_fused = || {
+        let run_fused = |threads: usize| {
             let mut nets =
                 FusedOffPolicy::new(spec.clone(), kind, n_critics, &mut ChaCha8Rng::seed_from_u64(8)).unwrap();
+            nets.set_threads(threads);
             let (a, c) = sizes(&nets);
             let rb = filled_buffer(&spec);
             let mut rng = ChaCha8Rng::seed_from_u64(9);
@@ -266,8 +267,9 @@ fn whole_steps_stay_with_candle_and_rerun_bit_for_bit() {
             }
             (out, nets.params().unwrap())
         };
-        let (fused, theta) = run_fused();
-        assert_eq!(run_fused(), (fused.clone(), theta), "{kind:?}: a rerun gives other bits");
+        let (fused, theta) = run_fused(1);
+        assert_eq!(run_fused(1), (fused.clone(), theta.clone()), "{kind:?}: a rerun gives other bits");
+        assert_eq!(run_fused(2), (fused.clone(), theta), "{kind:?}: two threads give other bits");
         let candle = OffPolicyNets::new(spec.clone(), kind, n_critics, &mut ChaCha8Rng::seed_from_u64(8)).unwrap();
         let sizes_c = |p: &[(String, Var)]| p.iter().map(|(_, v)| v.elem_count()).collect::<Vec<_>>();
         let (a, c) = (sizes_c(candle.actor_params()), sizes_c(candle.critic_params()));

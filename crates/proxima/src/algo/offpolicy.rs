@@ -184,7 +184,7 @@ pub(crate) fn normal_into<R: Rng + ?Sized>(v: &mut Vec<f32>, n: usize, rng: &mut
 
 /// min_k q_k per row into `min`, and ∂(min)/∂q_k × `scale` into `dq[k]` as candle's chain of
 /// `minimum`s splits it (the whole to the smaller, half to each on a tie); `q` `[K][rows]`.
-pub(crate) fn min_and_grad(q: &[Vec<f32>], rows: usize, scale: f32, min: &mut Vec<f32>, dq: &mut Vec<Vec<f32>>) {
+pub fn min_and_grad(q: &[Vec<f32>], rows: usize, scale: f32, min: &mut Vec<f32>, dq: &mut Vec<Vec<f32>>) {
     dq.resize(q.len(), Vec::new());
     for d in dq.iter_mut() {
         d.clear();
@@ -210,7 +210,7 @@ pub(crate) fn min_and_grad(q: &[Vec<f32>], rows: usize, scale: f32, min: &mut Ve
 }
 
 /// Σ_k mean((q_k − y)²) (as f64) and its gradient × `scale` into `dq[k]` = 2·scale·(q_k − y)/B.
-pub(crate) fn sum_of_mse_and_grad(q: &[Vec<f32>], y: &[f32], scale: f32, dq: &mut Vec<Vec<f32>>) -> f64 {
+pub fn sum_of_mse_and_grad(q: &[Vec<f32>], y: &[f32], scale: f32, dq: &mut Vec<Vec<f32>>) -> f64 {
     let rows = y.len();
     dq.resize(q.len(), Vec::new());
     let mut total = 0f64;

@@ -23,8 +23,8 @@ use super::offpolicy::{
 };
 use crate::error::Result;
 use crate::optim::{Gradients, Optimizer, Params};
-use crate::policy::fused::{cat_rows_into, squash, FusedOffPolicy, Pass, ACTOR, CRITICS};
-use crate::policy::offpolicy::{squashed_sample, LOG_STD_MAX, LOG_STD_MIN};
+use crate::policy::fused::{cat_rows_into, squash, squash_backward, FusedOffPolicy, Pass, ACTOR, CRITICS};
+use crate::policy::offpolicy::squashed_sample;
 use crate::policy::OffPolicyNets;
 use crate::replay::{ReplayBuffer, ReplaySample};
 use candle_core::{Device, Tensor};
@@ -263,7 +263,9 @@ impl Sac {
         let actor = finite_value(sum / n as f64, "SAC actor loss")?;
         w.d_a.resize(n * ad, 0.0);
         nets.q_action_grad(&w.dq, n, &mut w.d_a);
-        squash_backward(w, nets.raw_log_std(Pass::Obs, n), a32 / n as f32);
+        let (d_mu, d_log_std) = (&mut w.d_mu, &mut w.d_log_std);
+        (d_mu.resize(n * ad, 0.0), d_log_std.resize(n * ad, 0.0));
+        squash_backward((&w.d_a, &w.a, &w.eps, nets.raw_log_std(Pass::Obs, n)), a32 / n as f32, (d_mu, d_log_std));
         nets.actor_backward(&s.observations, (&w.d_mu, Some(&w.d_log_std)), n);
         nets.step(ACTOR, &mut self.state.actor_opt)?;
         // 5. The targets.
@@ -275,9 +277,9 @@ impl Sac {
     }
 }
 
-/// y = r + γ·(1 − d)·(min_k Q̄_k − α·log π(ã'|s')) per row into `y`, rounded as
-/// [`soft_q_target`] rounds it.
-fn soft_target_into(
+/// y = r + γ·(1 − d)·(min_k Q̄_k − α·log π(ã'|s')) per row into `y` from min_k Q̄_k and log π(ã'|s')
+/// `[B]` and the batch's r and d `[B]`, rounded as [`soft_q_target`] rounds it (the fused step's).
+pub fn soft_target_into(
     y: &mut Vec<f32>,
     (min_q, next_log_prob): (&[f32], &[f32]),
     (r, d): (&[f32], &[f32]),
@@ -290,29 +292,6 @@ fn soft_target_into(
         let not_done = d * -1.0 + 1.0;
         r + (not_done * (q - lp * a)) * g
     }));
-}
-
-/// ∂J_π/∂μ and ∂J_π/∂log σ into `w.d_mu`, `w.d_log_std` from ∂J_π/∂a in `w.d_a`, the sample's
-/// a and ε (`w.a`, `w.eps`) and the unclamped log σ; `alpha_over_b` = α/B, ∂J_π/∂log π per row.
-fn squash_backward(w: &mut StepBuffers, raw_log_std: &[f32], alpha_over_b: f32) {
-    let n = w.a.len();
-    (w.d_mu.resize(n, 0.0), w.d_log_std.resize(n, 0.0));
-    for j in 0..n {
-        let a = w.a[j];
-        let du = w.d_a[j] * (1.0 - a * a) + alpha_over_b * 2.0 * a;
-        let raw = raw_log_std[j];
-        let ls = raw.clamp(LOG_STD_MIN as f32, LOG_STD_MAX as f32);
-        // candle's clamp is a maximum then a minimum: half the gradient at either bound.
-        let pass = if raw > LOG_STD_MIN as f32 && raw < LOG_STD_MAX as f32 {
-            1.0
-        } else if raw == LOG_STD_MIN as f32 || raw == LOG_STD_MAX as f32 {
-            0.5
-        } else {
-            0.0
-        };
-        w.d_mu[j] = du;
-        w.d_log_std[j] = (du * ls.exp() * w.eps[j] - alpha_over_b) * pass;
-    }
 }
 
 impl EntCoef {

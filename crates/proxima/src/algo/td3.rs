@@ -167,9 +167,7 @@ impl Td3 {
         // 3. Clipped double Q.
         cat_rows_into(&s.next_observations, &w.next_a, n, &mut w.x);
         min_and_grad(nets.q_values(&w.x, n, true), n, 0.0, &mut w.min_q, &mut w.dq);
-        let g = p.gamma as f32;
-        w.y.clear();
-        w.y.extend(w.min_q.iter().zip(&s.rewards).zip(&s.dones).map(|((&q, &r), &d)| r + ((d * -1.0 + 1.0) * q) * g));
+        td3_target_into(&mut w.y, &w.min_q, (&s.rewards, &s.dones), p.gamma);
         cat_rows_into(&s.observations, &s.actions, n, &mut w.x);
         let critic =
             finite_value(sum_of_mse_and_grad(nets.q_values(&w.x, n, false), &w.y, 1.0, &mut w.dq), "TD3 critic loss")?;
@@ -193,6 +191,14 @@ impl Td3 {
         }
         Ok(Losses { actor_loss: actor, critic_loss: critic, entropy: None })
     }
+}
+
+/// y = r + γ·(1 − d)·min_k Q̄_k per row into `y` from min_k Q̄_k and the batch's r and d `[B]`,
+/// rounded as [`td3_target`] rounds it (the fused step's).
+pub fn td3_target_into(y: &mut Vec<f32>, min_q: &[f32], (r, d): (&[f32], &[f32]), gamma: f64) {
+    let g = gamma as f32;
+    y.clear();
+    y.extend(min_q.iter().zip(r).zip(d).map(|((&q, &r), &d)| r + ((d * -1.0 + 1.0) * q) * g));
 }
 
 /// TD3's target smoothing noise clip(ε·σ̃, −c, c), ε ~ N(0, 1) drawn as f64, `n` values into `v`.

@@ -55,7 +55,7 @@ const TD3_ONLY: [(&str, &str); 4] = [
 ];
 
 /// On-policy keys the off-policy algorithms do not read.
-const NOT_OFF_POLICY: [(&str, &str); 10] = [
+const NOT_OFF_POLICY: [(&str, &str); 9] = [
     ("gae_lambda", "GAE's λ"),
     ("vf_coef", "the value-loss coefficient"),
     ("normalize_advantage", "advantage normalisation"),
@@ -65,7 +65,6 @@ const NOT_OFF_POLICY: [(&str, &str); 10] = [
     ("ortho_init", "orthogonal init; the off-policy layers use PyTorch's default"),
     ("shared_trunk", "a shared trunk; the off-policy actor and critics are separate"),
     ("activation", "the activation; the off-policy networks use ReLU"),
-    ("num_threads", "the fused backend's threads"),
 ];
 
 impl Config {

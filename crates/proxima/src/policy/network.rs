@@ -83,11 +83,14 @@ impl Network {
         })
     }
 
-    /// Splits each minibatch of the fused backend over `threads` threads
-    /// ([`FusedMlp::set_threads`]); candle takes its thread count from rayon's pool instead.
+    /// Splits each minibatch (each off-policy gradient step) of the fused backend over `threads`
+    /// threads ([`FusedMlp::set_threads`], [`FusedOffPolicy::set_threads`]); candle takes its
+    /// thread count from rayon's pool instead.
     pub fn set_threads(&mut self, threads: usize) {
-        if let Network::Fused(n) = self {
-            n.set_threads(threads);
+        match self {
+            Network::Fused(n) => n.set_threads(threads),
+            Network::FusedOffPolicy(n) => n.set_threads(threads),
+            _ => {}
         }
     }
 

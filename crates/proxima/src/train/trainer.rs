@@ -384,7 +384,8 @@ impl Trainer {
     /// workers' envs.
     fn with_collector(env_id: &str, cfg: ValidConfig, collector: Collector, make_env: MakeEnv<'_>) -> Result<Self> {
         let spec = policy_spec(&cfg, &collector.venv)?;
-        if let Some((policy, algo)) = off_policy_parts(&cfg, &spec)? {
+        if let Some((mut policy, algo)) = off_policy_parts(&cfg, &spec)? {
+            policy.set_threads(cfg.num_threads);
             return Ok(Self::assemble(env_id, cfg, collector, policy, Optimizer::adam(&[], 0.0, 1e-8), algo, 0));
         }
         let backend = cfg.resolved_backend();

@@ -18,4 +18,6 @@ mod second_thread;
 pub use self::batched_head::{cols_len, head_loss_f32};
 pub use self::heads::{head_loss, kl_sum, scratch_len, HeadBatch, HeadGrads, HeadLoss};
 pub use self::mlp::{FusedMlp, MIN_SHARD_ROWS};
-pub use self::offpolicy::{cat_rows, cat_rows_into, squash, FusedOffPolicy, Pass, ACTOR, CRITICS, TARGETS};
+pub use self::offpolicy::{
+    cat_rows, cat_rows_into, squash, squash_backward, FusedOffPolicy, Pass, ACTOR, CRITICS, TARGETS,
+};

@@ -62,6 +62,33 @@ impl Acts {
     }
 }
 
+/// One critic's buffers: its layer outputs on the last input it saw, the backward pass's
+/// ping-pong buffers and ∂Q/∂(its input) `[rows, obs_dim + dim]`, whether that was formed.
+#[derive(Clone, Debug, Default)]
+struct CriticScratch {
+    acts: Acts,
+    dy: Vec<f32>,
+    spare: Vec<f32>,
+    d_in: Vec<f32>,
+    used: bool,
+}
+
+/// Runs `f(k, a[k], b[k])` for every critic k: the first half and the second half side by side
+/// when `split` (each critic's work is its own, so the bits are the same either way).
+fn for_critics<A: Send, B: Send>(split: bool, a: &mut [A], b: &mut [B], f: impl Fn(usize, &mut A, &mut B) + Sync) {
+    let n = a.len().min(b.len());
+    let run = |first: usize, a: &mut [A], b: &mut [B]| {
+        a.iter_mut().zip(b).enumerate().for_each(|(k, (x, y))| f(first + k, x, y));
+    };
+    if split && n >= 2 {
+        let h = n / 2;
+        let ((a0, a1), (b0, b1)) = (a[..n].split_at_mut(h), b[..n].split_at_mut(h));
+        rayon::join(|| run(0, a0, b0), || run(h, a1, b1));
+    } else {
+        run(0, a, b);
+    }
+}
+
 /// A gradient step's buffers.
 #[derive(Debug, Default)]
 struct Workspace {
@@ -71,8 +98,8 @@ struct Workspace {
     mu: [Vec<f32>; 2],
     log_std: [Vec<f32>; 2],
     raw_log_std: [Vec<f32>; 2],
-    /// Each critic's layer outputs on the last input it saw, and Q_k `[rows]`.
-    critics: Vec<Acts>,
+    /// Each critic's buffers, and Q_k `[rows]`.
+    critics: Vec<CriticScratch>,
     q: Vec<Vec<f32>>,
     /// Backward ping-pong buffers and the critics' input gradient, `[rows, widest]`.
     dy: Vec<f32>,
@@ -104,6 +131,8 @@ pub struct FusedOffPolicy {
     critics: Vec<Vec<Layer>>,
     /// The deterministic actor's target copy (offsets in the targets' θ).
     actor_target: Vec<Layer>,
+    /// Two threads: the critics' halves side by side, the actor's products split by rows.
+    split: bool,
     ws: Workspace,
 }
 
@@ -178,12 +207,19 @@ impl FusedOffPolicy {
             wt,
             actor,
             heads,
+            split: false,
             ws: Workspace::default(),
         };
         for g in [ACTOR, CRITICS, TARGETS] {
             nets.refresh_transposes(g);
         }
         Ok(nets)
+    }
+
+    /// Runs each gradient step on `threads` threads (rayon's pool): from 2, the critics' halves
+    /// side by side and the actor's products split by rows, the same bits as one thread.
+    pub fn set_threads(&mut self, threads: usize) {
+        self.split = threads >= 2;
     }
 
     /// The actor's kind.
@@ -244,7 +280,7 @@ impl FusedOffPolicy {
             grow(v, rows * dim);
         }
         let (theta, wt) = (&self.theta[ACTOR][..], &self.wt[ACTOR][..]);
-        let h = latent(&self.actor, &mut ws.actor[p], obs, (theta, wt), rows, self.spec.obs_dim);
+        let h = latent(&self.actor, &mut ws.actor[p], obs, (theta, wt), rows, (self.spec.obs_dim, self.split));
         head(&mut ws.mu[p], h, mu_l, (theta, wt), rows);
         head(&mut ws.raw_log_std[p], h, ls_l, (theta, wt), rows);
         for (c, &r) in ws.log_std[p][..rows * dim].iter_mut().zip(&ws.raw_log_std[p][..rows * dim]) {
@@ -267,7 +303,7 @@ impl FusedOffPolicy {
         let (layers, g) = if target { (&self.actor_target, TARGETS) } else { (&self.actor, ACTOR) };
         let acts = &mut self.ws.actor[Pass::Obs as usize];
         acts.ensure(layers, rows);
-        tower_forward(layers, &mut acts.0, obs, (&self.theta[g], &self.wt[g]), rows, (Activation::Relu, false));
+        tower_forward(layers, &mut acts.0, obs, (&self.theta[g], &self.wt[g]), rows, (Activation::Relu, self.split));
         grow(out, rows * dim);
         for (a, &m) in out[..rows * dim].iter_mut().zip(acts.last(rows, dim)) {
             *a = m.tanh();
@@ -279,62 +315,66 @@ impl FusedOffPolicy {
     pub fn q_values(&mut self, x: &[f32], rows: usize, target: bool) -> &[Vec<f32>] {
         let g = if target { TARGETS } else { CRITICS };
         let ws = &mut self.ws;
-        ws.critics.resize(self.n_critics, Acts::default());
+        ws.critics.resize(self.n_critics, CriticScratch::default());
         ws.q.resize(self.n_critics, Vec::new());
-        for ((layers, acts), q) in self.critics.iter().zip(&mut ws.critics).zip(&mut ws.q) {
-            acts.ensure(layers, rows);
-            tower_forward(layers, &mut acts.0, x, (&self.theta[g], &self.wt[g]), rows, (Activation::Relu, false));
+        let (critics, theta) = (&self.critics, (&self.theta[g][..], &self.wt[g][..]));
+        for_critics(self.split, &mut ws.critics, &mut ws.q, |k, c, q| {
+            c.acts.ensure(&critics[k], rows);
+            tower_forward(&critics[k], &mut c.acts.0, x, theta, rows, (Activation::Relu, false));
             q.clear();
-            q.extend_from_slice(acts.last(rows, 1));
-        }
+            q.extend_from_slice(c.acts.last(rows, 1));
+        });
         &ws.q
     }
 
     /// ∇θ of the critics ([`FusedOffPolicy::grads`]`(CRITICS)`) for ∂L/∂Q_k = `dq[k]` `[rows]`,
     /// at the input `x` of the last [`FusedOffPolicy::q_values`] (online critics).
     pub fn critic_backward(&mut self, x: &[f32], dq: &[Vec<f32>], rows: usize) {
-        let widest = self.widest();
+        let (n, widest) = (self.n_critics, self.widest());
         let ws = &mut self.ws;
         grow(&mut ws.grads[1], self.theta[CRITICS].len());
-        for (k, layers) in self.critics.iter().enumerate() {
-            grow(&mut ws.dy, rows * widest);
-            grow(&mut ws.spare, rows * widest);
-            ws.dy[..rows].copy_from_slice(&dq[k][..rows]);
-            let bufs = (&mut ws.dy, &mut ws.spare);
-            let grad = (&mut ws.grads[1][..], 0);
-            tower_backward(
-                layers,
-                &ws.critics[k].0,
-                x,
-                &self.theta[CRITICS],
-                grad,
-                bufs,
-                None,
-                rows,
-                (Activation::Relu, false),
-            );
-        }
+        // Each critic's parameters are one range of ∇θ: cut it where the second half begins.
+        let h = if self.split && n >= 2 { n / 2 } else { n };
+        let cut = if h < n { self.critics[h][0].w } else { ws.grads[1].len() };
+        let (g0, g1) = ws.grads[1].split_at_mut(cut);
+        let mut halves = [(g0, 0usize), (g1, cut)];
+        let (s0, s1) = ws.critics.split_at_mut(h);
+        let mut scratch = [s0, s1];
+        let (critics, theta) = (&self.critics, &self.theta[CRITICS][..]);
+        for_critics(h < n, &mut halves, &mut scratch, |half, (grad, base), cs| {
+            for (i, c) in cs.iter_mut().enumerate() {
+                let k = if half == 0 { i } else { h + i };
+                (grow(&mut c.dy, rows * widest), grow(&mut c.spare, rows * widest));
+                c.dy[..rows].copy_from_slice(&dq[k][..rows]);
+                let bufs = (&mut c.dy, &mut c.spare);
+                let g = (&mut grad[..], *base);
+                tower_backward(&critics[k], &c.acts.0, x, theta, g, bufs, None, rows, (Activation::Relu, false));
+            }
+        });
     }
 
     /// ∂L/∂a `[rows, dim]` into `d_a` for ∂L/∂Q_k = `dq[k]` `[rows]` through the online critics
     /// at the input of the last [`FusedOffPolicy::q_values`] (a critic whose `dq` is all 0 is
-    /// skipped): no ∂W is formed.
+    /// skipped; the critics' parts added in their order): no ∂W is formed.
     pub fn q_action_grad(&mut self, dq: &[Vec<f32>], rows: usize, d_a: &mut [f32]) {
         let (od, dim, widest) = (self.spec.obs_dim, self.spec.action.act_dim(), self.widest());
         let ws = &mut self.ws;
-        d_a[..rows * dim].fill(0.0);
-        for (k, layers) in self.critics.iter().enumerate() {
-            let dqk = &dq[k][..rows];
-            if dqk.iter().all(|&g| g == 0.0) {
-                continue;
+        let (critics, theta) = (&self.critics, &self.theta[CRITICS][..]);
+        let mut dq_rows: Vec<&[f32]> = dq.iter().map(|d| &d[..rows]).collect();
+        for_critics(self.split, &mut ws.critics, &mut dq_rows, |k, c, dqk| {
+            c.used = dqk.iter().any(|&g| g != 0.0);
+            if !c.used {
+                return;
             }
-            for v in [&mut ws.dy, &mut ws.spare, &mut ws.d_in] {
+            for v in [&mut c.dy, &mut c.spare, &mut c.d_in] {
                 grow(v, rows * widest);
             }
-            ws.dy[..rows].copy_from_slice(dqk);
-            let theta = &self.theta[CRITICS];
-            input_grad(layers, &ws.critics[k].0, theta, (&mut ws.dy, &mut ws.spare), &mut ws.d_in, rows);
-            for (d, row) in d_a.chunks_exact_mut(dim).zip(ws.d_in.chunks_exact(od + dim)).take(rows) {
+            c.dy[..rows].copy_from_slice(dqk);
+            input_grad(&critics[k], &c.acts.0, theta, (&mut c.dy, &mut c.spare), &mut c.d_in, rows);
+        });
+        d_a[..rows * dim].fill(0.0);
+        for c in ws.critics.iter().filter(|c| c.used) {
+            for (d, row) in d_a.chunks_exact_mut(dim).zip(c.d_in.chunks_exact(od + dim)).take(rows) {
                 d.iter_mut().zip(&row[od..]).for_each(|(d, &g)| *d += g);
             }
         }
@@ -350,7 +390,7 @@ impl FusedOffPolicy {
         for v in [&mut ws.dy, &mut ws.spare, &mut ws.d_in] {
             grow(v, rows * widest);
         }
-        let theta = &self.theta[ACTOR];
+        let (theta, split) = (&self.theta[ACTOR], self.split);
         let acts = &ws.actor[Pass::Obs as usize].0;
         let grads = &mut ws.grads[0];
         match (self.heads, d_log_std) {
@@ -371,7 +411,7 @@ impl FusedOffPolicy {
                         h,
                         &theta[l.w..l.b],
                         dims,
-                        false,
+                        split,
                     );
                 }
                 for ((d, &a), &b) in
@@ -393,7 +433,7 @@ impl FusedOffPolicy {
             }
         }
         let bufs = (&mut ws.dy, &mut ws.spare);
-        tower_backward(&self.actor, acts, obs, theta, (grads, 0), bufs, None, rows, (Activation::Relu, false));
+        tower_backward(&self.actor, acts, obs, theta, (grads, 0), bufs, None, rows, (Activation::Relu, self.split));
     }
 
     /// One step of `opt` on θ[g] ([`ACTOR`] or [`CRITICS`]) with the last backward pass's ∇θ.
@@ -433,7 +473,7 @@ impl FusedOffPolicy {
         match self.heads {
             Some((mu_l, ls_l)) => {
                 acts.ensure(&self.actor, rows);
-                let h = latent(&self.actor, &mut acts, obs, (theta, wt), rows, self.spec.obs_dim);
+                let h = latent(&self.actor, &mut acts, obs, (theta, wt), rows, (self.spec.obs_dim, false));
                 let (mut mu, mut ls) = (vec![0.0; rows * dim], vec![0.0; rows * dim]);
                 head(&mut mu, h, mu_l, (theta, wt), rows);
                 head(&mut ls, h, ls_l, (theta, wt), rows);
@@ -509,12 +549,12 @@ fn latent<'a>(
     obs: &'a [f32],
     theta: (&[f32], &[f32]),
     rows: usize,
-    od: usize,
+    (od, split): (usize, bool),
 ) -> &'a [f32] {
     if layers.is_empty() {
         return &obs[..rows * od];
     }
-    tower_forward(layers, &mut acts.0, obs, theta, rows, (Activation::Relu, false));
+    tower_forward(layers, &mut acts.0, obs, theta, rows, (Activation::Relu, split));
     let w = layers[layers.len() - 1].out;
     acts.last(rows, w)
 }
@@ -584,6 +624,32 @@ pub fn squash((mu, log_std, eps): (&[f32], &[f32], &[f32]), dim: usize, a: &mut 
             a[j] = u.tanh();
         }
         *lp = sum;
+    }
+}
+
+/// ∂J/∂μ and ∂J/∂log σ `[rows, dim]` of a [`squash`] sample (a, ε and the unclamped log σ) for
+/// ∂J/∂a `d_a`, where J also holds `w`·Σ_rows log π(a|s) (SAC's actor loss: `w` = α/B): through
+/// a = tanh(u), ∂J/∂u = ∂J/∂a·(1 − a²) + w·2a (∂log π/∂u = 2·tanh u); ∂J/∂μ = ∂J/∂u; ∂J/∂log σ =
+/// ∂J/∂u·σε − w, times the clamp's pass-through (1 inside [[`LOG_STD_MIN`], [`LOG_STD_MAX`]], ½ at
+/// a bound as candle's maximum-then-minimum gives it, 0 outside).
+pub fn squash_backward(
+    (d_a, a, eps, raw_log_std): (&[f32], &[f32], &[f32], &[f32]),
+    w: f32,
+    (d_mu, d_log_std): (&mut [f32], &mut [f32]),
+) {
+    let (lo, hi) = (LOG_STD_MIN as f32, LOG_STD_MAX as f32);
+    for j in 0..a.len() {
+        let du = d_a[j] * (1.0 - a[j] * a[j]) + w * 2.0 * a[j];
+        let raw = raw_log_std[j];
+        let pass = if raw > lo && raw < hi {
+            1.0
+        } else if raw == lo || raw == hi {
+            0.5
+        } else {
+            0.0
+        };
+        d_mu[j] = du;
+        d_log_std[j] = (du * raw.clamp(lo, hi).exp() * eps[j] - w) * pass;
     }
 }
 
