@@ -1003,6 +1003,10 @@ def _noise_std(action_noise: Optional[ActionNoise]) -> float:
     return float(sigma[0])
 
 
+# The off-policy presets' total_timesteps (sac, td3, ddpg: 1M), the model's length until learn().
+_OFF_POLICY_DEFAULT_STEPS = 1_000_000
+
+
 class _OffPolicyAlgorithm(BaseAlgorithm):
     """What SAC, TD3 and DDPG share (SB3's ``OffPolicyAlgorithm`` arguments)."""
 
@@ -1019,8 +1023,11 @@ class _OffPolicyAlgorithm(BaseAlgorithm):
         super()._check_unsupported(hyper)
 
     def _off_policy_settings(self, h: dict[str, Any]) -> dict[str, Setting]:
-        if _int(h, "gradient_steps") < 0:
+        steps = _int(h, "gradient_steps")
+        if steps == -1:
             raise NotImplementedError("gradient_steps=-1 (as many as env steps) is not supported yet: give the number")
+        if steps < 0:
+            raise ValueError(f"gradient_steps must be a positive int (or SB3's -1), got {steps}")
         size = h["buffer_size"]
         if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or not 1 <= int(size) < 2**63:
             raise ValueError(f"buffer_size must be a positive int (transitions), got {size!r}")
@@ -1033,7 +1040,10 @@ class _OffPolicyAlgorithm(BaseAlgorithm):
             "tau": _float(h, "tau"),
             "gamma": _float(h, "gamma"),
             "train_freq": _train_freq(h["train_freq"]),
-            "gradient_steps": _int(h, "gradient_steps"),
+            "gradient_steps": steps,
+            # The run's length is learn()'s to say (SB3 checks learning_starts there, not here):
+            # until then a length past learning_starts, so that the model can be built.
+            "total_timesteps": max(_OFF_POLICY_DEFAULT_STEPS, _int(h, "learning_starts") + 1),
         }
 
     def _policy_settings(self, policy_kwargs: Optional[dict[str, Any]]) -> dict[str, Setting]:

@@ -149,10 +149,32 @@ BAD = [
     (lambda: proxima.PPO("MlpPolicy", "CartPole-v1", e_auxiliary=3), ValueError, "algo = `ppo`"),
     (lambda: proxima.TD3("MlpPolicy", "Pendulum-v1", action_noise=_noise(2)), ValueError, "2 dimensions"),
     (lambda: proxima.SAC("MlpPolicy", "Pendulum-v1", gradient_steps=0), ValueError, "gradient_steps"),
+    (lambda: proxima.SAC("MlpPolicy", "Pendulum-v1", gradient_steps=-2), ValueError, "gradient_steps must be .*got -2"),
+    (lambda: proxima.SAC("MlpPolicy", "Pendulum-v1", batch_size=10**9), ValueError, "batch_size = 1000000000: .* needs"),
     (lambda: proxima.SAC("MlpPolicy", "Pendulum-v1", learning_rate="abc"), TypeError, "learning_rate must be"),
     (lambda: proxima.SAC("MlpPolicy", "Pendulum-v1", buffer_size=2**70), ValueError, "buffer_size must be"),
     (lambda: proxima.SAC("MlpPolicy", "Pendulum-v1").predict(np.zeros((0, 3))), ValueError, "empty batch"),
 ]
+
+
+def test_learning_starts_is_checked_at_learn_as_sb3_does():
+    """A learning_starts past the preset's 1M steps builds (SB3 takes it); learn(n) refuses an n that
+    would end before the first gradient step, naming both."""
+    model = proxima.SAC("MlpPolicy", "Pendulum-v1", learning_starts=2_000_000)
+    assert model.learning_starts == 2_000_000
+    with pytest.raises(ValueError, match="learning_starts = 2000000 is not below total_timesteps = 1000"):
+        model.learn(1000)
+
+
+def test_predict_on_many_rows_equals_predict_on_their_parts():
+    """predict hands the policy a few thousand rows at a time: 10,000 rows at once give the actions
+    of their parts, deterministic and sampled (the samples drawn in row order either way)."""
+    model = proxima.SAC("MlpPolicy", "Pendulum-v1", seed=3)
+    obs = np.random.default_rng(0).uniform(-1, 1, size=(10_000, 3)).astype(np.float32)
+    whole, _ = model.predict(obs, deterministic=True)
+    parts = np.vstack([model.predict(obs[i : i + 1000], deterministic=True)[0] for i in range(0, 10_000, 1000)])
+    np.testing.assert_array_equal(whole, parts)
+    assert whole.shape == (10_000, 1) and np.all(np.abs(whole) <= 2.0)
 
 
 @pytest.mark.parametrize("make,exc,text", BAD, ids=[b[2] for b in BAD])

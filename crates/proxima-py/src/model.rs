@@ -291,12 +291,20 @@ fn predict_rows<'py>(
         n.normalize_obs(&mut obs);
     }
     let ad = policy.spec().action.act_dim();
-    let mut actions = policy.act(&obs, deterministic, rng).py()?.actions;
+    // A few thousand rows at a time: the networks' buffers follow the chunk, not the whole
+    // array (the same actions: each row's sample is drawn in row order either way).
+    let mut actions = Vec::with_capacity(rows * ad);
+    for chunk in obs.chunks(PREDICT_CHUNK_ROWS * od.max(1)) {
+        actions.extend(policy.act(chunk, deterministic, rng).py()?.actions);
+    }
     for a in actions.chunks_mut(ad) {
         policy.env_action(a);
     }
     PyArray1::from_vec(py, actions).reshape([rows, ad])
 }
+
+/// Rows `predict` passes to the policy at a time.
+const PREDICT_CHUNK_ROWS: usize = 4096;
 
 /// The per-iteration report as a dict of SB3's logger keys (`rollout/ep_rew_mean`, …).
 fn report_dict<'py>(py: Python<'py>, tr: &Trainer, r: &UpdateReport) -> PyResult<Bound<'py, PyDict>> {

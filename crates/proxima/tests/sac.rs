@@ -289,6 +289,47 @@ fn sac_resumes_exactly_on(backend: &str) {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A stop asked for in the middle of a long burst of gradient steps ends the iteration between
+/// two of them (not after the burst); the steps the burst still owed are in the checkpoint and
+/// taken first on resume, so the resumed run ends with the uninterrupted run's weights.
+#[test]
+fn a_stop_inside_a_burst_of_gradient_steps_lands_between_two_and_resumes_exactly() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let cfg = sac_cfg(&["gradient_steps=40", "n_steps=4", "learning_starts=40", "total_timesteps=80"]);
+    let mut full = Trainer::new("Pendulum-v1", cfg.clone()).unwrap();
+    while !full.is_done() {
+        full.step().unwrap();
+    }
+    let asked = std::sync::Arc::new(AtomicUsize::new(0));
+    let mut cut = Trainer::new("Pendulum-v1", cfg).unwrap();
+    let count = asked.clone();
+    // Yes once, at the 57th question: the 2nd gradient step after 56 without a stop, inside a burst.
+    cut.set_interrupt(move || count.fetch_add(1, Ordering::SeqCst) + 1 == 57);
+    let mut stopped_at = None;
+    while !cut.is_done() && stopped_at.is_none() {
+        cut.step().unwrap();
+        if asked.load(Ordering::SeqCst) >= 57 {
+            stopped_at = Some(cut.global_step);
+        }
+    }
+    let at = stopped_at.expect("the stop was asked for");
+    assert!(at < 80, "the run ended before the stop ({at})");
+    let dir = std::env::temp_dir().join(format!("proxima-sac-burst-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("update_000009.safetensors");
+    cut.save_checkpoint(&path).unwrap();
+    let ck = proxima::checkpoint::load(&path).unwrap();
+    assert!(ck.meta.extra["off_policy_state"].contains("\"pending_gradient_steps\":"), "the owed steps are saved");
+    assert!(!ck.meta.extra["off_policy_state"].contains("\"pending_gradient_steps\":0"), "some steps are owed");
+    let mut resumed = Trainer::resume(&ck, None).unwrap();
+    while !resumed.is_done() {
+        resumed.step().unwrap();
+    }
+    assert_eq!(resumed.global_step, 80);
+    assert_eq!(resumed.policy.params().unwrap(), full.policy.params().unwrap(), "resumed = uninterrupted");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// A checkpoint of an off-policy run written before checkpoints recorded their backend, with
 /// `backend = "auto"` in its config, was trained on candle (what `auto` chose then): it resumes
 /// there; a recorded backend is kept, and `--backend` still moves a run.
@@ -324,6 +365,13 @@ fn sac_bad_inputs_are_clear_errors() {
     assert!(e.contains("continuous (Box) action space"), "{e}");
     let e = Trainer::new("Pendulum-v1", sac_cfg(&["buffer_size=100000000000000"])).err().unwrap().to_string();
     assert!(e.contains("buffer_size") && e.contains("needs"), "{e}");
+    // A batch that would not fit is refused before anything is allocated for it (it grew
+    // without limit once): on either backend.
+    for backend in ["fused", "candle"] {
+        let cfg = sac_cfg(&["batch_size=1000000000", &format!("backend={backend}")]);
+        let e = Trainer::new("Pendulum-v1", cfg).err().unwrap().to_string();
+        assert!(e.contains("batch_size = 1000000000") && e.contains("needs") && e.contains("lower batch_size"), "{e}");
+    }
     assert!(err("sac", &["learning_starts=5000", "total_timesteps=1000"]).contains("learning_starts = 5000"));
     assert!(err("sac", &["tau=0"]).contains("tau = 0"));
     assert!(err("sac", &["ent_coef=autox"]).contains("ent_coef"));

@@ -203,7 +203,7 @@ fn run_seed(parent: &Path, m: &Manifest, seed: u64, moves: ResumeOptions) -> See
         if let Some(sig) = crate::signals::received() {
             bail!("not started ({} received)", crate::signals::name(sig));
         }
-        let trainer = match latest_checkpoint(&dir) {
+        let mut trainer = match latest_checkpoint(&dir) {
             Ok(file) if dir.join("checkpoints").is_dir() => {
                 let ck = proxima::checkpoint::load(&file)?;
                 if ck.meta.env_id != m.env_id {
@@ -226,6 +226,7 @@ fn run_seed(parent: &Path, m: &Manifest, seed: u64, moves: ResumeOptions) -> See
                 Trainer::new(&m.env_id, cfg)?
             }
         };
+        trainer.set_interrupt(crate::signals::stop_requested);
         match train::run(trainer, &dir, |_| !crate::signals::stop_requested())? {
             train::RunOutcome::Finished(summary) => Ok(summary.time_elapsed),
             train::RunOutcome::Stopped(s) => {

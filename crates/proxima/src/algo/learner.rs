@@ -87,6 +87,7 @@ impl Learner {
         OffPolicySnapshot {
             n_updates: st.n_updates,
             steps_since_train: st.steps_since_train,
+            pending_gradient_steps: st.pending_gradient_steps,
             actor_t: st.actor_opt.t,
             critic_t: st.critic_opt.t,
             temperature: match self {
@@ -101,6 +102,7 @@ impl Learner {
         let st = self.state_mut();
         st.n_updates = snap.n_updates;
         st.steps_since_train = snap.steps_since_train;
+        st.pending_gradient_steps = snap.pending_gradient_steps;
         st.actor_opt.t = snap.actor_t;
         st.critic_opt.t = snap.critic_t;
         if let (Learner::Sac(s), Some((la, t, m, v))) = (self, snap.temperature) {

@@ -36,6 +36,8 @@ pub struct OffPolicyState {
     pub n_updates: u64,
     /// Env steps per env since the last training.
     pub steps_since_train: usize,
+    /// Gradient steps a stop request cut from the last burst, taken first when the run goes on.
+    pub pending_gradient_steps: usize,
     sample: ReplaySample,
     /// The fused backend's per-step buffers (reused: no allocation per gradient step).
     bufs: StepBuffers,
@@ -93,6 +95,7 @@ impl OffPolicyState {
             critic_opt: Optimizer::adam(critics, lr, adam_eps),
             n_updates: 0,
             steps_since_train: 0,
+            pending_gradient_steps: 0,
             sample: ReplaySample::default(),
             bufs: StepBuffers::default(),
         }
@@ -174,6 +177,34 @@ pub fn finite(loss: &Tensor, what: &str) -> Result<f64> {
     } else {
         Err(crate::error::ProximaError::NonFinite(format!("{what} is {v}")))
     }
+}
+
+/// Bytes one row of a gradient step's batch takes: the sampled transition, and the actor's (two
+/// passes) and every critic's layer outputs and backward buffers, f32 each (an upper estimate).
+pub fn batch_row_bytes(obs_dim: usize, act_dim: usize, net_arch: &[usize], n_critics: usize) -> u64 {
+    let hidden: usize = net_arch.iter().sum();
+    let widest = net_arch.iter().copied().chain([obs_dim + act_dim]).max().unwrap_or(1);
+    let floats = 2 * (hidden + 3 * act_dim) + n_critics * (hidden + 1 + 3 * widest) + 3 * widest + 12 * act_dim;
+    (crate::replay::bytes_per_transition(obs_dim, act_dim) + 4 * floats) as u64
+}
+
+/// Refuses a `batch_size` whose gradient steps would need more memory than the machine can give
+/// them beside what is already taken (`beside`, the replay buffer's bytes), as `buffer_size` is
+/// refused: the message says how much it needs.
+///
+/// # Errors
+/// `Config`, naming `batch_size`.
+pub fn check_batch_memory(batch_size: usize, row_bytes: u64, beside: u64) -> Result<()> {
+    let need = batch_size as u128 * row_bytes as u128;
+    let limit = crate::replay::memory_limit().saturating_sub(beside);
+    if need > limit as u128 {
+        return Err(crate::error::ProximaError::Config(format!(
+            "batch_size = {batch_size}: a gradient step on {batch_size} transitions needs {} for the batch and the networks' buffers, more than the {} this machine can give it beside the replay buffer; lower batch_size",
+            crate::replay::human_bytes(need.min(u64::MAX as u128) as u64),
+            crate::replay::human_bytes(limit)
+        )));
+    }
+    Ok(())
 }
 
 /// `n` draws of N(0, 1) as f32 into `v` (the draws [`crate::algo::sac`]'s candle step makes).
@@ -262,4 +293,7 @@ pub struct OffPolicySnapshot {
     /// SAC's temperature: log α and its Adam's t, m, v.
     #[serde(default)]
     pub temperature: Option<(f32, u64, f32, f32)>,
+    /// Gradient steps a stop request cut from the last burst.
+    #[serde(default)]
+    pub pending_gradient_steps: usize,
 }

@@ -5,7 +5,7 @@
 use crate::algo::a2c::{self, A2cParams};
 use crate::algo::a3c::{self, Worker};
 use crate::algo::learner::Learner;
-use crate::algo::offpolicy::LoopParams;
+use crate::algo::offpolicy::{batch_row_bytes, check_batch_memory, LoopParams};
 use crate::algo::ppg::{self, AuxBuffer, Ppg, PpgParams};
 use crate::algo::ppo::{self, PpoParams};
 use crate::algo::reinforce::{self, ReinforceParams};
@@ -231,6 +231,8 @@ pub(super) fn off_policy_parts(cfg: &Config, spec: &PolicySpec) -> Result<Option
     let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
     let net = Network::off_policy(spec.clone(), kind, n_critics, cfg.resolved_backend(), &mut rng)?;
     let replay = ReplayBuffer::new(cfg.buffer_size, cfg.n_envs, spec.obs_dim, act_dim)?;
+    let row = batch_row_bytes(spec.obs_dim, act_dim, &spec.net_arch, n_critics);
+    check_batch_memory(cfg.batch_size, row, replay.memory_bytes())?;
     let (actor, critics) = net.off_policy_sizes().expect("built as off-policy");
     let (sizes, lr, eps) = ((&actor[..], &critics[..]), cfg.learning_rate, cfg.adam_eps);
     let learner = match cfg.algo {

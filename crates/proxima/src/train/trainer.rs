@@ -93,6 +93,25 @@ struct Iteration {
     stats: Result<UpdateStats>,
 }
 
+/// Takes up to `steps` gradient steps at learning rate `lr`, asking `stop` before each but the
+/// first: the steps left when it said yes (0 when all were taken).
+fn gradient_burst(
+    learner: &mut crate::algo::learner::Learner,
+    nets: &mut Network,
+    (steps, lr): (usize, f64),
+    rng: &mut ChaCha8Rng,
+    sums: &mut Sums,
+    stop: &dyn Fn() -> bool,
+) -> Result<usize> {
+    for done in 0..steps {
+        if done > 0 && stop() {
+            return Ok(steps - done);
+        }
+        sums.add(learner.gradient_step(nets, lr, rng)?);
+    }
+    Ok(0)
+}
+
 /// The sums of an off-policy iteration's gradient steps' losses.
 #[derive(Default)]
 struct Sums {
@@ -178,6 +197,18 @@ pub struct Trainer {
     /// of update `.0`, gathered after every update so that any checkpoint holds them
     /// (`snapshot.rs`).
     pub(crate) rank_states: Option<(u64, Vec<String>)>,
+    /// Asked between an off-policy run's gradient steps ([`Trainer::set_interrupt`]).
+    interrupt: Option<Interrupt>,
+}
+
+/// A question a long burst of gradient steps asks between two of them: "stop now?".
+#[derive(Clone)]
+struct Interrupt(std::sync::Arc<dyn Fn() -> bool + Send + Sync>);
+
+impl std::fmt::Debug for Interrupt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Interrupt")
+    }
 }
 
 /// Builds the network spec for an env's spaces from the config.
@@ -445,6 +476,7 @@ impl Trainer {
             lr_override: None,
             ranks: None,
             rank_states: None,
+            interrupt: None,
         }
     }
 
@@ -582,6 +614,16 @@ impl Trainer {
         }
     }
 
+    /// `stop` is asked between an off-policy run's gradient steps (a Ctrl-C lands there, not
+    /// after a burst of `gradient_steps` that may be long): when it says yes, the iteration ends
+    /// at once, the steps its burst still owed are kept in the trainer's state and taken first
+    /// when the run goes on (from a checkpoint too), so the run trains as the uninterrupted one
+    /// (at a constant learning rate, SAC's, TD3's and DDPG's default; progress.csv then has one
+    /// row more). The on-policy algorithms never ask it.
+    pub fn set_interrupt(&mut self, stop: impl Fn() -> bool + Send + Sync + 'static) {
+        self.interrupt = Some(Interrupt(std::sync::Arc::new(stop)));
+    }
+
     /// One iteration: collect → GAE → the algorithm's update (for PPO, K epochs of minibatch
     /// updates). A3C's workers do all three themselves, asynchronously.
     ///
@@ -615,6 +657,8 @@ impl Trainer {
         let stats = stats.map_err(|e| self.name_the_update(e))?;
         self.last_stats = Some(stats);
         self.update += 1;
+        // (An off-policy iteration cut short by a stop request leaves steps to a further one.)
+        self.recount_updates();
         if self.ranks.is_some() {
             self.gather_rank_states()?;
         }
@@ -731,6 +775,8 @@ impl Trainer {
         finished: &mut Vec<(u64, EpisodeRecord)>,
         mut observer: Option<&mut (dyn StepObserver + 'o)>,
     ) -> Result<Option<UpdateStats>> {
+        let interrupt = self.interrupt.clone();
+        let stop = || interrupt.as_ref().is_some_and(|i| (i.0)());
         let (Algo::OffPolicy(learner), nets) = (&mut self.algo, &mut self.policy) else {
             return Err(ProximaError::InvalidArgument("not an off-policy run".into()));
         };
@@ -741,6 +787,19 @@ impl Trainer {
         let p = learner.loop_params();
         let mut sums = Sums::default();
         let (t0, mut gradient_seconds) = (Instant::now(), 0.0);
+        // The steps a stop request cut from the last burst come first.
+        let owed = learner.state().pending_gradient_steps;
+        if owed > 0 {
+            let tg = Instant::now();
+            let left = gradient_burst(learner, nets, (owed, lr), &mut self.rng, &mut sums, &stop)?;
+            learner.state_mut().pending_gradient_steps = left;
+            gradient_seconds += tg.elapsed().as_secs_f64();
+            if left > 0 {
+                self.clock.collect_seconds += t0.elapsed().as_secs_f64() - gradient_seconds;
+                self.clock.update_seconds += gradient_seconds;
+                return Ok(Some(sums.stats(lr, learner.ent_coef())));
+            }
+        }
         // The last iteration takes only the steps left to `total_timesteps` (rounded up to whole
         // steps of the N envs), so a run takes the budget asked for, as SB3's.
         let left = self.cfg.total_timesteps.saturating_sub(self.global_step).div_ceil(n as u64).max(1);
@@ -779,10 +838,13 @@ impl Trainer {
             st.steps_since_train = 0;
             if self.global_step > p.learning_starts {
                 let tg = Instant::now();
-                for _ in 0..p.gradient_steps {
-                    sums.add(learner.gradient_step(nets, lr, &mut self.rng)?);
-                }
+                let left = gradient_burst(learner, nets, (p.gradient_steps, lr), &mut self.rng, &mut sums, &stop)?;
                 gradient_seconds += tg.elapsed().as_secs_f64();
+                if left > 0 {
+                    // Asked to stop: this iteration ends here, the rest of the burst is owed.
+                    learner.state_mut().pending_gradient_steps = left;
+                    break;
+                }
             }
         }
         self.clock.collect_seconds += t0.elapsed().as_secs_f64() - gradient_seconds;

@@ -27,12 +27,14 @@ pub fn exec(a: TrainArgs) -> Result<()> {
     if a.jobs.is_some() {
         bail!("--jobs runs seeds in parallel: it needs --seeds (or --resume of a multi-seed run)");
     }
-    let (trainer, run_dir) = match &a.resume {
+    let (mut trainer, run_dir) = match &a.resume {
         Some(dir) => match resumed_trainer(dir, a.env_id.as_deref(), resume_options(&a)?)? {
             Some(trainer) => (trainer, dir.clone()),
             None => return Ok(()),
         },
         None => new_trainer(&a)?,
     };
+    // A Ctrl-C lands between two gradient steps of an off-policy burst too.
+    trainer.set_interrupt(signals::stop_requested);
     train_with_bar(&a, trainer, &run_dir, &signals::stop_requested)
 }
