@@ -21,11 +21,9 @@
 //! U(±1/√fan_in)), as SB3's.
 
 use super::candle::Dense;
-use super::interface::{ActOutput, LossReport, Policy};
+use super::interface::{ActOutput, Policy};
 use super::spec::{ActionKind, PolicySpec};
 use crate::error::{ProximaError, Result};
-use crate::loss::PpoCoefs;
-use crate::rollout::Minibatch;
 use candle_core::{DType, Device, Tensor, Var};
 use rand::{Rng, RngCore};
 use rand_distr::StandardNormal;
@@ -222,6 +220,52 @@ pub(crate) fn unscale_action(spec: &PolicySpec, action: &mut [f32]) {
     }
 }
 
+/// The [`Policy`] methods of the on-policy losses, which an off-policy algorithm's networks (on
+/// either backend) refuse with `Unsupported`: they train with their algorithm's own losses.
+macro_rules! refuse_on_policy_losses {
+    () => {
+        fn dist_params_host(&self, _obs: &[f32]) -> $crate::error::Result<(Vec<f32>, Vec<f32>)> {
+            Err($crate::policy::offpolicy::not_on_policy("π_θold's parameters (a KL of PPO/TRPO)"))
+        }
+
+        fn ppo_loss(
+            &mut self,
+            _mb: &$crate::rollout::Minibatch,
+            _old_log_std: &[f32],
+            _coefs: &$crate::loss::PpoCoefs,
+        ) -> $crate::error::Result<$crate::policy::LossReport> {
+            Err($crate::policy::offpolicy::not_on_policy("the PPO loss"))
+        }
+
+        fn a2c_loss(
+            &mut self,
+            _batch: &$crate::rollout::Minibatch,
+            _vf_coef: f64,
+            _ent_coef: f64,
+        ) -> $crate::error::Result<$crate::policy::LossReport> {
+            Err($crate::policy::offpolicy::not_on_policy("the A2C loss"))
+        }
+
+        fn log_ratio(&self) -> &[f32] {
+            &[]
+        }
+
+        fn backward(&mut self) -> $crate::error::Result<Vec<Option<Vec<f32>>>> {
+            Err($crate::policy::offpolicy::not_on_policy("backward of an on-policy loss"))
+        }
+
+        fn rollout_kl(&self, _obs: &[f32], _old_head: &[f32], _old_log_std: &[f32]) -> $crate::error::Result<f64> {
+            Err($crate::policy::offpolicy::not_on_policy("the rollout KL"))
+        }
+    };
+}
+pub(crate) use refuse_on_policy_losses;
+
+/// `Unsupported` for `what`, an on-policy loss asked of an off-policy algorithm's networks.
+pub(crate) fn not_on_policy(what: &str) -> ProximaError {
+    ProximaError::Unsupported(format!("{what}: an off-policy algorithm's networks train with its own losses"))
+}
+
 /// An off-policy algorithm's networks: the actor (SAC's squashed Gaussian or TD3's deterministic
 /// one), `n_critics` Q critics and their targets (and TD3's target actor).
 #[derive(Debug)]
@@ -416,10 +460,6 @@ impl OffPolicyNets {
         }
         Ok(Tensor::from_slice(obs, (obs.len() / d, d), &Device::Cpu)?.to_dtype(self.dtype())?)
     }
-
-    fn not_on_policy(&self, what: &str) -> ProximaError {
-        ProximaError::Unsupported(format!("{what}: an off-policy algorithm's networks train with its own losses"))
-    }
 }
 
 fn host(t: &Tensor) -> Result<Vec<f32>> {
@@ -466,29 +506,7 @@ impl Policy for OffPolicyNets {
         self.min_q(&o, &a)
     }
 
-    fn dist_params_host(&self, _obs: &[f32]) -> Result<(Vec<f32>, Vec<f32>)> {
-        Err(self.not_on_policy("π_θold's parameters (a KL of PPO/TRPO)"))
-    }
-
-    fn ppo_loss(&mut self, _mb: &Minibatch, _old_log_std: &[f32], _coefs: &PpoCoefs) -> Result<LossReport> {
-        Err(self.not_on_policy("the PPO loss"))
-    }
-
-    fn a2c_loss(&mut self, _batch: &Minibatch, _vf_coef: f64, _ent_coef: f64) -> Result<LossReport> {
-        Err(self.not_on_policy("the A2C loss"))
-    }
-
-    fn log_ratio(&self) -> &[f32] {
-        &[]
-    }
-
-    fn backward(&mut self) -> Result<Vec<Option<Vec<f32>>>> {
-        Err(self.not_on_policy("backward of an on-policy loss"))
-    }
-
-    fn rollout_kl(&self, _obs: &[f32], _old_head: &[f32], _old_log_std: &[f32]) -> Result<f64> {
-        Err(self.not_on_policy("the rollout KL"))
-    }
+    refuse_on_policy_losses!();
 
     fn param_shapes(&self) -> Vec<(String, Vec<usize>)> {
         param_shapes_for(&self.spec, self.kind, self.critics.len())

@@ -16,14 +16,13 @@
 use super::kernels::{activation_backward, dense_backward, dense_forward, transpose, NARROW};
 use super::net::{grow, tower_backward, tower_forward, Layer};
 use crate::error::{ProximaError, Result};
-use crate::loss::PpoCoefs;
 use crate::optim::Optimizer;
-use crate::policy::interface::{ActOutput, FlatParams, LossReport, Policy};
+use crate::policy::interface::{ActOutput, FlatParams, Policy};
 use crate::policy::offpolicy::{
-    check_nets, initial_values, param_shapes_for, unscale_action, ActorKind, LOG_STD_MAX, LOG_STD_MIN,
+    check_nets, initial_values, param_shapes_for, refuse_on_policy_losses, unscale_action, ActorKind, LOG_STD_MAX,
+    LOG_STD_MIN,
 };
 use crate::policy::spec::{Activation, PolicySpec};
-use crate::rollout::Minibatch;
 use proxima_kernels::gemm::{chain_gemm, Rows, Start};
 use proxima_kernels::View;
 use rand::{Rng, RngCore};
@@ -524,10 +523,6 @@ impl FusedOffPolicy {
         }
         Ok(obs.len() / d)
     }
-
-    fn not_on_policy(&self, what: &str) -> ProximaError {
-        ProximaError::Unsupported(format!("{what}: an off-policy algorithm's networks train with its own losses"))
-    }
 }
 
 /// Which vector a parameter (or layer) named `name` lives in.
@@ -674,29 +669,7 @@ impl Policy for FusedOffPolicy {
         Ok(self.min_q_host(obs, &a, rows))
     }
 
-    fn dist_params_host(&self, _obs: &[f32]) -> Result<(Vec<f32>, Vec<f32>)> {
-        Err(self.not_on_policy("π_θold's parameters (a KL of PPO/TRPO)"))
-    }
-
-    fn ppo_loss(&mut self, _mb: &Minibatch, _old_log_std: &[f32], _coefs: &PpoCoefs) -> Result<LossReport> {
-        Err(self.not_on_policy("the PPO loss"))
-    }
-
-    fn a2c_loss(&mut self, _batch: &Minibatch, _vf_coef: f64, _ent_coef: f64) -> Result<LossReport> {
-        Err(self.not_on_policy("the A2C loss"))
-    }
-
-    fn log_ratio(&self) -> &[f32] {
-        &[]
-    }
-
-    fn backward(&mut self) -> Result<Vec<Option<Vec<f32>>>> {
-        Err(self.not_on_policy("backward of an on-policy loss"))
-    }
-
-    fn rollout_kl(&self, _obs: &[f32], _old_head: &[f32], _old_log_std: &[f32]) -> Result<f64> {
-        Err(self.not_on_policy("the rollout KL"))
-    }
+    refuse_on_policy_losses!();
 
     fn param_shapes(&self) -> Vec<(String, Vec<usize>)> {
         self.shapes.clone()
