@@ -61,30 +61,28 @@ impl Acts {
     }
 }
 
-/// One critic's buffers: its layer outputs on the last input it saw, the backward pass's
+/// One critic's buffers: its layer outputs on the last input it saw and Q `[rows]`, the backward pass's
 /// ping-pong buffers and ∂Q/∂(its input) `[rows, obs_dim + dim]`, whether that was formed.
 #[derive(Clone, Debug, Default)]
 struct CriticScratch {
     acts: Acts,
+    q: Vec<f32>,
     dy: Vec<f32>,
     spare: Vec<f32>,
     d_in: Vec<f32>,
     used: bool,
 }
 
-/// Runs `f(k, a[k], b[k])` for every critic k: the first half and the second half side by side
-/// when `split` (each critic's work is its own, so the bits are the same either way).
-fn for_critics<A: Send, B: Send>(split: bool, a: &mut [A], b: &mut [B], f: impl Fn(usize, &mut A, &mut B) + Sync) {
-    let n = a.len().min(b.len());
-    let run = |first: usize, a: &mut [A], b: &mut [B]| {
-        a.iter_mut().zip(b).enumerate().for_each(|(k, (x, y))| f(first + k, x, y));
-    };
-    if split && n >= 2 {
-        let h = n / 2;
-        let ((a0, a1), (b0, b1)) = (a[..n].split_at_mut(h), b[..n].split_at_mut(h));
-        rayon::join(|| run(0, a0, b0), || run(h, a1, b1));
+/// Runs `f(k, items[k])` for every k: the first half and the second half side by side when
+/// `split` (each item's work is its own, so the bits are the same either way).
+fn for_critics<T: Send>(split: bool, items: &mut [T], f: impl Fn(usize, &mut T) + Sync) {
+    let run = |first: usize, part: &mut [T]| part.iter_mut().enumerate().for_each(|(k, x)| f(first + k, x));
+    if split && items.len() >= 2 {
+        let h = items.len() / 2;
+        let (a, b) = items.split_at_mut(h);
+        rayon::join(|| run(0, a), || run(h, b));
     } else {
-        run(0, a, b);
+        run(0, items);
     }
 }
 
@@ -100,7 +98,7 @@ struct Workspace {
     /// Each critic's buffers, and Q_k `[rows]`.
     critics: Vec<CriticScratch>,
     q: Vec<Vec<f32>>,
-    /// Backward ping-pong buffers and the critics' input gradient, `[rows, widest]`.
+    /// The actor's backward buffers (ping-pong, and the heads' ∂X), `[rows, widest]`.
     dy: Vec<f32>,
     spare: Vec<f32>,
     d_in: Vec<f32>,
@@ -130,6 +128,10 @@ pub struct FusedOffPolicy {
     critics: Vec<Vec<Layer>>,
     /// The deterministic actor's target copy (offsets in the targets' θ).
     actor_target: Vec<Layer>,
+    /// The layers of each vector ([`ACTOR`], [`CRITICS`], [`TARGETS`]), and the widest input
+    /// or output of any (the backward buffers' width).
+    layer_lists: [Vec<Layer>; 3],
+    widest: usize,
     /// Two threads: the critics' halves side by side, the actor's products split by rows.
     split: bool,
     ws: Workspace,
@@ -206,9 +208,13 @@ impl FusedOffPolicy {
             wt,
             actor,
             heads,
+            layer_lists: Default::default(),
+            widest: 1,
             split: false,
             ws: Workspace::default(),
         };
+        nets.layer_lists = [ACTOR, CRITICS, TARGETS].map(|g| nets.layers_of(g));
+        nets.widest = nets.layer_lists.iter().flatten().map(|l| l.inp.max(l.out)).max().unwrap_or(1);
         for g in [ACTOR, CRITICS, TARGETS] {
             nets.refresh_transposes(g);
         }
@@ -258,14 +264,9 @@ impl FusedOffPolicy {
 
     /// Makes `wt[g]` the transpose of θ[g]'s wide weights (after every change of θ[g]).
     fn refresh_transposes(&mut self, g: usize) {
-        for l in self.layers_of(g).into_iter().filter(|l| l.out >= NARROW) {
+        for l in self.layer_lists[g].iter().filter(|l| l.out >= NARROW) {
             transpose(&mut self.wt[g][l.w..l.b], &self.theta[g][l.w..l.b], (l.inp, l.out));
         }
-    }
-
-    /// The widest layer input or output.
-    fn widest(&self) -> usize {
-        (0..3).flat_map(|g| self.layers_of(g)).map(|l| l.inp.max(l.out)).max().unwrap_or(1)
     }
 
     /// SAC: μ and log σ (clamped) of π(·|s) for `rows` of `obs` `[rows, obs_dim]`, the layer
@@ -317,30 +318,33 @@ impl FusedOffPolicy {
         ws.critics.resize(self.n_critics, CriticScratch::default());
         ws.q.resize(self.n_critics, Vec::new());
         let (critics, theta) = (&self.critics, (&self.theta[g][..], &self.wt[g][..]));
-        for_critics(self.split, &mut ws.critics, &mut ws.q, |k, c, q| {
+        for_critics(self.split, &mut ws.critics, |k, c| {
             c.acts.ensure(&critics[k], rows);
             tower_forward(&critics[k], &mut c.acts.0, x, theta, rows, (Activation::Relu, false));
-            q.clear();
-            q.extend_from_slice(c.acts.last(rows, 1));
+            c.q.clear();
+            c.q.extend_from_slice(c.acts.last(rows, 1));
         });
+        for (q, c) in ws.q.iter_mut().zip(&ws.critics) {
+            q.clear();
+            q.extend_from_slice(&c.q);
+        }
         &ws.q
     }
 
     /// ∇θ of the critics ([`FusedOffPolicy::grads`]`(CRITICS)`) for ∂L/∂Q_k = `dq[k]` `[rows]`,
     /// at the input `x` of the last [`FusedOffPolicy::q_values`] (online critics).
     pub fn critic_backward(&mut self, x: &[f32], dq: &[Vec<f32>], rows: usize) {
-        let (n, widest) = (self.n_critics, self.widest());
+        let (n, widest) = (self.n_critics, self.widest);
         let ws = &mut self.ws;
         grow(&mut ws.grads[1], self.theta[CRITICS].len());
         // Each critic's parameters are one range of ∇θ: cut it where the second half begins.
         let h = if self.split && n >= 2 { n / 2 } else { n };
         let cut = if h < n { self.critics[h][0].w } else { ws.grads[1].len() };
         let (g0, g1) = ws.grads[1].split_at_mut(cut);
-        let mut halves = [(g0, 0usize), (g1, cut)];
         let (s0, s1) = ws.critics.split_at_mut(h);
-        let mut scratch = [s0, s1];
+        let mut halves = [(g0, 0usize, s0), (g1, cut, s1)];
         let (critics, theta) = (&self.critics, &self.theta[CRITICS][..]);
-        for_critics(h < n, &mut halves, &mut scratch, |half, (grad, base), cs| {
+        for_critics(h < n, &mut halves, |half, (grad, base, cs)| {
             for (i, c) in cs.iter_mut().enumerate() {
                 let k = if half == 0 { i } else { h + i };
                 (grow(&mut c.dy, rows * widest), grow(&mut c.spare, rows * widest));
@@ -356,11 +360,11 @@ impl FusedOffPolicy {
     /// at the input of the last [`FusedOffPolicy::q_values`] (a critic whose `dq` is all 0 is
     /// skipped; the critics' parts added in their order): no ∂W is formed.
     pub fn q_action_grad(&mut self, dq: &[Vec<f32>], rows: usize, d_a: &mut [f32]) {
-        let (od, dim, widest) = (self.spec.obs_dim, self.spec.action.act_dim(), self.widest());
+        let (od, dim, widest) = (self.spec.obs_dim, self.spec.action.act_dim(), self.widest);
         let ws = &mut self.ws;
         let (critics, theta) = (&self.critics, &self.theta[CRITICS][..]);
-        let mut dq_rows: Vec<&[f32]> = dq.iter().map(|d| &d[..rows]).collect();
-        for_critics(self.split, &mut ws.critics, &mut dq_rows, |k, c, dqk| {
+        for_critics(self.split, &mut ws.critics, |k, c| {
+            let dqk = &dq[k][..rows];
             c.used = dqk.iter().any(|&g| g != 0.0);
             if !c.used {
                 return;
@@ -383,7 +387,7 @@ impl FusedOffPolicy {
     /// (`obs`): SAC's ∂L/∂μ and ∂L/∂log σ (after the clamp: 0 where it cut) given as
     /// `(d_mu, Some(d_log_std))`; TD3's ∂L/∂a as `(d_a, None)` (through the tanh here).
     pub fn actor_backward(&mut self, obs: &[f32], (d_head, d_log_std): (&[f32], Option<&[f32]>), rows: usize) {
-        let (dim, widest) = (self.spec.action.act_dim(), self.widest());
+        let (dim, widest) = (self.spec.action.act_dim(), self.widest);
         let ws = &mut self.ws;
         grow(&mut ws.grads[0], self.theta[ACTOR].len());
         for v in [&mut ws.dy, &mut ws.spare, &mut ws.d_in] {
