@@ -12,7 +12,7 @@
 use proxima::algo::offpolicy::LoopParams;
 use proxima::algo::sac::{EntCoef, Sac, SacParams};
 use proxima::algo::td3::{Td3, Td3Params};
-use proxima::policy::{ActionKind, Activation, ActorKind, Backend, Network, PolicySpec};
+use proxima::policy::{ActionKind, Activation, ActorKind, Backend, Network, OffPolicyShape, PolicySpec};
 use proxima::replay::ReplayBuffer;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -104,7 +104,7 @@ fn filled_buffer(c: &Case, rng: &mut ChaCha8Rng) -> ReplayBuffer {
 /// SAC's or TD3's state and networks for `c` on `backend`, its steps on `threads` threads.
 fn learner(c: &Case, backend: Backend, threads: usize) -> (proxima::algo::learner::Learner, Network) {
     let mut rng = ChaCha8Rng::seed_from_u64(1);
-    let mut net = Network::off_policy(spec(c), c.kind, 2, backend, &mut rng).unwrap();
+    let mut net = Network::off_policy(spec(c), OffPolicyShape::new(c.kind, 2), backend, &mut rng).unwrap();
     net.set_threads(threads);
     let (actor, critics) = net.off_policy_sizes().unwrap();
     let (sizes, rb) = ((&actor[..], &critics[..]), filled_buffer(c, &mut rng));

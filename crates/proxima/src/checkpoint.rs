@@ -199,7 +199,7 @@ impl Checkpoint {
 
     /// The off-policy networks the checkpoint holds (from its config's `algo` and `n_critics`):
     /// `(kind, n_critics)`, or `None` for an actor-critic.
-    pub fn off_policy_nets(&self) -> Option<(crate::policy::ActorKind, usize)> {
+    pub fn off_policy_nets(&self) -> Option<crate::policy::OffPolicyShape> {
         let t = self.meta.config_toml.parse::<toml::Table>().ok()?;
         let n = t.get("n_critics").and_then(|v| v.as_integer()).map_or(2, |n| n.max(0) as usize);
         crate::policy::offpolicy::nets_of_algo(t.get("algo")?.as_str()?, n)
@@ -228,7 +228,7 @@ impl Checkpoint {
         let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(0); // overwritten by the file
         let spec = self.meta.policy.clone();
         let net = match self.off_policy_nets() {
-            Some((kind, n)) => Network::off_policy(spec, kind, n, backend, &mut rng),
+            Some(shape) => Network::off_policy(spec, shape, backend, &mut rng),
             None => Network::new(spec, backend, &mut rng),
         };
         let mut net = net.map_err(|e| self.file.error(e))?;
@@ -241,7 +241,7 @@ impl Checkpoint {
     /// than the file.
     fn check_spec_shapes(&self) -> Result<()> {
         let shapes = match self.off_policy_nets() {
-            Some((kind, n)) => crate::policy::offpolicy::param_shapes_for(&self.meta.policy, kind, n),
+            Some(shape) => crate::policy::offpolicy::param_shapes_for(&self.meta.policy, shape),
             None => self.meta.policy.param_shapes(),
         };
         for (name, shape) in shapes {

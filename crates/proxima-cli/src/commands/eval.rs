@@ -55,7 +55,7 @@ pub fn exec(a: EvalArgs) -> Result<()> {
     let off_policy = ck.off_policy_nets();
     // A deterministic actor (TD3, DDPG) acts the same either way.
     let deterministic =
-        deterministic || off_policy.is_some_and(|(k, _)| k == proxima::policy::ActorKind::Deterministic);
+        deterministic || off_policy.is_some_and(|s| s.kind == proxima::policy::ActorKind::Deterministic);
     let policy = ck.build_network(backend.parse()?)?;
     let env_id = env.unwrap_or_else(|| ck.meta.env_id.clone());
     // Normalisation statistics saved with the model are applied, frozen.

@@ -31,7 +31,7 @@ mod spec;
 pub use self::candle::{ActorCritic, DistParams};
 pub use self::interface::{ActOutput, AuxBatch, FlatParams, Join, LossReport, Policy};
 pub use self::network::{Backend, Network};
-pub use self::offpolicy::{ActorKind, OffPolicyNets};
+pub use self::offpolicy::{ActorKind, OffPolicyNets, OffPolicyShape};
 pub use self::spec::{
     orthogonal, ActionKind, Activation, ImageShape, PolicyKind, PolicySpec, NATURE_CONVS, NATURE_FEATURES,
 };

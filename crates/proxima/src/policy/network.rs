@@ -4,7 +4,7 @@
 use super::candle::ActorCritic;
 use super::fused::{FusedMlp, FusedOffPolicy};
 use super::interface::{ActOutput, AuxBatch, FlatParams, LossReport, Policy};
-use super::offpolicy::{ActorKind, OffPolicyNets};
+use super::offpolicy::{OffPolicyNets, OffPolicyShape};
 use super::spec::PolicySpec;
 use crate::error::{ProximaError, Result};
 use crate::loss::PpoCoefs;
@@ -94,21 +94,20 @@ impl Network {
         }
     }
 
-    /// An off-policy algorithm's networks for `spec` (`kind`, `n_critics`) on `backend`
+    /// An off-policy algorithm's networks of `shape` for `spec` on `backend`
     /// (`Auto` means fused), initialised from `rng`: the same initial values on either backend.
     ///
     /// # Errors
     /// As [`OffPolicyNets::new`].
     pub fn off_policy<R: Rng + ?Sized>(
         spec: PolicySpec,
-        kind: ActorKind,
-        n_critics: usize,
+        shape: OffPolicyShape,
         backend: Backend,
         rng: &mut R,
     ) -> Result<Self> {
         Ok(match backend {
-            Backend::Candle => Network::OffPolicy(OffPolicyNets::new(spec, kind, n_critics, rng)?),
-            Backend::Auto | Backend::Fused => Network::FusedOffPolicy(FusedOffPolicy::new(spec, kind, n_critics, rng)?),
+            Backend::Candle => Network::OffPolicy(OffPolicyNets::with_shape(spec, shape, rng)?),
+            Backend::Auto | Backend::Fused => Network::FusedOffPolicy(FusedOffPolicy::with_shape(spec, shape, rng)?),
         })
     }
 

@@ -54,9 +54,29 @@ pub enum ActorKind {
     Deterministic,
 }
 
+/// The shape of an off-policy algorithm's networks: its actor, its number of critics, and the
+/// values each critic gives for one (s, a) (1: Q(s, a); TQC: its quantiles).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OffPolicyShape {
+    /// The actor.
+    pub kind: ActorKind,
+    /// Critics (and as many targets).
+    pub n_critics: usize,
+    /// Outputs of each critic.
+    pub quantiles: usize,
+}
+
+impl OffPolicyShape {
+    /// `n_critics` critics of one Q value each.
+    pub fn new(kind: ActorKind, n_critics: usize) -> Self {
+        OffPolicyShape { kind, n_critics, quantiles: 1 }
+    }
+}
+
 /// The layers of the networks, in parameter order, `(name, fan_in, fan_out)`: actor, critics,
 /// target critics and (deterministic actors) the target actor.
-fn plan(spec: &PolicySpec, kind: ActorKind, n_critics: usize) -> Vec<(String, usize, usize)> {
+fn plan(spec: &PolicySpec, shape: OffPolicyShape) -> Vec<(String, usize, usize)> {
+    let OffPolicyShape { kind, n_critics, quantiles } = shape;
     let dim = spec.action.act_dim();
     let mut out = Vec::new();
     let hidden = |prefix: &str, fan_in: usize, out: &mut Vec<(String, usize, usize)>| {
@@ -82,7 +102,7 @@ fn plan(spec: &PolicySpec, kind: ActorKind, n_critics: usize) -> Vec<(String, us
     for prefix in ["critic", "critic_target"] {
         for k in 0..n_critics {
             let w = hidden(&format!("{prefix}.qf{k}"), spec.obs_dim + dim, &mut out);
-            out.push((format!("{prefix}.qf{k}.{last}"), w, 1));
+            out.push((format!("{prefix}.qf{k}.{last}"), w, quantiles));
         }
     }
     if kind == ActorKind::Deterministic {
@@ -101,20 +121,20 @@ fn online_of(name: &str) -> Option<String> {
 }
 
 /// The parameter names and shapes of the networks, in order.
-pub fn param_shapes_for(spec: &PolicySpec, kind: ActorKind, n_critics: usize) -> Vec<(String, Vec<usize>)> {
-    plan(spec, kind, n_critics)
+pub fn param_shapes_for(spec: &PolicySpec, shape: OffPolicyShape) -> Vec<(String, Vec<usize>)> {
+    plan(spec, shape)
         .into_iter()
         .flat_map(|(n, i, o)| [(format!("{n}.weight"), vec![o, i]), (format!("{n}.bias"), vec![o])])
         .collect()
 }
 
-/// The actor and critics an off-policy algorithm (`sac`, `td3`, `ddpg`) has: `(kind, n_critics)`,
-/// or `None` for the on-policy ones.
-pub fn nets_of_algo(algo: &str, n_critics: usize) -> Option<(ActorKind, usize)> {
+/// The networks an off-policy algorithm (`sac`, `td3`, `ddpg`) has, or `None` for the on-policy
+/// ones.
+pub fn nets_of_algo(algo: &str, n_critics: usize) -> Option<OffPolicyShape> {
     match algo {
-        "sac" => Some((ActorKind::SquashedGaussian, n_critics)),
-        "td3" => Some((ActorKind::Deterministic, n_critics)),
-        "ddpg" => Some((ActorKind::Deterministic, 1)),
+        "sac" => Some(OffPolicyShape::new(ActorKind::SquashedGaussian, n_critics)),
+        "td3" => Some(OffPolicyShape::new(ActorKind::Deterministic, n_critics)),
+        "ddpg" => Some(OffPolicyShape::new(ActorKind::Deterministic, 1)),
         _ => None,
     }
 }
@@ -164,12 +184,11 @@ pub fn squashed_log_prob_f64(mean: &[f64], log_std: &[f64], eps: &[f64]) -> f64 
 /// Box); `InvalidArgument` for zero dims or no critic.
 pub(crate) fn initial_values<R: Rng + ?Sized>(
     spec: &PolicySpec,
-    kind: ActorKind,
-    n_critics: usize,
+    shape: OffPolicyShape,
     rng: &mut R,
 ) -> Result<Vec<(Vec<f32>, Vec<f32>)>> {
-    check_nets(spec, kind, n_critics)?;
-    let layers = plan(spec, kind, n_critics);
+    check_nets(spec, shape)?;
+    let layers = plan(spec, shape);
     let mut values: Vec<(Vec<f32>, Vec<f32>)> = Vec::new();
     for (name, fan_in, fan_out) in &layers {
         if let Some(online) = online_of(name) {
@@ -189,7 +208,8 @@ pub(crate) fn initial_values<R: Rng + ?Sized>(
 ///
 /// # Errors
 /// As [`initial_values`].
-pub(crate) fn check_nets(spec: &PolicySpec, kind: ActorKind, n_critics: usize) -> Result<()> {
+pub(crate) fn check_nets(spec: &PolicySpec, shape: OffPolicyShape) -> Result<()> {
+    let OffPolicyShape { kind, n_critics, quantiles } = shape;
     let who = if kind == ActorKind::SquashedGaussian { "SAC" } else { "TD3 and DDPG" };
     let ActionKind::Continuous { low, high, .. } = &spec.action else {
         return Err(ProximaError::Unsupported(format!(
@@ -204,6 +224,9 @@ pub(crate) fn check_nets(spec: &PolicySpec, kind: ActorKind, n_critics: usize) -
     }
     if n_critics == 0 {
         return Err(ProximaError::InvalidArgument("n_critics = 0: needs at least one critic".into()));
+    }
+    if quantiles == 0 {
+        return Err(ProximaError::InvalidArgument("n_quantiles = 0: each critic needs at least one output".into()));
     }
     spec.check_dims()
 }
@@ -271,7 +294,7 @@ pub(crate) fn not_on_policy(what: &str) -> ProximaError {
 #[derive(Debug)]
 pub struct OffPolicyNets {
     spec: PolicySpec,
-    kind: ActorKind,
+    shape: OffPolicyShape,
     /// SAC: the shared latent layers; deterministic: every layer of μ.
     actor: Vec<Dense>,
     /// SAC's μ and log σ heads.
@@ -294,8 +317,16 @@ impl OffPolicyNets {
     /// `Unsupported` for a discrete or unbounded action space (the actor's tanh is rescaled to
     /// the Box); `InvalidArgument` for zero dims or no critic.
     pub fn new<R: Rng + ?Sized>(spec: PolicySpec, kind: ActorKind, n_critics: usize, rng: &mut R) -> Result<Self> {
-        let values = initial_values(&spec, kind, n_critics, rng)?;
-        Self::from_values(spec, kind, n_critics, values, DType::F32)
+        Self::with_shape(spec, OffPolicyShape::new(kind, n_critics), rng)
+    }
+
+    /// [`OffPolicyNets::new`] for networks of any [`OffPolicyShape`] (TQC's quantile critics).
+    ///
+    /// # Errors
+    /// As [`OffPolicyNets::new`]; `InvalidArgument` for critics of no output.
+    pub fn with_shape<R: Rng + ?Sized>(spec: PolicySpec, shape: OffPolicyShape, rng: &mut R) -> Result<Self> {
+        let values = initial_values(&spec, shape, rng)?;
+        Self::from_values(spec, shape, values, DType::F32)
     }
 
     /// SAC's networks: a squashed-Gaussian actor and twin critics.
@@ -314,7 +345,7 @@ impl OffPolicyNets {
     pub fn with_dtype(&self, dtype: DType) -> Result<Self> {
         let p = self.params()?;
         let values = p.chunks(2).map(|wb| (wb[0].clone(), wb[1].clone())).collect();
-        Self::from_values(self.spec.clone(), self.kind, self.critics.len(), values, dtype)
+        Self::from_values(self.spec.clone(), self.shape, values, dtype)
     }
 
     /// The dtype of the parameters.
@@ -324,7 +355,12 @@ impl OffPolicyNets {
 
     /// The actor's kind.
     pub fn kind(&self) -> ActorKind {
-        self.kind
+        self.shape.kind
+    }
+
+    /// The networks' shape.
+    pub fn shape(&self) -> OffPolicyShape {
+        self.shape
     }
 
     /// The number of critics.
@@ -334,12 +370,12 @@ impl OffPolicyNets {
 
     fn from_values(
         spec: PolicySpec,
-        kind: ActorKind,
-        n_critics: usize,
+        shape: OffPolicyShape,
         values: Vec<(Vec<f32>, Vec<f32>)>,
         dtype: DType,
     ) -> Result<Self> {
-        let layers = plan(&spec, kind, n_critics);
+        let OffPolicyShape { kind, n_critics, .. } = shape;
+        let layers = plan(&spec, shape);
         let mut params = Vec::new();
         let mut dense = Vec::new();
         for ((name, fan_in, fan_out), (w, b)) in layers.iter().zip(values) {
@@ -368,7 +404,7 @@ impl OffPolicyNets {
             n_critic: 2 * n_critics * (spec.net_arch.len() + 1),
             params,
             spec,
-            kind,
+            shape,
         })
     }
 
@@ -476,7 +512,7 @@ impl Policy for OffPolicyNets {
     /// as 0 (it has no density). The value is min_k Q_k(s, a): these networks have no V head.
     fn act(&self, obs: &[f32], deterministic: bool, rng: &mut dyn RngCore) -> Result<ActOutput> {
         let o = self.obs_tensor(obs)?;
-        let (a, log_probs) = match self.kind {
+        let (a, log_probs) = match self.shape.kind {
             ActorKind::SquashedGaussian => {
                 let (mean, log_std) = self.actor_dist(&o)?;
                 let eps: Vec<f32> = match deterministic {
@@ -499,7 +535,7 @@ impl Policy for OffPolicyNets {
     /// min_k Q_k(s, a) of the deterministic action a (tanh(μ(s))).
     fn predict_values(&self, obs: &[f32]) -> Result<Vec<f32>> {
         let o = self.obs_tensor(obs)?;
-        let a = match self.kind {
+        let a = match self.shape.kind {
             ActorKind::SquashedGaussian => self.actor_dist(&o)?.0.tanh()?,
             ActorKind::Deterministic => self.actor_action(&o, false)?,
         };
@@ -509,7 +545,7 @@ impl Policy for OffPolicyNets {
     refuse_on_policy_losses!();
 
     fn param_shapes(&self) -> Vec<(String, Vec<usize>)> {
-        param_shapes_for(&self.spec, self.kind, self.critics.len())
+        param_shapes_for(&self.spec, self.shape)
     }
 
     fn params(&self) -> Result<Vec<Vec<f32>>> {

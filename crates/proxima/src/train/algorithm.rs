@@ -223,15 +223,15 @@ pub(super) fn td3_params(c: &Config) -> Td3Params {
 /// An off-policy algorithm's networks (SB3's `MlpPolicy`: ReLU, `net_arch` for the actor and
 /// each critic) and state, or `None` for an on-policy algorithm.
 pub(super) fn off_policy_parts(cfg: &Config, spec: &PolicySpec) -> Result<Option<(Network, Algo)>> {
-    let Some((kind, n_critics)) = crate::policy::offpolicy::nets_of_algo(cfg.algo.as_str(), cfg.n_critics) else {
+    let Some(shape) = crate::policy::offpolicy::nets_of_algo(cfg.algo.as_str(), cfg.n_critics) else {
         return Ok(None);
     };
     let spec = PolicySpec { activation: Activation::Relu, shared_trunk: false, ortho_init: false, ..spec.clone() };
     let act_dim = spec.action.act_dim();
     let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
-    let net = Network::off_policy(spec.clone(), kind, n_critics, cfg.resolved_backend(), &mut rng)?;
+    let net = Network::off_policy(spec.clone(), shape, cfg.resolved_backend(), &mut rng)?;
     let replay = ReplayBuffer::new(cfg.buffer_size, cfg.n_envs, spec.obs_dim, act_dim)?;
-    let row = batch_row_bytes(spec.obs_dim, act_dim, &spec.net_arch, n_critics);
+    let row = batch_row_bytes(spec.obs_dim, act_dim, &spec.net_arch, shape.n_critics);
     check_batch_memory(cfg.batch_size, row, replay.memory_bytes())?;
     let (actor, critics) = net.off_policy_sizes().expect("built as off-policy");
     let (sizes, lr, eps) = ((&actor[..], &critics[..]), cfg.learning_rate, cfg.adam_eps);

@@ -19,8 +19,8 @@ use crate::error::{ProximaError, Result};
 use crate::optim::Optimizer;
 use crate::policy::interface::{ActOutput, FlatParams, Policy};
 use crate::policy::offpolicy::{
-    check_nets, initial_values, param_shapes_for, refuse_on_policy_losses, unscale_action, ActorKind, LOG_STD_MAX,
-    LOG_STD_MIN,
+    check_nets, initial_values, param_shapes_for, refuse_on_policy_losses, unscale_action, ActorKind, OffPolicyShape,
+    LOG_STD_MAX, LOG_STD_MIN,
 };
 use crate::policy::spec::{Activation, PolicySpec};
 use proxima_kernels::gemm::{chain_gemm, Rows, Start};
@@ -110,8 +110,7 @@ struct Workspace {
 #[derive(Debug)]
 pub struct FusedOffPolicy {
     spec: PolicySpec,
-    kind: ActorKind,
-    n_critics: usize,
+    shape: OffPolicyShape,
     shapes: Vec<(String, Vec<usize>)>,
     /// The parameters' names per vector (the optimiser's errors name them).
     names: [Vec<String>; 3],
@@ -144,9 +143,17 @@ impl FusedOffPolicy {
     /// # Errors
     /// As [`crate::policy::OffPolicyNets::new`].
     pub fn new<R: Rng + ?Sized>(spec: PolicySpec, kind: ActorKind, n_critics: usize, rng: &mut R) -> Result<Self> {
-        let values = initial_values(&spec, kind, n_critics, rng)?;
+        Self::with_shape(spec, OffPolicyShape::new(kind, n_critics), rng)
+    }
+
+    /// [`FusedOffPolicy::new`] for networks of any [`OffPolicyShape`] (TQC's quantile critics).
+    ///
+    /// # Errors
+    /// As [`crate::policy::OffPolicyNets::with_shape`].
+    pub fn with_shape<R: Rng + ?Sized>(spec: PolicySpec, shape: OffPolicyShape, rng: &mut R) -> Result<Self> {
+        let values = initial_values(&spec, shape, rng)?;
         let flat: Vec<Vec<f32>> = values.into_iter().flat_map(|(w, b)| [w, b]).collect();
-        Self::from_params(spec, kind, n_critics, &flat)
+        Self::from_params(spec, shape, &flat)
     }
 
     /// The networks holding `values`, one array per parameter in [`param_shapes_for`]'s order.
@@ -154,9 +161,10 @@ impl FusedOffPolicy {
     /// # Errors
     /// `InvalidArgument` when the arrays do not have the parameters' sizes; as
     /// [`FusedOffPolicy::new`] for the spec.
-    pub fn from_params(spec: PolicySpec, kind: ActorKind, n_critics: usize, values: &[Vec<f32>]) -> Result<Self> {
-        check_nets(&spec, kind, n_critics)?;
-        let shapes = param_shapes_for(&spec, kind, n_critics);
+    pub fn from_params(spec: PolicySpec, shape: OffPolicyShape, values: &[Vec<f32>]) -> Result<Self> {
+        check_nets(&spec, shape)?;
+        let OffPolicyShape { kind, n_critics, .. } = shape;
+        let shapes = param_shapes_for(&spec, shape);
         let sizes_match = values.len() == shapes.len()
             && values.iter().zip(&shapes).all(|(v, (_, s))| v.len() == s.iter().product::<usize>());
         if !sizes_match {
@@ -200,8 +208,7 @@ impl FusedOffPolicy {
             critics: (0..n_critics).map(|k| tower(&format!("critic.qf{k}."), false)).collect(),
             actor_target: tower("actor_target.mu.", false),
             spec,
-            kind,
-            n_critics,
+            shape,
             shapes,
             names,
             theta,
@@ -229,12 +236,17 @@ impl FusedOffPolicy {
 
     /// The actor's kind.
     pub fn kind(&self) -> ActorKind {
-        self.kind
+        self.shape.kind
     }
 
     /// The number of critics.
     pub fn n_critics(&self) -> usize {
-        self.n_critics
+        self.shape.n_critics
+    }
+
+    /// The networks' shape.
+    pub fn shape(&self) -> OffPolicyShape {
+        self.shape
     }
 
     /// The parameter vector `g` ([`ACTOR`], [`CRITICS`], [`TARGETS`]).
@@ -315,8 +327,8 @@ impl FusedOffPolicy {
     pub fn q_values(&mut self, x: &[f32], rows: usize, target: bool) -> &[Vec<f32>] {
         let g = if target { TARGETS } else { CRITICS };
         let ws = &mut self.ws;
-        ws.critics.resize(self.n_critics, CriticScratch::default());
-        ws.q.resize(self.n_critics, Vec::new());
+        ws.critics.resize(self.shape.n_critics, CriticScratch::default());
+        ws.q.resize(self.shape.n_critics, Vec::new());
         let (critics, theta) = (&self.critics, (&self.theta[g][..], &self.wt[g][..]));
         for_critics(self.split, &mut ws.critics, |k, c| {
             c.acts.ensure(&critics[k], rows);
@@ -334,7 +346,7 @@ impl FusedOffPolicy {
     /// ∇θ of the critics ([`FusedOffPolicy::grads`]`(CRITICS)`) for ∂L/∂Q_k = `dq[k]` `[rows]`,
     /// at the input `x` of the last [`FusedOffPolicy::q_values`] (online critics).
     pub fn critic_backward(&mut self, x: &[f32], dq: &[Vec<f32>], rows: usize) {
-        let (n, widest) = (self.n_critics, self.widest);
+        let (n, widest) = (self.shape.n_critics, self.widest);
         let ws = &mut self.ws;
         grow(&mut ws.grads[1], self.theta[CRITICS].len());
         // Each critic's parameters are one range of ∇θ: cut it where the second half begins.
@@ -693,7 +705,7 @@ impl Policy for FusedOffPolicy {
     }
 
     fn set_params(&mut self, values: &[Vec<f32>]) -> Result<()> {
-        let fresh = FusedOffPolicy::from_params(self.spec.clone(), self.kind, self.n_critics, values)?;
+        let fresh = FusedOffPolicy::from_params(self.spec.clone(), self.shape, values)?;
         self.theta = fresh.theta;
         for g in [ACTOR, CRITICS, TARGETS] {
             self.refresh_transposes(g);
