@@ -237,3 +237,96 @@ fn td3_losses_and_gradients_match_the_reference_on_both_backends() {
         );
     }
 }
+
+/// `[B][N][M]` (the reference's layout) as one `[B, M]` array per critic (the fused backend's).
+fn per_critic(v: &Value, n: usize, m: usize) -> Vec<Vec<f32>> {
+    let rows = v.as_array().unwrap();
+    (0..n)
+        .map(|c| rows.iter().flat_map(|r| f64s(&r[c]).into_iter().map(|x| x as f32)).collect::<Vec<f32>>())
+        .map(|q| {
+            assert_eq!(q.len(), rows.len() * m);
+            q
+        })
+        .collect()
+}
+
+/// Per-critic `[B, M]` arrays back to the reference's `[B][N][M]` order, flattened.
+fn reference_order(q: &[Vec<f32>], m: usize) -> Vec<f64> {
+    let rows = q[0].len() / m;
+    (0..rows).flat_map(|r| q.iter().flat_map(move |qn| qn[r * m..(r + 1) * m].iter().map(|&x| x as f64))).collect()
+}
+
+#[test]
+fn tqc_truncated_targets_quantile_huber_loss_and_actor_loss_match_the_reference_on_both_backends() {
+    use proxima::algo::tqc::{
+        quantile_huber_and_grad, quantile_huber_loss, tqc_actor_loss, tqc_actor_loss_and_grad, truncated_target,
+        truncated_target_into,
+    };
+    let cases = golden("offpolicy.json");
+    for (i, c) in cases["tqc"].as_array().unwrap().iter().enumerate() {
+        let u = |k: &str| c[k].as_u64().unwrap() as usize;
+        let (b, n, m, drop) = (u("B"), u("n_critics"), u("n_quantiles"), u("top_quantiles_to_drop_per_net"));
+        let (gamma, alpha) = (c["gamma"].as_f64().unwrap(), c["alpha"].as_f64().unwrap());
+        let e = &c["expected"];
+        let name = |s: &str| format!("tqc case {i}: {s}");
+        let (next_lp, rewards, dones, lp) =
+            (f64s(&c["next_log_prob"]), f64s(&c["rewards"]), f64s(&c["dones"]), f64s(&c["log_prob"]));
+        // `[B][N][M]`, flattened in that order.
+        let cubes = |v: &Value| -> Vec<f64> { v.as_array().unwrap().iter().flat_map(flat).collect() };
+        let (cur, pi) = (cubes(&c["current_quantiles"]), cubes(&c["q_pi_quantiles"]));
+        // The next quantiles come pooled, `[B][N·M]` (critic-major within a row).
+        let next = flat(&c["next_quantiles"]);
+        assert_eq!(cur.len(), b * n * m);
+        // candle, float64, autograd.
+        let y = truncated_target(
+            &t64(&next, &[b, n, m]),
+            &t64(&next_lp, &[b]),
+            (&t64(&rewards, &[b]), &t64(&dones, &[b])),
+            (gamma, alpha),
+            drop,
+        )
+        .unwrap();
+        close(&name("target quantiles"), &host(&y), &flat(&e["target_quantiles"]), 1e-9);
+        let current = Var::from_tensor(&t64(&cur, &[b, n, m])).unwrap();
+        let loss = quantile_huber_loss(current.as_tensor(), &y).unwrap();
+        close(&name("critic loss"), &[scalar(&loss)], &[e["critic_loss"].as_f64().unwrap()], 1e-9);
+        let g = host(loss.backward().unwrap().get(current.as_tensor()).unwrap());
+        close(&name("∂L/∂θ"), &g, &cubes(&e["grad_critic_loss_current_quantiles"]), 1e-9);
+        let z = Var::from_tensor(&t64(&pi, &[b, n, m])).unwrap();
+        let la = tqc_actor_loss(&t64(&lp, &[b]), z.as_tensor(), alpha).unwrap();
+        close(&name("actor loss"), &[scalar(&la)], &[e["actor_loss"].as_f64().unwrap()], 1e-9);
+        let gz = host(la.backward().unwrap().get(z.as_tensor()).unwrap());
+        close(&name("∂J_π/∂Z"), &gz, &cubes(&e["grad_actor_loss_q_pi_quantiles"]), 1e-12);
+        // The fused closed form, f32.
+        let (mut y32, mut pooled, mut dq) = (Vec::new(), Vec::new(), Vec::new());
+        let next32: Vec<Vec<f32>> = (0..n)
+            .map(|k| {
+                (0..b)
+                    .flat_map(|r| next[r * n * m + k * m..r * n * m + (k + 1) * m].iter().map(|&x| x as f32))
+                    .collect()
+            })
+            .collect();
+        truncated_target_into(
+            &mut y32,
+            &mut pooled,
+            (&next32, m, drop),
+            &f32s(&next_lp),
+            (&f32s(&rewards), &f32s(&dones)),
+            (gamma, alpha),
+        );
+        close_rel(&name("fused target quantiles"), &wide(&y32), &flat(&e["target_quantiles"]), 1e-5);
+        let cur32 = per_critic(&c["current_quantiles"], n, m);
+        let l32 = quantile_huber_and_grad(&cur32, &y32, m, &mut dq);
+        close_rel(&name("fused critic loss"), &[l32], &[e["critic_loss"].as_f64().unwrap()], 1e-5);
+        close_rel(
+            &name("fused ∂L/∂θ"),
+            &reference_order(&dq, m),
+            &cubes(&e["grad_critic_loss_current_quantiles"]),
+            1e-6,
+        );
+        let pi32 = per_critic(&c["q_pi_quantiles"], n, m);
+        let la32 = tqc_actor_loss_and_grad(&f32s(&lp), &pi32, m, alpha, &mut dq);
+        close_rel(&name("fused actor loss"), &[la32], &[e["actor_loss"].as_f64().unwrap()], 1e-5);
+        close_rel(&name("fused ∂J_π/∂Z"), &reference_order(&dq, m), &cubes(&e["grad_actor_loss_q_pi_quantiles"]), 1e-6);
+    }
+}

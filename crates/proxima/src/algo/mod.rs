@@ -12,6 +12,7 @@ pub mod ppo;
 pub mod reinforce;
 pub mod sac;
 pub mod td3;
+pub mod tqc;
 pub mod trpo;
 pub mod update;
 

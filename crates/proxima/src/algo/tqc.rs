@@ -1,0 +1,158 @@
+//! TQC, Truncated Quantile Critics (Kuznetsov et al. 2020, "Controlling Overestimation Bias with
+//! Truncated Mixture of Continuous Distributional Quantile Critics", arXiv:2005.04269), as
+//! sb3-contrib's `TQC.train` takes a gradient step: SAC's actor, temperature and targets, with N
+//! critics of M quantiles each (`n_critics`, `n_quantiles`):
+//!
+//! 1. the target: the target critics' quantiles at (s', ã') pooled over the critics (`[B, N·M]`),
+//!    sorted, the top `top_quantiles_to_drop_per_net`·N dropped, then
+//!    y_j = r + γ·(1 − d)·(z_j − α·log π(ã'|s')) for the k = N·M − drop·N kept ones;
+//! 2. the critics: the quantile Huber loss (κ = 1) of every current quantile θ_i (τ_i = (i + ½)/M)
+//!    against every y_j, averaged over the batch, the critics, the quantiles and the targets:
+//!    ρ_τ(δ) = |τ − 1{δ < 0}|·H(δ), δ = y_j − θ_i, H(δ) = ½δ² (|δ| ≤ 1) or |δ| − ½;
+//! 3. the actor: J_π = mean(α·log π(ã|s) − mean over critics and quantiles of Z(s, ã)).
+//!
+//! Candle's losses ([`truncated_target`], [`quantile_huber_loss`]) are differentiated by its
+//! autograd; the fused backend's ([`truncated_target_into`], [`quantile_huber_and_grad`]) are the
+//! same sums with their gradient in closed form: ∂L/∂θ_i = −Σ_j |τ_i − 1{δ_j < 0}|·clip(δ_j, −1, 1)
+//! / (B·N·M·k).
+
+use crate::error::Result;
+use candle_core::{DType, Device, Tensor, D};
+
+/// The truncated target quantiles `[B, k]` (detached) from the target critics' quantiles at
+/// (s', ã') `[B, N, M]`, log π(ã'|s'), r and d `[B]`; k = N·M − `drop`·N.
+///
+/// # Errors
+/// candle's (shapes); `drop`·N ≥ N·M is refused by the config before.
+pub fn truncated_target(
+    next_quantiles: &Tensor,
+    next_log_prob: &Tensor,
+    (rewards, dones): (&Tensor, &Tensor),
+    (gamma, alpha): (f64, f64),
+    drop: usize,
+) -> Result<Tensor> {
+    let (b, n, m) = next_quantiles.dims3()?;
+    let (sorted, _) = next_quantiles.reshape((b, n * m))?.sort_last_dim(true)?;
+    let kept = sorted.narrow(1, 0, n * m - drop * n)?;
+    let soft = kept.broadcast_sub(&(next_log_prob * alpha)?.unsqueeze(1)?)?;
+    let not_done = dones.affine(-1.0, 1.0)?.unsqueeze(1)?;
+    Ok((soft.broadcast_mul(&not_done)? * gamma)?.broadcast_add(&rewards.unsqueeze(1)?)?.detach())
+}
+
+/// The quantile Huber loss (κ = 1) of the current quantiles `[B, N, M]` against the targets
+/// `[B, k]`, averaged over all B·N·M·k pairs (sb3-contrib's `quantile_huber_loss` with
+/// `sum_over_quantiles=False`).
+///
+/// # Errors
+/// candle's (shapes).
+pub fn quantile_huber_loss(current: &Tensor, target: &Tensor) -> Result<Tensor> {
+    let (b, _, m) = current.dims3()?;
+    let k = target.dim(1)?;
+    let dt = current.dtype();
+    let tau: Vec<f64> = (0..m).map(|i| (i as f64 + 0.5) / m as f64).collect();
+    let tau = Tensor::from_vec(tau, (1, 1, m, 1), &Device::Cpu)?.to_dtype(dt)?;
+    let delta = target.reshape((b, 1, 1, k))?.broadcast_sub(&current.unsqueeze(D::Minus1)?)?;
+    let abs = delta.abs()?;
+    let huber = abs.gt(1.0)?.where_cond(&(&abs - 0.5)?, &(delta.sqr()? * 0.5)?)?;
+    let below = delta.lt(0.0)?.to_dtype(dt)?;
+    let weight = tau.broadcast_sub(&below)?.abs()?;
+    Ok((weight * huber)?.mean_all()?)
+}
+
+/// J_π = mean(α·log π − mean over critics and quantiles of Z(s, ã)), with Z `[B, N, M]`.
+///
+/// # Errors
+/// candle's.
+pub fn tqc_actor_loss(log_prob: &Tensor, quantiles_pi: &Tensor, alpha: f64) -> Result<Tensor> {
+    let q = quantiles_pi.flatten_from(1)?.mean(1)?;
+    Ok(((log_prob * alpha)? - q)?.mean_all()?)
+}
+
+/// [`truncated_target`] on the host, f32, rounded as candle rounds it: `next_q[n]` holds target
+/// critic n's quantiles `[B, M]`; y `[B, k]` into `y` (`pooled`: a reused buffer of N·M).
+#[allow(clippy::too_many_arguments)]
+pub fn truncated_target_into(
+    y: &mut Vec<f32>,
+    pooled: &mut Vec<f32>,
+    (next_q, m, drop): (&[Vec<f32>], usize, usize),
+    next_log_prob: &[f32],
+    (rewards, dones): (&[f32], &[f32]),
+    (gamma, alpha): (f64, f64),
+) {
+    let (n, rows) = (next_q.len(), next_log_prob.len());
+    let k = n * m - drop * n;
+    let (g, a) = (gamma as f32, alpha as f32);
+    y.clear();
+    for r in 0..rows {
+        pooled.clear();
+        for q in next_q {
+            pooled.extend_from_slice(&q[r * m..(r + 1) * m]);
+        }
+        pooled.sort_by(f32::total_cmp);
+        let (lp, not_done) = (next_log_prob[r] * a, dones[r] * -1.0 + 1.0);
+        y.extend(pooled[..k].iter().map(|&z| (z - lp) * not_done * g + rewards[r]));
+    }
+}
+
+/// The quantile Huber loss of `q[n]` (critic n's current quantiles `[B, M]`) against `y` `[B, k]`
+/// (as f64), and its gradient into `dq[n]` `[B, M]`, the closed form of the module's description.
+pub fn quantile_huber_and_grad(q: &[Vec<f32>], y: &[f32], m: usize, dq: &mut Vec<Vec<f32>>) -> f64 {
+    let n = q.len();
+    let rows = q.first().map_or(0, |q| q.len() / m.max(1));
+    let k = y.len() / rows.max(1);
+    let scale = 1.0 / (rows * n * m * k) as f64;
+    dq.resize(n, Vec::new());
+    let mut total = 0f64;
+    for (qn, dn) in q.iter().zip(dq.iter_mut()) {
+        dn.clear();
+        for r in 0..rows {
+            let targets = &y[r * k..(r + 1) * k];
+            for (i, &theta) in qn[r * m..(r + 1) * m].iter().enumerate() {
+                let tau = (i as f32 + 0.5) / m as f32;
+                let (mut loss, mut grad) = (0f64, 0f64);
+                for &t in targets {
+                    let delta = t - theta;
+                    let w = (tau - if delta < 0.0 { 1.0 } else { 0.0 }).abs();
+                    let huber = if delta.abs() > 1.0 { delta.abs() - 0.5 } else { 0.5 * delta * delta };
+                    loss += (w * huber) as f64;
+                    grad -= (w * delta.clamp(-1.0, 1.0)) as f64;
+                }
+                total += loss;
+                dn.push((grad * scale) as f32);
+            }
+        }
+    }
+    total * scale
+}
+
+/// J_π = mean(α·log π − mean over critics and quantiles of Z) on the host (as f64), `q[n]`
+/// critic n's quantiles `[B, M]` at (s, ã), and ∂J_π/∂Z = −1/(B·N·M) into `dq[n]`.
+pub fn tqc_actor_loss_and_grad(log_prob: &[f32], q: &[Vec<f32>], m: usize, alpha: f64, dq: &mut Vec<Vec<f32>>) -> f64 {
+    let (n, rows) = (q.len(), log_prob.len());
+    let a = alpha as f32;
+    let mut total = 0f64;
+    for (r, &lp) in log_prob.iter().enumerate() {
+        let mean: f32 = q.iter().map(|qn| qn[r * m..(r + 1) * m].iter().sum::<f32>()).sum::<f32>() / (n * m) as f32;
+        total += (lp * a - mean) as f64;
+    }
+    let g = -1.0 / (rows * n * m) as f32;
+    dq.resize(n, Vec::new());
+    for d in dq.iter_mut() {
+        d.clear();
+        d.resize(rows * m, g);
+    }
+    total / rows as f64
+}
+
+/// The quantiles `[B, N, M]` of critics given as `q[n]` `[B, M]`, as a tensor of `dtype`.
+///
+/// # Errors
+/// candle's.
+pub fn stack_quantiles(q: &[Vec<f32>], m: usize, dtype: DType) -> Result<Tensor> {
+    let rows = q.first().map_or(0, |q| q.len() / m.max(1));
+    let parts: Vec<Tensor> = q
+        .iter()
+        .map(|qn| Ok(Tensor::from_slice(qn, (rows, 1, m), &Device::Cpu)?.to_dtype(dtype)?))
+        .collect::<Result<_>>()?;
+    Ok(Tensor::cat(&parts, 1)?)
+}
