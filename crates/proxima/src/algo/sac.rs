@@ -237,7 +237,8 @@ impl Sac {
         // 1. ã ~ π(·|s).
         normal_into(&mut w.eps, n * ad, rng);
         let (mu, log_std) = nets.sac_dist(Pass::Obs, &s.observations, n);
-        (w.a.resize(n * ad, 0.0), w.log_prob.resize(n, 0.0));
+        w.a.resize(n * ad, 0.0);
+        w.log_prob.resize(n, 0.0);
         squash((mu, log_std, &w.eps), ad, &mut w.a, &mut w.log_prob);
         let mean_log_prob = w.log_prob.iter().map(|&x| x as f64).sum::<f64>() / n as f64;
         // 2. α, and its step.
@@ -245,7 +246,8 @@ impl Sac {
         // 3. The critics.
         normal_into(&mut w.next_eps, n * ad, rng);
         let (mu2, log_std2) = nets.sac_dist(Pass::NextObs, &s.next_observations, n);
-        (w.next_a.resize(n * ad, 0.0), w.next_log_prob.resize(n, 0.0));
+        w.next_a.resize(n * ad, 0.0);
+        w.next_log_prob.resize(n, 0.0);
         squash((mu2, log_std2, &w.next_eps), ad, &mut w.next_a, &mut w.next_log_prob);
         cat_rows_into(&s.next_observations, &w.next_a, n, &mut w.x);
         min_and_grad(nets.q_values(&w.x, n, true), n, 0.0, &mut w.min_q, &mut w.dq);
@@ -264,7 +266,8 @@ impl Sac {
         w.d_a.resize(n * ad, 0.0);
         nets.q_action_grad(&w.dq, n, &mut w.d_a);
         let (d_mu, d_log_std) = (&mut w.d_mu, &mut w.d_log_std);
-        (d_mu.resize(n * ad, 0.0), d_log_std.resize(n * ad, 0.0));
+        d_mu.resize(n * ad, 0.0);
+        d_log_std.resize(n * ad, 0.0);
         squash_backward((&w.d_a, &w.a, &w.eps, nets.raw_log_std(Pass::Obs, n)), a32 / n as f32, (d_mu, d_log_std));
         nets.actor_backward(&s.observations, (&w.d_mu, Some(&w.d_log_std)), n);
         nets.step(ACTOR, &mut self.state.actor_opt)?;

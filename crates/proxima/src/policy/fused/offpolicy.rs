@@ -359,7 +359,8 @@ impl FusedOffPolicy {
         for_critics(h < n, &mut halves, |half, (grad, base, cs)| {
             for (i, c) in cs.iter_mut().enumerate() {
                 let k = if half == 0 { i } else { h + i };
-                (grow(&mut c.dy, rows * widest), grow(&mut c.spare, rows * widest));
+                grow(&mut c.dy, rows * widest);
+                grow(&mut c.spare, rows * widest);
                 c.dy[..rows].copy_from_slice(&dq[k][..rows]);
                 let bufs = (&mut c.dy, &mut c.spare);
                 let g = (&mut grad[..], *base);
