@@ -191,7 +191,7 @@ impl Sac {
 
     /// Step 2: α as it stands, then (`ent_coef = "auto"`) one Adam step on J(log α) for the
     /// batch's mean log π; every optimiser's learning rate set to `lr`.
-    fn temperature_step(&mut self, mean_log_prob: f64, lr: f64) -> Result<f64> {
+    pub(crate) fn temperature_step(&mut self, mean_log_prob: f64, lr: f64) -> Result<f64> {
         let p = self.params;
         let alpha = self.ent_coef();
         self.state.set_lr(lr);

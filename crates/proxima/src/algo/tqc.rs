@@ -16,8 +16,17 @@
 //! same sums with their gradient in closed form: ∂L/∂θ_i = −Σ_j |τ_i − 1{δ_j < 0}|·clip(δ_j, −1, 1)
 //! / (B·N·M·k).
 
+use super::offpolicy::{finite, finite_value, normal_into, Losses, StepBuffers};
+use super::sac::Sac;
 use crate::error::Result;
+use crate::optim::{Gradients, Params};
+use crate::policy::fused::{cat_rows_into, squash, squash_backward, FusedOffPolicy, Pass, ACTOR, CRITICS};
+use crate::policy::offpolicy::squashed_sample;
+use crate::policy::OffPolicyNets;
+use crate::replay::ReplaySample;
 use candle_core::{DType, Device, Tensor, D};
+use rand::Rng;
+use rand_distr::StandardNormal;
 
 /// The truncated target quantiles `[B, k]` (detached) from the target critics' quantiles at
 /// (s', ã') `[B, N, M]`, log π(ã'|s'), r and d `[B]`; k = N·M − `drop`·N.
@@ -155,4 +164,137 @@ pub fn stack_quantiles(q: &[Vec<f32>], m: usize, dtype: DType) -> Result<Tensor>
         .map(|qn| Ok(Tensor::from_slice(qn, (rows, 1, m), &Device::Cpu)?.to_dtype(dtype)?))
         .collect::<Result<_>>()?;
     Ok(Tensor::cat(&parts, 1)?)
+}
+
+/// TQC's state beside its networks: SAC's (temperature, optimisers, replay buffer, counters) and
+/// how many of each critic's top quantiles the target drops.
+#[derive(Debug)]
+pub struct Tqc {
+    /// SAC's parameters and state (TQC shares its actor, temperature and target updates).
+    pub sac: Sac,
+    /// Quantiles per critic, M.
+    pub n_quantiles: usize,
+    /// The top quantiles of each critic left out of the pooled target (sb3-contrib's 2).
+    pub top_quantiles_to_drop_per_net: usize,
+}
+
+impl Tqc {
+    /// One gradient step on candle (steps 1–3 of the module's description, then SAC's Polyak
+    /// step) at learning rate `lr`, noise drawn from `rng`: the batch and draws of
+    /// [`Sac::gradient_step`].
+    ///
+    /// # Errors
+    /// As [`Sac::gradient_step`].
+    pub fn gradient_step<R: Rng + ?Sized>(&mut self, nets: &OffPolicyNets, lr: f64, rng: &mut R) -> Result<Losses> {
+        let p = self.sac.params;
+        let b = self.sac.state.sample_batch(p.looping.batch_size, nets, rng)?;
+        let (n, ad) = (p.looping.batch_size, self.sac.state.replay.act_dim);
+        let dt = nets.dtype();
+        let noise = |rng: &mut R| -> Result<Tensor> {
+            let v: Vec<f32> = (0..n * ad).map(|_| rng.sample(StandardNormal)).collect();
+            Ok(Tensor::from_vec(v, (n, ad), &Device::Cpu)?.to_dtype(dt)?)
+        };
+        let (mean, log_std) = nets.actor_dist(&b.obs)?;
+        let (a_pi, log_prob) = squashed_sample(&mean, &log_std, &noise(rng)?)?;
+        let mean_log_prob = log_prob.to_dtype(DType::F64)?.mean_all()?.to_scalar::<f64>()?;
+        let alpha = self.sac.temperature_step(mean_log_prob, lr)?;
+        let (m2, ls2) = nets.actor_dist(&b.next_obs)?;
+        let (a2, lp2) = squashed_sample(&m2.detach(), &ls2.detach(), &noise(rng)?)?;
+        let z_next = nets.quantiles(&b.next_obs, &a2, true)?;
+        let y = truncated_target(
+            &z_next,
+            &lp2,
+            (&b.rewards, &b.dones),
+            (p.gamma, alpha),
+            self.top_quantiles_to_drop_per_net,
+        )?;
+        let lq = quantile_huber_loss(&nets.quantiles(&b.obs, &b.actions, false)?, &y)?;
+        let critic = finite(&lq, "TQC critic loss")?;
+        let st = &mut self.sac.state;
+        st.critic_opt
+            .step(Params::Vars { vars: nets.critic_params(), grads: Gradients::Store(&lq.backward()?) }, None)?;
+        let lpi = tqc_actor_loss(&log_prob, &nets.quantiles(&b.obs, &a_pi, false)?, alpha)?;
+        let actor = finite(&lpi, "TQC actor loss")?;
+        st.actor_opt
+            .step(Params::Vars { vars: nets.actor_params(), grads: Gradients::Store(&lpi.backward()?) }, None)?;
+        st.n_updates += 1;
+        if st.n_updates % p.target_update_interval as u64 == 0 {
+            nets.polyak_update(p.tau)?;
+        }
+        Ok(Losses { actor_loss: Some(actor), critic_loss: critic, entropy: Some(-mean_log_prob) })
+    }
+
+    /// [`Tqc::gradient_step`] on the fused networks: the same batch, draws and order, the
+    /// gradients in closed form ([`quantile_huber_and_grad`], [`tqc_actor_loss_and_grad`], then
+    /// SAC's squash backward).
+    ///
+    /// # Errors
+    /// As [`Tqc::gradient_step`].
+    pub fn fused_gradient_step<R: Rng + ?Sized>(
+        &mut self,
+        nets: &mut FusedOffPolicy,
+        lr: f64,
+        rng: &mut R,
+    ) -> Result<Losses> {
+        let (sample, mut bufs) = self.sac.state.take_sample(self.sac.params.looping.batch_size, rng)?;
+        let out = self.fused_step(nets, lr, rng, &sample, &mut bufs);
+        self.sac.state.give_back((sample, bufs));
+        out
+    }
+
+    fn fused_step<R: Rng + ?Sized>(
+        &mut self,
+        nets: &mut FusedOffPolicy,
+        lr: f64,
+        rng: &mut R,
+        s: &ReplaySample,
+        w: &mut StepBuffers,
+    ) -> Result<Losses> {
+        let (p, m, drop) = (self.sac.params, self.n_quantiles, self.top_quantiles_to_drop_per_net);
+        let (n, ad) = (s.len, self.sac.state.replay.act_dim);
+        normal_into(&mut w.eps, n * ad, rng);
+        let (mu, log_std) = nets.sac_dist(Pass::Obs, &s.observations, n);
+        w.a.resize(n * ad, 0.0);
+        w.log_prob.resize(n, 0.0);
+        squash((mu, log_std, &w.eps), ad, &mut w.a, &mut w.log_prob);
+        let mean_log_prob = w.log_prob.iter().map(|&x| x as f64).sum::<f64>() / n as f64;
+        let alpha = self.sac.temperature_step(mean_log_prob, lr)?;
+        normal_into(&mut w.next_eps, n * ad, rng);
+        let (mu2, log_std2) = nets.sac_dist(Pass::NextObs, &s.next_observations, n);
+        w.next_a.resize(n * ad, 0.0);
+        w.next_log_prob.resize(n, 0.0);
+        squash((mu2, log_std2, &w.next_eps), ad, &mut w.next_a, &mut w.next_log_prob);
+        cat_rows_into(&s.next_observations, &w.next_a, n, &mut w.x);
+        let z_next = nets.q_values(&w.x, n, true);
+        truncated_target_into(
+            &mut w.y,
+            &mut w.min_q,
+            (z_next, m, drop),
+            &w.next_log_prob,
+            (&s.rewards, &s.dones),
+            (p.gamma, alpha),
+        );
+        cat_rows_into(&s.observations, &s.actions, n, &mut w.x);
+        let critic = quantile_huber_and_grad(nets.q_values(&w.x, n, false), &w.y, m, &mut w.dq);
+        let critic = finite_value(critic, "TQC critic loss")?;
+        nets.critic_backward(&w.x, &w.dq, n);
+        let st = &mut self.sac.state;
+        nets.step(CRITICS, &mut st.critic_opt)?;
+        cat_rows_into(&s.observations, &w.a, n, &mut w.x);
+        let actor = tqc_actor_loss_and_grad(&w.log_prob, nets.q_values(&w.x, n, false), m, alpha, &mut w.dq);
+        let actor = finite_value(actor, "TQC actor loss")?;
+        w.d_a.resize(n * ad, 0.0);
+        nets.q_action_grad(&w.dq, n, &mut w.d_a);
+        w.d_mu.resize(n * ad, 0.0);
+        w.d_log_std.resize(n * ad, 0.0);
+        let raw = nets.raw_log_std(Pass::Obs, n);
+        squash_backward((&w.d_a, &w.a, &w.eps, raw), (alpha / n as f64) as f32, (&mut w.d_mu, &mut w.d_log_std));
+        nets.actor_backward(&s.observations, (&w.d_mu, Some(&w.d_log_std)), n);
+        nets.step(ACTOR, &mut st.actor_opt)?;
+        st.n_updates += 1;
+        if st.n_updates % p.target_update_interval as u64 == 0 {
+            nets.polyak_update(p.tau);
+        }
+        Ok(Losses { actor_loss: Some(actor), critic_loss: critic, entropy: Some(-mean_log_prob) })
+    }
 }

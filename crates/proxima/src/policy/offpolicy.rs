@@ -457,7 +457,21 @@ impl OffPolicyNets {
     pub fn q_values(&self, obs: &Tensor, actions: &Tensor, target: bool) -> Result<Vec<Tensor>> {
         let x = Tensor::cat(&[obs, actions], 1)?;
         let nets = if target { &self.critic_targets } else { &self.critics };
-        nets.iter().map(|c| Ok(mlp(c, &x, false)?.squeeze(1)?)).collect()
+        // A critic of quantiles (TQC) is valued by their mean.
+        let value = |z: Tensor| if self.shape.quantiles == 1 { z.squeeze(1) } else { z.mean(1) };
+        nets.iter().map(|c| Ok(value(mlp(c, &x, false)?)?)).collect()
+    }
+
+    /// Every critic's outputs (of the targets when `target`) for (s, a), `[B, N, M]`: TQC's
+    /// quantiles Z_n(s, a), differentiable.
+    ///
+    /// # Errors
+    /// candle's.
+    pub fn quantiles(&self, obs: &Tensor, actions: &Tensor, target: bool) -> Result<Tensor> {
+        let x = Tensor::cat(&[obs, actions], 1)?;
+        let nets = if target { &self.critic_targets } else { &self.critics };
+        let z: Vec<Tensor> = nets.iter().map(|c| Ok(mlp(c, &x, false)?.unsqueeze(1)?)).collect::<Result<_>>()?;
+        Ok(Tensor::cat(&z, 1)?)
     }
 
     /// Every target parameter θ̄ ← τ·θ + (1 − τ)·θ̄ from its network (SB3's `polyak_update`): the

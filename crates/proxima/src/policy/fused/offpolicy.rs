@@ -322,7 +322,7 @@ impl FusedOffPolicy {
         }
     }
 
-    /// Q_k(s, a) `[rows]` of every critic (of the targets when `target`) for `x` = [s, a]
+    /// Q_k(s, a) `[rows, M]` of every critic (M = 1; TQC's quantiles) (of the targets when `target`) for `x` = [s, a]
     /// `[rows, obs_dim + dim]`; the layer outputs are kept for the backward passes.
     pub fn q_values(&mut self, x: &[f32], rows: usize, target: bool) -> &[Vec<f32>] {
         let g = if target { TARGETS } else { CRITICS };
@@ -330,11 +330,12 @@ impl FusedOffPolicy {
         ws.critics.resize(self.shape.n_critics, CriticScratch::default());
         ws.q.resize(self.shape.n_critics, Vec::new());
         let (critics, theta) = (&self.critics, (&self.theta[g][..], &self.wt[g][..]));
+        let out = self.shape.quantiles;
         for_critics(self.split, &mut ws.critics, |k, c| {
             c.acts.ensure(&critics[k], rows);
             tower_forward(&critics[k], &mut c.acts.0, x, theta, rows, (Activation::Relu, false));
             c.q.clear();
-            c.q.extend_from_slice(c.acts.last(rows, 1));
+            c.q.extend_from_slice(c.acts.last(rows, out));
         });
         for (q, c) in ws.q.iter_mut().zip(&ws.critics) {
             q.clear();
@@ -343,7 +344,7 @@ impl FusedOffPolicy {
         &ws.q
     }
 
-    /// ∇θ of the critics ([`FusedOffPolicy::grads`]`(CRITICS)`) for ∂L/∂Q_k = `dq[k]` `[rows]`,
+    /// ∇θ of the critics ([`FusedOffPolicy::grads`]`(CRITICS)`) for ∂L/∂Q_k = `dq[k]` `[rows, M]`,
     /// at the input `x` of the last [`FusedOffPolicy::q_values`] (online critics).
     pub fn critic_backward(&mut self, x: &[f32], dq: &[Vec<f32>], rows: usize) {
         let (n, widest) = (self.shape.n_critics, self.widest);
@@ -351,6 +352,7 @@ impl FusedOffPolicy {
         grow(&mut ws.grads[1], self.theta[CRITICS].len());
         // Each critic's parameters are one range of ∇θ: cut it where the second half begins.
         let h = if self.split && n >= 2 { n / 2 } else { n };
+        let out = self.shape.quantiles;
         let cut = if h < n { self.critics[h][0].w } else { ws.grads[1].len() };
         let (g0, g1) = ws.grads[1].split_at_mut(cut);
         let (s0, s1) = ws.critics.split_at_mut(h);
@@ -361,7 +363,7 @@ impl FusedOffPolicy {
                 let k = if half == 0 { i } else { h + i };
                 grow(&mut c.dy, rows * widest);
                 grow(&mut c.spare, rows * widest);
-                c.dy[..rows].copy_from_slice(&dq[k][..rows]);
+                c.dy[..rows * out].copy_from_slice(&dq[k][..rows * out]);
                 let bufs = (&mut c.dy, &mut c.spare);
                 let g = (&mut grad[..], *base);
                 tower_backward(&critics[k], &c.acts.0, x, theta, g, bufs, None, rows, (Activation::Relu, false));
@@ -369,15 +371,15 @@ impl FusedOffPolicy {
         });
     }
 
-    /// ∂L/∂a `[rows, dim]` into `d_a` for ∂L/∂Q_k = `dq[k]` `[rows]` through the online critics
+    /// ∂L/∂a `[rows, dim]` into `d_a` for ∂L/∂Q_k = `dq[k]` `[rows, M]` through the online critics
     /// at the input of the last [`FusedOffPolicy::q_values`] (a critic whose `dq` is all 0 is
     /// skipped; the critics' parts added in their order): no ∂W is formed.
     pub fn q_action_grad(&mut self, dq: &[Vec<f32>], rows: usize, d_a: &mut [f32]) {
         let (od, dim, widest) = (self.spec.obs_dim, self.spec.action.act_dim(), self.widest);
         let ws = &mut self.ws;
-        let (critics, theta) = (&self.critics, &self.theta[CRITICS][..]);
+        let (critics, theta, out) = (&self.critics, &self.theta[CRITICS][..], self.shape.quantiles);
         for_critics(self.split, &mut ws.critics, |k, c| {
-            let dqk = &dq[k][..rows];
+            let dqk = &dq[k][..rows * out];
             c.used = dqk.iter().any(|&g| g != 0.0);
             if !c.used {
                 return;
@@ -385,7 +387,7 @@ impl FusedOffPolicy {
             for v in [&mut c.dy, &mut c.spare, &mut c.d_in] {
                 grow(v, rows * widest);
             }
-            c.dy[..rows].copy_from_slice(dqk);
+            c.dy[..rows * out].copy_from_slice(dqk);
             input_grad(&critics[k], &c.acts.0, theta, (&mut c.dy, &mut c.spare), &mut c.d_in, rows);
         });
         d_a[..rows * dim].fill(0.0);
@@ -510,7 +512,7 @@ impl FusedOffPolicy {
         }
     }
 
-    /// min_k Q_k(s, a) `[rows]` of the online critics, on fresh buffers.
+    /// min_k Q_k(s, a) `[rows]` of the online critics (a critic of quantiles valued by their mean), on fresh buffers.
     fn min_q_host(&self, obs: &[f32], a: &[f32], rows: usize) -> Vec<f32> {
         let x = cat_rows(obs, a, rows);
         let mut m = vec![f32::INFINITY; rows];
@@ -525,7 +527,10 @@ impl FusedOffPolicy {
                 rows,
                 (Activation::Relu, false),
             );
-            m.iter_mut().zip(acts.last(rows, 1)).for_each(|(m, &q)| *m = m.min(q));
+            // A critic of quantiles (TQC) is valued by their mean.
+            let out = self.shape.quantiles;
+            let q = acts.last(rows, out).chunks_exact(out).map(|z| z.iter().sum::<f32>() / out as f32);
+            m.iter_mut().zip(q).for_each(|(m, q)| *m = m.min(q));
         }
         m
     }
