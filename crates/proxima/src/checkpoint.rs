@@ -201,8 +201,8 @@ impl Checkpoint {
     /// `(kind, n_critics)`, or `None` for an actor-critic.
     pub fn off_policy_nets(&self) -> Option<crate::policy::OffPolicyShape> {
         let t = self.meta.config_toml.parse::<toml::Table>().ok()?;
-        let n = t.get("n_critics").and_then(|v| v.as_integer()).map_or(2, |n| n.max(0) as usize);
-        crate::policy::offpolicy::nets_of_algo(t.get("algo")?.as_str()?, n)
+        let int = |k: &str, or: usize| t.get(k).and_then(|v| v.as_integer()).map_or(or, |n| n.max(0) as usize);
+        crate::policy::offpolicy::nets_of_algo(t.get("algo")?.as_str()?, int("n_critics", 2), int("n_quantiles", 25))
     }
 
     /// Builds the network the checkpoint describes and loads its parameters.

@@ -1,9 +1,10 @@
-//! [`Learner`]: SAC or TD3 (and DDPG) behind one type, the one the trainer's off-policy loop
+//! [`Learner`]: SAC, TD3 (and DDPG) or TQC behind one type, the one the trainer's off-policy loop
 //! drives (explore, store, gradient steps, snapshot for an exact resume).
 
 use super::offpolicy::{LoopParams, Losses, OffPolicySnapshot, OffPolicyState};
 use super::sac::Sac;
 use super::td3::Td3;
+use super::tqc::Tqc;
 use crate::error::ProximaError;
 use crate::error::Result;
 use crate::policy::{Network, Policy};
@@ -16,6 +17,8 @@ pub enum Learner {
     Sac(Sac),
     /// TD3 (and DDPG: TD3 with one critic, no smoothing, no delay).
     Td3(Td3),
+    /// Truncated Quantile Critics (SAC's actor and temperature, critics of quantiles).
+    Tqc(Tqc),
 }
 
 impl Learner {
@@ -24,6 +27,7 @@ impl Learner {
         match self {
             Learner::Sac(s) => &s.state,
             Learner::Td3(t) => &t.state,
+            Learner::Tqc(q) => &q.sac.state,
         }
     }
 
@@ -32,6 +36,7 @@ impl Learner {
         match self {
             Learner::Sac(s) => &mut s.state,
             Learner::Td3(t) => &mut t.state,
+            Learner::Tqc(q) => &mut q.sac.state,
         }
     }
 
@@ -40,6 +45,7 @@ impl Learner {
         match self {
             Learner::Sac(s) => s.params.looping,
             Learner::Td3(t) => t.params.looping,
+            Learner::Tqc(q) => q.sac.params.looping,
         }
     }
 
@@ -67,6 +73,8 @@ impl Learner {
             (Learner::Sac(s), Network::FusedOffPolicy(n)) => s.fused_gradient_step(n, lr, rng),
             (Learner::Td3(t), Network::OffPolicy(n)) => t.gradient_step(n, lr, rng),
             (Learner::Td3(t), Network::FusedOffPolicy(n)) => t.fused_gradient_step(n, lr, rng),
+            (Learner::Tqc(q), Network::OffPolicy(n)) => q.gradient_step(n, lr, rng),
+            (Learner::Tqc(q), Network::FusedOffPolicy(n)) => q.fused_gradient_step(n, lr, rng),
             _ => Err(ProximaError::InvalidArgument(
                 "an off-policy gradient step needs an off-policy algorithm's networks".into(),
             )),
@@ -76,7 +84,7 @@ impl Learner {
     /// SAC's temperature α (`None` for TD3).
     pub fn ent_coef(&self) -> Option<f64> {
         match self {
-            Learner::Sac(s) => Some(s.ent_coef()),
+            Learner::Sac(s) | Learner::Tqc(Tqc { sac: s, .. }) => Some(s.ent_coef()),
             Learner::Td3(_) => None,
         }
     }
@@ -91,7 +99,9 @@ impl Learner {
             actor_t: st.actor_opt.t,
             critic_t: st.critic_opt.t,
             temperature: match self {
-                Learner::Sac(s) => Some((s.log_ent_coef[0][0], s.ent_opt.t, s.ent_opt.m[0][0], s.ent_opt.v[0][0])),
+                Learner::Sac(s) | Learner::Tqc(Tqc { sac: s, .. }) => {
+                    Some((s.log_ent_coef[0][0], s.ent_opt.t, s.ent_opt.m[0][0], s.ent_opt.v[0][0]))
+                }
                 Learner::Td3(_) => None,
             },
         }
@@ -105,7 +115,7 @@ impl Learner {
         st.pending_gradient_steps = snap.pending_gradient_steps;
         st.actor_opt.t = snap.actor_t;
         st.critic_opt.t = snap.critic_t;
-        if let (Learner::Sac(s), Some((la, t, m, v))) = (self, snap.temperature) {
+        if let (Learner::Sac(s) | Learner::Tqc(Tqc { sac: s, .. }), Some((la, t, m, v))) = (self, snap.temperature) {
             s.log_ent_coef[0][0] = la;
             (s.ent_opt.t, s.ent_opt.m[0][0], s.ent_opt.v[0][0]) = (t, m, v);
         }

@@ -27,11 +27,13 @@ pub enum AlgoName {
     Td3,
     /// Deep Deterministic Policy Gradient (`ddpg`).
     Ddpg,
+    /// Truncated Quantile Critics (`tqc`, sb3-contrib's `TQC`).
+    Tqc,
 }
 
 impl AlgoName {
     /// Every algorithm, in the order help texts and error messages list them.
-    pub const ALL: [AlgoName; 9] = [
+    pub const ALL: [AlgoName; 10] = [
         AlgoName::Ppo,
         AlgoName::A2c,
         AlgoName::A3c,
@@ -41,10 +43,11 @@ impl AlgoName {
         AlgoName::Sac,
         AlgoName::Td3,
         AlgoName::Ddpg,
+        AlgoName::Tqc,
     ];
 
     /// The name configs and the command line use: `ppo`, `a2c`, `a3c`, `trpo`, `reinforce`,
-    /// `ppg`, `sac`, `td3` or `ddpg`.
+    /// `ppg`, `sac`, `td3`, `ddpg` or `tqc`.
     pub const fn as_str(self) -> &'static str {
         match self {
             AlgoName::Ppo => "ppo",
@@ -56,12 +59,18 @@ impl AlgoName {
             AlgoName::Sac => "sac",
             AlgoName::Td3 => "td3",
             AlgoName::Ddpg => "ddpg",
+            AlgoName::Tqc => "tqc",
         }
     }
 
-    /// Whether it learns off-policy, from a replay buffer (SAC, TD3, DDPG).
+    /// Whether it learns off-policy, from a replay buffer (SAC, TD3, DDPG, TQC).
     pub fn is_off_policy(self) -> bool {
-        matches!(self, AlgoName::Sac | AlgoName::Td3 | AlgoName::Ddpg)
+        matches!(self, AlgoName::Sac | AlgoName::Td3 | AlgoName::Ddpg | AlgoName::Tqc)
+    }
+
+    /// Whether its actor is SAC's squashed Gaussian with a learned temperature (SAC, TQC).
+    pub fn has_temperature(self) -> bool {
+        matches!(self, AlgoName::Sac | AlgoName::Tqc)
     }
 
     /// Whether it takes one gradient step on the whole rollout, so has no minibatch size to
@@ -83,8 +92,8 @@ impl AlgoName {
 }
 
 /// The names `algo` may take, in [`AlgoName::ALL`]'s order.
-pub const ALGOS: [&str; 9] = {
-    let mut names = [""; 9];
+pub const ALGOS: [&str; 10] = {
+    let mut names = [""; 10];
     let mut i = 0;
     while i < names.len() {
         names[i] = AlgoName::ALL[i].as_str();
@@ -136,14 +145,14 @@ mod tests {
             assert_eq!(a.as_str().parse::<AlgoName>().unwrap(), a);
             assert_eq!(a.to_string(), a.as_str());
         }
-        assert_eq!(ALGOS, ["ppo", "a2c", "a3c", "trpo", "reinforce", "ppg", "sac", "td3", "ddpg"]);
+        assert_eq!(ALGOS, ["ppo", "a2c", "a3c", "trpo", "reinforce", "ppg", "sac", "td3", "ddpg", "tqc"]);
         let e = "sacc".parse::<AlgoName>().unwrap_err().to_string();
         assert!(e.contains("algo = `sacc` (did you mean `sac`?): known algorithms are ppo, a2c,"), "{e}");
         let e = "PPO".parse::<AlgoName>().unwrap_err().to_string();
         assert!(e.contains("(did you mean `ppo`?)"), "names are lowercase: {e}");
         let e = "zzzzzzzzzz".parse::<AlgoName>().unwrap_err().to_string();
-        assert!(!e.contains("did you mean") && e.ends_with("ddpg"), "{e}");
+        assert!(!e.contains("did you mean") && e.ends_with("ddpg, tqc"), "{e}");
         let off: Vec<_> = AlgoName::ALL.into_iter().filter(|a| a.is_off_policy()).collect();
-        assert_eq!(off, [AlgoName::Sac, AlgoName::Td3, AlgoName::Ddpg]);
+        assert_eq!(off, [AlgoName::Sac, AlgoName::Td3, AlgoName::Ddpg, AlgoName::Tqc]);
     }
 }

@@ -32,7 +32,7 @@ const TRPO_ONLY: [(&str, &str); 5] = [
     ("n_critic_updates", "TRPO's critic epochs"),
 ];
 
-/// Keys only the off-policy algorithms (SAC, TD3, DDPG) read.
+/// Keys only the off-policy algorithms (SAC, TD3, DDPG, TQC) read.
 const OFF_POLICY_ONLY: [(&str, &str); 6] = [
     ("buffer_size", "the replay buffer's size"),
     ("learning_starts", "the random steps before learning"),
@@ -42,9 +42,15 @@ const OFF_POLICY_ONLY: [(&str, &str); 6] = [
     ("save_replay_buffer", "saving the replay buffer"),
 ];
 
-/// Keys only SAC reads.
+/// Keys only SAC and TQC read.
 const SAC_ONLY: [(&str, &str); 2] =
     [("target_update_interval", "SAC's target update interval"), ("target_entropy", "SAC's temperature target")];
+
+/// Keys only TQC reads.
+const TQC_ONLY: [(&str, &str); 2] = [
+    ("n_quantiles", "TQC's quantiles per critic"),
+    ("top_quantiles_to_drop_per_net", "TQC's truncation of the target"),
+];
 
 /// Keys only TD3 reads (DDPG fixes them: one critic, no smoothing, no delay).
 const TD3_ONLY: [(&str, &str); 4] = [
@@ -155,15 +161,18 @@ impl Config {
         if let Some(what) = find(&OFF_POLICY_ONLY) {
             return Some((!off).then(|| not_read(what, by_algo())).flatten());
         }
+        if let Some(what) = find(&TQC_ONLY) {
+            return Some((algo != AlgoName::Tqc).then(|| not_read(what, by_algo())).flatten());
+        }
         if let Some(what) = find(&SAC_ONLY) {
-            if algo != AlgoName::Sac {
+            if !algo.has_temperature() {
                 return Some(not_read(what, by_algo()));
             }
             let fixed = key == "target_entropy" && matches!(self.ent_coef, EntCoef::Fixed(_));
             return Some(fixed.then(|| not_read(what, "a fixed ent_coef".into())).flatten());
         }
         if let Some(what) = find(&TD3_ONLY) {
-            let reads = algo == AlgoName::Td3 || (key == "n_critics" && algo == AlgoName::Sac);
+            let reads = algo == AlgoName::Td3 || (key == "n_critics" && algo.has_temperature());
             return Some((!reads).then(|| not_read(what, by_algo())).flatten());
         }
         if key == "noise_std" {
@@ -174,7 +183,7 @@ impl Config {
             if let Some(what) = find(&NOT_OFF_POLICY) {
                 return Some(not_read(what, by_algo()));
             }
-            if key == "ent_coef" && algo != AlgoName::Sac {
+            if key == "ent_coef" && !algo.has_temperature() {
                 return Some(not_read("SAC's temperature", by_algo()));
             }
         }

@@ -58,6 +58,8 @@ legacy_defaults! {
     e_auxiliary: usize = 6;
     beta_clone: f64 = 1.0;
     num_aux_rollouts: usize = 4;
+    n_quantiles: usize = 25;
+    top_quantiles_to_drop_per_net: usize = 2;
 }
 
 #[cfg(test)]
@@ -65,7 +67,7 @@ mod tests {
     use crate::config::{Backend, Config};
 
     /// Keys added after the first release: a saved config without them still loads.
-    const LEGACY_KEYS: [&str; 43] = [
+    const LEGACY_KEYS: [&str; 45] = [
         "anneal_clip_range",
         "log_kl_divergence",
         "clip_range_vf",
@@ -100,6 +102,8 @@ mod tests {
         "target_entropy",
         "save_replay_buffer",
         "n_critics",
+        "n_quantiles",
+        "top_quantiles_to_drop_per_net",
         "policy_delay",
         "target_policy_noise",
         "target_noise_clip",

@@ -10,7 +10,7 @@ use crate::policy::{Activation, PolicyKind};
 type PresetValues = fn() -> Config;
 
 /// Each preset's name and its values, in the order `--help` lists them.
-const TABLE: [(&str, PresetValues); 13] = [
+const TABLE: [(&str, PresetValues); 14] = [
     ("cleanrl", cleanrl),
     ("sb3", sb3),
     ("paper-mujoco", paper_mujoco),
@@ -24,11 +24,12 @@ const TABLE: [(&str, PresetValues); 13] = [
     ("sac", sac),
     ("td3", td3),
     ("ddpg", ddpg),
+    ("tqc", tqc),
 ];
 
 /// Names of the presets, in the order `--help` lists them.
-pub const PRESETS: [&str; 13] = {
-    let mut names = [""; 13];
+pub const PRESETS: [&str; 14] = {
+    let mut names = [""; 14];
     let mut i = 0;
     while i < names.len() {
         names[i] = TABLE[i].0;
@@ -119,6 +120,8 @@ fn cleanrl() -> Config {
         target_entropy: None,
         save_replay_buffer: true,
         n_critics: 2,
+        n_quantiles: 25,
+        top_quantiles_to_drop_per_net: 2,
         policy_delay: 2,
         target_policy_noise: 0.2,
         target_noise_clip: 0.5,
@@ -411,5 +414,19 @@ mod tests {
         assert_eq!((c.n_envs, c.n_steps, c.n_minibatches(), c.n_epochs), (4, 128, 4, 4));
         assert_eq!(Config::preset("paper-atari").unwrap().n_minibatches(), 4);
         assert_eq!(Config::preset("paper-mujoco").unwrap().n_minibatches(), 32);
+    }
+}
+
+/// sb3-contrib's `TQC` defaults: SAC's (1 env, Adam lr 3e-4, buffer 1e6, 100 random steps, batch
+/// 256, τ .005, γ .99, one gradient step per env step, α learned, 2×256 ReLU networks; 1M steps),
+/// with 2 critics of 25 quantiles and the top 2 of each dropped from the target.
+fn tqc() -> Config {
+    Config {
+        algo: AlgoName::Tqc,
+        preset: "tqc".into(),
+        n_critics: 2,
+        n_quantiles: 25,
+        top_quantiles_to_drop_per_net: 2,
+        ..sac()
     }
 }

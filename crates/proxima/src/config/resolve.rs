@@ -199,7 +199,7 @@ mod tests {
     #[test]
     fn an_unknown_algo_is_named_after_type_errors_with_its_own_message() {
         let e = Config::resolve("cleanrl", Some("algo = \"sacc\""), &[]).unwrap_err().to_string();
-        assert!(e.ends_with("algo = `sacc` (did you mean `sac`?): known algorithms are ppo, a2c, a3c, trpo, reinforce, ppg, sac, td3, ddpg"), "{e}");
+        assert!(e.ends_with("algo = `sacc` (did you mean `sac`?): known algorithms are ppo, a2c, a3c, trpo, reinforce, ppg, sac, td3, ddpg, tqc"), "{e}");
         let e = Config::resolve("cleanrl", Some("algo = \"sacc\"\nlearning_rate = \"x\""), &[]).unwrap_err();
         assert!(e.to_string().contains("in `learning_rate`"), "{e}");
         let e = Config::resolve("cleanrl", None, &["algo=5".into()]).unwrap_err().to_string();

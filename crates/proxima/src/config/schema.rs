@@ -191,9 +191,16 @@ pub struct Config {
     /// starts from an empty buffer).
     #[serde(default = "legacy::save_replay_buffer")]
     pub save_replay_buffer: bool,
-    /// SAC, TD3: the number of Q critics (SB3's `n_critics`, 2; DDPG has 1).
+    /// SAC, TD3, TQC: the number of Q critics (SB3's `n_critics`, 2; DDPG has 1).
     #[serde(default = "legacy::n_critics")]
     pub n_critics: usize,
+    /// TQC: quantiles per critic (sb3-contrib's `n_quantiles`, 25).
+    #[serde(default = "legacy::n_quantiles")]
+    pub n_quantiles: usize,
+    /// TQC: the top quantiles of each critic the pooled target leaves out (sb3-contrib's
+    /// `top_quantiles_to_drop_per_net`, 2).
+    #[serde(default = "legacy::top_quantiles_to_drop_per_net")]
+    pub top_quantiles_to_drop_per_net: usize,
     /// TD3: gradient steps per actor and target update (SB3: 2).
     #[serde(default = "legacy::policy_delay")]
     pub policy_delay: usize,
@@ -383,8 +390,8 @@ mod tests {
     #[test]
     fn keys_are_the_struct_fields_and_the_toml_writes_each_once() {
         let keys = Config::keys();
-        assert_eq!(keys.len(), 68);
-        assert_eq!((keys[0], keys[67]), ("algo", "num_aux_rollouts"), "declaration order");
+        assert_eq!(keys.len(), 70);
+        assert_eq!((keys[0], keys[69]), ("algo", "num_aux_rollouts"), "declaration order");
         let mut unique = keys.clone();
         unique.sort_unstable();
         unique.dedup();

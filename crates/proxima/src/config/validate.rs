@@ -190,6 +190,22 @@ impl Config {
         Ok(())
     }
 
+    /// TQC's quantiles: at least one per critic, at most 1,000, and fewer dropped than each
+    /// critic has (sb3-contrib would pool an empty target).
+    fn check_tqc(&self) -> Result<()> {
+        let bad = |m: String| Err(ProximaError::Config(m));
+        let (m, drop) = (self.n_quantiles, self.top_quantiles_to_drop_per_net);
+        if m == 0 || m > 1000 {
+            return bad(format!("n_quantiles = {m}: must be between 1 and 1000"));
+        }
+        if drop >= m {
+            return bad(format!(
+                "top_quantiles_to_drop_per_net = {drop} drops every one of the n_quantiles = {m} quantiles of each critic: the target would be empty; it must be below n_quantiles"
+            ));
+        }
+        Ok(())
+    }
+
     /// The off-policy algorithms' own settings, and what they do not support.
     fn check_off_policy(&self) -> Result<()> {
         let bad = |m: String| Err(ProximaError::Config(m));
@@ -202,6 +218,9 @@ impl Config {
         }
         if self.activation != Activation::Relu || self.ortho_init || self.shared_trunk {
             return bad(format!("algo = `{algo}` builds SB3's networks: ReLU layers (activation = `relu`), PyTorch's default initialisation (ortho_init = false), separate actor and critics (shared_trunk = false); this config asks otherwise (an on-policy preset?): use --preset {algo}"));
+        }
+        if self.algo == AlgoName::Tqc {
+            self.check_tqc()?;
         }
         if self.n_critics == 0 || self.n_critics > 16 {
             return bad(format!("n_critics = {}: must be between 1 and 16", self.n_critics));
@@ -353,7 +372,7 @@ impl Config {
                 return bad(format!("{k} = {v}: must lie in [0, 1]"));
             }
         }
-        if self.algo != AlgoName::Sac && matches!(self.ent_coef, EntCoef::Auto(_)) {
+        if !self.algo.has_temperature() && matches!(self.ent_coef, EntCoef::Auto(_)) {
             return bad(
                 "ent_coef = `auto` is SAC's learned temperature; the other algorithms take a number (c₂)".into()
             );

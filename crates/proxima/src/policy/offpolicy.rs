@@ -128,11 +128,12 @@ pub fn param_shapes_for(spec: &PolicySpec, shape: OffPolicyShape) -> Vec<(String
         .collect()
 }
 
-/// The networks an off-policy algorithm (`sac`, `td3`, `ddpg`) has, or `None` for the on-policy
-/// ones.
-pub fn nets_of_algo(algo: &str, n_critics: usize) -> Option<OffPolicyShape> {
+/// The networks an off-policy algorithm (`sac`, `td3`, `ddpg`, `tqc`: its critics of
+/// `n_quantiles`) has, or `None` for the on-policy ones.
+pub fn nets_of_algo(algo: &str, n_critics: usize, n_quantiles: usize) -> Option<OffPolicyShape> {
     match algo {
         "sac" => Some(OffPolicyShape::new(ActorKind::SquashedGaussian, n_critics)),
+        "tqc" => Some(OffPolicyShape { kind: ActorKind::SquashedGaussian, n_critics, quantiles: n_quantiles }),
         "td3" => Some(OffPolicyShape::new(ActorKind::Deterministic, n_critics)),
         "ddpg" => Some(OffPolicyShape::new(ActorKind::Deterministic, 1)),
         _ => None,

@@ -11,6 +11,7 @@ use crate::algo::ppo::{self, PpoParams};
 use crate::algo::reinforce::{self, ReinforceParams};
 use crate::algo::sac::{Sac, SacParams};
 use crate::algo::td3::{Td3, Td3Params};
+use crate::algo::tqc::Tqc;
 use crate::algo::trpo::{self, TrpoParams};
 use crate::algo::update::Replicas;
 use crate::algo::UpdateStats;
@@ -223,7 +224,7 @@ pub(super) fn td3_params(c: &Config) -> Td3Params {
 /// An off-policy algorithm's networks (SB3's `MlpPolicy`: ReLU, `net_arch` for the actor and
 /// each critic) and state, or `None` for an on-policy algorithm.
 pub(super) fn off_policy_parts(cfg: &Config, spec: &PolicySpec) -> Result<Option<(Network, Algo)>> {
-    let Some(shape) = crate::policy::offpolicy::nets_of_algo(cfg.algo.as_str(), cfg.n_critics) else {
+    let Some(shape) = crate::policy::offpolicy::nets_of_algo(cfg.algo.as_str(), cfg.n_critics, cfg.n_quantiles) else {
         return Ok(None);
     };
     let spec = PolicySpec { activation: Activation::Relu, shared_trunk: false, ortho_init: false, ..spec.clone() };
@@ -237,6 +238,11 @@ pub(super) fn off_policy_parts(cfg: &Config, spec: &PolicySpec) -> Result<Option
     let (sizes, lr, eps) = ((&actor[..], &critics[..]), cfg.learning_rate, cfg.adam_eps);
     let learner = match cfg.algo {
         AlgoName::Sac => Learner::Sac(Sac::new(sac_params(cfg, act_dim), replay, sizes, lr, eps)),
+        AlgoName::Tqc => Learner::Tqc(Tqc {
+            sac: Sac::new(sac_params(cfg, act_dim), replay, sizes, lr, eps),
+            n_quantiles: cfg.n_quantiles,
+            top_quantiles_to_drop_per_net: cfg.top_quantiles_to_drop_per_net,
+        }),
         _ => Learner::Td3(Td3::new(td3_params(cfg), replay, sizes, lr, eps)),
     };
     Ok(Some((net, Algo::OffPolicy(Box::new(learner)))))

@@ -15,17 +15,17 @@ pub struct TrainArgs {
     /// accompany it.
     #[arg(long, value_name = "RUN_DIR", conflicts_with_all = ["preset", "config", "sets", "seed", "run_dir", "algo", "workers"])]
     pub(super) resume: Option<PathBuf>,
-    /// Algorithm: ppo, a2c, a3c, trpo, reinforce, ppg, sac, td3 or ddpg. Without --preset it also
+    /// Algorithm: ppo, a2c, a3c, trpo, reinforce, ppg, sac, td3, ddpg or tqc. Without --preset it also
     /// picks that algorithm's preset (ppo: cleanrl; a2c: a2c = SB3's A2C; a3c: a3c; trpo: trpo =
     /// sb3-contrib's TRPO; reinforce: reinforce, with a baseline unless --set baseline=false;
-    /// ppg: CleanRL's ppg_procgen.py values; sac, td3, ddpg: SB3's SAC, TD3, DDPG).
+    /// ppg: CleanRL's ppg_procgen.py values; sac, td3, ddpg: SB3's SAC, TD3, DDPG; tqc: sb3-contrib's TQC).
     #[arg(long)]
     pub(super) algo: Option<String>,
     /// A3C: number of asynchronous worker threads (n_workers).
     #[arg(long)]
     pub(super) workers: Option<usize>,
     /// Hyperparameter preset: cleanrl (default), sb3, paper-mujoco, paper-atari, a2c, a3c, trpo,
-    /// reinforce, ppg, sac, td3, ddpg.
+    /// reinforce, ppg, sac, td3, ddpg, tqc.
     #[arg(long)]
     pub(super) preset: Option<String>,
     /// A TOML file of hyperparameters overriding the preset (SB3 names, e.g. `n_steps = 256`).
