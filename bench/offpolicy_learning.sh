@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
-# SAC and TD3 at 1M steps on MuJoCo (v5 through the Gymnasium bridge) with rl-zoo's hyperparameters,
-# against rl-zoo's benchmark figures (SAC HalfCheetah 9,535, Hopper 2,326, Walker2d 3,863; TD3
-# HalfCheetah 9,656). One multi-seed parent directory per algorithm and env under ROOT, one seed at a
+# SAC, TD3 and TQC at 1M steps on MuJoCo (v5 through the Gymnasium bridge) with rl-zoo's
+# hyperparameters, against rl-zoo's benchmark figures (SAC HalfCheetah 9,535, Hopper 2,326, Walker2d
+# 3,863; TD3 HalfCheetah 9,656; TQC HalfCheetah 12,090, Hopper 3,754, Walker2d 4,381). One multi-seed parent directory per algorithm and env under ROOT, one seed at a
 # time (bridged envs share one embedded Python); running the script again continues: a finished one
 # is skipped, a started one resumes exactly (`proxima train --resume PARENT`, the replay buffer kept
 # beside each checkpoint).
 #
-# rl-zoo's values (hyperparams/sac.yml, td3.yml for the -v3 envs): both 10k random steps first;
-# SAC the rest SB3's defaults (our `sac` preset); TD3 normal action noise σ 0.1, the rest SB3's TD3
-# defaults (our `td3` preset: lr 1e-3, 400×300, batch 256).
+# rl-zoo's values (hyperparams/sac.yml, td3.yml, tqc.yml for the -v3 envs): all 10k random steps
+# first; SAC and TQC the rest of their defaults (our `sac`, `tqc` presets); TD3 normal action noise
+# σ 0.1, the rest SB3's TD3 defaults (our `td3` preset: lr 1e-3, 400×300, batch 256).
 #
 # Needs: cargo build --release -p proxima-cli --features gym; PROXIMA_PYTHON = a Python with
 # gymnasium[mujoco]. Usage:
-#   PROXIMA_PYTHON=... ROOT=/somewhere/outside/the/repo [SEEDS=1] [ALGOS="sac td3"] \
+#   PROXIMA_PYTHON=... ROOT=/somewhere/outside/the/repo [SEEDS=1] [ALGOS="sac td3 tqc"] \
 #     bench/offpolicy_learning.sh [ENV ...]        (default HalfCheetah-v5 Hopper-v5 Walker2d-v5)
 # Each parent directory ends with summary.md (the deterministic return per seed, mean ± std) and
 # learning_curves.png.
@@ -25,11 +25,11 @@ bin=${PROXIMA_BIN:-./target/release/proxima}
 envs=("$@")
 [ ${#envs[@]} -gt 0 ] || envs=(HalfCheetah-v5 Hopper-v5 Walker2d-v5)
 mkdir -p "$root"
-for algo in ${ALGOS:-sac td3}; do
+for algo in ${ALGOS:-sac td3 tqc}; do
   case $algo in
-    sac) sets=(--set learning_starts=10000) ;;
+    sac | tqc) sets=(--set learning_starts=10000) ;;
     td3) sets=(--set learning_starts=10000 --set noise_std=0.1) ;;
-    *) echo "unknown algorithm $algo (sac or td3)" >&2; exit 2 ;;
+    *) echo "unknown algorithm $algo (sac, td3 or tqc)" >&2; exit 2 ;;
   esac
   for env in "${envs[@]}"; do
     dir=$root/$algo-$env
