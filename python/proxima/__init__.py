@@ -22,7 +22,7 @@ import os as _os
 _os.environ.setdefault("RAYON_NUM_THREADS", "1")
 
 from ._proxima import CONFIG_KEYS, NATIVE_ENV_IDS, PRESETS, __version__
-from .algorithms import A2C, DDPG, PPO, SAC, TD3, TRPO, BaseAlgorithm
+from .algorithms import A2C, DDPG, PPO, SAC, TD3, TQC, TRPO, BaseAlgorithm
 from .evaluation import evaluate_policy
 from . import callbacks, type_aliases, vec_env
 
@@ -33,6 +33,7 @@ __all__ = [
     "SAC",
     "TD3",
     "DDPG",
+    "TQC",
     "BaseAlgorithm",
     "evaluate_policy",
     "callbacks",

@@ -162,6 +162,14 @@ SAC = {
                          "learning starts). " + _NOT_YET,
 }
 
+TQC = {
+    "top_quantiles_to_drop_per_net": """Number of quantiles to drop per network. Proxima: below the
+        ``n_quantiles`` of ``policy_kwargs`` (25), else ``ValueError``.""",
+    "policy_kwargs": """additional arguments to be passed to the policy on creation. Proxima: SAC's
+        (``net_arch``, ``n_critics``, ``activation_fn`` ReLU only, ``share_features_extractor``) and
+        ``n_quantiles``, the quantiles per critic (25); another key raises ``NotImplementedError``.""",
+}
+
 TD3 = {
     "policy_delay": """Policy and target networks will only be updated once every policy_delay steps per
         training steps. The Q values will be updated policy_delay more often (update every training

@@ -470,7 +470,7 @@ class BaseAlgorithm:
             self._build(env, load_from=file)
         algo = _algo_of(self._model.config_toml)
         if algo != cls._algo:
-            cls_name = {"ppo": "PPO", "a2c": "A2C", "trpo": "TRPO", "sac": "SAC", "td3": "TD3", "ddpg": "DDPG"}.get(algo)
+            cls_name = {"ppo": "PPO", "a2c": "A2C", "trpo": "TRPO", "sac": "SAC", "td3": "TD3", "ddpg": "DDPG", "tqc": "TQC"}.get(algo)
             how = (f"load it with proxima.{cls_name}.load" if cls_name else
                    "the Python package has no class for it: evaluate it with `proxima eval` or train on with `proxima train --resume`")
             raise ValueError(f"{file} holds a {algo.upper()} model; {how}")
@@ -1120,6 +1120,68 @@ class SAC(_OffPolicyAlgorithm):
         return super().learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar)
 
 
+class TQC(SAC):
+    """Truncated Quantile Critics (Kuznetsov et al. 2020, arXiv:2005.04269): SAC's squashed-Gaussian
+    actor and learned temperature, with critics of quantiles, the target truncated by dropping the
+    top quantiles of each critic, and the quantile Huber loss — sb3-contrib's ``TQC``, with its
+    keyword arguments and defaults (``n_quantiles`` and ``n_critics`` in ``policy_kwargs``)."""
+
+    _algo = "tqc"
+    _preset = "tqc"
+
+    def __init__(
+        self,
+        policy: PolicyType,
+        env: Optional[EnvLike],
+        learning_rate: Union[float, Schedule] = 3e-4,
+        buffer_size: int = 1_000_000,
+        learning_starts: int = 100,
+        batch_size: int = 256,
+        tau: float = 0.005,
+        gamma: float = 0.99,
+        train_freq: TrainFreq = 1,
+        gradient_steps: int = 1,
+        action_noise: Optional[ActionNoise] = None,
+        replay_buffer_class: Optional[type] = None,
+        replay_buffer_kwargs: Optional[dict[str, Any]] = None,
+        optimize_memory_usage: bool = False,
+        n_steps: int = 1,
+        ent_coef: Union[str, float] = "auto",
+        target_update_interval: int = 1,
+        target_entropy: Union[str, float] = "auto",
+        top_quantiles_to_drop_per_net: int = 2,
+        use_sde: bool = False,
+        sde_sample_freq: int = -1,
+        use_sde_at_warmup: bool = False,
+        stats_window_size: int = 100,
+        tensorboard_log: Optional[str] = None,
+        policy_kwargs: Optional[dict[str, Any]] = None,
+        verbose: int = 0,
+        seed: Optional[int] = None,
+        device: str = "auto",
+        _init_setup_model: bool = True,
+        **kwargs: Any,
+    ):
+        hyper = {k: v for k, v in locals().items() if k not in ("self", "policy", "env", "kwargs", "__class__")}
+        _OffPolicyAlgorithm.__init__(self, policy, env, hyper, kwargs)
+
+    def _settings(self, h: dict[str, Any]) -> dict[str, Setting]:
+        return {**super()._settings(h), "top_quantiles_to_drop_per_net": _int(h, "top_quantiles_to_drop_per_net")}
+
+    def _policy_settings(self, policy_kwargs: Optional[dict[str, Any]]) -> dict[str, Setting]:
+        kwargs = dict(policy_kwargs or {})
+        sets: dict[str, Setting] = {}
+        if "n_quantiles" in kwargs:
+            sets["n_quantiles"] = _int(kwargs, "n_quantiles")
+            del kwargs["n_quantiles"]
+        return {**_off_policy_policy_settings(kwargs), **sets}
+
+    def learn(self, total_timesteps: int, callback: MaybeCallback = None, log_interval: int = 4,
+              tb_log_name: str = "TQC", reset_num_timesteps: bool = True, progress_bar: bool = False) -> TQC:
+        """(sb3-contrib's ``TQC.learn``: see ``BaseAlgorithm.learn``.)"""
+        return super().learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar)
+
+
 class TD3(_OffPolicyAlgorithm):
     """Twin Delayed DDPG (Fujimoto et al. 2018, arXiv:1802.09477): a deterministic actor,
     clipped double Q, target policy smoothing and delayed actor and target updates —
@@ -1230,6 +1292,7 @@ def _document() -> None:
         SAC: (_docs.SAC, _docs.OFF_POLICY, _docs.COMMON),
         TD3: (_docs.TD3, _docs.OFF_POLICY, _docs.COMMON),
         DDPG: (_docs.OFF_POLICY, _docs.COMMON),
+        TQC: (_docs.TQC, _docs.SAC, _docs.OFF_POLICY, _docs.COMMON),
     }
     base = BaseAlgorithm
     base.learn.__doc__ = _docs.with_params(base.learn.__doc__, base.learn, _docs.LEARN, returns="the trained model")
@@ -1239,7 +1302,7 @@ def _document() -> None:
     base.load.__func__.__doc__ = _docs.with_params(base.load.__doc__, base.load, _docs.LOAD,
                                                    returns="new model instance with loaded parameters")
     for cls, cls_tables in tables.items():
-        notes = _docs.OFF_POLICY_NOTES if cls in (SAC, TD3, DDPG) else _docs.ON_POLICY_NOTES
+        notes = _docs.OFF_POLICY_NOTES if cls in (SAC, TD3, DDPG, TQC) else _docs.ON_POLICY_NOTES
         cls.__doc__ = _docs.with_params(cls.__doc__ or "", cls.__init__, *cls_tables, notes=notes)
         cls.learn.__doc__ = base.learn.__doc__
 

@@ -30,6 +30,39 @@ def test_constructor_and_learn_defaults_equal_sb3s(module, cls):
     assert defaults(getattr(proxima, cls).learn) == source_defaults("stable_baselines3", module, cls, "learn")
 
 
+def test_tqc_constructor_and_learn_defaults_equal_sb3_contribs():
+    theirs = source_defaults("sb3_contrib", "tqc.tqc", "TQC")
+    assert len(theirs) >= 18 and theirs["top_quantiles_to_drop_per_net"] == 2, "read sb3-contrib's signature"
+    assert defaults(proxima.TQC.__init__) == theirs
+    assert defaults(proxima.TQC.learn) == source_defaults("sb3_contrib", "tqc.tqc", "TQC", "learn")
+
+
+def test_tqc_trains_predicts_and_evaluates_with_sb3s_evaluate_policy(tmp_path):
+    """TQC with n_quantiles and n_critics from policy_kwargs (sb3-contrib's place for them): its
+    critics have that many outputs; it learns a few steps, predicts in the box, saves and loads to the
+    same actions, and SB3's own evaluate_policy runs it."""
+    import gymnasium
+    from stable_baselines3.common.evaluation import evaluate_policy
+
+    model = proxima.TQC("MlpPolicy", "Pendulum-v1", top_quantiles_to_drop_per_net=1,
+                        policy_kwargs=dict(n_quantiles=5, n_critics=3, net_arch=[16, 16]), learning_starts=50, seed=2)
+    toml = model._model.config_toml
+    for line in ['algo = "tqc"', "n_quantiles = 5", "n_critics = 3", "top_quantiles_to_drop_per_net = 1"]:
+        assert line in toml, line
+    params = model.get_parameters()
+    assert params["critic.qf2.4.weight"].shape == (5, 16)
+    model.learn(200)
+    obs = np.zeros((4, 3), dtype=np.float32)
+    actions, _ = model.predict(obs, deterministic=True)
+    assert actions.shape == (4, 1) and np.all(np.abs(actions) <= 2.0)
+    model.save(tmp_path / "tqc")
+    loaded = proxima.TQC.load(tmp_path / "tqc")
+    np.testing.assert_array_equal(loaded.predict(obs, deterministic=True)[0], actions)
+    env = gymnasium.make("Pendulum-v1")
+    mean, std = evaluate_policy(model, env, n_eval_episodes=2)
+    assert np.isfinite(mean) and np.isfinite(std)
+
+
 def test_settings_reach_the_config():
     sac = proxima.SAC("MlpPolicy", "Pendulum-v1", learning_rate=1e-3, buffer_size=5000, tau=0.01,
                       ent_coef="auto_0.5", target_entropy=-0.5, train_freq=(2, "step"), seed=1)
@@ -154,6 +187,10 @@ BAD = [
     (lambda: proxima.SAC("MlpPolicy", "Pendulum-v1", learning_rate="abc"), TypeError, "learning_rate must be"),
     (lambda: proxima.SAC("MlpPolicy", "Pendulum-v1", buffer_size=2**70), ValueError, "buffer_size must be"),
     (lambda: proxima.SAC("MlpPolicy", "Pendulum-v1").predict(np.zeros((0, 3))), ValueError, "empty batch"),
+    (lambda: proxima.TQC("MlpPolicy", "Pendulum-v1", top_quantiles_to_drop_per_net=25), ValueError, "top_quantiles_to_drop_per_net = 25"),
+    (lambda: proxima.TQC("MlpPolicy", "Pendulum-v1", policy_kwargs=dict(n_critics=0)), ValueError, "n_critics = 0"),
+    (lambda: proxima.TQC("MlpPolicy", "CartPole-v1"), NotImplementedError, "continuous .Box. action space"),
+    (lambda: proxima.SAC("MlpPolicy", "Pendulum-v1", policy_kwargs=dict(n_quantiles=5)), NotImplementedError, "n_quantiles"),
 ]
 
 
