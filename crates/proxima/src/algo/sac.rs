@@ -233,22 +233,9 @@ impl Sac {
         w: &mut StepBuffers,
     ) -> Result<Losses> {
         let p = self.params;
-        let (n, ad) = (s.len, self.state.replay.act_dim);
-        // 1. ã ~ π(·|s).
-        normal_into(&mut w.eps, n * ad, rng);
-        let (mu, log_std) = nets.sac_dist(Pass::Obs, &s.observations, n);
-        w.a.resize(n * ad, 0.0);
-        w.log_prob.resize(n, 0.0);
-        squash((mu, log_std, &w.eps), ad, &mut w.a, &mut w.log_prob);
-        let mean_log_prob = w.log_prob.iter().map(|&x| x as f64).sum::<f64>() / n as f64;
-        // 2. α, and its step.
-        let alpha = self.temperature_step(mean_log_prob, lr)?;
-        // 3. The critics.
-        normal_into(&mut w.next_eps, n * ad, rng);
-        let (mu2, log_std2) = nets.sac_dist(Pass::NextObs, &s.next_observations, n);
-        w.next_a.resize(n * ad, 0.0);
-        w.next_log_prob.resize(n, 0.0);
-        squash((mu2, log_std2, &w.next_eps), ad, &mut w.next_a, &mut w.next_log_prob);
+        let n = s.len;
+        // 1. ã ~ π(·|s); 2. α, and its step; 3. ã' ~ π(·|s'), then the critics.
+        let (alpha, mean_log_prob) = self.fused_samples(nets, lr, rng, s, w)?;
         cat_rows_into(&s.next_observations, &w.next_a, n, &mut w.x);
         min_and_grad(nets.q_values(&w.x, n, true), n, 0.0, &mut w.min_q, &mut w.dq);
         soft_target_into(&mut w.y, (&w.min_q, &w.next_log_prob), (&s.rewards, &s.dones), p.gamma, alpha);
@@ -263,20 +250,62 @@ impl Sac {
         let a32 = alpha as f32;
         let sum: f64 = w.log_prob.iter().zip(&w.min_q).map(|(&lp, &q)| (lp * a32 - q) as f64).sum();
         let actor = finite_value(sum / n as f64, "SAC actor loss")?;
+        // 4–5. The actor through the critics and the squash, then the targets.
+        self.fused_actor_update(nets, (alpha, &s.observations), w)?;
+        Ok(Losses { actor_loss: Some(actor), critic_loss: critic, entropy: Some(-mean_log_prob) })
+    }
+
+    /// The fused steps' sampling (SAC's and TQC's): ã ~ π(·|s) into `w.a`, `w.log_prob` (ε in
+    /// `w.eps`), α and its step, then ã' ~ π(·|s') into `w.next_a`, `w.next_log_prob`, drawn in the
+    /// candle step's order; `(α, mean log π(ã|s))`.
+    pub(crate) fn fused_samples<R: Rng + ?Sized>(
+        &mut self,
+        nets: &mut FusedOffPolicy,
+        lr: f64,
+        rng: &mut R,
+        s: &ReplaySample,
+        w: &mut StepBuffers,
+    ) -> Result<(f64, f64)> {
+        let (n, ad) = (s.len, self.state.replay.act_dim);
+        normal_into(&mut w.eps, n * ad, rng);
+        let (mu, log_std) = nets.sac_dist(Pass::Obs, &s.observations, n);
+        w.a.resize(n * ad, 0.0);
+        w.log_prob.resize(n, 0.0);
+        squash((mu, log_std, &w.eps), ad, &mut w.a, &mut w.log_prob);
+        let mean_log_prob = w.log_prob.iter().map(|&x| x as f64).sum::<f64>() / n as f64;
+        let alpha = self.temperature_step(mean_log_prob, lr)?;
+        normal_into(&mut w.next_eps, n * ad, rng);
+        let (mu2, log_std2) = nets.sac_dist(Pass::NextObs, &s.next_observations, n);
+        w.next_a.resize(n * ad, 0.0);
+        w.next_log_prob.resize(n, 0.0);
+        squash((mu2, log_std2, &w.next_eps), ad, &mut w.next_a, &mut w.next_log_prob);
+        Ok((alpha, mean_log_prob))
+    }
+
+    /// The fused steps' actor update (SAC's and TQC's), given ∂J_π/∂Q in `w.dq` at (s, ã) of the
+    /// updated critics: ∂J_π/∂a through the critics, ∂J_π/∂μ and ∂J_π/∂log σ through the squash
+    /// (J_π's α·mean log π term too), the actor's backward and Adam step; then the Polyak step
+    /// every `target_update_interval` gradient steps.
+    pub(crate) fn fused_actor_update(
+        &mut self,
+        nets: &mut FusedOffPolicy,
+        (alpha, obs): (f64, &[f32]),
+        w: &mut StepBuffers,
+    ) -> Result<()> {
+        let (n, ad, p) = (w.log_prob.len(), self.state.replay.act_dim, self.params);
         w.d_a.resize(n * ad, 0.0);
         nets.q_action_grad(&w.dq, n, &mut w.d_a);
-        let (d_mu, d_log_std) = (&mut w.d_mu, &mut w.d_log_std);
-        d_mu.resize(n * ad, 0.0);
-        d_log_std.resize(n * ad, 0.0);
-        squash_backward((&w.d_a, &w.a, &w.eps, nets.raw_log_std(Pass::Obs, n)), a32 / n as f32, (d_mu, d_log_std));
-        nets.actor_backward(&s.observations, (&w.d_mu, Some(&w.d_log_std)), n);
+        w.d_mu.resize(n * ad, 0.0);
+        w.d_log_std.resize(n * ad, 0.0);
+        let raw = nets.raw_log_std(Pass::Obs, n);
+        squash_backward((&w.d_a, &w.a, &w.eps, raw), alpha as f32 / n as f32, (&mut w.d_mu, &mut w.d_log_std));
+        nets.actor_backward(obs, (&w.d_mu, Some(&w.d_log_std)), n);
         nets.step(ACTOR, &mut self.state.actor_opt)?;
-        // 5. The targets.
         self.state.n_updates += 1;
         if self.state.n_updates % p.target_update_interval as u64 == 0 {
             nets.polyak_update(p.tau);
         }
-        Ok(Losses { actor_loss: Some(actor), critic_loss: critic, entropy: Some(-mean_log_prob) })
+        Ok(())
     }
 }
 

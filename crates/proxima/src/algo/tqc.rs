@@ -16,11 +16,11 @@
 //! same sums with their gradient in closed form: ∂L/∂θ_i = −Σ_j |τ_i − 1{δ_j < 0}|·clip(δ_j, −1, 1)
 //! / (B·N·M·k).
 
-use super::offpolicy::{finite, finite_value, normal_into, Losses, StepBuffers};
+use super::offpolicy::{finite, finite_value, Losses, StepBuffers};
 use super::sac::Sac;
 use crate::error::Result;
 use crate::optim::{Gradients, Params};
-use crate::policy::fused::{cat_rows_into, squash, squash_backward, FusedOffPolicy, Pass, ACTOR, CRITICS};
+use crate::policy::fused::{cat_rows_into, FusedOffPolicy, CRITICS};
 use crate::policy::offpolicy::squashed_sample;
 use crate::policy::OffPolicyNets;
 use crate::replay::ReplaySample;
@@ -251,19 +251,8 @@ impl Tqc {
         w: &mut StepBuffers,
     ) -> Result<Losses> {
         let (p, m, drop) = (self.sac.params, self.n_quantiles, self.top_quantiles_to_drop_per_net);
-        let (n, ad) = (s.len, self.sac.state.replay.act_dim);
-        normal_into(&mut w.eps, n * ad, rng);
-        let (mu, log_std) = nets.sac_dist(Pass::Obs, &s.observations, n);
-        w.a.resize(n * ad, 0.0);
-        w.log_prob.resize(n, 0.0);
-        squash((mu, log_std, &w.eps), ad, &mut w.a, &mut w.log_prob);
-        let mean_log_prob = w.log_prob.iter().map(|&x| x as f64).sum::<f64>() / n as f64;
-        let alpha = self.sac.temperature_step(mean_log_prob, lr)?;
-        normal_into(&mut w.next_eps, n * ad, rng);
-        let (mu2, log_std2) = nets.sac_dist(Pass::NextObs, &s.next_observations, n);
-        w.next_a.resize(n * ad, 0.0);
-        w.next_log_prob.resize(n, 0.0);
-        squash((mu2, log_std2, &w.next_eps), ad, &mut w.next_a, &mut w.next_log_prob);
+        let n = s.len;
+        let (alpha, mean_log_prob) = self.sac.fused_samples(nets, lr, rng, s, w)?;
         cat_rows_into(&s.next_observations, &w.next_a, n, &mut w.x);
         let z_next = nets.q_values(&w.x, n, true);
         truncated_target_into(
@@ -278,23 +267,11 @@ impl Tqc {
         let critic = quantile_huber_and_grad(nets.q_values(&w.x, n, false), &w.y, m, &mut w.dq);
         let critic = finite_value(critic, "TQC critic loss")?;
         nets.critic_backward(&w.x, &w.dq, n);
-        let st = &mut self.sac.state;
-        nets.step(CRITICS, &mut st.critic_opt)?;
+        nets.step(CRITICS, &mut self.sac.state.critic_opt)?;
         cat_rows_into(&s.observations, &w.a, n, &mut w.x);
         let actor = tqc_actor_loss_and_grad(&w.log_prob, nets.q_values(&w.x, n, false), m, alpha, &mut w.dq);
         let actor = finite_value(actor, "TQC actor loss")?;
-        w.d_a.resize(n * ad, 0.0);
-        nets.q_action_grad(&w.dq, n, &mut w.d_a);
-        w.d_mu.resize(n * ad, 0.0);
-        w.d_log_std.resize(n * ad, 0.0);
-        let raw = nets.raw_log_std(Pass::Obs, n);
-        squash_backward((&w.d_a, &w.a, &w.eps, raw), (alpha / n as f64) as f32, (&mut w.d_mu, &mut w.d_log_std));
-        nets.actor_backward(&s.observations, (&w.d_mu, Some(&w.d_log_std)), n);
-        nets.step(ACTOR, &mut st.actor_opt)?;
-        st.n_updates += 1;
-        if st.n_updates % p.target_update_interval as u64 == 0 {
-            nets.polyak_update(p.tau);
-        }
+        self.sac.fused_actor_update(nets, (alpha, &s.observations), w)?;
         Ok(Losses { actor_loss: Some(actor), critic_loss: critic, entropy: Some(-mean_log_prob) })
     }
 }
