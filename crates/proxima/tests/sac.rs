@@ -300,34 +300,36 @@ fn a_stop_inside_a_burst_of_gradient_steps_lands_between_two_and_resumes_exactly
     while !full.is_done() {
         full.step().unwrap();
     }
-    let asked = std::sync::Arc::new(AtomicUsize::new(0));
-    let mut cut = Trainer::new("Pendulum-v1", cfg).unwrap();
-    let count = asked.clone();
-    // Yes once, at the 57th question: the 2nd gradient step after 56 without a stop, inside a burst.
-    cut.set_interrupt(move || count.fetch_add(1, Ordering::SeqCst) + 1 == 57);
-    let mut stopped_at = None;
-    while !cut.is_done() && stopped_at.is_none() {
-        cut.step().unwrap();
-        if asked.load(Ordering::SeqCst) >= 57 {
-            stopped_at = Some(cut.global_step);
+    // A yes at the 57th question: in the second burst; at the 1,550th: in the run's last burst
+    // (40 env steps train, 40 gradient steps each, 39 questions), after its last env step.
+    for at_question in [57, 1550] {
+        let asked = std::sync::Arc::new(AtomicUsize::new(0));
+        let mut cut = Trainer::new("Pendulum-v1", cfg.clone()).unwrap();
+        let count = asked.clone();
+        cut.set_interrupt(move || count.fetch_add(1, Ordering::SeqCst) + 1 == at_question);
+        while !cut.is_done() && asked.load(Ordering::SeqCst) < at_question {
+            cut.step().unwrap();
         }
+        assert!(asked.load(Ordering::SeqCst) >= at_question, "the stop was asked for");
+        assert!(!cut.is_done(), "{at_question}: the steps the burst owes are still to take");
+        let dir = std::env::temp_dir().join(format!("proxima-sac-burst-{at_question}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("update_000009.safetensors");
+        cut.save_checkpoint(&path).unwrap();
+        let ck = proxima::checkpoint::load(&path).unwrap();
+        assert!(!ck.meta.extra["off_policy_state"].contains("\"pending_gradient_steps\":0"), "some steps are owed");
+        let mut resumed = Trainer::resume(&ck, None).unwrap();
+        while !resumed.is_done() {
+            resumed.step().unwrap();
+        }
+        assert_eq!(resumed.global_step, 80);
+        assert_eq!(
+            resumed.policy.params().unwrap(),
+            full.policy.params().unwrap(),
+            "{at_question}: resumed = uninterrupted"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
-    let at = stopped_at.expect("the stop was asked for");
-    assert!(at < 80, "the run ended before the stop ({at})");
-    let dir = std::env::temp_dir().join(format!("proxima-sac-burst-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("update_000009.safetensors");
-    cut.save_checkpoint(&path).unwrap();
-    let ck = proxima::checkpoint::load(&path).unwrap();
-    assert!(ck.meta.extra["off_policy_state"].contains("\"pending_gradient_steps\":"), "the owed steps are saved");
-    assert!(!ck.meta.extra["off_policy_state"].contains("\"pending_gradient_steps\":0"), "some steps are owed");
-    let mut resumed = Trainer::resume(&ck, None).unwrap();
-    while !resumed.is_done() {
-        resumed.step().unwrap();
-    }
-    assert_eq!(resumed.global_step, 80);
-    assert_eq!(resumed.policy.params().unwrap(), full.policy.params().unwrap(), "resumed = uninterrupted");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// A checkpoint of an off-policy run written before checkpoints recorded their backend, with

@@ -521,9 +521,12 @@ impl Trainer {
     /// does not fall on the multiples of `n_steps`). Nothing for the on-policy runs, whose
     /// iterations are all whole.
     pub(crate) fn recount_updates(&mut self) {
-        if matches!(self.algo, Algo::OffPolicy(_)) {
+        if let Algo::OffPolicy(l) = &self.algo {
             let left = self.cfg.total_timesteps.saturating_sub(self.global_step);
-            self.num_updates = self.update + left.div_ceil(self.steps_per_iteration());
+            // Gradient steps a stop cut from the last burst of the last env steps: one more
+            // iteration takes them.
+            let owed = u64::from(left == 0 && l.state().pending_gradient_steps > 0);
+            self.num_updates = self.update + left.div_ceil(self.steps_per_iteration()) + owed;
         }
     }
 
@@ -794,7 +797,8 @@ impl Trainer {
             let left = gradient_burst(learner, nets, (owed, lr), &mut self.rng, &mut sums, &stop)?;
             learner.state_mut().pending_gradient_steps = left;
             gradient_seconds += tg.elapsed().as_secs_f64();
-            if left > 0 {
+            if left > 0 || self.global_step >= self.cfg.total_timesteps {
+                // Stopped again, or the owed steps were the run's last work.
                 self.clock.collect_seconds += t0.elapsed().as_secs_f64() - gradient_seconds;
                 self.clock.update_seconds += gradient_seconds;
                 return Ok(Some(sums.stats(lr, learner.ent_coef())));
