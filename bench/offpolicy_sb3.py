@@ -10,7 +10,9 @@ HalfCheetah-v5 with rl-zoo's HalfCheetah-v3 values:
   td3: learning_starts 10000, normal noise std 0.1, lr 1e-3, batch_size 256, net_arch [400, 300],
        train_freq 1, gradient_steps 1, the rest SB3's TD3 defaults
 
-Usage: python bench/offpolicy_sb3.py --algo sac|td3 --env Pendulum-v1 --steps 20000 --seeds 1 2 3 [--threads 1]"""
+tqc (sb3-contrib's TQC): its defaults with SAC's values above (Pendulum lr 1e-3; HalfCheetah 10k random steps).
+
+Usage: python bench/offpolicy_sb3.py --algo sac|td3|tqc --env Pendulum-v1 --steps 20000 --seeds 1 2 3 [--threads 1]"""
 import argparse, json, time
 
 import numpy as np
@@ -21,7 +23,7 @@ from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.noise import NormalActionNoise
 
 ap = argparse.ArgumentParser()
-ap.add_argument("--algo", choices=["sac", "td3"], default="sac")
+ap.add_argument("--algo", choices=["sac", "td3", "tqc"], default="sac")
 ap.add_argument("--env", default="Pendulum-v1")
 ap.add_argument("--steps", type=int, default=20000)
 ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
@@ -32,7 +34,11 @@ for seed in a.seeds:
     env = gym.make(a.env)
     n = env.action_space.shape[0]
     noise = NormalActionNoise(np.zeros(n), 0.1 * np.ones(n))
-    if a.env == "Pendulum-v1" and a.algo == "sac":
+    if a.algo == "tqc":
+        from sb3_contrib import TQC  # sb3-contrib's defaults; SAC's Pendulum/HalfCheetah values
+        kw = dict(learning_rate=1e-3) if a.env == "Pendulum-v1" else dict(learning_starts=10000)
+        model = TQC("MlpPolicy", env, seed=seed, device="cpu", **kw)
+    elif a.env == "Pendulum-v1" and a.algo == "sac":
         model = SAC("MlpPolicy", env, learning_rate=1e-3, seed=seed, device="cpu")
     elif a.env == "Pendulum-v1":
         model = TD3("MlpPolicy", env, gamma=0.98, buffer_size=200000, learning_starts=10000,

@@ -4,7 +4,7 @@
 # 1-3, deterministic evaluation over 20 episodes on both sides, one thread each; the two sides run
 # concurrently (2 cores), each one run at a time. THREADS=2: each side given the whole machine
 # instead (Proxima `num_threads = 2`, torch 2 threads), one side after the other.
-# Usage: bench/offpolicy_vs_sb3.sh [sac|td3] [Pendulum-v1|HalfCheetah-v5]
+# Usage: bench/offpolicy_vs_sb3.sh [sac|td3|tqc] [Pendulum-v1|HalfCheetah-v5] (tqc: sb3-contrib's TQC)
 #        env: PYTHON (with stable-baselines3, gymnasium[mujoco]; also the bridge's Python for a
 #        MuJoCo env), SEEDS ("1 2 3"; "1" for HalfCheetah), STEPS (20000; 200000 for HalfCheetah),
 #        THREADS (1)
@@ -16,13 +16,13 @@ cd "$(dirname "$0")/.."
 algo=${1:-sac}; env=${2:-Pendulum-v1}
 py=${PYTHON:-python3}
 case $algo/$env in
-  sac/Pendulum-v1) sets=(--set learning_rate=1e-3) ;;
+  sac/Pendulum-v1 | tqc/Pendulum-v1) sets=(--set learning_rate=1e-3) ;;
   td3/Pendulum-v1) sets=(--set gamma=0.98 --set buffer_size=200000 --set learning_starts=10000 --set noise_std=0.1
              --set learning_rate=1e-3 --set "net_arch=[400, 300]") ;;
-  sac/HalfCheetah-v5) sets=(--set learning_starts=10000) ;;
+  sac/HalfCheetah-v5 | tqc/HalfCheetah-v5) sets=(--set learning_starts=10000) ;;
   td3/HalfCheetah-v5) sets=(--set learning_starts=10000 --set noise_std=0.1 --set learning_rate=1e-3
              --set "net_arch=[400, 300]") ;;
-  *) echo "usage: $0 [sac|td3] [Pendulum-v1|HalfCheetah-v5]" >&2; exit 2 ;;
+  *) echo "usage: $0 [sac|td3|tqc] [Pendulum-v1|HalfCheetah-v5]" >&2; exit 2 ;;
 esac
 if [ "$env" = Pendulum-v1 ]; then
   id=$env; seeds=${SEEDS:-1 2 3}; steps=${STEPS:-20000}
