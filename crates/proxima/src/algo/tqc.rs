@@ -105,33 +105,59 @@ pub fn truncated_target_into(
 
 /// The quantile Huber loss of `q[n]` (critic n's current quantiles `[B, M]`) against `y` `[B, k]`
 /// (as f64), and its gradient into `dq[n]` `[B, M]`, the closed form of the module's description.
-pub fn quantile_huber_and_grad(q: &[Vec<f32>], y: &[f32], m: usize, dq: &mut Vec<Vec<f32>>) -> f64 {
+/// `parallel`: the critics on rayon's pool, side by side (the same bits: each critic's terms are
+/// summed alone, then the critics in order).
+pub fn quantile_huber_and_grad(q: &[Vec<f32>], y: &[f32], m: usize, dq: &mut Vec<Vec<f32>>, parallel: bool) -> f64 {
     let n = q.len();
     let rows = q.first().map_or(0, |q| q.len() / m.max(1));
     let k = y.len() / rows.max(1);
     let scale = 1.0 / (rows * n * m * k) as f64;
     dq.resize(n, Vec::new());
+    let one = |(qn, dn): (&Vec<f32>, &mut Vec<f32>)| critic_quantile_huber(qn, y, (m, k, scale), dn);
+    let totals: Vec<f64> = if parallel {
+        use rayon::prelude::*;
+        q.par_iter().zip(dq.par_iter_mut()).map(one).collect()
+    } else {
+        q.iter().zip(dq.iter_mut()).map(one).collect()
+    };
+    totals.iter().sum::<f64>() * scale
+}
+
+/// One critic's part of [`quantile_huber_and_grad`]: its loss terms' sum (unscaled) and, into
+/// `dq`, its gradient `[B, M]` (scaled by `scale` = 1/(B·N·M·k)).
+fn critic_quantile_huber(q: &[f32], y: &[f32], (m, k, scale): (usize, usize, f64), dq: &mut Vec<f32>) -> f64 {
+    // τ_i = (i + ½)/M, and the weights |τ_i − 1{δ<0}| for either sign of δ.
+    let tau: Vec<f32> = (0..m).map(|i| (i as f32 + 0.5) / m as f32).collect();
+    let tau_neg: Vec<f32> = tau.iter().map(|t| 1.0 - t).collect();
+    let (mut loss, mut grad) = (vec![0f32; m], vec![0f32; m]);
+    dq.clear();
     let mut total = 0f64;
-    for (qn, dn) in q.iter().zip(dq.iter_mut()) {
-        dn.clear();
-        for r in 0..rows {
-            let targets = &y[r * k..(r + 1) * k];
-            for (i, &theta) in qn[r * m..(r + 1) * m].iter().enumerate() {
-                let tau = (i as f32 + 0.5) / m as f32;
-                let (mut loss, mut grad) = (0f64, 0f64);
-                for &t in targets {
-                    let delta = t - theta;
-                    let w = (tau - if delta < 0.0 { 1.0 } else { 0.0 }).abs();
-                    let huber = if delta.abs() > 1.0 { delta.abs() - 0.5 } else { 0.5 * delta * delta };
-                    loss += (w * huber) as f64;
-                    grad -= (w * delta.clamp(-1.0, 1.0)) as f64;
+    for (theta, y) in q.chunks_exact(m).zip(y.chunks_exact(k)) {
+        loss.fill(0.0);
+        grad.fill(0.0);
+        // The targets outside, the row's M quantiles inside: element-wise, so it vectorises
+        // without reordering any sum (each quantile adds its k terms in target order).
+        crate::simd::with_simd(
+            #[inline(always)]
+            || {
+                for &t in y {
+                    let lanes = theta.iter().zip(&tau).zip(&tau_neg).zip(loss.iter_mut().zip(grad.iter_mut()));
+                    for (((&theta, &tau), &tau_neg), (loss, grad)) in lanes {
+                        let delta = t - theta;
+                        let w = if delta < 0.0 { tau_neg } else { tau };
+                        // Huber with κ = 1: ½δ² for |δ| ≤ 1, |δ| − ½ beyond; both are
+                        // c·(|δ| − ½c) with c = min(|δ|, 1).
+                        let c = delta.abs().min(1.0);
+                        *loss += w * (c * (delta.abs() - 0.5 * c));
+                        *grad -= w * delta.clamp(-1.0, 1.0);
+                    }
                 }
-                total += loss;
-                dn.push((grad * scale) as f32);
-            }
-        }
+            },
+        );
+        total += loss.iter().map(|&l| l as f64).sum::<f64>();
+        dq.extend(grad.iter().map(|&g| (g as f64 * scale) as f32));
     }
-    total * scale
+    total
 }
 
 /// J_π = mean(α·log π − mean over critics and quantiles of Z) on the host (as f64), `q[n]`
@@ -264,7 +290,8 @@ impl Tqc {
             (p.gamma, alpha),
         );
         cat_rows_into(&s.observations, &s.actions, n, &mut w.x);
-        let critic = quantile_huber_and_grad(nets.q_values(&w.x, n, false), &w.y, m, &mut w.dq);
+        let parallel = nets.splits();
+        let critic = quantile_huber_and_grad(nets.q_values(&w.x, n, false), &w.y, m, &mut w.dq, parallel);
         let critic = finite_value(critic, "TQC critic loss")?;
         nets.critic_backward(&w.x, &w.dq, n);
         nets.step(CRITICS, &mut self.sac.state.critic_opt)?;

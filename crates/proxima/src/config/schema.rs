@@ -103,7 +103,7 @@ pub struct Config {
     /// fixed order: bit-reproducible for a given value). Many seeds use `--jobs` instead.
     pub num_threads: usize,
     /// The policy network's implementation: `auto` (the fused CPU kernels for PPO, A2C, A3C,
-    /// REINFORCE, SAC, TD3 and DDPG; candle for TRPO and PPG), `fused` or `candle` (every result as
+    /// REINFORCE, SAC, TD3, DDPG and TQC; candle for TRPO and PPG), `fused` or `candle` (every result as
     /// before the fused backend, bit for bit). A saved config without the key was trained on
     /// candle, and resumes there.
     #[serde(default = "legacy::backend")]

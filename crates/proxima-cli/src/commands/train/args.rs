@@ -53,7 +53,7 @@ pub struct TrainArgs {
     #[arg(long)]
     pub(super) jobs: Option<usize>,
     /// The policy network's implementation: auto (default: the fused CPU kernels for PPO, A2C,
-    /// A3C, REINFORCE, SAC, TD3 and DDPG, candle for TRPO and PPG), fused or candle. With --resume it
+    /// A3C, REINFORCE, SAC, TD3, DDPG and TQC, candle for TRPO and PPG), fused or candle. With --resume it
     /// moves the run to that backend.
     #[arg(long, value_parser = ["auto", "fused", "candle"])]
     pub(super) backend: Option<String>,

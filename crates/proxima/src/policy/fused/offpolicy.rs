@@ -234,6 +234,11 @@ impl FusedOffPolicy {
         self.split = threads >= 2;
     }
 
+    /// Whether steps run on two threads ([`FusedOffPolicy::set_threads`]).
+    pub fn splits(&self) -> bool {
+        self.split
+    }
+
     /// The actor's kind.
     pub fn kind(&self) -> ActorKind {
         self.shape.kind
