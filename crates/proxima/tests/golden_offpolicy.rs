@@ -319,7 +319,12 @@ fn tqc_truncated_targets_quantile_huber_loss_and_actor_loss_match_the_reference_
         let l32 = quantile_huber_and_grad(&cur32, &y32, m, &mut dq, false);
         let mut dq_parallel = Vec::new();
         let l_parallel = quantile_huber_and_grad(&cur32, &y32, m, &mut dq_parallel, true);
-        assert_eq!((l_parallel.to_bits(), &dq_parallel), (l32.to_bits(), &dq), "{}", name("critics side by side: the same bits"));
+        assert_eq!(
+            (l_parallel.to_bits(), &dq_parallel),
+            (l32.to_bits(), &dq),
+            "{}",
+            name("critics side by side: the same bits")
+        );
         close_rel(&name("fused critic loss"), &[l32], &[e["critic_loss"].as_f64().unwrap()], 1e-5);
         close_rel(
             &name("fused ∂L/∂θ"),

@@ -4,6 +4,7 @@
 
 use crate::error::Result;
 use crate::optim::Optimizer;
+use crate::policy::fused::FusedOffPolicy;
 use crate::policy::OffPolicyNets;
 use crate::replay::{ReplayBuffer, ReplaySample};
 use candle_core::{Device, Tensor};
@@ -296,4 +297,16 @@ pub struct OffPolicySnapshot {
     /// Gradient steps a stop request cut from the last burst.
     #[serde(default)]
     pub pending_gradient_steps: usize,
+}
+
+/// One step of `opt` on the fused networks' θ[g] ([`crate::policy::fused::ACTOR`] or
+/// [`crate::policy::fused::CRITICS`]) with the last backward pass's ∇θ, then the transposed
+/// copies refreshed.
+///
+/// # Errors
+/// `NonFinite` gradients or new parameters (θ[g] is then unchanged).
+pub(crate) fn fused_optimizer_step(nets: &mut FusedOffPolicy, g: usize, opt: &mut Optimizer) -> Result<()> {
+    opt.step(crate::optim::Params::Flat(nets.flat(g)), None)?;
+    nets.refresh(g);
+    Ok(())
 }

@@ -18,8 +18,8 @@
 //! ∂J_π/∂log σ = ∂J_π/∂u·σε − α/B (0 where the clamp of log σ cut).
 
 use super::offpolicy::{
-    finite, finite_value, min_and_grad, min_of, normal_into, sum_of_mse_and_grad, LoopParams, Losses, OffPolicyState,
-    StepBuffers,
+    finite, finite_value, fused_optimizer_step, min_and_grad, min_of, normal_into, sum_of_mse_and_grad, LoopParams,
+    Losses, OffPolicyState, StepBuffers,
 };
 use crate::error::Result;
 use crate::optim::{Gradients, Optimizer, Params};
@@ -243,7 +243,7 @@ impl Sac {
         let critic = 0.5 * sum_of_mse_and_grad(nets.q_values(&w.x, n, false), &w.y, 0.5, &mut w.dq);
         let critic = finite_value(critic, "SAC critic loss")?;
         nets.critic_backward(&w.x, &w.dq, n);
-        nets.step(CRITICS, &mut self.state.critic_opt)?;
+        fused_optimizer_step(nets, CRITICS, &mut self.state.critic_opt)?;
         // 4. The actor, against the updated critics.
         cat_rows_into(&s.observations, &w.a, n, &mut w.x);
         min_and_grad(nets.q_values(&w.x, n, false), n, -1.0 / n as f32, &mut w.min_q, &mut w.dq);
@@ -300,7 +300,7 @@ impl Sac {
         let raw = nets.raw_log_std(Pass::Obs, n);
         squash_backward((&w.d_a, &w.a, &w.eps, raw), alpha as f32 / n as f32, (&mut w.d_mu, &mut w.d_log_std));
         nets.actor_backward(obs, (&w.d_mu, Some(&w.d_log_std)), n);
-        nets.step(ACTOR, &mut self.state.actor_opt)?;
+        fused_optimizer_step(nets, ACTOR, &mut self.state.actor_opt)?;
         self.state.n_updates += 1;
         if self.state.n_updates % p.target_update_interval as u64 == 0 {
             nets.polyak_update(p.tau);

@@ -19,7 +19,8 @@
 //! scaled action space (SB3's `NormalActionNoise`, as rl-zoo configures it).
 
 use super::offpolicy::{
-    finite, finite_value, min_and_grad, min_of, sum_of_mse_and_grad, LoopParams, Losses, OffPolicyState, StepBuffers,
+    finite, finite_value, fused_optimizer_step, min_and_grad, min_of, sum_of_mse_and_grad, LoopParams, Losses,
+    OffPolicyState, StepBuffers,
 };
 use super::sac::sum_of_mse;
 use crate::error::Result;
@@ -172,7 +173,7 @@ impl Td3 {
         let critic =
             finite_value(sum_of_mse_and_grad(nets.q_values(&w.x, n, false), &w.y, 1.0, &mut w.dq), "TD3 critic loss")?;
         nets.critic_backward(&w.x, &w.dq, n);
-        nets.step(CRITICS, &mut self.state.critic_opt)?;
+        fused_optimizer_step(nets, CRITICS, &mut self.state.critic_opt)?;
         // 4. Delayed actor and target updates.
         let mut actor = None;
         if self.state.n_updates % p.policy_delay as u64 == 0 {
@@ -186,7 +187,7 @@ impl Td3 {
             w.d_a.resize(n * ad, 0.0);
             nets.q_action_grad(&w.dq, n, &mut w.d_a);
             nets.actor_backward(&s.observations, (&w.d_a, None), n);
-            nets.step(ACTOR, &mut self.state.actor_opt)?;
+            fused_optimizer_step(nets, ACTOR, &mut self.state.actor_opt)?;
             nets.polyak_update(p.tau);
         }
         Ok(Losses { actor_loss: actor, critic_loss: critic, entropy: None })

@@ -16,7 +16,7 @@
 //! same sums with their gradient in closed form: ∂L/∂θ_i = −Σ_j |τ_i − 1{δ_j < 0}|·clip(δ_j, −1, 1)
 //! / (B·N·M·k).
 
-use super::offpolicy::{finite, finite_value, Losses, StepBuffers};
+use super::offpolicy::{finite, finite_value, fused_optimizer_step, Losses, StepBuffers};
 use super::sac::Sac;
 use crate::error::Result;
 use crate::optim::{Gradients, Params};
@@ -294,7 +294,7 @@ impl Tqc {
         let critic = quantile_huber_and_grad(nets.q_values(&w.x, n, false), &w.y, m, &mut w.dq, parallel);
         let critic = finite_value(critic, "TQC critic loss")?;
         nets.critic_backward(&w.x, &w.dq, n);
-        nets.step(CRITICS, &mut self.sac.state.critic_opt)?;
+        fused_optimizer_step(nets, CRITICS, &mut self.sac.state.critic_opt)?;
         cat_rows_into(&s.observations, &w.a, n, &mut w.x);
         let actor = tqc_actor_loss_and_grad(&w.log_prob, nets.q_values(&w.x, n, false), m, alpha, &mut w.dq);
         let actor = finite_value(actor, "TQC actor loss")?;

@@ -825,13 +825,7 @@ impl Trainer {
                 return Ok(None);
             }
             let v = &self.collector.venv;
-            let od = obs.len() / n;
-            let mut next_obs = self.collector.obs.clone();
-            for e in 0..n {
-                if let (true, Some(last)) = (v.terminated[e] || v.truncated[e], &v.final_obs[e]) {
-                    next_obs[e * od..(e + 1) * od].copy_from_slice(last);
-                }
-            }
+            let next_obs = transition_ends(v, &self.collector.obs);
             let st = learner.state_mut();
             st.replay.add(&obs, &next_obs, &actions, &v.rewards, &v.terminated, &v.truncated)?;
             self.global_step += n as u64;
@@ -916,4 +910,18 @@ impl Trainer {
             _ => 0,
         }
     }
+}
+
+/// The observation each env's transition ends in: the env's current one (`obs`, `[N, obs_dim]`),
+/// or, where an episode just ended, its last one (`obs` then holds the reset's), as SB3 stores it.
+fn transition_ends(venv: &SyncVectorEnv, obs: &[f32]) -> Vec<f32> {
+    let n = venv.terminated.len();
+    let od = obs.len() / n.max(1);
+    let mut next_obs = obs.to_vec();
+    for e in 0..n {
+        if let (true, Some(last)) = (venv.terminated[e] || venv.truncated[e], &venv.final_obs[e]) {
+            next_obs[e * od..(e + 1) * od].copy_from_slice(last);
+        }
+    }
+    next_obs
 }

@@ -16,7 +16,6 @@
 use super::kernels::{activation_backward, dense_backward, dense_forward, transpose, NARROW};
 use super::net::{grow, tower_backward, tower_forward, Layer};
 use crate::error::{ProximaError, Result};
-use crate::optim::Optimizer;
 use crate::policy::interface::{ActOutput, FlatParams, Policy};
 use crate::policy::offpolicy::{
     check_nets, initial_values, param_shapes_for, refuse_on_policy_losses, unscale_action, ActorKind, OffPolicyShape,
@@ -459,20 +458,15 @@ impl FusedOffPolicy {
         tower_backward(&self.actor, acts, obs, theta, (grads, 0), bufs, None, rows, (Activation::Relu, self.split));
     }
 
-    /// One step of `opt` on θ[g] ([`ACTOR`] or [`CRITICS`]) with the last backward pass's ∇θ.
-    ///
-    /// # Errors
-    /// `NonFinite` gradients or new parameters (θ[g] is then unchanged).
-    pub fn step(&mut self, g: usize, opt: &mut Optimizer) -> Result<()> {
-        let flat = FlatParams {
-            names: &self.names[g],
-            values: &mut self.theta[g],
-            grads: &mut self.ws.grads[g],
-            halves: None,
-        };
-        opt.step(crate::optim::Params::Flat(flat), None)?;
+    /// θ[g] ([`ACTOR`] or [`CRITICS`]) with the last backward pass's ∇θ, for an optimiser's step
+    /// (`crate::algo::offpolicy::fused_optimizer_step`); call [`FusedOffPolicy::refresh`] after.
+    pub fn flat(&mut self, g: usize) -> FlatParams<'_> {
+        FlatParams { names: &self.names[g], values: &mut self.theta[g], grads: &mut self.ws.grads[g], halves: None }
+    }
+
+    /// Brings the transposed copies of θ[g] the passes read up to date, after θ[g] changed.
+    pub fn refresh(&mut self, g: usize) {
         self.refresh_transposes(g);
-        Ok(())
     }
 
     /// θ̄ ← τ·θ + (1 − τ)·θ̄ for every target (the critics', and the deterministic actor's), in
