@@ -219,6 +219,14 @@ fn bad_input_gets_a_clear_error_and_nonzero_exit() {
             "unknown key `n_step` (did you mean `n_steps`?)",
         ),
         (
+            vec!["train", "CartPole-v1", "--set", "device=cuda", "--run-dir", rd],
+            "unknown key `device`: Proxima trains on the CPU (the fused kernels, or candle on the CPU); there is no CUDA build",
+        ),
+        (
+            vec!["train", "Pendulum-v1", "--algo", "sac", "--set", "precision=bf16", "--run-dir", rd],
+            "unknown key `precision`: Proxima trains in float32 on every backend",
+        ),
+        (
             vec!["train", "CartPole-v1", "--config", typo_toml.to_str().unwrap(), "--run-dir", rd],
             "unknown key `learning_rat` (did you mean `learning_rate`?)",
         ),

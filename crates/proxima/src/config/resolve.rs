@@ -155,7 +155,18 @@ fn check_key(k: &str) -> Result<()> {
     if keys.contains(&k) {
         return Ok(());
     }
-    let hint = crate::did_you_mean::closest(k, &keys).map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default();
+    let hint = match k {
+        // What other libraries' users reach for first: say what Proxima does instead.
+        "device" => {
+            ": Proxima trains on the CPU (the fused kernels, or candle on the CPU); there is no CUDA build, and \
+                     `num_threads` sets how many cores a run uses"
+                .to_string()
+        }
+        "precision" | "dtype" => {
+            ": Proxima trains in float32 on every backend; there is no other precision to choose".to_string()
+        }
+        _ => crate::did_you_mean::closest(k, &keys).map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default(),
+    };
     Err(ProximaError::Config(format!("unknown key `{k}`{hint}")))
 }
 
