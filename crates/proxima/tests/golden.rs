@@ -1,13 +1,16 @@
 //! Numerics against the reference vectors in `../shared/golden/` (PyTorch float64 and NumPy):
-//! GAE (`gae.json`), the PPO-Clip loss with a Categorical policy (`ppo_loss.json`) and with a
-//! diagonal Gaussian (`gaussian.json`), values and gradients.
+//! GAE (`gae.json`), the PPO-Clip loss with a Categorical policy (`ppo_loss.json`), with invalid
+//! actions masked as sb3-contrib masks them (`masked.json`) and with a diagonal Gaussian
+//! (`gaussian.json`), values and gradients.
 //!
 //! The folder is `$PROXIMA_GOLDEN_DIR` if set, else `shared/golden` beside the checkout.
 
 use candle_core::{DType, Device, Tensor, Var};
 use proxima::config::Objective;
 use proxima::loss::{kl_and_clip_fraction, ppo_loss, PpoBatch, PpoCoefs};
-use proxima::policy::distributions::{categorical_kl, categorical_log_prob_entropy, gaussian_log_prob_entropy};
+use proxima::policy::distributions::{
+    categorical_kl, categorical_log_prob_entropy, gaussian_log_prob_entropy, mask_logits, mask_logits_in_place,
+};
 use proxima::policy::fused::{cols_len, head_loss, head_loss_f32, scratch_len, HeadBatch, HeadGrads, HeadLoss};
 use proxima::policy::ActionKind;
 use proxima::rollout::{gae, normalize_advantages_f64, GaeInput};
@@ -277,6 +280,92 @@ fn fused_ppo_clip_loss_and_gradients_match_pytorch() {
         close(&name("f32 loss"), &wide(&p32[..1]), &[e["loss"].as_f64().unwrap()], 1e-5);
         close(&name("f32 grad_logits"), &wide(&dh32), &flat(&e["grad_logits"]), 1e-6);
         close(&name("f32 grad_values"), &wide(&dv32), &f64s(&e["grad_values"]), 1e-6);
+    }
+}
+
+/// A `masked.json` case's masks `[B, n]` as u8 (1 = valid), row after row.
+fn case_masks(c: &serde_json::Value) -> Vec<u8> {
+    let rows = c["masks"].as_array().unwrap();
+    rows.iter().flat_map(|r| r.as_array().unwrap().iter().map(|m| m.as_bool().unwrap() as u8)).collect()
+}
+
+/// L^CLIP of a `masked.json` case: its ε and c₂, no value loss (the cases have no values).
+fn masked_coefs(c: &serde_json::Value) -> PpoCoefs {
+    PpoCoefs { vf_coef: 0.0, clip_range_vf: None, ..gaussian_coefs(c) }
+}
+
+/// Invalid-action masking on candle against sb3-contrib's `MaskableCategorical` in float64:
+/// log-probabilities, entropies, L^CLIP and ∂L/∂logits (0 at every masked logit).
+#[test]
+fn masked_categorical_matches_sb3_contrib() {
+    let g = golden("masked.json");
+    let dev = Device::Cpu;
+    for (k, c) in g["cases"].as_array().unwrap().iter().enumerate() {
+        let (b, a) = (c["B"].as_u64().unwrap() as usize, c["n_actions"].as_u64().unwrap() as usize);
+        let masks = case_masks(c);
+        let logits = Var::from_tensor(&Tensor::from_vec(flat(&c["logits"]), (b, a), &dev).unwrap()).unwrap();
+        let mask_t = Tensor::from_vec(masks.clone(), (b, a), &dev).unwrap();
+        let masked = mask_logits(logits.as_tensor(), &mask_t).unwrap();
+        let actions = Tensor::new(f64s(&c["actions"]).iter().map(|&x| x as u32).collect::<Vec<_>>(), &dev).unwrap();
+        let (lp, ent) = categorical_log_prob_entropy(&masked, &actions).unwrap();
+        let e = &c["expected"];
+        let name = |s: &str| format!("masked case {k} {s}");
+        close(&name("log_probs"), &lp.to_vec1::<f64>().unwrap(), &f64s(&e["log_probs"]), 1e-9);
+        close(&name("entropy"), &ent.to_vec1::<f64>().unwrap(), &f64s(&e["entropy"]), 1e-9);
+        let mut adv = f64s(&c["advantages_raw"]);
+        normalize_advantages_f64(&mut adv);
+        let t = |v: Vec<f64>| Tensor::new(v, &dev).unwrap();
+        let zeros = t(vec![0.0; b]);
+        let batch = PpoBatch {
+            log_prob: &lp,
+            entropy: Some(&ent),
+            values: &zeros,
+            old_log_prob: &t(f64s(&c["old_log_probs"])),
+            advantages: &t(adv),
+            old_values: &zeros,
+            returns: &zeros,
+            kl: None,
+            mask: None,
+        };
+        let out = ppo_loss(&batch, &masked_coefs(c)).unwrap();
+        close(&name("policy_loss"), &[scalar(&out.policy_loss)], &[e["policy_loss"].as_f64().unwrap()], 1e-9);
+        close(&name("loss"), &[scalar(&out.loss)], &[e["loss"].as_f64().unwrap()], 1e-9);
+        let grads = out.loss.backward().unwrap();
+        let gl = grads.get(logits.as_tensor()).unwrap().flatten_all().unwrap().to_vec1::<f64>().unwrap();
+        close(&name("grad_logits"), &gl, &flat(&e["grad_logits"]), 1e-9);
+        assert!(gl.iter().zip(&masks).all(|(g, &m)| m == 1 || *g == 0.0), "{}", name("∂L/∂logit is 0 where masked"));
+    }
+}
+
+/// The same cases on the fused closed-form heads (f64 to 1e-9, and f32 as the backend runs
+/// them), the logits masked on the host first ([`mask_logits_in_place`]).
+#[test]
+fn fused_masked_categorical_matches_sb3_contrib() {
+    let g = golden("masked.json");
+    for (k, c) in g["cases"].as_array().unwrap().iter().enumerate() {
+        let (b, a) = (c["B"].as_u64().unwrap() as usize, c["n_actions"].as_u64().unwrap() as usize);
+        let masks = case_masks(c);
+        let mut logits = flat(&c["logits"]);
+        mask_logits_in_place(&mut logits, &masks);
+        let mut adv = f64s(&c["advantages_raw"]);
+        normalize_advantages_f64(&mut adv);
+        let inputs =
+            [logits, vec![0.0; b], f64s(&c["actions"]), f64s(&c["old_log_probs"]), adv, vec![0.0; b], vec![0.0; b]];
+        let (e, coefs, kind) = (&c["expected"], masked_coefs(c), ActionKind::Discrete { n: a });
+        let mean_entropy = f64s(&e["entropy"]).iter().sum::<f64>() / b as f64;
+        let name = |s: &str| format!("fused masked case {k} {s}");
+        let (parts, d_head, _, _, _) = fused_head(&kind, &inputs, &[], b, &coefs);
+        close(&name("loss"), &[parts[0]], &[e["loss"].as_f64().unwrap()], 1e-9);
+        close(&name("policy_loss"), &[parts[1]], &[e["policy_loss"].as_f64().unwrap()], 1e-9);
+        close(&name("entropy"), &[parts[3]], &[mean_entropy], 1e-9);
+        close(&name("grad_logits"), &d_head, &flat(&e["grad_logits"]), 1e-9);
+        assert!(d_head.iter().zip(&masks).all(|(g, &m)| m == 1 || *g == 0.0), "{}", name("0 where masked"));
+        let f32s: Vec<Vec<f32>> = inputs.iter().map(|v| v.iter().map(|&x| x as f32).collect()).collect();
+        let (p32, dh32, _, _, _) = fused_head_f32(&kind, &f32s.try_into().unwrap(), &[], b, &coefs);
+        let wide = |v: &[f32]| v.iter().map(|&x| x as f64).collect::<Vec<_>>();
+        close(&name("f32 loss"), &wide(&p32[..1]), &[e["loss"].as_f64().unwrap()], 1e-5);
+        close(&name("f32 grad_logits"), &wide(&dh32), &flat(&e["grad_logits"]), 1e-6);
+        assert!(dh32.iter().zip(&masks).all(|(g, &m)| m == 1 || *g == 0.0), "{}", name("f32: 0 where masked"));
     }
 }
 

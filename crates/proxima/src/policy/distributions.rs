@@ -55,6 +55,29 @@ pub fn gaussian_log_prob_entropy(
     Ok((log_prob, entropy.to_dtype(mean.dtype())?))
 }
 
+/// The logit an invalid action gets, as sb3-contrib's `MaskableCategorical` gives it (its
+/// `HUGE_NEG`): its probability is then 0 in f32 and f64, so its entropy term −p·log p and its
+/// gradient are 0, while everything computed from the logits stays finite (Huang & Ontañón 2022,
+/// "A Closer Look at Invalid Action Masking in Policy Gradient Algorithms").
+pub const MASKED_LOGIT: f64 = -1e8;
+
+/// Invalid-action masking of Categorical logits, differentiable: `head` `[B, head_dim]` with
+/// every logit where `masks` (`[B, head_dim]`, u8, 1 = the action is valid) is 0 replaced by
+/// [`MASKED_LOGIT`]. The gradient w.r.t. `head` is 0 at the masked logits. For `MultiDiscrete`
+/// the masks lie side by side as the components' logits do (sb3-contrib's layout).
+pub fn mask_logits(head: &Tensor, masks: &Tensor) -> candle_core::Result<Tensor> {
+    let invalid = Tensor::full(MASKED_LOGIT, head.shape(), head.device())?.to_dtype(head.dtype())?;
+    masks.where_cond(head, &invalid)
+}
+
+/// [`mask_logits`] on the host, in place: `head` and `masks` rows side by side, the same length.
+pub fn mask_logits_in_place<T: num_traits::Float>(head: &mut [T], masks: &[u8]) {
+    let invalid = T::from(MASKED_LOGIT).unwrap_or_else(T::min_value);
+    for (h, _) in head.iter_mut().zip(masks).filter(|(_, &m)| m == 0) {
+        *h = invalid;
+    }
+}
+
 /// KL(p_old ‖ p_new) of Categoricals given by logits `[B, n]` → `[B]`:
 /// Σ_a p_old(a)·(log p_old(a) − log p_new(a)). Differentiable in `new_logits`.
 pub fn categorical_kl(old_logits: &Tensor, new_logits: &Tensor) -> candle_core::Result<Tensor> {
@@ -112,8 +135,9 @@ pub mod categorical {
                 return (i, l);
             }
         }
-        // Rounding left u ≥ Σp: take the last action with non-zero probability.
-        let i = lp.iter().rposition(|l| l.is_finite()).unwrap_or(0);
+        // Rounding left u ≥ Σp: take the last action with non-zero probability (a masked one
+        // has a finite log-probability whose exp is 0).
+        let i = lp.iter().rposition(|l| l.exp() > 0.0).unwrap_or(0);
         (i, lp[i])
     }
 
@@ -333,6 +357,28 @@ mod tests {
             assert!((counts[i] as f32 / 60_000.0 - p).abs() < 0.01, "action {i}");
         }
         assert_eq!(categorical::mode(&logits), 1);
+    }
+
+    #[test]
+    fn masked_actions_are_never_sampled_nor_the_mode() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
+        // The most likely action and the last one are invalid: the rounding fallback must not
+        // take the last one either.
+        let mut logits = [0.0f32, 1.0, -1.0, 0.5];
+        mask_logits_in_place(&mut logits, &[1, 0, 1, 0]);
+        let mut counts = [0usize; 4];
+        for _ in 0..60_000 {
+            let (a, lp) = categorical::sample(&logits, &mut rng);
+            assert!(lp.is_finite() && lp <= 0.0, "log π = {lp}");
+            counts[a] += 1;
+        }
+        assert_eq!((counts[1], counts[3]), (0, 0), "a masked action was drawn: {counts:?}");
+        let p0 = 1.0 / (1.0 + (-1.0f32).exp());
+        assert!((counts[0] as f32 / 60_000.0 - p0).abs() < 0.01, "{counts:?}");
+        assert_eq!(categorical::mode(&logits), 0);
+        let mut out = [0f32; 4];
+        categorical::log_softmax(&logits, &mut out);
+        assert_eq!((out[1].exp(), out[3].exp()), (0.0, 0.0));
     }
 
     #[test]
