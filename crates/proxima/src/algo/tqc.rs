@@ -111,8 +111,16 @@ pub fn quantile_huber_and_grad(q: &[Vec<f32>], y: &[f32], m: usize, dq: &mut Vec
     let n = q.len();
     let rows = q.first().map_or(0, |q| q.len() / m.max(1));
     let k = y.len() / rows.max(1);
-    let scale = 1.0 / (rows * n * m * k) as f64;
     dq.resize(n, Vec::new());
+    if rows * n * m * k == 0 {
+        // No quantile or no target: no loss, and no gradient.
+        dq.iter_mut().zip(q).for_each(|(d, q)| {
+            d.clear();
+            d.resize(q.len(), 0.0);
+        });
+        return 0.0;
+    }
+    let scale = 1.0 / (rows * n * m * k) as f64;
     let one = |(qn, dn): (&Vec<f32>, &mut Vec<f32>)| critic_quantile_huber(qn, y, (m, k, scale), dn);
     let totals: Vec<f64> = if parallel {
         use rayon::prelude::*;
@@ -300,5 +308,22 @@ impl Tqc {
         let actor = finite_value(actor, "TQC actor loss")?;
         self.sac.fused_actor_update(nets, (alpha, &s.observations), w)?;
         Ok(Losses { actor_loss: Some(actor), critic_loss: critic, entropy: Some(-mean_log_prob) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_quantile_huber_loss_of_nothing_is_zero_not_a_panic() {
+        let q = vec![vec![0.5f32; 6], vec![-0.5; 6]];
+        let mut dq = vec![vec![9.0f32; 2]];
+        for (m, y) in [(0, vec![1.0f32; 4]), (3, vec![])] {
+            for parallel in [false, true] {
+                assert_eq!(quantile_huber_and_grad(&q, &y, m, &mut dq, parallel), 0.0);
+                assert_eq!(dq, vec![vec![0.0; 6]; 2], "m = {m}, {} targets", y.len());
+            }
+        }
     }
 }
