@@ -208,6 +208,9 @@ failed=0
 # Since the Nature CNN, paper-atari's policy is CnnPolicy: a REF that has it takes --set policy=MlpPolicy too.
 ref_has_cnn=0
 git grep -q "PolicyKind::CnnPolicy" "$ref_sha" -- crates/proxima/src 2>/dev/null && ref_has_cnn=1
+# A REF whose paper-atari already stops measuring the rollout KL compares with the preset as it is.
+ref_has_log_kl=0
+git grep -q "log_kl_divergence" "$ref_sha" -- crates/proxima/src 2>/dev/null && ref_has_log_kl=1
 t0=$(date +%s)
 envs="CartPole-v1 Acrobot-v1 MountainCar-v0 MountainCarContinuous-v0 Pendulum-v1"
 for env in $envs; do
@@ -218,7 +221,7 @@ for env in $envs; do
     # preset's values of before it took two threads and stopped measuring the rollout KL.
     new_args="" new_only_args=""
     [ "$preset" = paper-atari ] && new_args="--set policy=MlpPolicy --set num_threads=1" \
-      && new_only_args="--set log_kl_divergence=true"
+      && [ "$ref_has_log_kl" = 0 ] && new_only_args="--set log_kl_divergence=true"
     echo "  $env / $preset"
     new_args=$new_args new_only_args=$new_only_args both train_case "$env-$preset" "$env" --preset "$preset" --total-timesteps "$(steps_of $preset)" "${extra[@]}"
   done
