@@ -362,8 +362,7 @@ mod tests {
     #[test]
     fn masked_actions_are_never_sampled_nor_the_mode() {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
-        // The most likely action and the last one are invalid: the rounding fallback must not
-        // take the last one either.
+        // The most likely action and the last one are invalid.
         let mut logits = [0.0f32, 1.0, -1.0, 0.5];
         mask_logits_in_place(&mut logits, &[1, 0, 1, 0]);
         let mut counts = [0usize; 4];
