@@ -5,7 +5,7 @@
 
 use candle_core::{DType, Device, Tensor};
 use proxima::algo::sac::{actor_loss, critic_loss, ent_coef_loss, soft_q_target};
-use proxima::config::Config;
+use proxima::config::{Config, ValidConfig};
 use proxima::policy::offpolicy::{squashed_log_prob_f64, squashed_sample};
 use proxima::policy::{ActionKind, Activation, ActorKind, OffPolicyNets, Policy, PolicySpec};
 use proxima::train::Trainer;
@@ -457,25 +457,13 @@ fn td3_and_ddpg_train_and_resume_exactly() {
         while !full.is_done() {
             full.step().unwrap();
         }
-        let mut half = Trainer::new("Pendulum-v1", cfg).unwrap();
-        for _ in 0..4 {
-            half.step().unwrap();
-        }
-        let dir = std::env::temp_dir().join(format!("proxima-{algo}-{backend}-resume-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("update_000004.safetensors");
-        half.save_checkpoint(&path).unwrap();
-        let mut resumed = Trainer::resume(&proxima::checkpoint::load(&path).unwrap(), None).unwrap();
-        while !resumed.is_done() {
-            resumed.step().unwrap();
-        }
+        let resumed = resumed_after_four_iterations(cfg, &format!("{algo}-{backend}"));
         assert_eq!(
             resumed.policy.params().unwrap(),
             full.policy.params().unwrap(),
             "{algo} on {backend}: resumed = uninterrupted"
         );
         assert_eq!(resumed.policy.backend().as_str(), backend);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
     let e = Trainer::new("CartPole-v1", Config::resolve("td3", None, &[]).unwrap()).err().unwrap().to_string();
     assert!(e.contains("TD3 and DDPG need a continuous (Box) action space"), "{e}");
@@ -514,24 +502,12 @@ fn tqc_trains_resumes_exactly_and_refuses_bad_inputs() {
         }
         let r = last.unwrap();
         assert!(r.value_loss.is_finite() && r.policy_loss.is_finite() && r.ent_coef.is_some());
-        let mut half = Trainer::new("Pendulum-v1", cfg).unwrap();
-        for _ in 0..4 {
-            half.step().unwrap();
-        }
-        let dir = std::env::temp_dir().join(format!("proxima-tqc-{backend}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("update_000004.safetensors");
-        half.save_checkpoint(&path).unwrap();
-        let mut resumed = Trainer::resume(&proxima::checkpoint::load(&path).unwrap(), None).unwrap();
-        while !resumed.is_done() {
-            resumed.step().unwrap();
-        }
+        let resumed = resumed_after_four_iterations(cfg, &format!("tqc-{backend}"));
         assert_eq!(
             resumed.policy.params().unwrap(),
             full.policy.params().unwrap(),
             "tqc on {backend}: resumed = uninterrupted"
         );
-        std::fs::remove_dir_all(&dir).unwrap();
     }
     let err = |sets: &[&str]| Config::resolve("tqc", None, &strings(sets)).unwrap_err().to_string();
     let e = err(&["top_quantiles_to_drop_per_net=25"]);
@@ -548,4 +524,23 @@ fn tqc_trains_resumes_exactly_and_refuses_bad_inputs() {
 
 fn strings(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
+}
+
+/// A run of `cfg` on Pendulum-v1 checkpointed after 4 iterations (into a temporary directory
+/// named by `tag`, removed after), resumed from that checkpoint and run to its end.
+fn resumed_after_four_iterations(cfg: ValidConfig, tag: &str) -> Trainer {
+    let mut half = Trainer::new("Pendulum-v1", cfg).unwrap();
+    for _ in 0..4 {
+        half.step().unwrap();
+    }
+    let dir = std::env::temp_dir().join(format!("proxima-{tag}-resume-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("update_000004.safetensors");
+    half.save_checkpoint(&path).unwrap();
+    let mut resumed = Trainer::resume(&proxima::checkpoint::load(&path).unwrap(), None).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    while !resumed.is_done() {
+        resumed.step().unwrap();
+    }
+    resumed
 }

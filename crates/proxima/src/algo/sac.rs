@@ -267,18 +267,12 @@ impl Sac {
         w: &mut StepBuffers,
     ) -> Result<(f64, f64)> {
         let (n, ad) = (s.len, self.state.replay.act_dim);
-        normal_into(&mut w.eps, n * ad, rng);
-        let (mu, log_std) = nets.sac_dist(Pass::Obs, &s.observations, n);
-        w.a.resize(n * ad, 0.0);
-        w.log_prob.resize(n, 0.0);
-        squash((mu, log_std, &w.eps), ad, &mut w.a, &mut w.log_prob);
+        let now = (&mut w.eps, &mut w.a, &mut w.log_prob);
+        squashed_sample_into(nets, (Pass::Obs, &s.observations, n, ad), rng, now);
         let mean_log_prob = w.log_prob.iter().map(|&x| x as f64).sum::<f64>() / n as f64;
         let alpha = self.temperature_step(mean_log_prob, lr)?;
-        normal_into(&mut w.next_eps, n * ad, rng);
-        let (mu2, log_std2) = nets.sac_dist(Pass::NextObs, &s.next_observations, n);
-        w.next_a.resize(n * ad, 0.0);
-        w.next_log_prob.resize(n, 0.0);
-        squash((mu2, log_std2, &w.next_eps), ad, &mut w.next_a, &mut w.next_log_prob);
+        let next = (&mut w.next_eps, &mut w.next_a, &mut w.next_log_prob);
+        squashed_sample_into(nets, (Pass::NextObs, &s.next_observations, n, ad), rng, next);
         Ok((alpha, mean_log_prob))
     }
 
@@ -395,4 +389,19 @@ pub mod target_entropy_serde {
             }
         }
     }
+}
+
+/// ã ~ π(·|obs) on the fused actor's pass `pass` for `n` rows of `ad` action dimensions: ε drawn
+/// from `rng` into `eps`, the squashed action into `a` and log π(ã|obs) into `log_prob`.
+fn squashed_sample_into<R: Rng + ?Sized>(
+    nets: &mut FusedOffPolicy,
+    (pass, obs, n, ad): (Pass, &[f32], usize, usize),
+    rng: &mut R,
+    (eps, a, log_prob): (&mut Vec<f32>, &mut Vec<f32>, &mut Vec<f32>),
+) {
+    normal_into(eps, n * ad, rng);
+    let (mu, log_std) = nets.sac_dist(pass, obs, n);
+    a.resize(n * ad, 0.0);
+    log_prob.resize(n, 0.0);
+    squash((mu, log_std, eps), ad, a, log_prob);
 }
