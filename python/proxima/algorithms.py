@@ -815,6 +815,8 @@ class PPO(BaseAlgorithm):
             "vf_coef": _float(h, "vf_coef"),
             "max_grad_norm": _setting(h["max_grad_norm"]),
             "target_kl": _setting(h["target_kl"]),
+            # SB3's PPO ignores an env's action_masks(); sb3-contrib's MaskablePPO uses them.
+            "use_masking": False,
         }
 
     def learn(self, total_timesteps: int, callback: MaybeCallback = None, log_interval: int = 1,

@@ -161,3 +161,69 @@ fn ppo_with_the_nature_cnn_trains_on_an_atari_game() {
     let e = proxima::train::evaluate(&a.policy, other, 1, true, 1, None).err().unwrap().to_string();
     assert!(e.contains("as 2×36×36") && e.contains("does not fit") && e.contains("[8, 18, 18]"), "{e}");
 }
+
+/// PPO on a Gymnasium env with sb3-contrib's `action_masks()` trains masked, with the env's
+/// own method, through sb3-contrib's `ActionMasker` wrapper, with 0/1 integer masks, and from
+/// a Gymnasium vector env (sync and async): the strict game raises on any masked action, so
+/// finishing is the proof that none was taken; and it learns what the masks leave to learn.
+#[test]
+#[ignore = "needs a Python with gymnasium and sb3-contrib (PROXIMA_PYTHON; .ci/run installs them)"]
+fn masked_ppo_trains_on_bridged_envs_with_action_masks() {
+    setup();
+    let cfg = |steps: u64, mode: &str| {
+        let sets = [
+            format!("total_timesteps={steps}"),
+            "learning_rate=1e-3".into(),
+            format!("vector_env={mode}"),
+            "eval_episodes=0".into(),
+        ];
+        Config::resolve("cleanrl", None, &sets).unwrap()
+    };
+    let train = |id: &str, steps: u64, mode: &str| {
+        let mut tr = Trainer::new(id, cfg(steps, mode)).unwrap_or_else(|e| panic!("{id} {mode}: {e}"));
+        assert_eq!(tr.buffer().mask_dim, 6, "{id} {mode}: not trained masked");
+        while !tr.is_done() {
+            tr.step().unwrap_or_else(|e| panic!("{id} {mode}: {e}"));
+        }
+        tr.collector.stats.return_mean().unwrap()
+    };
+    let ret = train("gym:toy_envs:toy/PickOfTwoStrict-v0", 30_000, "off");
+    assert!(ret > 14.0, "mean return {ret} (masked random play: 8, best 16)");
+    for (id, mode) in [
+        ("gym:toy_envs:toy/PickOfTwoMasker-v0", "off"),
+        ("gym:toy_envs:toy/PickOfTwoIntMask-v0", "off"),
+        ("gym:toy_envs:toy/PickOfTwoStrict-v0", "sync"),
+        ("gym:toy_envs:toy/PickOfTwoStrict-v0", "async"),
+    ] {
+        train(id, 2_048, mode);
+    }
+}
+
+/// Bad masks from a Python env are clear errors naming the env and what was wrong: the wrong
+/// shape, a row without a valid action, a dtype that is not boolean-like (strings; numbers
+/// other than 0 and 1); and `vector_env = "subproc"`, which does not carry masks, refuses a
+/// masked env rather than training it unmasked.
+#[test]
+#[ignore = "needs a Python with gymnasium (PROXIMA_PYTHON; .ci/run installs it)"]
+fn bad_action_masks_from_python_envs_are_clear_errors() {
+    setup();
+    let cases = [
+        ("PickOfTwoBadShape", "off", "a mask of shape [5] (5 values); expected 6"),
+        ("PickOfTwoNoValid", "off", "allows no action"),
+        ("PickOfTwoStrMask", "off", "a mask of dtype <U3"),
+        ("PickOfTwoTwos", "sync", "numbers that are all 0 or 1"),
+        ("PickOfTwo", "subproc", "vector_env = `subproc` does not carry yet"),
+    ];
+    for (name, mode, expected) in cases {
+        let sets = ["total_timesteps=256".to_string(), format!("vector_env={mode}")];
+        let cfg = Config::resolve("cleanrl", None, &sets).unwrap();
+        let id = format!("gym:toy_envs:toy/{name}-v0");
+        let e = Trainer::new(&id, cfg).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(e.contains(expected) && e.contains(name), "{name} {mode}: {e:?}");
+    }
+    // use_masking = false trains the same env unmasked (masked actions end its episodes).
+    let cfg = Config::resolve("cleanrl", None, &["total_timesteps=256".into(), "use_masking=false".into()]).unwrap();
+    let mut tr = Trainer::new("gym:toy_envs:toy/PickOfTwoNoValid-v0", cfg).unwrap();
+    assert_eq!(tr.buffer().mask_dim, 0);
+    tr.step().unwrap();
+}

@@ -91,6 +91,16 @@ impl Space {
         }
     }
 
+    /// Length of an action mask over this space (sb3-contrib's layout): `n` for `Discrete(n)`,
+    /// Σ `nvec` for `MultiDiscrete` (component after component); 0 for `Box`, which has none.
+    pub fn mask_dim(&self) -> usize {
+        match self {
+            Space::Discrete { n } => *n,
+            Space::Box { .. } => 0,
+            Space::MultiDiscrete { nvec } => nvec.iter().sum(),
+        }
+    }
+
     /// Whether `x` (flattened) lies in the space.
     pub fn contains(&self, x: &[f32]) -> bool {
         match self {
@@ -230,6 +240,16 @@ pub trait Env: Send {
     fn render_fps(&self) -> u32 {
         30
     }
+    /// sb3-contrib's `action_masks()`: which actions are valid in the current state, written
+    /// into `out` (`action_space().mask_dim()` entries, `true` = valid; for `MultiDiscrete` the
+    /// components' masks side by side). `Ok(false)`, with `out` untouched, for an env without
+    /// masks (the default): every action is then valid.
+    ///
+    /// # Errors
+    /// The env's own.
+    fn action_masks(&mut self, _out: &mut [bool]) -> Result<bool> {
+        Ok(false)
+    }
 }
 
 /// Validates that a discrete action lies in `0..n`, with an error naming the env.
@@ -310,6 +330,9 @@ impl<E: Env> Env for TimeLimit<E> {
     }
     fn set_elapsed_steps(&mut self, n: usize) {
         self.elapsed = n;
+    }
+    fn action_masks(&mut self, out: &mut [bool]) -> Result<bool> {
+        self.env.action_masks(out)
     }
 }
 

@@ -47,6 +47,14 @@ pub trait BatchEnv: Send {
     /// # Errors
     /// The envs' own errors.
     fn step(&mut self, actions: &[f32], out: &mut BatchStep) -> Result<()>;
+    /// Every env's [`Env::action_masks`] into `out` (`[N, mask_dim]`); `Ok(false)`, with `out`
+    /// untouched, when the envs have no masks (the default).
+    ///
+    /// # Errors
+    /// The envs' own.
+    fn action_masks(&mut self, _out: &mut [bool]) -> Result<bool> {
+        Ok(false)
+    }
 }
 
 /// What one [`BatchEnv::step`] returns, per env (each `[N]`, observations `[N, obs_dim]`).
@@ -361,6 +369,78 @@ impl SyncVectorEnv {
                 self.final_obs[i] = None;
                 self.obs[i * od..(i + 1) * od].copy_from_slice(&last);
             }
+        }
+        Ok(())
+    }
+
+    /// The envs' action masks for the current observations (sb3-contrib's `get_action_masks`)
+    /// into `out` (`[N, mask_dim]`, 1 = valid, [`Space::mask_dim`] per env); `Ok(false)`, with
+    /// `out` untouched, when the envs have none.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for an `out` of the wrong length, and for a mask that leaves no valid
+    /// action (in some component of a `MultiDiscrete` space), naming the env; the envs' own.
+    pub fn action_masks(&mut self, out: &mut [u8]) -> Result<bool> {
+        let md = self.action_space.mask_dim();
+        if out.len() != self.n * md {
+            return Err(EnvError::InvalidArgument(format!(
+                "action masks of {} values for {} envs of {} ({md} each)",
+                out.len(),
+                self.n,
+                self.action_space.describe()
+            )));
+        }
+        let mut masks = vec![false; out.len()];
+        let has = match &mut self.batch {
+            Some((b, _)) => b.action_masks(&mut masks)?,
+            None => {
+                let mut with = Vec::with_capacity(self.n);
+                for (env, m) in self.envs.iter_mut().zip(masks.chunks_mut(md.max(1))) {
+                    with.push(env.action_masks(m)?);
+                }
+                if with.iter().any(|&w| w != with[0]) {
+                    return Err(EnvError::InvalidArgument(format!(
+                        "{}: some envs of the vector env have action_masks() and some do not",
+                        self.env_id()
+                    )));
+                }
+                with.first() == Some(&true)
+            }
+        };
+        if !has {
+            return Ok(false);
+        }
+        for (i, m) in masks.chunks(md).enumerate() {
+            self.check_mask(i, m)?;
+        }
+        for (o, &m) in out.iter_mut().zip(&masks) {
+            *o = m as u8;
+        }
+        Ok(true)
+    }
+
+    /// A mask of env `i` that leaves at least one valid action (in every component).
+    fn check_mask(&self, i: usize, mask: &[bool]) -> Result<()> {
+        let sizes = match &self.action_space {
+            Space::MultiDiscrete { nvec } => nvec.clone(),
+            space => vec![space.mask_dim()],
+        };
+        let mut at = 0;
+        for (c, n) in sizes.into_iter().enumerate() {
+            if !mask[at..at + n].iter().any(|&v| v) {
+                let part = if matches!(self.action_space, Space::MultiDiscrete { .. }) {
+                    format!(" in component {c}")
+                } else {
+                    String::new()
+                };
+                return Err(EnvError::InvalidArgument(format!(
+                    "{} (env index {i}): action_masks() allows no action{part} at vector step {}: \
+                     every row of a mask needs at least one valid action",
+                    self.env_id(),
+                    self.steps
+                )));
+            }
+            at += n;
         }
         Ok(())
     }

@@ -26,6 +26,7 @@ pub const PREFIX: &str = "gym:";
 
 mod atari;
 pub mod atari_worker;
+mod masks;
 mod subproc;
 mod vector;
 pub use atari::{make_atari_env, AleGame};
@@ -266,6 +267,8 @@ pub struct GymEnv {
     spaces: Spaces,
     /// `metadata["render_fps"]`, when the env declares it.
     render_fps: Option<u32>,
+    /// The env's `action_masks` method (found through its wrappers), when it has one.
+    action_masks: Option<Py<PyAny>>,
 }
 
 /// Maps a `gymnasium.spaces` object; returns the space and its NumPy dtype name.
@@ -401,7 +404,8 @@ impl GymEnv {
             .and_then(|f| f.extract::<f64>())
             .ok()
             .map(|f| f.round().clamp(1.0, 1000.0) as u32);
-        Ok(GymEnv { id, env: env.unbind(), np: np.unbind(), spaces, render_fps })
+        let action_masks = masks::find_action_masks(&env);
+        Ok(GymEnv { id, env: env.unbind(), np: np.unbind(), spaces, render_fps, action_masks })
     }
 
     /// Converts an observation to contiguous f32 after checking its shape (any numeric dtype is
@@ -565,5 +569,19 @@ impl Env for GymEnv {
     }
     fn render_fps(&self) -> u32 {
         self.render_fps.unwrap_or(30)
+    }
+    fn action_masks(&mut self, out: &mut [bool]) -> Result<bool> {
+        let Some(method) = &self.action_masks else { return Ok(false) };
+        if self.spaces.action_space.mask_dim() == 0 {
+            return Ok(false); // a Box action space: nothing to mask
+        }
+        Python::attach(|py| {
+            let masks = method
+                .bind(py)
+                .call0()
+                .map_err(|e| EnvError::Env(format!("{}.action_masks() raised:\n{}", self.id, py_err(py, e))))?;
+            masks::read_masks(py, self.np.bind(py), &masks, &self.id, out)?;
+            Ok(true)
+        })
     }
 }

@@ -509,6 +509,22 @@ impl BatchEnv for SubprocVectorEnv {
         }
         Ok(())
     }
+    /// The workers' envs send no masks: an env with `action_masks()` (seen in the group stepped
+    /// here) is refused rather than trained unmasked.
+    fn action_masks(&mut self, out: &mut [bool]) -> Result<bool> {
+        let mut one = vec![false; self.action_space.mask_dim()];
+        let masked = match self.local.first_mut() {
+            Some(env) if !one.is_empty() && out.len() == self.n * one.len() => env.action_masks(&mut one)?,
+            _ => false,
+        };
+        if masked {
+            return Err(EnvError::Unsupported(format!(
+                "{}: its envs have action_masks(), which vector_env = `subproc` does not carry yet; use vector_env = `off`, `sync` or `async` (or use_masking = false to train without the masks)",
+                self.id
+            )));
+        }
+        Ok(false)
+    }
     fn step(&mut self, actions: &[f32], out: &mut BatchStep) -> Result<()> {
         self.check_actions(actions)?;
         let (id, ad) = (self.id.clone(), self.act_dim);

@@ -27,6 +27,8 @@ pub struct GymVectorEnv {
     spaces: Spaces,
     /// Made here (closed on drop), not lent by the caller.
     owned: bool,
+    /// Whether the envs have `action_masks()`: unknown until first asked (after a reset).
+    has_masks: Option<bool>,
 }
 
 fn env_err<'py>(py: Python<'py>, what: &str) -> impl Fn(PyErr) -> EnvError + 'py {
@@ -114,7 +116,7 @@ impl GymVectorEnv {
     ) -> Result<GymVectorEnv> {
         let space = |attr: &str| env.getattr(attr).map_err(env_err(py, attr));
         let spaces = map_spaces(&space("single_observation_space")?, &space("single_action_space")?, &id)?;
-        Ok(GymVectorEnv { id, n, env: env.unbind(), np: np.unbind(), spaces, owned })
+        Ok(GymVectorEnv { id, n, env: env.unbind(), np: np.unbind(), spaces, owned, has_masks: None })
     }
 
     /// A batch (or one) of observations as contiguous f32, after checking shape and dtype.
@@ -222,6 +224,30 @@ impl BatchEnv for GymVectorEnv {
                 }
             }
             Ok(())
+        })
+    }
+    /// `call("action_masks")`: each env's method, found through its wrappers (Gymnasium's vector
+    /// envs look it up with `get_wrapper_attr`); an `AttributeError` the first time means the
+    /// envs have none.
+    fn action_masks(&mut self, out: &mut [bool]) -> Result<bool> {
+        if self.has_masks == Some(false) || self.spaces.action_space.mask_dim() == 0 {
+            return Ok(false);
+        }
+        Python::attach(|py| {
+            let masks = match self.env.bind(py).call_method1("call", ("action_masks",)) {
+                Ok(m) => m,
+                Err(e) if self.has_masks.is_none() && e.is_instance_of::<pyo3::exceptions::PyAttributeError>(py) => {
+                    self.has_masks = Some(false);
+                    return Ok(false);
+                }
+                Err(e) => {
+                    return Err(EnvError::Env(format!("{}.action_masks() raised:\n{}", self.id, py_err(py, e))));
+                }
+            };
+            self.has_masks = Some(true);
+            let stacked = self.np.bind(py).call_method1("stack", (&masks,)).unwrap_or(masks);
+            crate::masks::read_masks(py, self.np.bind(py), &stacked, &self.id, out)?;
+            Ok(true)
         })
     }
 }

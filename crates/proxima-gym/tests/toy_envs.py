@@ -157,6 +157,96 @@ class AtariLikeGray(AtariLike):
     frame_shape = (210, 160)
 
 
+class PickOfTwo(gym.Env):
+    """Invalid-action masking's test game ("pick one of two"): at each step two of six actions are
+    valid, drawn by the env and not observed; the observation (+1 or -1) says which of the two
+    pays 1 (the higher at +1, the lower at -1), the other pays 0. A masked action pays -1 and ends
+    the episode (`strict`: raises, so a test sees any masked action taken). 16 steps: the best
+    return is 16, masked random play scores 8, and play that ignores the masks is ended within a
+    step or two. `action_masks()` is sb3-contrib's method: True = valid."""
+
+    def __init__(self, strict=False):
+        self.observation_space = spaces.Box(-1.0, 1.0, (1,), np.float32)
+        self.action_space = spaces.Discrete(6)
+        self.strict = strict
+        self.valid, self.higher = (0, 1), False
+
+    def _draw(self):
+        a, b = (int(x) for x in self.np_random.choice(6, 2, replace=False))
+        self.valid, self.higher = (min(a, b), max(a, b)), bool(self.np_random.integers(2))
+        return np.array([1.0 if self.higher else -1.0], np.float32)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        return self._draw(), {}
+
+    def step(self, action):
+        a = int(action)
+        if a not in self.valid:
+            if self.strict:
+                raise ValueError(f"masked action {a} taken (valid: {self.valid})")
+            return self._draw(), -1.0, True, False, {}
+        reward = float(a == self.valid[int(self.higher)])
+        return self._draw(), reward, False, False, {}
+
+    def valid_actions(self):
+        mask = np.zeros(6, dtype=bool)
+        mask[list(self.valid)] = True
+        return mask
+
+    def action_masks(self):
+        return self.valid_actions()
+
+
+class PickOfTwoStrict(PickOfTwo):
+    def __init__(self):
+        super().__init__(strict=True)
+
+
+class PickOfTwoIntMask(PickOfTwoStrict):
+    """Masks as int8 0/1 (boolean-like: accepted, as sb3-contrib accepts them)."""
+
+    def action_masks(self):
+        return self.valid_actions().astype(np.int8)
+
+
+class PickOfTwoBadShape(PickOfTwo):
+    def action_masks(self):
+        return self.valid_actions()[:5]
+
+
+class PickOfTwoNoValid(PickOfTwo):
+    def action_masks(self):
+        return np.zeros(6, dtype=bool)
+
+
+class PickOfTwoStrMask(PickOfTwo):
+    def action_masks(self):
+        return np.array(["yes" if v else "no" for v in self.valid_actions()])
+
+
+class PickOfTwoTwos(PickOfTwo):
+    def action_masks(self):
+        return self.valid_actions() * 2.0
+
+
+class PickOfTwoNoMethod(PickOfTwoStrict):
+    """The game without an `action_masks` method: the masks come from sb3-contrib's ActionMasker."""
+
+    action_masks = None
+
+
+def pick_of_two_masker():
+    """PickOfTwoStrict's game behind sb3-contrib's own `ActionMasker` wrapper (its masks found
+    through the wrapper, as sb3-contrib's `get_action_masks` finds them)."""
+    from sb3_contrib.common.wrappers import ActionMasker
+
+    return ActionMasker(PickOfTwoNoMethod(), lambda env: env.unwrapped.valid_actions())
+
+
+for name, entry in [("PickOfTwo", PickOfTwo), ("PickOfTwoStrict", PickOfTwoStrict), ("PickOfTwoIntMask", PickOfTwoIntMask), ("PickOfTwoBadShape", PickOfTwoBadShape), ("PickOfTwoNoValid", PickOfTwoNoValid), ("PickOfTwoStrMask", PickOfTwoStrMask), ("PickOfTwoTwos", PickOfTwoTwos), ("PickOfTwoMasker", pick_of_two_masker)]:
+    gym.register(f"toy/{name}-v0", entry_point=entry, max_episode_steps=16)
+
 for name, cls in [("AtariLike", AtariLike), ("AtariLikeGray", AtariLikeGray)]:
     gym.register(f"toy/{name}-v0", entry_point=cls, disable_env_checker=True)
 

@@ -8,6 +8,7 @@ use crate::env::vec_env::{EpisodeRecord, SyncVectorEnv};
 use crate::env::Env;
 use crate::error::{ProximaError, Result};
 use crate::normalize::Normalizer;
+use crate::policy::distributions::mask_logits_in_place;
 use crate::policy::{ActOutput, Policy};
 use crate::rollout::RolloutBuffer;
 use rand::{Rng, SeedableRng};
@@ -76,6 +77,8 @@ fn store_old_dist(policy: &dyn Policy, buf: &mut RolloutBuffer, heads_kept: bool
     } else {
         (buf.old_head, buf.old_log_std) = policy.dist_params_host(&buf.observations.to_f32())?;
     }
+    // π_θold is the masked distribution (a no-op on heads the rollout kept: already masked).
+    mask_logits_in_place(&mut buf.old_head, &buf.action_masks);
     Ok(())
 }
 
@@ -146,6 +149,9 @@ pub struct Collector {
     env_rngs: Vec<ChaCha8Rng>,
     /// One env's output, when each env samples from its own stream.
     one: ActOutput,
+    /// The envs' action masks for the current observations, `[N, mask_dim]` (a masked
+    /// rollout's, refreshed before each step).
+    masks: Vec<u8>,
     /// A distributed run's engine and split: the normaliser's statistics take in every rank's
     /// rows.
     across: Option<(Arc<dyn Collective>, EnvSplit)>,
@@ -190,6 +196,7 @@ impl Collector {
             act: ActOutput::default(),
             env_rngs: Vec::new(),
             one: ActOutput::default(),
+            masks: Vec::new(),
             across: None,
         })
     }
@@ -242,20 +249,45 @@ impl Collector {
         Ok(())
     }
 
-    /// π's actions for the current observations into `self.act`: one pass sampling from `rng`,
-    /// or with per-env streams one pass per env.
-    fn act_all<R: Rng>(&mut self, policy: &dyn Policy, rng: &mut R) -> Result<()> {
-        if self.env_rngs.is_empty() {
-            return policy.act_into(&self.obs, false, rng, &mut self.act);
+    /// Whether the envs have action masks (sb3-contrib's `is_masking_supported`): asks them for
+    /// their current ones, which a masked rollout then starts from.
+    ///
+    /// # Errors
+    /// The envs' (a mask without a valid action among them).
+    pub fn has_action_masks(&mut self) -> Result<bool> {
+        self.masks.resize(self.venv.num_envs() * self.venv.action_space().mask_dim(), 1);
+        Ok(self.venv.action_masks(&mut self.masks)?)
+    }
+
+    /// The envs' current action masks into `self.masks` (a masked rollout: `mask_dim` > 0).
+    fn refresh_masks(&mut self, mask_dim: usize) -> Result<()> {
+        self.masks.resize(self.venv.num_envs() * mask_dim, 1);
+        if !self.venv.action_masks(&mut self.masks)? {
+            return Err(ProximaError::InvalidArgument(format!(
+                "{}: the envs' action_masks() went away during a masked rollout",
+                self.venv.env_id()
+            )));
         }
-        let od = self.obs.len() / self.env_rngs.len();
+        Ok(())
+    }
+
+    /// π's actions for the current observations into `self.act`: one pass sampling from `rng`,
+    /// or with per-env streams one pass per env; masked by `self.masks` when `masked`.
+    fn act_all<R: Rng>(&mut self, policy: &dyn Policy, rng: &mut R, masked: bool) -> Result<()> {
+        let masks = masked.then_some(&self.masks[..]);
+        if self.env_rngs.is_empty() {
+            return policy.act_into(&self.obs, masks, false, rng, &mut self.act);
+        }
+        let (od, n) = (self.obs.len() / self.env_rngs.len(), self.env_rngs.len());
+        let md = if masked { self.masks.len() / n } else { 0 };
         let a = &mut self.act;
         a.actions.clear();
         a.log_probs.clear();
         a.values.clear();
         a.head.clear();
-        for (obs, env_rng) in self.obs.chunks(od).zip(&mut self.env_rngs) {
-            policy.act_into(obs, false, env_rng, &mut self.one)?;
+        for (e, (obs, env_rng)) in self.obs.chunks(od).zip(&mut self.env_rngs).enumerate() {
+            let row_masks = masks.map(|m| &m[e * md..(e + 1) * md]);
+            policy.act_into(obs, row_masks, false, env_rng, &mut self.one)?;
             a.actions.extend_from_slice(&self.one.actions);
             a.log_probs.extend_from_slice(&self.one.log_probs);
             a.values.extend_from_slice(&self.one.values);
@@ -297,13 +329,17 @@ impl Collector {
         step0: u64,
         mut observer: Option<&mut (dyn StepObserver + 'o)>,
     ) -> Result<(Vec<(u64, EpisodeRecord)>, Option<usize>)> {
-        let (n, od, ad, hd) = (buf.n_envs, buf.obs_dim, buf.act_dim, buf.head_dim);
+        let (n, od, ad, hd, md) = (buf.n_envs, buf.obs_dim, buf.act_dim, buf.head_dim, buf.mask_dim);
         let mut finished = Vec::new();
         let mut heads_kept = hd > 0 && buf.old_head.len() == buf.n_steps * n * hd;
         for t in 0..buf.n_steps {
             let row = t * n..(t + 1) * n;
             buf.observations.write(t * n * od, &self.obs)?;
-            self.act_all(policy, rng)?;
+            if md > 0 {
+                self.refresh_masks(md)?;
+                buf.action_masks[t * n * md..(t + 1) * n * md].copy_from_slice(&self.masks);
+            }
+            self.act_all(policy, rng, md > 0)?;
             let out = &self.act;
             buf.actions[t * n * ad..(t + 1) * n * ad].copy_from_slice(&out.actions);
             buf.log_probs[row.clone()].copy_from_slice(&out.log_probs);

@@ -278,7 +278,7 @@ impl Observations {
 /// Appends rows `rows` (each `w` values) of `src` to `out`. Rows of a few values are copied
 /// value by value: a `memcpy` call per row of 1 to 4 floats cost more than the copy (a
 /// minibatch gathers ~900 such rows).
-fn gather_rows(out: &mut Vec<f32>, src: &[f32], rows: &[usize], w: usize) {
+fn gather_rows<T: Copy>(out: &mut Vec<T>, src: &[T], rows: &[usize], w: usize) {
     match w {
         0 => {}
         1 => out.extend(rows.iter().map(|&i| src[i])),
@@ -296,7 +296,8 @@ fn gather_rows(out: &mut Vec<f32>, src: &[f32], rows: &[usize], w: usize) {
 ///
 /// Shapes (row-major, `t * n_envs + e`): `observations` `[T, N, obs_dim]`, `actions`
 /// `[T, N, act_dim]` (a discrete action is stored as one f32; continuous actions are stored
-/// *unclipped*, as sampled), `old_head` `[T, N, head_dim]`, all others `[T, N]`.
+/// *unclipped*, as sampled), `old_head` `[T, N, head_dim]`, `action_masks` `[T, N, mask_dim]`,
+/// all others `[T, N]`.
 #[derive(Clone, Debug)]
 pub struct RolloutBuffer {
     /// T.
@@ -324,6 +325,12 @@ pub struct RolloutBuffer {
     pub old_head: Vec<f32>,
     /// π_θold's state-independent Gaussian log-std `[act_dim]` (empty for discrete actions).
     pub old_log_std: Vec<f32>,
+    /// Width of a stored action mask ([`crate::env::Space::mask_dim`]); 0 when the rollout is
+    /// not masked, and then `action_masks` is empty.
+    pub mask_dim: usize,
+    /// Which actions were valid at s_t (1) and which masked (0), `[T, N, mask_dim]`
+    /// (sb3-contrib's `MaskableRolloutBuffer.action_masks`).
+    pub action_masks: Vec<u8>,
     /// r_t.
     pub rewards: Vec<f32>,
     /// Whether step t reached a terminal state.
@@ -355,6 +362,8 @@ impl RolloutBuffer {
             values: vec![0.0; len],
             old_head: vec![0.0; len * head_dim],
             old_log_std: Vec::new(),
+            mask_dim: 0,
+            action_masks: Vec::new(),
             rewards: vec![0.0; len],
             terminated: vec![false; len],
             truncated: vec![false; len],
@@ -362,6 +371,13 @@ impl RolloutBuffer {
             advantages: vec![0.0; len],
             returns: vec![0.0; len],
         }
+    }
+
+    /// From now on this buffer stores an action mask of `mask_dim` entries per transition (all
+    /// valid until written; 0: none).
+    pub fn mask_actions(&mut self, mask_dim: usize) {
+        self.mask_dim = mask_dim;
+        self.action_masks = vec![1; self.len() * mask_dim];
     }
 
     /// This buffer storing its observations as bytes ([`Observations::U8`]).
@@ -396,6 +412,7 @@ impl RolloutBuffer {
             old_values: self.values.clone(),
             returns: self.returns.clone(),
             old_head: Vec::new(),
+            action_masks: self.action_masks.clone(),
         }
     }
 
@@ -443,6 +460,9 @@ pub struct Minibatch {
     pub returns: Vec<f32>,
     /// π_θold's distribution parameters, `[B, head_dim]` (empty unless asked for).
     pub old_head: Vec<f32>,
+    /// The stored action masks, `[B, mask_dim]`, 1 = valid (empty when the rollout is not
+    /// masked): the logits of the masked actions are [`crate::policy::distributions::MASKED_LOGIT`] in the loss.
+    pub action_masks: Vec<u8>,
 }
 
 /// The rollout cut into shuffled minibatches of `size`, epoch after epoch: each
@@ -551,6 +571,8 @@ impl<'a> Minibatches<'a> {
         gather(&mut b.old_values, &buf.values, 1);
         gather(&mut b.returns, &buf.returns, 1);
         gather(&mut b.old_head, &buf.old_head, hd);
+        b.action_masks.clear();
+        gather_rows(&mut b.action_masks, &buf.action_masks, chunk, buf.mask_dim);
         Some(b)
     }
 }

@@ -120,6 +120,7 @@ fn nature_cnn_against_pytorch(py: &str, backend: Backend) {
         old_values: (0..b).map(|_| 0.1 * normal(&mut rng)).collect(),
         returns: (0..b).map(|_| normal(&mut rng)).collect(),
         old_head: vec![],
+        action_masks: Vec::new(),
     };
     let coefs = COEFS; // the reference below hard-codes these values
     let (head, _) = net.dist_params_host(&obs).unwrap();
@@ -194,6 +195,7 @@ fn cnn_minibatch(policy: &dyn Policy, b: usize, seed: u64) -> (Minibatch, Vec<f3
         old_values: jitter(&out.values, 0.05),
         returns: jitter(&out.values, 1.0),
         old_head: jitter(&head, 0.2),
+        action_masks: Vec::new(),
     };
     (mb, jitter(&log_std, 0.1))
 }

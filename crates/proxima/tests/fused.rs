@@ -72,6 +72,7 @@ fn minibatch(policy: &ActorCritic, seed: u64) -> (Minibatch, Vec<f32>) {
         old_values,
         returns,
         old_head: jitter(&head, 0.3, &mut rng),
+        action_masks: Vec::new(),
     };
     let old_log_std = jitter(&log_std, 0.2, &mut rng);
     (mb, old_log_std)
@@ -164,8 +165,8 @@ fn fused_inference_agrees_with_candle() {
             assert_eq!(sf, sc);
             let vc = Policy::predict_values(&c, &mb.observations).unwrap();
             assert_close(&format!("{aname} values"), &f.predict_values(&mb.observations).unwrap(), &vc, 1e-5);
-            let kc = Policy::rollout_kl(&c, &mb.observations, &mb.old_head, &sc).unwrap();
-            let kf = f.rollout_kl(&mb.observations, &mb.old_head, &sc).unwrap();
+            let kc = Policy::rollout_kl(&c, &mb.observations, &mb.old_head, &sc, None).unwrap();
+            let kf = f.rollout_kl(&mb.observations, &mb.old_head, &sc, None).unwrap();
             assert!((kc - kf).abs() <= 1e-5 * kc.abs().max(1e-6), "{aname} rollout KL {kf} vs {kc}");
             // Deterministic actions: the mode of the same head.
             let mut rng = ChaCha8Rng::seed_from_u64(0);
@@ -311,6 +312,7 @@ fn threaded_minibatches_agree_with_one_thread_and_repeat_exactly() {
             old_values: out.values.iter().map(|v| v + rng.random_range(-0.5..0.5)).collect(),
             returns: out.values.iter().map(|v| v + rng.random_range(-1.0..1.0)).collect(),
             old_head: head.iter().map(|h| h + rng.random_range(-0.3..0.3)).collect(),
+            action_masks: Vec::new(),
         };
         let coefs = PpoCoefs {
             clip_range: 0.2,
@@ -393,6 +395,128 @@ fn the_act_time_head_is_the_batched_head_bit_for_bit() {
             assert_eq!(fused.dist_params_host(&[]).unwrap().1, log_std, "{name}: log σ of no rows");
             let out = Policy::act(&candle, &obs[..4 * OBS_DIM], false, &mut rng).unwrap();
             assert!(out.head.is_empty(), "{name}: candle's rows depend on the batch: no head from act");
+        }
+    }
+}
+
+/// Random action masks `[rows, head_dim]` for a Categorical `kind`: about half the actions
+/// masked, each component of each row keeping at least one valid action.
+fn random_masks(kind: &ActionKind, rows: usize, rng: &mut ChaCha8Rng) -> Vec<u8> {
+    let comps = kind.categorical_components().expect("a Categorical action space");
+    let mut masks = Vec::with_capacity(rows * kind.head_dim());
+    for _ in 0..rows {
+        for &n in &comps {
+            let keep = rng.random_range(0..n);
+            masks.extend((0..n).map(|j| u8::from(j == keep || rng.random_bool(0.5))));
+        }
+    }
+    masks
+}
+
+/// Whether every stored action (`[rows, act_dim]`, indices) is valid under `masks`.
+fn all_valid(kind: &ActionKind, actions: &[f32], masks: &[u8]) -> bool {
+    let comps = kind.categorical_components().unwrap();
+    let (ad, hd) = (comps.len(), kind.head_dim());
+    actions.chunks(ad).zip(masks.chunks(hd)).all(|(a, m)| {
+        let mut off = 0;
+        a.iter().zip(&comps).all(|(&a, &n)| {
+            let ok = m[off + a as usize] == 1;
+            off += n;
+            ok
+        })
+    })
+}
+
+/// Invalid-action masking (sb3-contrib's MaskablePPO) on both backends: the same masked
+/// actions (never an invalid one), the same masked loss, log r, gradient and rollout KL, on
+/// every path of the fused loss (one thread, the towers side by side, a shared trunk).
+#[test]
+fn masked_acting_loss_gradients_and_kl_agree_with_candle() {
+    const ROWS: usize = 300; // ≥ the fused towers' side-by-side threshold
+    let coefs = |objective| PpoCoefs {
+        clip_range: 0.2,
+        clip_range_vf: Some(0.2),
+        vf_coef: 0.5,
+        ent_coef: 0.01,
+        objective,
+        kl_coef: 0.7,
+    };
+    let losses = [Loss::Ppo(coefs(Objective::Clip)), Loss::Ppo(coefs(Objective::AdaptiveKl)), Loss::A2c];
+    for (aname, action) in actions().into_iter().take(2) {
+        for (shared, threads) in [(false, 1), (false, 2), (true, 2)] {
+            let what = format!("{aname} shared {shared} threads {threads}");
+            let sp = spec(action.clone(), shared, Activation::Tanh);
+            let (mut c, mut f) = pair(&sp, 5);
+            f.set_threads(threads);
+            let mut rng = ChaCha8Rng::seed_from_u64(6);
+            let obs: Vec<f32> = (0..ROWS * OBS_DIM).map(|_| rng.random_range(-2.0..2.0)).collect();
+            let masks = random_masks(&action, ROWS, &mut rng);
+            let sampled = c.act_masked(&obs, Some(&masks), false, &mut ChaCha8Rng::seed_from_u64(7)).unwrap();
+            assert!(all_valid(&action, &sampled.actions, &masks), "{what}: candle sampled a masked action");
+            let mut out = proxima::policy::ActOutput::default();
+            f.act_into(&obs, Some(&masks), false, &mut ChaCha8Rng::seed_from_u64(7), &mut out).unwrap();
+            assert!(all_valid(&action, &out.actions, &masks), "{what}: fused sampled a masked action");
+            f.act_into(&obs, Some(&masks), true, &mut rng, &mut out).unwrap();
+            let mode = c.act_masked(&obs, Some(&masks), true, &mut rng).unwrap();
+            assert_eq!(out.actions, mode.actions, "{what}: masked modes");
+            assert!(all_valid(&action, &mode.actions, &masks), "{what}: a masked mode");
+            assert_close(&format!("{what} masked mode log-probs"), &out.log_probs, &mode.log_probs, 1e-5);
+
+            let (mut old_head, log_std) = Policy::dist_params_host(&c, &obs).unwrap();
+            old_head.iter_mut().for_each(|h| *h += rng.random_range(-0.3..0.3));
+            proxima::policy::distributions::mask_logits_in_place(&mut old_head, &masks);
+            let mb = Minibatch {
+                len: ROWS,
+                observations: obs.clone(),
+                actions: sampled.actions.clone(),
+                old_log_probs: sampled.log_probs.iter().map(|l| l + rng.random_range(-0.4..0.4)).collect(),
+                advantages: (0..ROWS).map(|_| rng.random_range(-2.0..2.0)).collect(),
+                old_values: sampled.values.iter().map(|v| v + rng.random_range(-0.5..0.5)).collect(),
+                returns: sampled.values.iter().map(|v| v + rng.random_range(-1.0..1.0)).collect(),
+                old_head,
+                action_masks: masks.clone(),
+            };
+            for loss in &losses {
+                let (lc, lf) = (eval(&mut c, loss, &mb, &log_std), eval(&mut f, loss, &mb, &log_std));
+                assert_close(&format!("{what} masked loss parts"), &lf, &lc, 1e-5);
+                assert_close(&format!("{what} masked log r"), f.log_ratio(), c.log_ratio(), 1e-5);
+                let (gc, gf) = (Policy::backward(&mut c).unwrap(), f.backward().unwrap());
+                for ((name, gc), gf) in c.param_names().iter().zip(&gc).zip(&gf) {
+                    let gc = gc.clone().unwrap_or_else(|| vec![0.0; gf.as_ref().unwrap().len()]);
+                    assert_close(&format!("{what} masked ∂L/∂{name}"), gf.as_ref().unwrap(), &gc, 1e-5);
+                }
+            }
+            // The masks change the loss: the unmasked one differs (entropy over all actions).
+            let unmasked = Minibatch { action_masks: Vec::new(), ..mb.clone() };
+            let (lm, lu) = (eval(&mut f, &losses[0], &mb, &log_std), eval(&mut f, &losses[0], &unmasked, &log_std));
+            assert!((lm[3] - lu[3]).abs() > 1e-3, "{what}: masked entropy {} = unmasked {}", lm[3], lu[3]);
+            let kc = Policy::rollout_kl(&c, &obs, &mb.old_head, &log_std, Some(&masks)).unwrap();
+            let kf = f.rollout_kl(&obs, &mb.old_head, &log_std, Some(&masks)).unwrap();
+            assert!(kc.is_finite() && kc > 0.0, "{what}: masked KL {kc}");
+            assert!((kc - kf).abs() <= 1e-5 * kc.abs(), "{what} masked rollout KL {kf} vs {kc}");
+        }
+    }
+}
+
+/// Bad masks are errors on both backends, never a panic: the wrong length, a row (or a
+/// MultiDiscrete component) without a valid action, masks on a continuous action space.
+#[test]
+fn bad_action_masks_are_errors_on_both_backends() {
+    let obs = vec![0.1f32; 2 * OBS_DIM];
+    let mut rng = ChaCha8Rng::seed_from_u64(0);
+    let cases: [(usize, Vec<u8>, &str); 4] = [
+        (0, vec![1, 1, 1, 1, 1], "expected 2 × 3"),
+        (0, vec![1, 0, 1, 0, 0, 0], "row 1 allows no action"),
+        (1, vec![1, 1, 1, 0, 0, 1, 1, 1, 1, 1], "row 0 allows no action in component 1"),
+        (2, vec![1, 1, 1, 1], "Discrete or MultiDiscrete"),
+    ];
+    for (which, masks, expected) in cases {
+        let (aname, action) = actions()[which].clone();
+        let (c, f) = pair(&spec(action, false, Activation::Tanh), 1);
+        let mut out = proxima::policy::ActOutput::default();
+        for (backend, p) in [("candle", &c as &dyn Policy), ("fused", &f as &dyn Policy)] {
+            let e = p.act_into(&obs, Some(&masks), false, &mut rng, &mut out).unwrap_err().to_string();
+            assert!(e.contains(expected), "{backend} {aname} {masks:?}: {e}");
         }
     }
 }

@@ -18,5 +18,6 @@ pub fn minibatch_of(policy: &Network, obs: Vec<f32>, b: usize, rng: &mut ChaCha8
         old_values: out.values.clone(),
         returns: out.values.iter().map(|v| v + rng.random_range(-1.0..1.0)).collect(),
         old_head: Vec::new(),
+        action_masks: Vec::new(),
     }
 }

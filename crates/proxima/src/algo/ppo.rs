@@ -134,7 +134,8 @@ pub fn update<R: Rng + ?Sized>(
         (s.policy_loss / m, s.value_loss / m, s.entropy / m, s.grad_norm / m);
     s.clip_fraction = clip_sum / m;
     let kl = if p.log_kl_divergence || p.objective == Objective::AdaptiveKl {
-        policy.rollout_kl(&buf.observations.to_f32(), &buf.old_head, &buf.old_log_std)?
+        let masks = (buf.mask_dim > 0).then_some(&buf.action_masks[..]);
+        policy.rollout_kl(&buf.observations.to_f32(), &buf.old_head, &buf.old_log_std, masks)?
     } else {
         f64::NAN
     };

@@ -69,6 +69,7 @@ pub fn episode_batch(buf: &RolloutBuffer, p: &ReinforceParams) -> Result<Option<
         old_values,
         returns,
         old_head: Vec::new(),
+        action_masks: Vec::new(),
     }))
 }
 

@@ -335,7 +335,7 @@ impl LineSearch<'_> {
                 self.theta_old.iter().zip(self.x).map(|(&t, &xi)| (t as f64 + fraction * beta * xi) as f32).collect();
             if cand.iter().all(|v| v.is_finite()) {
                 set_actor_params_flat(policy, &cand)?;
-                let (lp_new, _, _, head) = policy.evaluate_actions_with_head(self.obs, self.act)?;
+                let (lp_new, _, _, head) = policy.evaluate_actions_with_head(self.obs, self.act, &[])?;
                 let l_new = surrogate_of(&lp_new)?.to_scalar::<f32>()? as f64;
                 let kl = policy.kl_of_head(self.old, &head)?.mean_all()?.to_scalar::<f32>()? as f64;
                 if kl <= self.delta && l_new > self.l_old && l_new.is_finite() {

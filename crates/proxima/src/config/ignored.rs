@@ -6,8 +6,9 @@ use super::{AlgoName, Config, EntCoef, Objective, OptimizerName};
 use crate::error::{ProximaError, Result};
 
 /// Keys only PPO reads (besides the objective-specific ones below).
-const PPO_ONLY: [(&str, &str); 5] = [
+const PPO_ONLY: [(&str, &str); 6] = [
     ("log_kl_divergence", "PPO's rollout KL in the logs"),
+    ("use_masking", "PPO's invalid-action masking"),
     ("n_epochs", "PPO's K epochs over each rollout"),
     ("anneal_clip_range", "PPO's ε annealing"),
     ("clip_range_vf", "PPO's value clipping"),

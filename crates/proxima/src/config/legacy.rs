@@ -67,8 +67,9 @@ mod tests {
     use crate::config::{Backend, Config};
 
     /// Keys added after the first release: a saved config without them still loads.
-    const LEGACY_KEYS: [&str; 45] = [
+    const LEGACY_KEYS: [&str; 46] = [
         "anneal_clip_range",
+        "use_masking",
         "log_kl_divergence",
         "clip_range_vf",
         "max_grad_norm",
@@ -125,9 +126,11 @@ mod tests {
             .collect();
         let loaded: Config = toml::Value::Table(old.clone()).try_into().unwrap();
         // Every legacy value is cleanrl's (the values the first runs had), except the backend:
-        // those runs trained on candle. Absent optional numbers read as absent.
+        // those runs trained on candle, and without action masks. Absent optional numbers read
+        // as absent.
         let expected = Config {
             backend: Backend::Candle,
+            use_masking: false,
             clip_range_vf: None,
             max_grad_norm: None,
             ..Config::preset("cleanrl").unwrap()

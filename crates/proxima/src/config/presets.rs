@@ -73,6 +73,7 @@ fn cleanrl() -> Config {
         anneal_lr: true,
         anneal_clip_range: false,
         log_kl_divergence: true,
+        use_masking: true,
         gamma: 0.99,
         gae_lambda: 0.95,
         clip_range: 0.2,

@@ -44,6 +44,12 @@ pub struct Config {
     /// either way: its β follows d.
     #[serde(default = "legacy::log_kl_divergence")]
     pub log_kl_divergence: bool,
+    /// Invalid-action masking (sb3-contrib's `MaskablePPO`, `use_masking`): when the envs have an
+    /// `action_masks()` method, PPO takes the masked actions' logits to −10⁸ before the softmax
+    /// while collecting, in the loss, its entropy and its KL. `false` trains without the masks.
+    /// Runs saved before this key trained without masks.
+    #[serde(default)]
+    pub use_masking: bool,
     /// γ: discount.
     pub gamma: f64,
     /// λ: GAE parameter.
@@ -390,8 +396,8 @@ mod tests {
     #[test]
     fn keys_are_the_struct_fields_and_the_toml_writes_each_once() {
         let keys = Config::keys();
-        assert_eq!(keys.len(), 70);
-        assert_eq!((keys[0], keys[69]), ("algo", "num_aux_rollouts"), "declaration order");
+        assert_eq!(keys.len(), 71);
+        assert_eq!((keys[0], keys[70]), ("algo", "num_aux_rollouts"), "declaration order");
         let mut unique = keys.clone();
         unique.sort_unstable();
         unique.dedup();

@@ -9,6 +9,7 @@
 //! rational approximation.
 
 use super::conv::ConvRelu;
+use super::distributions::{mask_logits, mask_logits_in_place};
 use super::fast_tanh;
 use super::interface::{ActOutput, AuxBatch, LossReport, Policy};
 use super::spec::{ActionKind, Activation, ImageShape, PolicySpec};
@@ -302,18 +303,25 @@ impl ActorCritic {
     /// `obs` `[B, obs_dim]`; `actions` `[B, act_dim]` f32 as stored in the rollout buffer.
     /// Returns `(log_prob [B], entropy [B], values [B])`.
     pub fn evaluate_actions(&self, obs: &Tensor, actions: &Tensor) -> Result<(Tensor, Tensor, Tensor)> {
-        let (lp, ent, values, _) = self.evaluate_actions_with_head(obs, actions)?;
+        let (lp, ent, values, _) = self.evaluate_actions_with_head(obs, actions, &[])?;
         Ok((lp, ent, values))
     }
 
-    /// [`ActorCritic::evaluate_actions`], also returning the head `[B, head_dim]` (for a KL
-    /// term via [`ActorCritic::kl_of_head`] without a second forward pass).
+    /// [`ActorCritic::evaluate_actions`] of the masked distribution when `masks` is not empty
+    /// (`[B, head_dim]`, 1 = valid: sb3-contrib's `evaluate_actions(..., action_masks)`), also
+    /// returning the (masked) head `[B, head_dim]` (for a KL term via
+    /// [`ActorCritic::kl_of_head`] without a second forward pass).
+    ///
+    /// # Errors
+    /// [`ActionKind::check_masks`]'s; tensor errors.
     pub fn evaluate_actions_with_head(
         &self,
         obs: &Tensor,
         actions: &Tensor,
+        masks: &[u8],
     ) -> Result<(Tensor, Tensor, Tensor, Tensor)> {
         let (head, values) = self.forward(obs)?;
+        let head = self.masked(head, masks)?;
         let log_std = self.log_std.as_ref().map(|v| v.as_tensor());
         let (lp, ent) = self.spec.action.log_prob_entropy(&head, log_std, actions)?;
         Ok((lp, ent, values, head))
@@ -416,10 +424,29 @@ impl ActorCritic {
     /// takes the mode when `deterministic`. Continuous actions are returned *unclipped*; clip
     /// them with [`Policy::env_action`] when sending them to the env.
     pub fn act<R: Rng + ?Sized>(&self, obs: &[f32], deterministic: bool, rng: &mut R) -> Result<ActOutput> {
+        self.act_masked(obs, None, deterministic, rng)
+    }
+
+    /// [`ActorCritic::act`] with the actions `masks` marks invalid (`[N, head_dim]`, 1 = valid)
+    /// masked, as [`Policy::act_into`] describes.
+    ///
+    /// # Errors
+    /// [`ActionKind::check_masks`]'s; tensor errors.
+    pub fn act_masked<R: Rng + ?Sized>(
+        &self,
+        obs: &[f32],
+        masks: Option<&[u8]>,
+        deterministic: bool,
+        rng: &mut R,
+    ) -> Result<ActOutput> {
         let x = self.obs_tensor(obs)?;
         let (head, values) = self.forward(&x)?;
         let n = x.dim(0)?;
-        let head = head.flatten_all()?.to_vec1::<f32>()?;
+        let mut head = head.flatten_all()?.to_vec1::<f32>()?;
+        if let Some(m) = masks {
+            self.spec.action.check_masks(n, m)?;
+            mask_logits_in_place(&mut head, m);
+        }
         let log_std = match &self.log_std {
             Some(v) => v.as_tensor().to_vec1::<f32>()?,
             None => Vec::new(),
@@ -489,6 +516,17 @@ impl ActorCritic {
     fn host_tensor(&self, v: &[f32]) -> Result<Tensor> {
         Ok(Tensor::from_slice(v, v.len(), &self.device)?)
     }
+
+    /// `head` `[B, head_dim]` with the logits `masks` marks invalid set to
+    /// [`super::distributions::MASKED_LOGIT`] (unchanged when `masks` is empty).
+    fn masked(&self, head: Tensor, masks: &[u8]) -> Result<Tensor> {
+        if masks.is_empty() {
+            return Ok(head);
+        }
+        let (b, hd) = head.dims2()?;
+        self.spec.action.check_masks(b, masks)?;
+        Ok(mask_logits(&head, &Tensor::from_slice(masks, (b, hd), &self.device)?)?)
+    }
 }
 
 impl Policy for ActorCritic {
@@ -498,6 +536,18 @@ impl Policy for ActorCritic {
 
     fn act(&self, obs: &[f32], deterministic: bool, rng: &mut dyn RngCore) -> Result<ActOutput> {
         ActorCritic::act(self, obs, deterministic, rng)
+    }
+
+    fn act_into(
+        &self,
+        obs: &[f32],
+        masks: Option<&[u8]>,
+        deterministic: bool,
+        rng: &mut dyn RngCore,
+        out: &mut ActOutput,
+    ) -> Result<()> {
+        *out = self.act_masked(obs, masks, deterministic, rng)?;
+        Ok(())
     }
 
     fn predict_values(&self, obs: &[f32]) -> Result<Vec<f32>> {
@@ -510,10 +560,11 @@ impl Policy for ActorCritic {
 
     fn ppo_loss(&mut self, mb: &Minibatch, old_log_std: &[f32], coefs: &PpoCoefs) -> Result<LossReport> {
         let (obs, act) = self.batch_tensors(mb)?;
-        let (log_prob, entropy, values, head) = self.evaluate_actions_with_head(&obs, &act)?;
+        let (log_prob, entropy, values, head) = self.evaluate_actions_with_head(&obs, &act, &mb.action_masks)?;
         let kl = if mb.old_head.is_empty() {
             None
         } else {
+            // π_θold's head was stored masked (the collector's `store_old_dist`).
             Some(self.kl_of_head(&self.dist_params_from_host(&mb.old_head, old_log_std)?, &head)?)
         };
         let (old_log_prob, advantages) = (self.host_tensor(&mb.old_log_probs)?, self.host_tensor(&mb.advantages)?);
@@ -541,7 +592,7 @@ impl Policy for ActorCritic {
 
     fn a2c_loss(&mut self, batch: &Minibatch, vf_coef: f64, ent_coef: f64) -> Result<LossReport> {
         let (obs, act) = self.batch_tensors(batch)?;
-        let (log_prob, entropy, values) = self.evaluate_actions(&obs, &act)?;
+        let (log_prob, entropy, values, _) = self.evaluate_actions_with_head(&obs, &act, &batch.action_masks)?;
         let (advantages, returns) = (self.host_tensor(&batch.advantages)?, self.host_tensor(&batch.returns)?);
         let out = a2c_loss(&log_prob, &entropy, &values, &advantages, &returns, vf_coef, ent_coef)?;
         self.keep_loss([&out.loss, &out.policy_loss, &out.value_loss, &out.entropy])
@@ -572,9 +623,13 @@ impl Policy for ActorCritic {
         host_gradients(&self.params, &loss.backward()?)
     }
 
-    fn rollout_kl(&self, obs: &[f32], old_head: &[f32], old_log_std: &[f32]) -> Result<f64> {
-        let old = self.dist_params_from_host(old_head, old_log_std)?;
-        Ok(self.kl_from(&self.obs_tensor(obs)?, &old)?.mean_all()?.to_scalar::<f32>()? as f64)
+    fn rollout_kl(&self, obs: &[f32], old_head: &[f32], old_log_std: &[f32], masks: Option<&[u8]>) -> Result<f64> {
+        let mut old = self.dist_params_from_host(old_head, old_log_std)?;
+        let (head, _) = self.forward(&self.obs_tensor(obs)?)?;
+        let masks = masks.unwrap_or(&[]);
+        old.head = self.masked(old.head, masks)?;
+        let kl = self.kl_of_head(&old, &self.masked(head, masks)?)?;
+        Ok(kl.mean_all()?.to_scalar::<f32>()? as f64)
     }
 
     /// The stored names (the spec's, without rebuilding its layer plan on every optimiser step).

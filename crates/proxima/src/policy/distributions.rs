@@ -291,6 +291,43 @@ impl ActionKind {
         }
     }
 
+    /// Checks invalid-action masks for `rows` rows of this distribution: `masks`
+    /// `[rows, head_dim]`, 1 = valid, 0 = masked (the components' masks side by side for
+    /// `MultiDiscrete`), each row leaving at least one valid action in every component.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for masks on a continuous (Gaussian) action space, masks of the wrong
+    /// length, and a row (component) without a valid action.
+    pub fn check_masks(&self, rows: usize, masks: &[u8]) -> Result<()> {
+        let Some(comps) = self.categorical_components() else {
+            return Err(ProximaError::InvalidArgument(
+                "action masks need a Discrete or MultiDiscrete action space; this policy's is a Box (continuous)"
+                    .into(),
+            ));
+        };
+        let hd = self.head_dim();
+        if masks.len() != rows * hd {
+            return Err(ProximaError::InvalidArgument(format!(
+                "action masks of {} values for {rows} observation(s): expected {rows} × {hd} (one per action{})",
+                masks.len(),
+                if comps.len() > 1 { ", the components' masks side by side" } else { "" }
+            )));
+        }
+        for (r, row) in masks.chunks(hd.max(1)).enumerate() {
+            let mut off = 0;
+            for (c, &n) in comps.iter().enumerate() {
+                if row[off..off + n].iter().all(|&m| m == 0) {
+                    let part = if comps.len() > 1 { format!(" in component {c}") } else { String::new() };
+                    return Err(ProximaError::InvalidArgument(format!(
+                        "the action mask of row {r} allows no action{part}: every row needs at least one valid action"
+                    )));
+                }
+                off += n;
+            }
+        }
+        Ok(())
+    }
+
     /// Draws an action from one row of the head (`[head_dim]`; `log_std` `[dim]` for a
     /// Gaussian), or takes the mode when `deterministic`, appending it as stored (`act_dim`
     /// floats: indices, or the unclipped sample) to `out`. Returns its log-probability.

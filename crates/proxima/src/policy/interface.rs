@@ -57,11 +57,28 @@ pub trait Policy: Send {
     fn act(&self, obs: &[f32], deterministic: bool, rng: &mut dyn RngCore) -> Result<ActOutput>;
 
     /// [`Policy::act`] into `out`, whose vectors are cleared and refilled (an implementation
-    /// may then act without allocating; the default calls [`Policy::act`]).
+    /// may then act without allocating), with invalid-action masking when `masks` is given:
+    /// `[N, head_dim]`, 1 = valid, 0 = masked (sb3-contrib's `action_masks`). A masked action's
+    /// logit is [`super::distributions::MASKED_LOGIT`] before the softmax, so it is never drawn
+    /// nor the mode, the log-probabilities are the masked distribution's, and `out.head` holds
+    /// the masked logits. The default calls [`Policy::act`] and refuses masks.
     ///
     /// # Errors
-    /// As [`Policy::act`].
-    fn act_into(&self, obs: &[f32], deterministic: bool, rng: &mut dyn RngCore, out: &mut ActOutput) -> Result<()> {
+    /// As [`Policy::act`]; [`ActionKind::check_masks`]'s for `masks`; `Unsupported` for masks
+    /// given to an implementation without masking.
+    fn act_into(
+        &self,
+        obs: &[f32],
+        masks: Option<&[u8]>,
+        deterministic: bool,
+        rng: &mut dyn RngCore,
+        out: &mut ActOutput,
+    ) -> Result<()> {
+        if masks.is_some() {
+            return Err(crate::error::ProximaError::Unsupported(
+                "this policy does not take action masks (only PPO's actor-critic does)".into(),
+            ));
+        }
         *out = self.act(obs, deterministic, rng)?;
         Ok(())
     }
@@ -132,11 +149,13 @@ pub trait Policy: Send {
     }
 
     /// d = mean over N observations of KL[π_θold(·|s), π_θ(·|s)] at the current θ, π_θold given
-    /// as a head `[N, head_dim]` and log-std (as [`Policy::dist_params_host`] returns them).
+    /// as a head `[N, head_dim]` and log-std (as [`Policy::dist_params_host`] returns them);
+    /// with `masks` (`[N, head_dim]`, as [`Policy::act_into`] takes them) both distributions
+    /// are the masked ones.
     ///
     /// # Errors
-    /// As [`Policy::act`].
-    fn rollout_kl(&self, obs: &[f32], old_head: &[f32], old_log_std: &[f32]) -> Result<f64>;
+    /// As [`Policy::act`]; [`ActionKind::check_masks`]'s for `masks`.
+    fn rollout_kl(&self, obs: &[f32], old_head: &[f32], old_log_std: &[f32], masks: Option<&[u8]>) -> Result<f64>;
 
     /// Every parameter's name and shape, in order (the spec's, [`PolicySpec::param_shapes`], for
     /// the actor-critics; SAC's networks have their own).

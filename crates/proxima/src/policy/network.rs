@@ -179,8 +179,15 @@ impl Policy for Network {
     fn act(&self, obs: &[f32], deterministic: bool, rng: &mut dyn RngCore) -> Result<ActOutput> {
         self.inner().act(obs, deterministic, rng)
     }
-    fn act_into(&self, obs: &[f32], deterministic: bool, rng: &mut dyn RngCore, out: &mut ActOutput) -> Result<()> {
-        self.inner().act_into(obs, deterministic, rng, out)
+    fn act_into(
+        &self,
+        obs: &[f32],
+        masks: Option<&[u8]>,
+        deterministic: bool,
+        rng: &mut dyn RngCore,
+        out: &mut ActOutput,
+    ) -> Result<()> {
+        self.inner().act_into(obs, masks, deterministic, rng, out)
     }
     fn predict_values(&self, obs: &[f32]) -> Result<Vec<f32>> {
         self.inner().predict_values(obs)
@@ -206,8 +213,8 @@ impl Policy for Network {
     fn backward_flat(&mut self) -> Result<Option<FlatParams<'_>>> {
         self.inner_mut().backward_flat()
     }
-    fn rollout_kl(&self, obs: &[f32], old_head: &[f32], old_log_std: &[f32]) -> Result<f64> {
-        self.inner().rollout_kl(obs, old_head, old_log_std)
+    fn rollout_kl(&self, obs: &[f32], old_head: &[f32], old_log_std: &[f32], masks: Option<&[u8]>) -> Result<f64> {
+        self.inner().rollout_kl(obs, old_head, old_log_std, masks)
     }
     fn param_shapes(&self) -> Vec<(String, Vec<usize>)> {
         self.inner().param_shapes()

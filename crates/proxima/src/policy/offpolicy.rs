@@ -278,7 +278,13 @@ macro_rules! refuse_on_policy_losses {
             Err($crate::policy::offpolicy::not_on_policy("backward of an on-policy loss"))
         }
 
-        fn rollout_kl(&self, _obs: &[f32], _old_head: &[f32], _old_log_std: &[f32]) -> $crate::error::Result<f64> {
+        fn rollout_kl(
+            &self,
+            _obs: &[f32],
+            _old_head: &[f32],
+            _old_log_std: &[f32],
+            _masks: Option<&[u8]>,
+        ) -> $crate::error::Result<f64> {
             Err($crate::policy::offpolicy::not_on_policy("the rollout KL"))
         }
     };

@@ -67,7 +67,7 @@ pub fn evaluate_recorded(
     let record_episodes = record.map_or(0, |r| r.episodes.max(1));
     let kind = check_policy_fits(policy, &*env, env_id)?;
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut returns = Vec::with_capacity(episodes);
+    let (mut returns, mut out) = (Vec::with_capacity(episodes), crate::policy::ActOutput::default());
     for i in 0..episodes {
         let (mut obs, _) = env.reset(Some(seed.wrapping_add(i as u64)))?;
         let recording = i < record_episodes;
@@ -79,11 +79,13 @@ pub fn evaluate_recorded(
             if let Some(n) = norm {
                 n.normalize_obs(&mut obs);
             }
-            let mut a = policy.act(&obs, deterministic, &mut rng)?.actions;
-            policy.env_action(&mut a);
+            let masks = current_masks(&mut *env)?;
+            policy.act_into(&obs, masks.as_deref(), deterministic, &mut rng, &mut out)?;
+            let a = &mut out.actions;
+            policy.env_action(a);
             let action = match kind {
                 ActionKind::Discrete { .. } => Action::Discrete(a[0] as usize),
-                ActionKind::MultiDiscrete { .. } | ActionKind::Continuous { .. } => Action::Continuous(&a),
+                ActionKind::MultiDiscrete { .. } | ActionKind::Continuous { .. } => Action::Continuous(a),
             };
             let r = env.step(action)?;
             total += r.reward;
@@ -111,6 +113,19 @@ pub fn evaluate_recorded(
         v.finish()?;
     }
     Ok(returns)
+}
+
+/// The env's action masks for its current state (sb3-contrib's `get_action_masks`), 1 = valid;
+/// `None` for an env without them.
+///
+/// # Errors
+/// The env's.
+fn current_masks(env: &mut dyn crate::env::Env) -> Result<Option<Vec<u8>>> {
+    let mut masks = vec![false; env.action_space().mask_dim()];
+    if masks.is_empty() || !env.action_masks(&mut masks)? {
+        return Ok(None);
+    }
+    Ok(Some(masks.into_iter().map(u8::from).collect()))
 }
 
 /// The env's action distribution, once `policy` is known to fit the env's spaces (its

@@ -211,6 +211,26 @@ impl std::fmt::Debug for Interrupt {
     }
 }
 
+/// The width of a rollout's action masks: [`crate::env::Space::mask_dim`] when the envs have
+/// `action_masks()`, `use_masking` is on and the algorithm is PPO (sb3-contrib's `MaskablePPO`);
+/// 0 otherwise (another algorithm warns that it ignores the masks, as SB3's would).
+///
+/// # Errors
+/// The envs' (a mask without a valid action).
+fn action_mask_dim(cfg: &ValidConfig, collector: &mut Collector) -> Result<usize> {
+    if !cfg.use_masking || !collector.has_action_masks()? {
+        return Ok(0);
+    }
+    if cfg.algo != AlgoName::Ppo {
+        tracing::warn!(
+            "the envs have action_masks(), which {} ignores: only PPO trains masked (sb3-contrib's MaskablePPO)",
+            cfg.algo
+        );
+        return Ok(0);
+    }
+    Ok(collector.venv.action_space().mask_dim())
+}
+
 /// Builds the network spec for an env's spaces from the config.
 ///
 /// # Errors
@@ -413,7 +433,8 @@ impl Trainer {
 
     /// A fresh run on `collector`'s envs (the config validated); `make_env` builds A3C's
     /// workers' envs.
-    fn with_collector(env_id: &str, cfg: ValidConfig, collector: Collector, make_env: MakeEnv<'_>) -> Result<Self> {
+    fn with_collector(env_id: &str, cfg: ValidConfig, mut collector: Collector, make_env: MakeEnv<'_>) -> Result<Self> {
+        let mask_dim = action_mask_dim(&cfg, &mut collector)?;
         let spec = policy_spec(&cfg, &collector.venv)?;
         if let Some((mut policy, algo)) = off_policy_parts(&cfg, &spec)? {
             policy.set_threads(cfg.num_threads);
@@ -432,7 +453,9 @@ impl Trainer {
         };
         let algo = Algo::new(&cfg, &spec, &sizes, || a3c_workers(&cfg, &spec, make_env))?;
         let head_dim = algo.old_head_dim(&spec);
-        Ok(Self::assemble(env_id, cfg, collector, policy, opt, algo, head_dim))
+        let mut trainer = Self::assemble(env_id, cfg, collector, policy, opt, algo, head_dim);
+        trainer.buf.mask_actions(mask_dim);
+        Ok(trainer)
     }
 
     /// The trainer of a fresh run from its parts.

@@ -28,6 +28,7 @@ use super::net::{Net, Rows, Towers, Workspace, PARALLEL_MIN_ROWS};
 use super::second_thread::SecondThread;
 use crate::error::{ProximaError, Result};
 use crate::loss::PpoCoefs;
+use crate::policy::distributions::mask_logits_in_place;
 use crate::policy::interface::{ActOutput, FlatParams, Join, LossReport, Policy};
 use crate::policy::spec::{PolicySpec, NATURE_CONVS, NATURE_FEATURES};
 use crate::policy::Activation;
@@ -283,6 +284,9 @@ impl FusedMlp {
                 dims.1
             )));
         }
+        if !mb.action_masks.is_empty() {
+            spec.action.check_masks(rows, &mb.action_masks)?;
+        }
         self.pending = None;
         self.log_ratio_rows = 0;
         let n_shards = (self.threads / 2).min(rows / MIN_SHARD_ROWS);
@@ -386,13 +390,23 @@ impl Policy for FusedMlp {
 
     fn act(&self, obs: &[f32], deterministic: bool, rng: &mut dyn RngCore) -> Result<ActOutput> {
         let mut out = ActOutput::default();
-        self.act_into(obs, deterministic, rng, &mut out)?;
+        self.act_into(obs, None, deterministic, rng, &mut out)?;
         Ok(out)
     }
 
-    fn act_into(&self, obs: &[f32], deterministic: bool, rng: &mut dyn RngCore, out: &mut ActOutput) -> Result<()> {
+    fn act_into(
+        &self,
+        obs: &[f32],
+        masks: Option<&[u8]>,
+        deterministic: bool,
+        rng: &mut dyn RngCore,
+        out: &mut ActOutput,
+    ) -> Result<()> {
         let (hd, kind, log_std) = (self.net.spec.action.head_dim(), &self.net.spec.action, self.log_std_values());
         let (na, nc) = (self.net.actor.len() - 1, self.net.critic.len() - 1);
+        if let Some(m) = masks {
+            kind.check_masks(self.check_obs(obs)?, m)?;
+        }
         self.infer(obs, Towers::Both, |ws, rows| {
             out.actions.clear();
             out.log_probs.clear();
@@ -400,6 +414,7 @@ impl Policy for FusedMlp {
             out.values.extend_from_slice(&ws.critic[nc][..rows]);
             out.head.clear(); // every row's bits are its own (`kernels::dense_forward`)
             out.head.extend_from_slice(&ws.actor[na][..rows * hd]);
+            mask_logits_in_place(&mut out.head, masks.unwrap_or(&[]));
             let mut scratch = [0f32; 64];
             let mut heap;
             let scratch: &mut [f32] = if hd <= 64 {
@@ -408,7 +423,7 @@ impl Policy for FusedMlp {
                 heap = vec![0f32; hd];
                 &mut heap
             };
-            for row in ws.actor[na][..rows * hd].chunks_exact(hd) {
+            for row in out.head.chunks_exact(hd) {
                 let lp = kind.sample_row(row, log_std, deterministic, rng, scratch, &mut out.actions);
                 out.log_probs.push(lp);
             }
@@ -455,7 +470,7 @@ impl Policy for FusedMlp {
         Ok(Some(FlatParams { names: &self.names, values: &mut self.theta, grads: &mut self.grad, halves }))
     }
 
-    fn rollout_kl(&self, obs: &[f32], old_head: &[f32], old_log_std: &[f32]) -> Result<f64> {
+    fn rollout_kl(&self, obs: &[f32], old_head: &[f32], old_log_std: &[f32], masks: Option<&[u8]>) -> Result<f64> {
         let (na, hd) = (self.net.actor.len() - 1, self.net.spec.action.head_dim());
         let log_std = self.log_std_values();
         let rows = self.check_obs(obs)?;
@@ -466,10 +481,18 @@ impl Policy for FusedMlp {
             )));
         }
         let kind = &self.net.spec.action;
-        let sum = self.infer(obs, Towers::Actor, |ws, rows| {
-            let mut scratch = vec![0f32; scratch_len(kind)];
-            kl_sum(kind, (old_head, old_log_std), &ws.actor[na][..rows * hd], log_std, &mut scratch)
-        })?;
+        let Some(masks) = masks else {
+            let sum = self.infer(obs, Towers::Actor, |ws, rows| {
+                let mut scratch = vec![0f32; scratch_len(kind)];
+                kl_sum(kind, (old_head, old_log_std), &ws.actor[na][..rows * hd], log_std, &mut scratch)
+            })?;
+            return Ok(sum / rows.max(1) as f64);
+        };
+        kind.check_masks(rows, masks)?;
+        let (mut old, mut new) = (old_head.to_vec(), self.dist_params_host(obs)?.0);
+        mask_logits_in_place(&mut old, masks);
+        mask_logits_in_place(&mut new, masks);
+        let sum = kl_sum(kind, (&old, old_log_std), &new, log_std, &mut vec![0f32; scratch_len(kind)]);
         Ok(sum / rows.max(1) as f64)
     }
 

@@ -8,6 +8,7 @@ use super::heads::{check_head_batch, combine_parts, scratch_len, value_head, Hea
 use super::kernels::{activation_backward, dense_backward, dense_forward, transpose, NARROW};
 use super::second_thread::SecondThread;
 use crate::error::Result;
+use crate::policy::distributions::mask_logits_in_place;
 use crate::policy::spec::{ActionKind, Activation, Part, PolicySpec};
 use crate::rollout::Minibatch;
 
@@ -153,12 +154,16 @@ pub(super) struct Rows<'a> {
     pub old_values: &'a [f32],
     pub returns: &'a [f32],
     pub old_head: &'a [f32],
+    /// `[rows, head_dim]`, 1 = valid (empty: not masked).
+    pub action_masks: &'a [u8],
 }
 
 impl<'a> Rows<'a> {
     /// Rows `r` of `mb` (`od`, `ad`, `hd`: observation, stored action and head widths).
     pub fn of(mb: &'a Minibatch, r: std::ops::Range<usize>, (od, ad, hd): (usize, usize, usize)) -> Self {
         let old_head = if mb.old_head.is_empty() { &[][..] } else { &mb.old_head[r.start * hd..r.end * hd] };
+        let action_masks =
+            if mb.action_masks.is_empty() { &[][..] } else { &mb.action_masks[r.start * hd..r.end * hd] };
         Rows {
             observations: &mb.observations[r.start * od..r.end * od],
             actions: &mb.actions[r.start * ad..r.end * ad],
@@ -167,6 +172,7 @@ impl<'a> Rows<'a> {
             old_values: &mb.old_values[r.clone()],
             returns: &mb.returns[r],
             old_head,
+            action_masks,
         }
     }
 
@@ -334,6 +340,7 @@ impl Net {
         self.ensure(ws, rows);
         ws.x[..rows * od].copy_from_slice(mb.observations);
         self.forward(theta, version, ws, rows, Towers::Both);
+        mask_logits_in_place(&mut ws.actor[self.actor.len() - 1][..rows * hd], mb.action_masks);
         let log_std_off = self.log_std.unwrap_or(theta.len());
         let batch = HeadBatch {
             head: &ws.actor[self.actor.len() - 1][..rows * hd],
@@ -389,6 +396,7 @@ impl Net {
             self.second_thread.as_ref().filter(|_| rows >= PARALLEL_MIN_ROWS),
             || {
                 tower_forward(&self.actor, actor, x, weights, rows, (act, false));
+                mask_logits_in_place(&mut actor[na][..rows * hd], mb.action_masks);
                 let b = HeadBatch { head: &actor[na][..rows * hd], ..batch };
                 let grads = (&mut d_a[..rows * hd], d_log_std, &mut log_ratio[..rows], &mut scratch[..]);
                 *ps = policy_head_f32(kind, &b, loss, grads, head_cols);
