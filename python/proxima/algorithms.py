@@ -373,6 +373,16 @@ class BaseAlgorithm:
 
         Actions for one observation or a batch, as SB3's: Box actions clipped to the space (SB3:
         the same), discrete ones as int64; observations normalised when training normalised them."""
+        return self._predict(observation, state, deterministic, None)
+
+    def _predict(
+        self,
+        observation: npt.ArrayLike,
+        state: Optional[tuple[np.ndarray, ...]],
+        deterministic: bool,
+        action_masks: Optional[npt.ArrayLike],
+    ) -> tuple[np.ndarray, Optional[tuple[np.ndarray, ...]]]:
+        """``predict``, with sb3-contrib's ``action_masks`` when given."""
         if self._model is None:
             raise ValueError("this model has no policy yet")
         if isinstance(observation, tuple) and len(observation) == 2 and isinstance(observation[1], dict):
@@ -390,7 +400,8 @@ class BaseAlgorithm:
             raise ValueError(f"observation of shape {obs.shape}; this policy takes {shape} or (n, *{shape})")
         if batch.shape[0] == 0:
             raise ValueError(f"an empty batch of observations (shape {obs.shape}): give at least one")
-        acts = self._model.predict(np.ascontiguousarray(batch, dtype=np.float32), bool(deterministic))
+        masks = None if action_masks is None else _mask_rows(action_masks, batch.shape[0])
+        acts = self._model.predict(np.ascontiguousarray(batch, dtype=np.float32), bool(deterministic), masks)
         kind = self._action_kind
         if kind == "discrete":
             out = acts[:, 0].astype(np.int64)
@@ -586,6 +597,22 @@ class BaseAlgorithm:
     def __repr__(self) -> str:
         env = self._model.env_id if self._model is not None else None
         return f"{type(self).__name__}(env={env!r}, num_timesteps={self.num_timesteps})"
+
+
+def _mask_rows(action_masks: npt.ArrayLike, rows: int) -> np.ndarray:
+    """sb3-contrib's ``action_masks`` (booleans, True = valid, or numbers that are all 0 or 1;
+    one row per observation, or one mask for a single observation) as ``[rows, mask_dim]``
+    uint8."""
+    masks = np.asarray(action_masks)
+    if masks.dtype != np.bool_:
+        numeric = np.issubdtype(masks.dtype, np.integer) or np.issubdtype(masks.dtype, np.floating)
+        if not numeric or not np.isin(masks, (0, 1)).all():
+            raise TypeError(f"action_masks of dtype {masks.dtype}: a mask is boolean (True = valid), "
+                            "or numbers that are all 0 or 1")
+    if masks.size % max(rows, 1) != 0 or masks.size == 0:
+        raise ValueError(f"action_masks of shape {masks.shape} for {rows} observation(s): "
+                         "give one mask (one entry per action) per observation")
+    return np.ascontiguousarray(masks.reshape(rows, -1), dtype=np.uint8)
 
 
 def _toml_value(text: str) -> ConfigValue:
@@ -823,6 +850,89 @@ class PPO(BaseAlgorithm):
               tb_log_name: str = "PPO", reset_num_timesteps: bool = True, progress_bar: bool = False) -> PPO:
         """(SB3's ``PPO.learn``: see ``BaseAlgorithm.learn``.)"""
         return super().learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar)
+
+
+class MaskablePPO(PPO):
+    """PPO with invalid-action masking (Huang & Ontañón 2022, "A Closer Look at Invalid Action
+    Masking in Policy Gradient Algorithms") — sb3-contrib's ``MaskablePPO``, with its keyword
+    arguments and defaults. The env's ``action_masks()`` method (found through its wrappers, so
+    sb3-contrib's ``ActionMasker`` works unchanged) is read before every step; the masked actions'
+    logits are set to -1e8 before the softmax in acting, the loss, the entropy and the KL.
+    ``Discrete`` and ``MultiDiscrete`` action spaces."""
+
+    def __init__(
+        self,
+        policy: PolicyType,
+        env: Optional[EnvLike],
+        learning_rate: Union[float, Schedule] = 3e-4,
+        n_steps: int = 2048,
+        batch_size: Optional[int] = 64,
+        n_epochs: int = 10,
+        gamma: float = 0.99,
+        gae_lambda: float = 0.95,
+        clip_range: Union[float, Schedule] = 0.2,
+        clip_range_vf: Union[None, float, Schedule] = None,
+        normalize_advantage: bool = True,
+        ent_coef: float = 0.0,
+        vf_coef: float = 0.5,
+        max_grad_norm: float = 0.5,
+        rollout_buffer_class: Optional[type] = None,
+        rollout_buffer_kwargs: Optional[dict[str, Any]] = None,
+        target_kl: Optional[float] = None,
+        stats_window_size: int = 100,
+        tensorboard_log: Optional[str] = None,
+        policy_kwargs: Optional[dict[str, Any]] = None,
+        verbose: int = 0,
+        seed: Optional[int] = None,
+        device: str = "auto",
+        _init_setup_model: bool = True,
+        **kwargs: Any,
+    ):
+        super().__init__(policy, env, learning_rate=learning_rate, n_steps=n_steps, batch_size=batch_size,
+                         n_epochs=n_epochs, gamma=gamma, gae_lambda=gae_lambda, clip_range=clip_range,
+                         clip_range_vf=clip_range_vf, normalize_advantage=normalize_advantage, ent_coef=ent_coef,
+                         vf_coef=vf_coef, max_grad_norm=max_grad_norm, rollout_buffer_class=rollout_buffer_class,
+                         rollout_buffer_kwargs=rollout_buffer_kwargs, target_kl=target_kl,
+                         stats_window_size=stats_window_size, tensorboard_log=tensorboard_log,
+                         policy_kwargs=policy_kwargs, verbose=verbose, seed=seed, device=device,
+                         _init_setup_model=_init_setup_model, **kwargs)
+        import gymnasium
+
+        if isinstance(self.action_space, gymnasium.spaces.Box):
+            raise ValueError(f"MaskablePPO masks Discrete and MultiDiscrete actions; this env's action space is "
+                             f"{self.action_space} (continuous): use PPO")
+
+    def _settings(self, h: dict[str, Any]) -> dict[str, Setting]:
+        return {**super()._settings(h), "use_masking": True}
+
+    def learn(self, total_timesteps: int, callback: MaybeCallback = None, log_interval: int = 1,
+              tb_log_name: str = "MaskablePPO", reset_num_timesteps: bool = True, use_masking: bool = True,
+              progress_bar: bool = False) -> MaskablePPO:
+        """(sb3-contrib's ``MaskablePPO.learn``.)"""
+        if not use_masking:
+            raise NotImplementedError("MaskablePPO.learn(use_masking=False) is not supported yet: "
+                                      "train a PPO model to ignore the masks")
+        super().learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar)
+        return self
+
+    def predict(
+        self,
+        observation: npt.ArrayLike,
+        state: Optional[tuple[np.ndarray, ...]] = None,
+        episode_start: Optional[np.ndarray] = None,
+        deterministic: bool = False,
+        action_masks: Optional[np.ndarray] = None,
+    ) -> tuple[np.ndarray, Optional[tuple[np.ndarray, ...]]]:
+        """Get the policy action from an observation, never one that ``action_masks`` masks.
+
+        :param observation: the input observation (one, or a batch)
+        :param state: the last hidden state (unused: not a recurrent policy)
+        :param episode_start: the last masks (unused: not a recurrent policy)
+        :param deterministic: whether to return deterministic actions
+        :param action_masks: the action masks (True = valid) for the observation(s), e.g.
+            ``get_action_masks(env)``; ``None``: every action valid
+        :return: the model's action and the next hidden state (``state``)"""
+        return self._predict(observation, state, deterministic, action_masks)
 
 
 class A2C(BaseAlgorithm):
@@ -1289,6 +1399,7 @@ def _document() -> None:
     """Each class's parameters (SB3's ``:param name: ...``, see ``proxima._docs``) and its methods'."""
     tables = {
         PPO: (_docs.ON_POLICY, _docs.COMMON),
+        MaskablePPO: (_docs.ON_POLICY, _docs.COMMON),
         A2C: (_docs.A2C, _docs.ON_POLICY, _docs.COMMON),
         TRPO: (_docs.TRPO, _docs.ON_POLICY, _docs.COMMON),
         SAC: (_docs.SAC, _docs.OFF_POLICY, _docs.COMMON),
@@ -1307,6 +1418,10 @@ def _document() -> None:
         notes = _docs.OFF_POLICY_NOTES if cls in (SAC, TD3, DDPG, TQC) else _docs.ON_POLICY_NOTES
         cls.__doc__ = _docs.with_params(cls.__doc__ or "", cls.__init__, *cls_tables, notes=notes)
         cls.learn.__doc__ = base.learn.__doc__
+    use_masking = {"use_masking": "Whether or not to use invalid action masks during training. Proxima: only ``True`` is "
+                                  "supported yet (a ``PPO`` model trains without the masks)."}
+    MaskablePPO.learn.__doc__ = _docs.with_params("(sb3-contrib's ``MaskablePPO.learn``.)", MaskablePPO.learn,
+                                                  _docs.LEARN, use_masking, returns="the trained model")
 
 
 _document()

@@ -41,6 +41,21 @@ def _as_vector_env(env: Union[GymEnv, str]) -> tuple[Union[gym.vector.VectorEnv,
     raise TypeError(f"env must be an env id, a Gymnasium Env or VectorEnv, or an SB3 VecEnv; got {type(env).__name__}")
 
 
+def _action_masks(venv: Any) -> Optional[np.ndarray]:
+    """Each env's ``action_masks()`` stacked ``(n_envs, mask_dim)`` (sb3-contrib's
+    ``get_action_masks``), or None when the envs have none: a Gymnasium vector env's ``call``
+    (through each env's wrappers), an SB3 ``VecEnv``'s ``env_method``."""
+    inner = getattr(venv, "venv", venv)
+    try:
+        if hasattr(inner, "env_method"):
+            masks = inner.env_method("action_masks")
+        else:
+            masks = inner.call("action_masks")
+    except AttributeError:
+        return None
+    return np.stack([np.asarray(m).reshape(-1) for m in masks])
+
+
 def evaluate_policy(
     model: PolicyPredictor,
     env: Union[GymEnv, str],
@@ -51,6 +66,7 @@ def evaluate_policy(
     reward_threshold: Optional[float] = None,
     return_episode_rewards: bool = False,
     warn: bool = True,
+    use_masking: bool = True,
 ) -> Union[tuple[float, float], tuple[list[float], list[int]]]:
     """Runs policy for ``n_eval_episodes`` episodes and returns average reward (SB3's
     ``evaluate_policy``). The episodes are spread over a vector env's envs as SB3 spreads them;
@@ -72,6 +88,10 @@ def evaluate_policy(
     :param return_episode_rewards: If True, a list of rewards and episode lengths per episode will be
         returned instead of the mean.
     :param warn: If True (default), SB3 warns about lack of a Monitor wrapper. Proxima: ignored.
+    :param use_masking: Whether or not to use invalid action masks during evaluation (sb3-contrib's
+        ``evaluate_policy``): with a model whose ``predict`` takes ``action_masks`` (``MaskablePPO``)
+        and envs with ``action_masks()``, each step's masks are passed to it; other models and envs
+        are evaluated without.
     :return: Mean return per episode (sum of rewards), std of reward per episode. Returns
         (list[float], list[int]) when ``return_episode_rewards`` is True, first list containing per-episode
         return and second containing per-episode lengths (in number of steps).
@@ -87,8 +107,15 @@ def evaluate_policy(
     rewards, lengths = [], []
     cur_r, cur_l = np.zeros(n), np.zeros(n, dtype=int)
     obs, _ = venv.reset()
+    import inspect
+
+    masked = use_masking and "action_masks" in inspect.signature(model.predict).parameters
+    masked = masked and _action_masks(venv) is not None
     while (counts < targets).any():
-        actions, _ = model.predict(obs, deterministic=deterministic)
+        if masked:
+            actions, _ = model.predict(obs, deterministic=deterministic, action_masks=_action_masks(venv))
+        else:
+            actions, _ = model.predict(obs, deterministic=deterministic)
         obs, r, term, trunc, info = venv.step(actions)
         cur_r += r
         cur_l += 1

@@ -266,11 +266,13 @@ fn check_path(what: &str, path: &std::path::Path, writes: bool) -> PyResult<()> 
     Ok(())
 }
 
-/// Actions for `observations` `[B, obs_dim]` on `policy` (see `Model.predict`).
+/// Actions for `observations` `[B, obs_dim]` on `policy`, masked by `action_masks`
+/// `[B, mask_dim]` when given (see `Model.predict`).
 fn predict_rows<'py>(
     py: Python<'py>,
     (policy, norm, rng): (&dyn Policy, Option<&Normalizer>, &mut ChaCha8Rng),
     observations: &PyReadonlyArray2<'py, f32>,
+    action_masks: Option<&PyReadonlyArray2<'py, u8>>,
     deterministic: bool,
 ) -> PyResult<Bound<'py, PyArray2<f32>>> {
     let (rows, cols) = (observations.shape()[0], observations.shape()[1]);
@@ -291,11 +293,19 @@ fn predict_rows<'py>(
         n.normalize_obs(&mut obs);
     }
     let ad = policy.spec().action.act_dim();
+    let masks: Option<Vec<u8>> = action_masks.map(|m| m.as_array().iter().copied().collect());
+    if let Some(m) = &masks {
+        policy.spec().action.check_masks(rows, m).py()?;
+    }
+    let md = masks.as_ref().map_or(0, |m| m.len() / rows.max(1));
     // A few thousand rows at a time: the networks' buffers follow the chunk, not the whole
     // array (the same actions: each row's sample is drawn in row order either way).
-    let mut actions = Vec::with_capacity(rows * ad);
-    for chunk in obs.chunks(PREDICT_CHUNK_ROWS * od.max(1)) {
-        actions.extend(policy.act(chunk, deterministic, rng).py()?.actions);
+    let (mut actions, mut out) = (Vec::with_capacity(rows * ad), proxima::policy::ActOutput::default());
+    for (i, chunk) in obs.chunks(PREDICT_CHUNK_ROWS * od.max(1)).enumerate() {
+        let first = i * PREDICT_CHUNK_ROWS;
+        let chunk_masks = masks.as_ref().map(|m| &m[first * md..(first + chunk.len() / od.max(1)) * md]);
+        policy.act_into(chunk, chunk_masks, deterministic, rng, &mut out).py()?;
+        actions.extend_from_slice(&out.actions);
     }
     for a in actions.chunks_mut(ad) {
         policy.env_action(a);
@@ -482,19 +492,23 @@ impl Model {
     }
 
     /// Actions for `observations` `[B, obs_dim]` (float32): the mode when `deterministic`, else
-    /// sampled; Box actions clipped to the space; observations normalised as in training.
-    /// Returns `[B, act_dim]` float32 (the Python layer casts discrete actions to int).
-    #[pyo3(signature = (observations, deterministic))]
+    /// sampled; Box actions clipped to the space; observations normalised as in training;
+    /// with `action_masks` (`[B, mask_dim]` uint8, 1 = valid: sb3-contrib's) the masked actions
+    /// are never chosen. Returns `[B, act_dim]` float32 (the Python layer casts discrete actions
+    /// to int).
+    #[pyo3(signature = (observations, deterministic, action_masks = None))]
     fn predict<'py>(
         &self,
         py: Python<'py>,
         observations: PyReadonlyArray2<'py, f32>,
         deterministic: bool,
+        action_masks: Option<PyReadonlyArray2<'py, u8>>,
     ) -> PyResult<Bound<'py, PyArray2<f32>>> {
+        let masks = action_masks.as_ref();
         let Some(mut guard) = self.try_lock()? else {
             return self.with_lent(|policy, norm, rng, _| {
                 let norm = Some(norm).filter(|n| n.is_active());
-                predict_rows(py, (policy, norm, rng), &observations, deterministic)
+                predict_rows(py, (policy, norm, rng), &observations, masks, deterministic)
             })?;
         };
         let inner = &mut *guard;
@@ -502,7 +516,7 @@ impl Model {
             State::Training(t) => (&t.policy, Some(&t.collector.norm).filter(|n| n.is_active())),
             State::Loaded(l) => (&l.policy, l.norm.as_ref()),
         };
-        predict_rows(py, (policy, norm, &mut inner.rng), &observations, deterministic)
+        predict_rows(py, (policy, norm, &mut inner.rng), &observations, masks, deterministic)
     }
 
     /// Writes the model to `path` (safetensors, atomically): parameters, optimiser state,
