@@ -87,11 +87,6 @@ def check_spaces(observation_space: gym.spaces.Space, action_space: gym.spaces.S
     """Raises a clear error for spaces Proxima does not train on yet (before any Rust call)."""
     import gymnasium.spaces as S
 
-    if isinstance(observation_space, (S.Dict, S.Tuple)):
-        raise NotImplementedError(
-            f"{type(observation_space).__name__} observation spaces are not supported yet "
-            "(flatten them with gymnasium.wrappers.FlattenObservation)"
-        )
     if isinstance(observation_space, (S.Discrete, S.MultiDiscrete)):
         raise NotImplementedError(
             "discrete observation spaces are not supported yet (one-hot them with a wrapper)"

@@ -34,7 +34,10 @@ ConfigValue = Union[int, float, bool, str, list[int], None]
 
 _SB3_POLICIES = {"MlpPolicy", "ActorCriticPolicy"}
 _CNN_POLICIES = {"CnnPolicy", "ActorCriticCnnPolicy"}
-_NOT_YET_POLICIES = {"MultiInputPolicy", "MultiInputActorCriticPolicy"}
+# SB3's policy for Dict observations: each key flattened (Discrete one-hot) and concatenated, as its
+# CombinedExtractor does for non-image keys; the bridge flattens them (Gymnasium's spaces.flatten).
+_MULTI_INPUT_POLICIES = {"MultiInputPolicy", "MultiInputActorCriticPolicy"}
+_NOT_YET_POLICIES: set[str] = set()
 _SAFETENSORS = ".safetensors"
 
 
@@ -152,10 +155,23 @@ class BaseAlgorithm:
         name = _policy_name(policy)
         if name in _NOT_YET_POLICIES:
             raise NotImplementedError(f"{name} is not supported yet; use 'MlpPolicy' or 'CnnPolicy'")
-        if name not in _SB3_POLICIES | _CNN_POLICIES:
-            hint = difflib.get_close_matches(str(name), sorted(_SB3_POLICIES | _CNN_POLICIES | _NOT_YET_POLICIES), n=1)
+        known = _SB3_POLICIES | _CNN_POLICIES | _MULTI_INPUT_POLICIES
+        if name not in known:
+            hint = difflib.get_close_matches(str(name), sorted(known), n=1)
             more = f" (did you mean {hint[0]!r}?)" if hint else ""
-            raise ValueError(f"unknown policy {name!r}{more}; supported: 'MlpPolicy', 'CnnPolicy'")
+            raise ValueError(f"unknown policy {name!r}{more}; supported: 'MlpPolicy', 'CnnPolicy', 'MultiInputPolicy'")
+
+    def _check_observation_space(self) -> None:
+        """SB3's rule: Dict observations take ``MultiInputPolicy``, and only they do (Proxima: Tuple
+        observations too, which SB3 does not take)."""
+        structured = _is_structured(self.observation_space)
+        multi = _policy_name(self.policy_class) in _MULTI_INPUT_POLICIES
+        if structured and not multi:
+            raise ValueError(f"You must use `MultiInputPolicy` when working with {type(self.observation_space).__name__} "
+                             f"observation spaces, not {_policy_name(self.policy_class)!r}")
+        if multi and self.observation_space is not None and not structured:
+            raise ValueError(f"MultiInputPolicy is for Dict (and Tuple) observation spaces; this env's is "
+                             f"{self.observation_space}: use 'MlpPolicy' or 'CnnPolicy'")
 
     def _check_unsupported(self, hyper: dict[str, Any]) -> None:
         if hyper.pop("use_sde", False):
@@ -203,6 +219,10 @@ class BaseAlgorithm:
             raise ValueError("n_envs is for an env id; with env objects, their number is the number of envs")
         source, spaces = env_source(env)
         self.observation_space, self.action_space = spaces or (None, None)
+        if spaces is not None and load_from is None:
+            self._check_observation_space()
+        if load_from is not None and _is_structured(self.observation_space):
+            self.policy_class = "MultiInputPolicy"  # a loaded model's policy is named after its env's space
         if load_from is None:
             self._check_noise_dim()
             self._model = _proxima.Model.create(source, self._preset, self._sets, self._chosen)
@@ -210,6 +230,10 @@ class BaseAlgorithm:
             self._model = _proxima.Model.load(load_from, source, self._sets)
         if spaces is None:  # an id only Rust makes (atari:...): the spaces its envs have
             self.observation_space, self.action_space = _spaces_of_model(self._model)
+            if _policy_name(self.policy_class) in _MULTI_INPUT_POLICIES and isinstance(env, str):
+                self.observation_space = _gym_observation_space(env) or self.observation_space
+            if load_from is None:
+                self._check_observation_space()
         self._cache()
 
     def _check_noise_dim(self) -> None:
@@ -326,7 +350,8 @@ class BaseAlgorithm:
         """``_proxima.Model.learn``'s hooks: before each rollout, per step, before the update,
         after it (per-step ones only with a callback)."""
         schedule = self._schedule()
-        shape = tuple(self.observation_space.shape) if self.observation_space is not None else None
+        space = self.observation_space  # a Dict/Tuple one (shape None): callbacks see the flattened rows
+        shape = tuple(space.shape) if space is not None and space.shape is not None else None
 
         def before(progress: float):
             if cb is not None:
@@ -387,11 +412,12 @@ class BaseAlgorithm:
             raise ValueError("this model has no policy yet")
         if isinstance(observation, tuple) and len(observation) == 2 and isinstance(observation[1], dict):
             raise TypeError("predict got (observation, info), what env.reset() returns: pass the observation alone")
-        obs = np.asarray(observation)
+        obs = _flat_observation(observation, self.observation_space, self._obs_dim)
         if obs.dtype == object or not (np.issubdtype(obs.dtype, np.number) or obs.dtype == np.bool_):
             raise TypeError(f"observation must be numeric, got dtype {obs.dtype}")
         obs = channels_first_observation(obs, self.observation_space)
-        shape = tuple(self.observation_space.shape) if self.observation_space is not None else (self._obs_dim,)
+        space = self.observation_space
+        shape = tuple(space.shape) if space is not None and space.shape is not None else (self._obs_dim,)
         if obs.shape == shape:
             single, batch = True, obs.reshape(1, -1)
         elif obs.ndim == len(shape) + 1 and obs.shape[1:] == shape:
@@ -597,6 +623,82 @@ class BaseAlgorithm:
     def __repr__(self) -> str:
         env = self._model.env_id if self._model is not None else None
         return f"{type(self).__name__}(env={env!r}, num_timesteps={self.num_timesteps})"
+
+
+def _is_structured(space: Optional[gym.spaces.Space]) -> bool:
+    """Whether ``space`` is a Dict or Tuple space (``MultiInputPolicy``'s)."""
+    import gymnasium
+
+    return isinstance(space, (gymnasium.spaces.Dict, gymnasium.spaces.Tuple))
+
+
+def _gym_observation_space(env_id: str) -> Optional[gym.spaces.Space]:
+    """The observation space of a Gymnasium id (``gym:`` prefix or not), made once in Python; None
+    for an id Gymnasium does not know (a native or ``atari:`` one)."""
+    import gymnasium
+
+    try:
+        env = gymnasium.make(env_id[4:] if env_id.startswith("gym:") else env_id)
+    except Exception:  # noqa: BLE001 - not a Gymnasium id: the Rust model's space stands
+        return None
+    space = env.observation_space
+    env.close()
+    return space
+
+
+def _flat_observation(observation: Any, space: Optional[gym.spaces.Space], obs_dim: int) -> np.ndarray:
+    """A Dict/Tuple observation (or a batch of them, as a vector env returns them) flattened as the
+    bridge flattens training's (Gymnasium's ``spaces.flatten``: Discrete keys one-hot, keys in the
+    space's order), ``[flatdim]`` or ``[n, flatdim]``; any other observation as an array."""
+    import gymnasium
+
+    structured = isinstance(space, (gymnasium.spaces.Dict, gymnasium.spaces.Tuple))
+    if not isinstance(observation, (dict, tuple)) or (isinstance(observation, tuple) and not structured):
+        return np.asarray(observation)
+    if not structured:
+        raise TypeError(f"a {type(observation).__name__} observation for a policy of observation space {space}: "
+                        "Dict observations need the model's Dict space (pass env= to load)")
+    try:
+        n = _batch_size(space, observation)
+        if n is None:
+            return np.asarray(gymnasium.spaces.flatten(space, observation), dtype=np.float32)
+        rows = gymnasium.vector.utils.iterate(gymnasium.vector.utils.batch_space(space, n), observation)
+        return np.stack([gymnasium.spaces.flatten(space, row) for row in rows]).astype(np.float32)
+    except (KeyError, ValueError, TypeError, IndexError, AssertionError) as e:
+        raise ValueError(f"an observation that does not fit the observation space {space}: "
+                         f"{type(e).__name__}: {e}") from e
+
+
+def _batch_size(space: gym.spaces.Space, observation: Any) -> Optional[int]:
+    """None for one observation of the Dict/Tuple ``space``; n for a batch of n (every leaf with a
+    leading axis of n, as a vector env returns them), told by the first leaf's shape."""
+    import gymnasium
+
+    while isinstance(space, (gymnasium.spaces.Dict, gymnasium.spaces.Tuple)):
+        if isinstance(space, gymnasium.spaces.Dict):
+            key = next(iter(space.spaces))
+            space, observation = space.spaces[key], observation[key]
+        else:
+            space, observation = space.spaces[0], observation[0]
+    shape = np.shape(observation)
+    own = () if space.shape is None else tuple(space.shape)
+    if shape == own:
+        return None
+    if shape[1:] == own and len(shape) >= 1:
+        return int(shape[0])
+    raise ValueError(f"a value of shape {shape} for a key of space {space}")
+
+
+def _leaves(observation: Any) -> Iterable[Any]:
+    """The arrays of a nested dict/tuple observation, in order."""
+    if isinstance(observation, dict):
+        for v in observation.values():
+            yield from _leaves(v)
+    elif isinstance(observation, tuple):
+        for v in observation:
+            yield from _leaves(v)
+    else:
+        yield observation
 
 
 def _mask_rows(action_masks: npt.ArrayLike, rows: int) -> np.ndarray:

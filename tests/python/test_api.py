@@ -405,7 +405,7 @@ def test_stop_training_on_reward_threshold():
 # --- bad inputs: a clear Python exception each ------------------------------------------------------------
 BAD = [
     (lambda: proxima.PPO("MlpPolicyy", "CartPole-v1"), ValueError, "did you mean 'MlpPolicy'"),
-    (lambda: proxima.PPO("MultiInputPolicy", "CartPole-v1"), NotImplementedError, "MultiInputPolicy"),
+    (lambda: proxima.PPO("MultiInputPolicy", "CartPole-v1"), ValueError, "MultiInputPolicy is for Dict"),
     (lambda: proxima.PPO("MlpPolicy", "CartPole-v1", n_step=128), TypeError, "did you mean 'n_steps'"),
     (lambda: proxima.PPO("MlpPolicy", "CartPole-v1", use_sde=True), NotImplementedError, "use_sde"),
     (lambda: proxima.PPO("MlpPolicy", "NoSuchEnv-v0"), ValueError, "unknown env id"),
@@ -436,13 +436,13 @@ def test_bad_input_raises_a_clear_exception(make, exc, text):
         make()
 
 
-def test_a_dict_observation_space_is_refused_by_name():
+def test_a_dict_observation_space_needs_multi_input_policy_as_in_sb3():
     class DictObs(Corridor):
         def __init__(self):
             super().__init__()
             self.observation_space = gym.spaces.Dict({"pos": gym.spaces.Box(0, 4, (1,))})
 
-    with pytest.raises(NotImplementedError, match="Dict observation spaces"):
+    with pytest.raises(ValueError, match="You must use `MultiInputPolicy`"):
         proxima.PPO("MlpPolicy", DictObs())
 
 

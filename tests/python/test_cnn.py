@@ -97,7 +97,7 @@ def test_cnn_policy_bad_inputs():
         proxima.PPO("CnnPolicy", "CartPole-v1")
     with pytest.raises(ValueError, match="has no effect"):
         proxima.PPO("CnnPolicy", [Pictures()], policy_kwargs=dict(net_arch=[32]))
-    with pytest.raises(NotImplementedError, match="MultiInputPolicy"):
+    with pytest.raises(ValueError, match="MultiInputPolicy is for Dict"):
         proxima.PPO("MultiInputPolicy", "CartPole-v1")
     model = proxima.PPO("CnnPolicy", [Pictures()], n_steps=8, batch_size=8, seed=1)
     with pytest.raises(ValueError, match="shape"):

@@ -227,3 +227,57 @@ fn bad_action_masks_from_python_envs_are_clear_errors() {
     assert_eq!(tr.buffer().mask_dim, 0);
     tr.step().unwrap();
 }
+
+/// Dict observations (SB3's `MultiInputPolicy` over non-image keys: each key flattened, Discrete
+/// one-hot, nested Dict and Tuple keys too, concatenated in the space's order): PPO learns a
+/// task where one key decides the right action, and every vector mode trains the same weights
+/// bit for bit as the envs bridged one by one.
+#[test]
+#[ignore = "needs a Python with gymnasium (PROXIMA_PYTHON; .ci/run installs it)"]
+fn ppo_learns_from_dict_observations_in_every_vector_mode() {
+    use proxima::policy::Policy;
+    setup();
+    let id = "gym:toy_envs:toy/KeyDecides-v0";
+    let cfg = |steps: u64, mode: &str| {
+        let sets = [
+            format!("total_timesteps={steps}"),
+            format!("vector_env={mode}"),
+            "eval_episodes=0".into(),
+            "learning_rate=1e-3".into(),
+        ];
+        Config::resolve("cleanrl", None, &sets).unwrap()
+    };
+    let train = |steps: u64, mode: &str| {
+        let mut tr = Trainer::new(id, cfg(steps, mode)).unwrap_or_else(|e| panic!("{mode}: {e}"));
+        assert_eq!(tr.policy.spec().obs_dim, 18, "the flattened Dict: 3 + 2 + 2 + 4 + 2 + 5");
+        while !tr.is_done() {
+            tr.step().unwrap_or_else(|e| panic!("{mode}: {e}"));
+        }
+        (tr.policy.params().unwrap(), tr.collector.stats.return_mean().unwrap())
+    };
+    let (_, ret) = train(30_000, "off");
+    assert!(ret > 9.0, "mean return {ret} (random: 3.3, best 10)");
+    let one_by_one = train(1_024, "off");
+    for mode in ["sync", "async", "subproc"] {
+        assert_eq!(train(1_024, mode), one_by_one, "vector_env = {mode}");
+    }
+}
+
+/// A Dict key missing from an observation and an image key are clear errors naming the env.
+#[test]
+#[ignore = "needs a Python with gymnasium (PROXIMA_PYTHON; .ci/run installs it)"]
+fn bad_dict_observations_are_clear_errors() {
+    setup();
+    for (name, mode, expected) in [
+        ("KeyMissing", "off", "does not fit its observation_space"),
+        ("KeyMissing", "sync", "KeyError: 'cue'"), // Gymnasium's vector env batching the observations
+        ("KeyMissing", "subproc", "does not fit its observation_space"),
+        ("ImageKey", "off", "the observation key [\"screen\"] is an image"),
+    ] {
+        let cfg =
+            Config::resolve("cleanrl", None, &["total_timesteps=256".into(), format!("vector_env={mode}")]).unwrap();
+        let id = format!("gym:toy_envs:toy/{name}-v0");
+        let e = Trainer::new(&id, cfg).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(e.contains(expected) && e.contains(name), "{name} {mode}: {e:?}");
+    }
+}

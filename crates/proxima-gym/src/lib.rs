@@ -26,6 +26,7 @@ pub const PREFIX: &str = "gym:";
 
 mod atari;
 pub mod atari_worker;
+mod dict_obs;
 mod masks;
 mod subproc;
 mod vector;
@@ -330,19 +331,30 @@ pub(crate) struct Spaces {
     pub action_space: Space,
     pub act_dtype: String,
     pub act_shape: Vec<usize>,
+    /// A `Dict`/`Tuple` observation space, whose observations are flattened (then
+    /// `observation_space` is the flat `Box`; see [`dict_obs`]).
+    pub structured: Option<dict_obs::StructuredObs>,
 }
 
-/// Maps an env's observation and action spaces (a discrete observation space is refused).
+/// Maps an env's observation and action spaces (a discrete observation space is refused; a
+/// `Dict` or `Tuple` one is flattened, [`dict_obs`]).
 pub(crate) fn map_spaces(obs_space: &Bound<'_, PyAny>, act_space: &Bound<'_, PyAny>, id: &str) -> Result<Spaces> {
+    let (structured, flat) = match dict_obs::is_structured(obs_space) {
+        true => {
+            let (s, flat) = dict_obs::StructuredObs::new(obs_space.py(), obs_space, id)?;
+            (Some(s), Some(flat))
+        }
+        false => (None, None),
+    };
     let (observation_space, obs_dtype, obs_shape) =
-        map_space(obs_space, "observation", id).map_err(EnvError::Unsupported)?;
+        map_space(flat.as_ref().unwrap_or(obs_space), "observation", id).map_err(EnvError::Unsupported)?;
     if matches!(observation_space, Space::Discrete { .. } | Space::MultiDiscrete { .. }) {
         return Err(EnvError::Unsupported(format!(
             "{id}: discrete observation spaces are not supported yet (wrap with a one-hot observation wrapper)"
         )));
     }
     let (action_space, act_dtype, act_shape) = map_space(act_space, "action", id).map_err(EnvError::Unsupported)?;
-    Ok(Spaces { observation_space, obs_dtype, obs_shape, action_space, act_dtype, act_shape })
+    Ok(Spaces { observation_space, obs_dtype, obs_shape, action_space, act_dtype, act_shape, structured })
 }
 
 impl GymEnv {
@@ -412,6 +424,14 @@ impl GymEnv {
     /// cast, as Stable-Baselines3 casts: a float64 array from a float32 Box is common and fine).
     fn observation(&self, py: Python<'_>, obs: &Bound<'_, PyAny>) -> Result<Vec<f32>> {
         let np = self.np.bind(py);
+        let flat;
+        let obs = match &self.spaces.structured {
+            Some(s) => {
+                flat = s.flatten(py, obs, &self.id)?;
+                &flat
+            }
+            None => obs,
+        };
         let arr = np.call_method1("asarray", (obs,)).map_err(|e| EnvError::Env(py_err(py, e)))?;
         let shape: Vec<usize> =
             arr.getattr("shape").and_then(|s| s.extract()).map_err(|e| EnvError::Env(py_err(py, e)))?;

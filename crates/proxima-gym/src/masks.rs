@@ -19,6 +19,24 @@ pub(crate) fn find_action_masks(env: &Bound<'_, PyAny>) -> Option<Py<PyAny>> {
     method.is_callable().then(|| method.unbind())
 }
 
+/// Whether a Gymnasium vector env's envs have `action_masks()`, asked without calling into its
+/// workers (an `AttributeError` inside an `AsyncVectorEnv` worker shuts the worker down): a
+/// `SyncVectorEnv`'s first env, or a fresh env from an `AsyncVectorEnv`'s first factory
+/// (closed again); `false` for a vector env that is neither.
+pub(crate) fn vector_env_has_action_masks(py: Python<'_>, venv: &Bound<'_, PyAny>) -> bool {
+    if let Ok(first) = venv.getattr("envs").and_then(|e| e.get_item(0)) {
+        return find_action_masks(&first).is_some();
+    }
+    let Ok(env) = venv.getattr("env_fns").and_then(|f| f.get_item(0)).and_then(|f| f.call0()) else {
+        return false;
+    };
+    let has = find_action_masks(&env).is_some();
+    if env.call_method0("close").is_err() {
+        PyErr::take(py);
+    }
+    has
+}
+
 /// Reads the masks `masks` (what `action_masks()` returned: `expected` entries in all) into `out`
 /// (`expected` long), 1 = valid.
 ///

@@ -216,6 +216,7 @@ impl SubprocVectorEnv {
             "id": self.id,
             "obs_shape": spaces.obs_shape,
             "obs_dtype": spaces.obs_dtype,
+            "structured": spaces.structured.is_some(),
             "act_shape": spaces.act_shape,
             "act_dtype": spaces.act_dtype,
             "discrete": matches!(self.action_space, Space::Discrete { .. }),

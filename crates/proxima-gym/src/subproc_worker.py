@@ -91,9 +91,19 @@ class Envs:
         self.envs = []
         for _ in range(self.k):
             self.envs.append(gym.make(cfg["spec"]))
+        # A Dict/Tuple observation crosses flattened (dict_obs.rs): Gymnasium's spaces.flatten.
+        self.structured = cfg.get("structured", False)
+        self.obs_space = self.envs[0].observation_space if self.envs else None
+        self.flatten = gym.spaces.flatten
 
     def observation(self, o):
         np = self.np
+        if self.structured:
+            try:
+                o = self.flatten(self.obs_space, o)
+            except Exception as e:
+                raise BridgeError(f"{self.id} returned an observation that does not fit its observation_space "
+                                  f"{self.obs_space}: {type(e).__name__}: {e}") from e
         arr = np.asarray(o)
         if arr.shape != self.obs_shape or arr.dtype.kind not in "fiub":
             raise BridgeError(

@@ -27,8 +27,8 @@ pub struct GymVectorEnv {
     spaces: Spaces,
     /// Made here (closed on drop), not lent by the caller.
     owned: bool,
-    /// Whether the envs have `action_masks()`: unknown until first asked (after a reset).
-    has_masks: Option<bool>,
+    /// Whether the envs have `action_masks()` (asked once, [`crate::masks::vector_env_has_action_masks`]).
+    has_masks: bool,
 }
 
 fn env_err<'py>(py: Python<'py>, what: &str) -> impl Fn(PyErr) -> EnvError + 'py {
@@ -116,12 +116,27 @@ impl GymVectorEnv {
     ) -> Result<GymVectorEnv> {
         let space = |attr: &str| env.getattr(attr).map_err(env_err(py, attr));
         let spaces = map_spaces(&space("single_observation_space")?, &space("single_action_space")?, &id)?;
-        Ok(GymVectorEnv { id, n, env: env.unbind(), np: np.unbind(), spaces, owned, has_masks: None })
+        let has_masks = spaces.action_space.mask_dim() > 0 && crate::masks::vector_env_has_action_masks(py, &env);
+        Ok(GymVectorEnv { id, n, env: env.unbind(), np: np.unbind(), spaces, owned, has_masks })
     }
 
     /// A batch (or one) of observations as contiguous f32, after checking shape and dtype.
     fn observations(&self, py: Python<'_>, obs: &Bound<'_, PyAny>, batch: bool, out: &mut Vec<f32>) -> Result<()> {
         let np = self.np.bind(py);
+        let flat;
+        let obs = match &self.spaces.structured {
+            Some(s) if batch => {
+                let batched =
+                    self.env.bind(py).getattr("observation_space").map_err(env_err(py, "observation_space"))?;
+                flat = s.flatten_batch(py, &batched, obs, &self.id)?;
+                &flat
+            }
+            Some(s) => {
+                flat = s.flatten(py, obs, &self.id)?;
+                &flat
+            }
+            None => obs,
+        };
         let arr = np.call_method1("asarray", (obs,)).map_err(env_err(py, "np.asarray"))?;
         let shape: Vec<usize> = arr.getattr("shape").and_then(|s| s.extract()).map_err(env_err(py, "shape"))?;
         let dtype = arr.getattr("dtype").and_then(|d| d.str()).map(|s| s.to_string()).unwrap_or_default();
@@ -129,7 +144,7 @@ impl GymVectorEnv {
             if batch { [&[self.n][..], &self.spaces.obs_shape].concat() } else { self.spaces.obs_shape.clone() };
         // The vector env casts the batch to the space's dtype itself; a final observation comes
         // raw from the env, so only its shape is checked (cast as the batch is).
-        if shape != want || (batch && dtype != self.spaces.obs_dtype) {
+        if shape != want || (batch && self.spaces.structured.is_none() && dtype != self.spaces.obs_dtype) {
             return Err(EnvError::Env(format!(
                 "{} returned observations of shape {shape:?} and dtype {dtype}; expected shape {want:?} and dtype {}",
                 self.id, self.spaces.obs_dtype
@@ -227,24 +242,17 @@ impl BatchEnv for GymVectorEnv {
         })
     }
     /// `call("action_masks")`: each env's method, found through its wrappers (Gymnasium's vector
-    /// envs look it up with `get_wrapper_attr`); an `AttributeError` the first time means the
-    /// envs have none.
+    /// envs look it up with `get_wrapper_attr`).
     fn action_masks(&mut self, out: &mut [bool]) -> Result<bool> {
-        if self.has_masks == Some(false) || self.spaces.action_space.mask_dim() == 0 {
+        if !self.has_masks {
             return Ok(false);
         }
         Python::attach(|py| {
-            let masks = match self.env.bind(py).call_method1("call", ("action_masks",)) {
-                Ok(m) => m,
-                Err(e) if self.has_masks.is_none() && e.is_instance_of::<pyo3::exceptions::PyAttributeError>(py) => {
-                    self.has_masks = Some(false);
-                    return Ok(false);
-                }
-                Err(e) => {
-                    return Err(EnvError::Env(format!("{}.action_masks() raised:\n{}", self.id, py_err(py, e))));
-                }
-            };
-            self.has_masks = Some(true);
+            let masks = self
+                .env
+                .bind(py)
+                .call_method1("call", ("action_masks",))
+                .map_err(|e| EnvError::Env(format!("{}.action_masks() raised:\n{}", self.id, py_err(py, e))))?;
             let stacked = self.np.bind(py).call_method1("stack", (&masks,)).unwrap_or(masks);
             crate::masks::read_masks(py, self.np.bind(py), &stacked, &self.id, out)?;
             Ok(true)

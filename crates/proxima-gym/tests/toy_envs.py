@@ -244,6 +244,55 @@ def pick_of_two_masker():
     return ActionMasker(PickOfTwoNoMethod(), lambda env: env.unwrapped.valid_actions())
 
 
+class KeyDecides(gym.Env):
+    """Dict observations (SB3's MultiInputPolicy): a `cue` key (Discrete(3)) says which of three actions
+    pays 1; the other keys — a Box of noise, a nested Dict and a Tuple — say nothing. 10 steps: best return 10,
+    random play 3.3."""
+
+    def __init__(self):
+        self.observation_space = spaces.Dict({
+            "cue": spaces.Discrete(3),
+            "noise": spaces.Box(-1.0, 1.0, (4,), np.float32),
+            "nested": spaces.Dict({"level": spaces.Box(0.0, 5.0, (2,), np.float32), "flag": spaces.MultiBinary(2)}),
+            "pair": spaces.Tuple((spaces.Discrete(2), spaces.MultiDiscrete([2, 3]))),
+        })
+        self.action_space = spaces.Discrete(3)
+
+    def _obs(self):
+        self.cue = int(self.np_random.integers(3))
+        o = self.observation_space.sample()
+        o["cue"] = self.cue
+        return o
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.observation_space.seed(int(self.np_random.integers(2**31)))
+        return self._obs(), {}
+
+    def step(self, action):
+        reward = float(int(action) == self.cue)
+        return self._obs(), reward, False, False, {}
+
+
+class KeyMissing(KeyDecides):
+    """Observations without the `cue` key its space declares."""
+
+    def _obs(self):
+        o = super()._obs()
+        del o["cue"]
+        return o
+
+
+class ImageKey(KeyDecides):
+    def __init__(self):
+        super().__init__()
+        self.observation_space = spaces.Dict({"cue": spaces.Discrete(3), "screen": spaces.Box(0, 255, (8, 8, 3), np.uint8)})
+
+
+for name, cls in [("KeyDecides", KeyDecides), ("KeyMissing", KeyMissing), ("ImageKey", ImageKey)]:
+    # Without Gymnasium's env checker, so that the bridge's own check of a missing key is what runs.
+    gym.register(f"toy/{name}-v0", entry_point=cls, max_episode_steps=10, disable_env_checker=True)
+
 for name, entry in [("PickOfTwo", PickOfTwo), ("PickOfTwoStrict", PickOfTwoStrict), ("PickOfTwoIntMask", PickOfTwoIntMask), ("PickOfTwoBadShape", PickOfTwoBadShape), ("PickOfTwoNoValid", PickOfTwoNoValid), ("PickOfTwoStrMask", PickOfTwoStrMask), ("PickOfTwoTwos", PickOfTwoTwos), ("PickOfTwoMasker", pick_of_two_masker)]:
     gym.register(f"toy/{name}-v0", entry_point=entry, max_episode_steps=16)
 
