@@ -274,6 +274,18 @@ class KeyDecides(gym.Env):
         return self._obs(), reward, False, False, {}
 
 
+class KeyDecidesFlat(KeyDecides):
+    """KeyDecides without the nested Dict and the Tuple, which SB3 does not take (its side-by-side bench)."""
+
+    def __init__(self):
+        super().__init__()
+        self.observation_space = spaces.Dict({
+            "cue": spaces.Discrete(3),
+            "noise": spaces.Box(-1.0, 1.0, (4,), np.float32),
+            "level": spaces.Box(0.0, 5.0, (2,), np.float32),
+        })
+
+
 class KeyMissing(KeyDecides):
     """Observations without the `cue` key its space declares."""
 
@@ -289,7 +301,7 @@ class ImageKey(KeyDecides):
         self.observation_space = spaces.Dict({"cue": spaces.Discrete(3), "screen": spaces.Box(0, 255, (8, 8, 3), np.uint8)})
 
 
-for name, cls in [("KeyDecides", KeyDecides), ("KeyMissing", KeyMissing), ("ImageKey", ImageKey)]:
+for name, cls in [("KeyDecides", KeyDecides), ("KeyDecidesFlat", KeyDecidesFlat), ("KeyMissing", KeyMissing), ("ImageKey", ImageKey)]:
     # Without Gymnasium's env checker, so that the bridge's own check of a missing key is what runs.
     gym.register(f"toy/{name}-v0", entry_point=cls, max_episode_steps=10, disable_env_checker=True)
 
