@@ -139,6 +139,41 @@ class _SameStepView:
         self.venv, self.num_envs, self.spec = venv, venv.num_envs, getattr(venv, "spec", None)
         self.single_observation_space, self.single_action_space = observation_space, action_space
 
+    @property
+    def observation_space(self) -> gym.spaces.Space:
+        """The batched observation space, as a Gymnasium vector env's (the bridge reads a batch of
+        Dict observations through it)."""
+        from gymnasium.vector.utils import batch_space
+
+        return batch_space(self.single_observation_space, self.num_envs)
+
+    def has_action_masks(self) -> bool:
+        """Whether the envs have sb3-contrib's ``action_masks()`` (its ``is_masking_supported``),
+        asked without calling into subprocess workers (where a missing attribute ends them)."""
+        venv = self.venv
+        if isinstance(venv, _SameStepView):
+            return venv.has_action_masks()
+        if hasattr(venv, "has_attr"):  # an SB3 VecEnv
+            return bool(venv.has_attr("action_masks"))
+        envs = getattr(venv, "envs", None)
+        fns = getattr(venv, "env_fns", None)
+        probe = envs[0] if envs else (fns[0]() if fns else None)  # a fresh env of an AsyncVectorEnv's
+        if probe is None:
+            return False
+        try:
+            return callable(probe.get_wrapper_attr("action_masks"))
+        except AttributeError:
+            return False
+        finally:
+            if not envs:
+                probe.close()
+
+    def call(self, name: str) -> tuple[Any, ...]:
+        """Each env's method ``name`` called (a Gymnasium vector env's ``call``; an SB3 VecEnv's
+        ``env_method``)."""
+        venv = self.venv
+        return tuple(venv.env_method(name) if hasattr(venv, "env_method") else venv.call(name))
+
     def close(self) -> None:
         pass
 

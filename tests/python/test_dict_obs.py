@@ -87,3 +87,14 @@ def test_sac_takes_dict_observations_too():
     model.learn(300)
     action, _ = model.predict({"state": np.zeros(3, np.float32), "step": 1}, deterministic=True)
     assert action.shape == (1,)
+
+
+def test_dict_observations_from_an_sb3_vec_env():
+    pytest.importorskip("stable_baselines3")
+    from stable_baselines3.common.env_util import make_vec_env
+
+    vec = make_vec_env("toy/KeyDecidesFlat-v0", n_envs=2, seed=0)
+    model = proxima.PPO("MultiInputPolicy", vec, **SMALL).learn(1_024)
+    obs = vec.reset()
+    actions, _ = model.predict(obs, deterministic=True)
+    assert actions.shape == (2,)

@@ -110,3 +110,15 @@ def test_evaluate_policy_uses_the_masks_as_sb3_contribs(trained):
     assert proxima.evaluate_policy(trained, vec, n_eval_episodes=4)[0] >= 14
     with pytest.raises(ValueError, match="masked action"):  # without the masks it takes masked actions
         proxima.evaluate_policy(trained, gym.make("toy/PickOfTwoStrict-v0"), n_eval_episodes=20, use_masking=False)
+
+
+def test_maskable_ppo_on_sb3_and_next_step_gymnasium_vector_envs():
+    pytest.importorskip("stable_baselines3")
+    from stable_baselines3.common.env_util import make_vec_env
+
+    vec = make_vec_env("toy/PickOfTwoStrict-v0", n_envs=2, seed=0)  # an SB3 DummyVecEnv
+    model = proxima.MaskablePPO("MlpPolicy", vec, **SMALL).learn(1_024)  # strict: no masked action taken
+    assert model.num_timesteps == 1_024
+    gvec = gym.make_vec("toy/PickOfTwoStrict-v0", num_envs=2, vectorization_mode="async")  # next-step autoreset
+    proxima.MaskablePPO("MlpPolicy", gvec, **SMALL).learn(1_024)
+    gvec.close()

@@ -21,9 +21,14 @@ pub(crate) fn find_action_masks(env: &Bound<'_, PyAny>) -> Option<Py<PyAny>> {
 
 /// Whether a Gymnasium vector env's envs have `action_masks()`, asked without calling into its
 /// workers (an `AttributeError` inside an `AsyncVectorEnv` worker shuts the worker down): a
-/// `SyncVectorEnv`'s first env, or a fresh env from an `AsyncVectorEnv`'s first factory
-/// (closed again); `false` for a vector env that is neither.
+/// vector env that answers `has_action_masks()` (the Python package's adapters of SB3 VecEnvs),
+/// a `SyncVectorEnv`'s first env, or a fresh env from an `AsyncVectorEnv`'s first factory
+/// (closed again); `false` for a vector env that is none of these.
 pub(crate) fn vector_env_has_action_masks(py: Python<'_>, venv: &Bound<'_, PyAny>) -> bool {
+    // The Python package's adapters (an SB3 VecEnv, a next-step Gymnasium vector env) say so.
+    if let Ok(has) = venv.call_method0("has_action_masks").and_then(|h| h.is_truthy()) {
+        return has;
+    }
     if let Ok(first) = venv.getattr("envs").and_then(|e| e.get_item(0)) {
         return find_action_masks(&first).is_some();
     }

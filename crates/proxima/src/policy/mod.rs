@@ -26,6 +26,7 @@ pub mod fused;
 mod interface;
 mod network;
 pub mod offpolicy;
+pub mod recurrent;
 mod spec;
 
 pub use self::candle::{ActorCritic, DistParams};

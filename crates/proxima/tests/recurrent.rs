@@ -1,0 +1,280 @@
+//! The recurrent layers of recurrent PPO (`policy::recurrent`) against a float64 reference written
+//! here from PyTorch's `nn.LSTM` / `nn.GRU` equations: outputs and final states over sequences
+//! with episode starts inside them, one step at a time equal to the whole sequence, a reset equal
+//! to a fresh start, and the back-propagated gradient (candle's autograd through time) equal to
+//! the reference's finite differences.
+
+use candle_core::{Device, Tensor};
+use proxima::policy::recurrent::{CellKind, Recurrent, RecurrentShape};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+const B: usize = 3;
+const T: usize = 6;
+
+fn sigmoid(x: f64) -> f64 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+/// `W·x + b` for `W` `[rows, cols]` row-major.
+fn affine(w: &[f64], b: &[f64], x: &[f64]) -> Vec<f64> {
+    b.iter()
+        .enumerate()
+        .map(|(r, &bias)| bias + x.iter().enumerate().map(|(c, &v)| w[r * x.len() + c] * v).sum::<f64>())
+        .collect()
+}
+
+/// One step of one env through the stack, in f64: `state` per layer `[h, c]` or `[h]`.
+fn step_ref(shape: &RecurrentShape, params: &[Vec<f64>], x: &[f64], state: &mut [Vec<Vec<f64>>]) -> Vec<f64> {
+    let h = shape.hidden;
+    let mut input = x.to_vec();
+    for (k, s) in state.iter_mut().enumerate() {
+        let p = &params[4 * k..4 * k + 4];
+        let gi = affine(&p[0], &p[2], &input);
+        let gh = affine(&p[1], &p[3], &s[0]);
+        match shape.cell {
+            CellKind::Lstm => {
+                for j in 0..h {
+                    let g = |q: usize| gi[q * h + j] + gh[q * h + j];
+                    let (i, f, gg, o) = (sigmoid(g(0)), sigmoid(g(1)), g(2).tanh(), sigmoid(g(3)));
+                    s[1][j] = f * s[1][j] + i * gg;
+                    s[0][j] = o * s[1][j].tanh();
+                }
+            }
+            CellKind::Gru => {
+                let prev = s[0].clone();
+                for j in 0..h {
+                    let r = sigmoid(gi[j] + gh[j]);
+                    let z = sigmoid(gi[h + j] + gh[h + j]);
+                    let n = (gi[2 * h + j] + r * gh[2 * h + j]).tanh();
+                    s[0][j] = (1.0 - z) * n + z * prev[j];
+                }
+            }
+        }
+        input = s[0].clone();
+    }
+    input
+}
+
+/// The stack over the time-major sequence `x` `[T·B, in]` with `starts` `[T·B]`, from `state0`
+/// `[B, state_dim]`, in f64: outputs `[T·B, H]` and the final state `[B, state_dim]`.
+fn sequence_ref(
+    shape: &RecurrentShape,
+    params: &[Vec<f64>],
+    x: &[f64],
+    starts: &[f64],
+    state0: &[f64],
+) -> (Vec<f64>, Vec<f64>) {
+    let (h, per, sd) = (shape.hidden, shape.cell.states(), shape.state_dim());
+    let mut states: Vec<Vec<Vec<Vec<f64>>>> = (0..B)
+        .map(|e| {
+            (0..shape.layers)
+                .map(|k| (0..per).map(|s| state0[e * sd + (k * per + s) * h..][..h].to_vec()).collect())
+                .collect()
+        })
+        .collect();
+    let mut out = Vec::new();
+    for t in 0..T {
+        for (e, st) in states.iter_mut().enumerate() {
+            if starts[t * B + e] != 0.0 {
+                st.iter_mut().flatten().for_each(|v| v.fill(0.0));
+            }
+            out.extend(step_ref(shape, params, &x[(t * B + e) * shape.input..][..shape.input], st));
+        }
+    }
+    let fin = states.iter().flat_map(|st| st.iter().flatten().flatten().copied()).collect();
+    (out, fin)
+}
+
+struct Case {
+    shape: RecurrentShape,
+    params: Vec<Vec<f32>>,
+    x: Vec<f32>,
+    starts: Vec<f32>,
+    state0: Vec<f32>,
+    /// Weights of the scalar loss Σ w·output + Σ v·final state.
+    w_out: Vec<f64>,
+    w_state: Vec<f64>,
+}
+
+fn case(cell: CellKind, layers: usize, seed: u64) -> Case {
+    let shape = RecurrentShape { cell, input: 4, hidden: 5, layers };
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let params = shape.initial_params(&mut rng);
+    let mut u = |n: usize, s: f32| (0..n).map(|_| rng.random_range(-s..s)).collect::<Vec<f32>>();
+    let x = u(T * B * shape.input, 1.5);
+    let state0 = u(B * shape.state_dim(), 0.8);
+    let w_out: Vec<f64> = u(T * B * shape.hidden, 1.0).into_iter().map(f64::from).collect();
+    let w_state: Vec<f64> = u(B * shape.state_dim(), 1.0).into_iter().map(f64::from).collect();
+    // Episode starts inside the sequence: env 0 at t = 2, env 2 at t = 0 and t = 4.
+    let mut starts = vec![0f32; T * B];
+    for (t, e) in [(2, 0), (0, 2), (4, 2)] {
+        starts[t * B + e] = 1.0;
+    }
+    Case { shape, params, x, starts, state0, w_out, w_state }
+}
+
+fn f64s(v: &[f32]) -> Vec<f64> {
+    v.iter().map(|&x| f64::from(x)).collect()
+}
+
+fn run(c: &Case) -> (Recurrent, Vec<candle_core::Var>, Tensor, Vec<f32>) {
+    let dev = Device::Cpu;
+    let (net, vars) = Recurrent::new(c.shape, c.params.clone(), &dev).unwrap();
+    let x = Tensor::from_slice(&c.x, (T * B, c.shape.input), &dev).unwrap();
+    let starts = Tensor::from_slice(&c.starts, T * B, &dev).unwrap();
+    let s0 = net.state_from_host(&c.state0, B, &dev).unwrap();
+    let (out, fin) = net.sequence(&x, &starts, &s0, B).unwrap();
+    let fin_host = net.state_to_host(&fin).unwrap();
+    // The scalar loss, differentiable: Σ w·out + Σ v·final state.
+    let w_out = Tensor::from_vec(c.w_out.iter().map(|&v| v as f32).collect::<Vec<_>>(), out.shape(), &dev).unwrap();
+    let parts: Vec<&Tensor> = fin.layers.iter().flatten().collect();
+    let fin_t = Tensor::cat(&parts, 1).unwrap();
+    let w_state =
+        Tensor::from_vec(c.w_state.iter().map(|&v| v as f32).collect::<Vec<_>>(), fin_t.shape(), &dev).unwrap();
+    let loss =
+        ((out.clone() * w_out).unwrap().sum_all().unwrap() + (fin_t * w_state).unwrap().sum_all().unwrap()).unwrap();
+    let _ = out;
+    (net, vars, loss, fin_host)
+}
+
+fn loss_ref(c: &Case, params: &[Vec<f64>]) -> f64 {
+    let (out, fin) = sequence_ref(&c.shape, params, &f64s(&c.x), &f64s(&c.starts), &f64s(&c.state0));
+    out.iter().zip(&c.w_out).map(|(a, b)| a * b).sum::<f64>()
+        + fin.iter().zip(&c.w_state).map(|(a, b)| a * b).sum::<f64>()
+}
+
+fn cases() -> Vec<(String, Case)> {
+    let mut v = Vec::new();
+    for cell in [CellKind::Lstm, CellKind::Gru] {
+        for layers in [1, 2] {
+            v.push((format!("{cell:?} × {layers}"), case(cell, layers, 7 + layers as u64)));
+        }
+    }
+    v
+}
+
+#[test]
+fn sequences_with_episode_starts_match_the_float64_reference() {
+    for (what, c) in cases() {
+        let dev = Device::Cpu;
+        let (net, _) = Recurrent::new(c.shape, c.params.clone(), &dev).unwrap();
+        let x = Tensor::from_slice(&c.x, (T * B, c.shape.input), &dev).unwrap();
+        let starts = Tensor::from_slice(&c.starts, T * B, &dev).unwrap();
+        let s0 = net.state_from_host(&c.state0, B, &dev).unwrap();
+        let (out, fin) = net.sequence(&x, &starts, &s0, B).unwrap();
+        let params: Vec<Vec<f64>> = c.params.iter().map(|p| f64s(p)).collect();
+        let (want_out, want_fin) = sequence_ref(&c.shape, &params, &f64s(&c.x), &f64s(&c.starts), &f64s(&c.state0));
+        let got_out = out.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        let got_fin = net.state_to_host(&fin).unwrap();
+        for (name, got, want) in [("outputs", &got_out, &want_out), ("final state", &got_fin, &want_fin)] {
+            assert_eq!(got.len(), want.len(), "{what} {name}");
+            for (i, (g, w)) in got.iter().zip(want.iter()).enumerate() {
+                assert!((f64::from(*g) - w).abs() <= 2e-6 * (1.0 + w.abs()), "{what} {name}[{i}]: {g} vs {w}");
+            }
+        }
+    }
+}
+
+/// Acting runs the stack one step at a time (the state carried on the host between steps,
+/// zeroed at episode starts); learning runs it over the sequence: the same bits.
+#[test]
+fn one_step_at_a_time_is_the_sequence_bit_for_bit() {
+    for (what, c) in cases() {
+        let dev = Device::Cpu;
+        let (net, _) = Recurrent::new(c.shape, c.params.clone(), &dev).unwrap();
+        let x = Tensor::from_slice(&c.x, (T * B, c.shape.input), &dev).unwrap();
+        let starts = Tensor::from_slice(&c.starts, T * B, &dev).unwrap();
+        let s0 = net.state_from_host(&c.state0, B, &dev).unwrap();
+        let (seq_out, seq_fin) = net.sequence(&x, &starts, &s0, B).unwrap();
+        let seq_out = seq_out.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        let mut host = c.state0.clone();
+        let (sd, mut outs) = (c.shape.state_dim(), Vec::new());
+        for t in 0..T {
+            for e in 0..B {
+                if c.starts[t * B + e] != 0.0 {
+                    host[e * sd..(e + 1) * sd].fill(0.0);
+                }
+            }
+            let st = net.state_from_host(&host, B, &dev).unwrap();
+            let (out, next) = net.step(&x.narrow(0, t * B, B).unwrap(), &st).unwrap();
+            outs.extend(out.flatten_all().unwrap().to_vec1::<f32>().unwrap());
+            host = net.state_to_host(&next).unwrap();
+        }
+        assert_eq!(outs, seq_out, "{what}: outputs");
+        assert_eq!(host, net.state_to_host(&seq_fin).unwrap(), "{what}: final state");
+    }
+}
+
+/// Back-propagation through time: candle's gradient of Σ w·outputs + Σ v·final state with
+/// respect to every parameter, along random directions, against the f64 reference's central
+/// differences; and no gradient reaches across an episode start to the state before it.
+#[test]
+fn gradients_through_time_match_finite_differences() {
+    for (what, c) in cases() {
+        let (_, vars, loss, _) = run(&c);
+        let grads = loss.backward().unwrap();
+        let mut rng = ChaCha8Rng::seed_from_u64(99);
+        let params: Vec<Vec<f64>> = c.params.iter().map(|p| f64s(p)).collect();
+        for trial in 0..3 {
+            let dir: Vec<Vec<f64>> =
+                params.iter().map(|p| p.iter().map(|_| rng.random_range(-1.0..1.0)).collect()).collect();
+            let analytic: f64 = vars
+                .iter()
+                .zip(&dir)
+                .map(|(v, d)| {
+                    let g = grads.get(v.as_tensor()).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+                    g.iter().zip(d).map(|(g, d)| f64::from(*g) * d).sum::<f64>()
+                })
+                .sum();
+            let h = 1e-5;
+            let at = |s: f64| -> Vec<Vec<f64>> {
+                params.iter().zip(&dir).map(|(p, d)| p.iter().zip(d).map(|(p, d)| p + s * d).collect()).collect()
+            };
+            let numeric = (loss_ref(&c, &at(h)) - loss_ref(&c, &at(-h))) / (2.0 * h);
+            assert!(
+                (analytic - numeric).abs() <= 1e-4 * (1.0 + numeric.abs()),
+                "{what} direction {trial}: ∇L·d = {analytic} vs finite differences {numeric}"
+            );
+        }
+    }
+}
+
+#[test]
+fn parameter_names_and_shapes_are_pytorchs() {
+    let s = RecurrentShape { cell: CellKind::Lstm, input: 4, hidden: 5, layers: 2 };
+    let names: Vec<String> = s.param_shapes("lstm_actor").into_iter().map(|(n, _)| n).collect();
+    assert_eq!(
+        names[..4],
+        ["lstm_actor.weight_ih_l0", "lstm_actor.weight_hh_l0", "lstm_actor.bias_ih_l0", "lstm_actor.bias_hh_l0"]
+    );
+    assert_eq!(s.param_shapes("x")[4].1, vec![20, 5], "layer 1 reads the hidden layer below");
+    let g = RecurrentShape { cell: CellKind::Gru, ..s };
+    assert_eq!((g.param_shapes("x")[0].1.clone(), g.state_dim(), s.state_dim()), (vec![15, 4], 10, 20));
+    let e = Recurrent::new(s, vec![vec![0.0; 3]], &Device::Cpu).err().unwrap().to_string();
+    assert!(e.contains("recurrent parameter arrays"), "{e}");
+}
+
+/// An episode start cuts the sequence: the loss's gradient with respect to the state before
+/// step 0 is exactly 0 for the env whose episode starts at step 0, and not for the others.
+#[test]
+fn no_gradient_crosses_an_episode_start() {
+    for (what, c) in cases() {
+        let dev = Device::Cpu;
+        let (net, _) = Recurrent::new(c.shape, c.params.clone(), &dev).unwrap();
+        let sd = c.shape.state_dim();
+        let s0 = candle_core::Var::from_tensor(&Tensor::from_slice(&c.state0, (B, sd), &dev).unwrap()).unwrap();
+        let (h, per) = (c.shape.hidden, c.shape.cell.states());
+        let layers = (0..c.shape.layers)
+            .map(|k| (0..per).map(|s| s0.as_tensor().narrow(1, (k * per + s) * h, h).unwrap()).collect())
+            .collect();
+        let state0 = proxima::policy::recurrent::RecurrentState { layers };
+        let x = Tensor::from_slice(&c.x, (T * B, c.shape.input), &dev).unwrap();
+        let starts = Tensor::from_slice(&c.starts, T * B, &dev).unwrap();
+        let (out, _) = net.sequence(&x, &starts, &state0, B).unwrap();
+        let g = out.sum_all().unwrap().backward().unwrap();
+        let g = g.get(s0.as_tensor()).unwrap().to_vec2::<f32>().unwrap();
+        assert!(g[2].iter().all(|&v| v == 0.0), "{what}: env 2 starts at step 0, yet ∂L/∂h₀ = {:?}", g[2]);
+        assert!(g[0].iter().any(|&v| v != 0.0) && g[1].iter().any(|&v| v != 0.0), "{what}: envs 0 and 1 carry h₀");
+    }
+}
