@@ -33,6 +33,7 @@ fn spec() -> PolicySpec {
         ortho_init: true,
         aux_value_head: false,
         cnn: Some(IMAGE),
+        recurrent: None,
     }
 }
 

@@ -88,6 +88,7 @@ fn spec(c: &Case) -> PolicySpec {
         log_std_init: 0.0,
         ortho_init: false,
         aux_value_head: false,
+        recurrent: None,
     }
 }
 

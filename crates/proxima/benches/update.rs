@@ -32,6 +32,7 @@ fn spec() -> PolicySpec {
         ortho_init: true,
         aux_value_head: false,
         cnn: None,
+        recurrent: None,
     }
 }
 

@@ -349,6 +349,7 @@ mod tests {
             log_std_init: 0.0,
             ortho_init: true,
             aux_value_head: false,
+            recurrent: None,
         }
     }
     fn meta(width: usize) -> CheckpointMeta {

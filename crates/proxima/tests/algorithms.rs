@@ -21,6 +21,7 @@ fn tiny(action: ActionKind, seed: u64) -> ActorCritic {
         log_std_init: -0.3,
         ortho_init: false, // PyTorch's uniform init: a policy head that is not ~0, so F is not tiny
         aux_value_head: false,
+        recurrent: None,
     };
     ActorCritic::new(spec, &Device::Cpu, &mut rand_chacha::ChaCha8Rng::seed_from_u64(seed)).unwrap()
 }

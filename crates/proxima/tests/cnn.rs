@@ -101,6 +101,7 @@ fn nature_cnn_against_pytorch(py: &str, backend: Backend) {
         ortho_init: true,
         aux_value_head: false,
         cnn: Some(image),
+        recurrent: None,
     };
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
     let mut net = Network::new(spec.clone(), backend, &mut rng).unwrap();
@@ -174,6 +175,7 @@ fn cnn_spec(image: ImageShape, action: ActionKind) -> PolicySpec {
         ortho_init: true,
         aux_value_head: false,
         cnn: Some(image),
+        recurrent: None,
     }
 }
 

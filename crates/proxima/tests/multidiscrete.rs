@@ -72,6 +72,7 @@ fn log_prob_and_entropy_are_sums_over_components() {
         log_std_init: 0.0,
         ortho_init: false,
         aux_value_head: false,
+        recurrent: None,
     };
     let net = ActorCritic::new(spec, &Device::Cpu, &mut rng).unwrap();
     let obs = [0.5f32, 1.0, 0.0, 0.3];

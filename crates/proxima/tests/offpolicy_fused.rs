@@ -29,6 +29,7 @@ fn spec(net_arch: &[usize]) -> PolicySpec {
         log_std_init: 0.0,
         ortho_init: false,
         aux_value_head: false,
+        recurrent: None,
     }
 }
 

@@ -29,6 +29,7 @@ fn spec(action: ActionKind) -> PolicySpec {
         log_std_init: -0.2,
         ortho_init: false, // PyTorch's uniform init: heads that are not ~0
         aux_value_head: true,
+        recurrent: None,
     }
 }
 

@@ -278,3 +278,146 @@ fn no_gradient_crosses_an_episode_start() {
         assert!(g[0].iter().any(|&v| v != 0.0) && g[1].iter().any(|&v| v != 0.0), "{what}: envs 0 and 1 carry h₀");
     }
 }
+
+mod policy {
+    use candle_core::{Device, Tensor};
+    use proxima::policy::fused::FusedMlp;
+    use proxima::policy::recurrent::{CellKind, RecurrentSpec};
+    use proxima::policy::{ActionKind, ActorCritic, Policy, PolicySpec};
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    const N: usize = 3;
+    const T: usize = 7;
+    const OD: usize = 4;
+
+    fn spec(cell: CellKind, shared_lstm: bool, action: ActionKind) -> PolicySpec {
+        let recurrent =
+            RecurrentSpec { cell, hidden_size: 8, n_layers: 2, shared_lstm, enable_critic_lstm: !shared_lstm };
+        PolicySpec { recurrent: Some(recurrent), ..PolicySpec::mlp(OD, action, vec![16, 16]) }
+    }
+
+    fn actions() -> [ActionKind; 2] {
+        [ActionKind::Discrete { n: 3 }, ActionKind::Continuous { dim: 2, low: vec![-1.0; 2], high: vec![1.0; 2] }]
+    }
+
+    /// Acting step by step (the collector's view: hidden states carried, zeroed at episode
+    /// starts) and evaluating the whole rollout as one sequence (the loss's view) give the same
+    /// hidden states bit for bit, and the same values and log-probabilities of the actions taken
+    /// to float rounding, so r_t(θ_old) = 1.
+    #[test]
+    fn acting_step_by_step_is_the_sequence_the_loss_evaluates() {
+        for cell in [CellKind::Lstm, CellKind::Gru] {
+            for shared in [false, true] {
+                for action in actions() {
+                    let what = format!("{cell:?} shared_lstm {shared} {action:?}");
+                    let sp = spec(cell, shared, action);
+                    let net = ActorCritic::new(sp.clone(), &Device::Cpu, &mut ChaCha8Rng::seed_from_u64(1)).unwrap();
+                    let sd = net.recurrent_state_dim();
+                    assert_eq!(
+                        sd,
+                        if shared { 2 * 2 * 8 } else { 2 * 2 * 2 * 8 } / if cell == CellKind::Gru { 2 } else { 1 }
+                    );
+                    let mut rng = ChaCha8Rng::seed_from_u64(2);
+                    let obs: Vec<f32> = (0..T * N * OD).map(|_| rng.random_range(-1.0..1.0)).collect();
+                    let starts: Vec<bool> = (0..T * N).map(|i| i < N || rng.random_bool(0.15)).collect();
+                    let state0 = vec![0f32; N * sd];
+                    let (mut state, mut acts, mut lps, mut vals) = (state0.clone(), vec![], vec![], vec![]);
+                    for t in 0..T {
+                        let rows = t * N..(t + 1) * N;
+                        let out = net
+                            .act_recurrent(
+                                &obs[rows.start * OD..rows.end * OD],
+                                None,
+                                &starts[rows],
+                                &mut state,
+                                false,
+                                &mut rng,
+                            )
+                            .unwrap();
+                        acts.extend(out.actions);
+                        lps.extend(out.log_probs);
+                        vals.extend(out.values);
+                    }
+                    let x = Tensor::from_slice(&obs, (T * N, OD), &Device::Cpu).unwrap();
+                    let s: Vec<f32> = starts.iter().map(|&s| f32::from(u8::from(s))).collect();
+                    let s = Tensor::from_vec(s, T * N, &Device::Cpu).unwrap();
+                    let (head, values, fin) = net.forward_sequence(&x, &s, &state0, N).unwrap();
+                    // The recurrent steps are the same products either way (N rows each): the
+                    // same bits; the MLPs' products over T·N rows round differently from N rows.
+                    assert_eq!(fin, state, "{what}: final hidden state");
+                    let close = |x: f32, y: f32| (x - y).abs() <= 1e-6 * (1.0 + y.abs());
+                    let v = values.to_vec1::<f32>().unwrap();
+                    assert!(v.iter().zip(&vals).all(|(x, y)| close(*x, *y)), "{what}: V(s) {v:?} vs {vals:?}");
+                    let ad = sp.action.act_dim();
+                    let a = Tensor::from_slice(&acts, (T * N, ad), &Device::Cpu).unwrap();
+                    let log_std = net.log_std().map(|v| v.as_tensor().clone());
+                    let (lp, _) = sp.action.log_prob_entropy(&head, log_std.as_ref(), &a).unwrap();
+                    let lp = lp.to_vec1::<f32>().unwrap();
+                    for (i, (x, y)) in lp.iter().zip(&lps).enumerate() {
+                        assert!((x - y).abs() <= 1e-6 * (1.0 + y.abs()), "{what}: log π of step {i}: {x} vs {y}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// `shared_lstm`: the critic reads the actor's LSTM outputs without their gradient, so a
+    /// value-only loss moves no LSTM parameter; with its own LSTM the critic's loss moves that one.
+    #[test]
+    fn the_critic_loss_reaches_the_actor_lstm_only_through_its_own() {
+        for shared in [true, false] {
+            let net = ActorCritic::new(
+                spec(CellKind::Lstm, shared, ActionKind::Discrete { n: 3 }),
+                &Device::Cpu,
+                &mut ChaCha8Rng::seed_from_u64(3),
+            )
+            .unwrap();
+            let x = Tensor::ones((2 * N, OD), candle_core::DType::F32, &Device::Cpu).unwrap();
+            let s = Tensor::zeros(2 * N, candle_core::DType::F32, &Device::Cpu).unwrap();
+            let (_, values, _) = net.forward_sequence(&x, &s, &vec![0.1; N * net.recurrent_state_dim()], N).unwrap();
+            let grads = values.sum_all().unwrap().backward().unwrap();
+            for (name, var) in net.named_params() {
+                let g =
+                    grads.get(var.as_tensor()).map(|g| g.abs().unwrap().sum_all().unwrap().to_scalar::<f32>().unwrap());
+                let g = g.unwrap_or(0.0);
+                if name.starts_with("lstm_actor") {
+                    assert_eq!(g, 0.0, "shared {shared}: {name} moved by the value loss");
+                } else if name.starts_with("lstm_critic") {
+                    assert!(g > 0.0, "{name}: no gradient from the value loss");
+                }
+            }
+            assert_eq!(net.named_params().iter().any(|(n, _)| n.starts_with("lstm_critic")), !shared);
+        }
+    }
+
+    /// Bad recurrent settings are errors: both critic options, neither, a zero size, the
+    /// fused backend, and a feed-forward pass of a recurrent policy.
+    #[test]
+    fn bad_recurrent_specs_and_calls_are_errors() {
+        let bad = |r: RecurrentSpec| {
+            let sp = PolicySpec { recurrent: Some(r), ..PolicySpec::mlp(OD, ActionKind::Discrete { n: 2 }, vec![8]) };
+            ActorCritic::new(sp, &Device::Cpu, &mut ChaCha8Rng::seed_from_u64(0)).err().unwrap().to_string()
+        };
+        let ok = RecurrentSpec {
+            cell: CellKind::Lstm,
+            hidden_size: 4,
+            n_layers: 1,
+            shared_lstm: false,
+            enable_critic_lstm: true,
+        };
+        assert!(
+            bad(RecurrentSpec { shared_lstm: true, ..ok }).contains("either shares the actor's LSTM or has its own")
+        );
+        assert!(bad(RecurrentSpec { enable_critic_lstm: false, ..ok }).contains("not supported yet"));
+        assert!(bad(RecurrentSpec { hidden_size: 0, ..ok }).contains("must be positive"));
+        let sp = spec(CellKind::Gru, false, ActionKind::Discrete { n: 2 });
+        let e = FusedMlp::new(sp.clone(), &mut ChaCha8Rng::seed_from_u64(0)).err().unwrap().to_string();
+        assert!(e.contains("candle backend"), "{e}");
+        let net = ActorCritic::new(sp, &Device::Cpu, &mut ChaCha8Rng::seed_from_u64(0)).unwrap();
+        let e = Policy::act(&net, &[0.0; OD], false, &mut ChaCha8Rng::seed_from_u64(0)).unwrap_err().to_string();
+        assert!(e.contains("hidden state"), "{e}");
+        let e = net.act_recurrent(&[0.0; OD], None, &[true], &mut [0.0; 3], false, &mut ChaCha8Rng::seed_from_u64(0));
+        assert!(e.unwrap_err().to_string().contains("hidden state of 3 values"));
+    }
+}

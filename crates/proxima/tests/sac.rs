@@ -83,6 +83,7 @@ fn tiny_spec() -> PolicySpec {
         log_std_init: 0.0,
         ortho_init: false,
         aux_value_head: false,
+        recurrent: None,
     }
 }
 

@@ -12,12 +12,15 @@ use super::conv::ConvRelu;
 use super::distributions::{mask_logits, mask_logits_in_place};
 use super::fast_tanh;
 use super::interface::{ActOutput, AuxBatch, LossReport, Policy};
+use super::recurrent::Recurrent;
 use super::spec::{ActionKind, Activation, ImageShape, PolicySpec};
 use crate::error::{ProximaError, Result};
 use crate::loss::{a2c_loss, ppo_loss, PpoBatch, PpoCoefs};
 use crate::rollout::Minibatch;
 use candle_core::{Device, Tensor, Var};
 use rand::{Rng, RngCore};
+
+mod sequences;
 
 /// One dense layer: `y = x·Wᵀ + b`, W `[out, in]` (also the off-policy networks' layer).
 #[derive(Clone, Debug)]
@@ -165,6 +168,9 @@ pub struct ActorCritic {
     /// PPG's auxiliary value head on the actor's last hidden layer (`aux_value_head`).
     aux: Option<Dense>,
     log_std: Option<Var>,
+    /// Recurrent PPO's stacks: the actor's, and the critic's own (`enable_critic_lstm`).
+    lstm_actor: Option<Recurrent>,
+    lstm_critic: Option<Recurrent>,
     /// All parameters in a fixed order, with their names (the order decides reproducibility).
     params: Vec<(String, Var)>,
     /// The last loss evaluated through [`Policy`], until [`Policy::backward`].
@@ -214,6 +220,14 @@ impl ActorCritic {
             }
             ActionKind::Discrete { .. } | ActionKind::MultiDiscrete { .. } => None,
         };
+        let (mut lstm_actor, mut lstm_critic) = (None, None);
+        for (prefix, shape) in spec.recurrent_shapes() {
+            let names = shape.param_shapes(prefix);
+            let values: Vec<Vec<f32>> = init.by_ref().take(names.len()).collect();
+            let (net, vars) = Recurrent::new(shape, values, device)?;
+            params.extend(names.into_iter().map(|(n, _)| n).zip(vars));
+            *(if prefix == "lstm_actor" { &mut lstm_actor } else { &mut lstm_critic }) = Some(net);
+        }
         Ok(ActorCritic {
             spec,
             device: device.clone(),
@@ -222,6 +236,8 @@ impl ActorCritic {
             critic,
             aux: aux.into_iter().next(),
             log_std,
+            lstm_actor,
+            lstm_critic,
             params,
             pending_loss: None,
             last_log_ratio: Vec::new(),
@@ -256,6 +272,7 @@ impl ActorCritic {
     /// What the actor's and the critic's towers read: the shared trunk's features (twice) when
     /// the network has one, else the observation `[B, obs_dim]` itself.
     fn tower_inputs(&self, obs: &Tensor) -> Result<(Tensor, Tensor)> {
+        self.refuse_recurrent()?;
         Ok(match &self.trunk {
             Some(t) => {
                 let h = t.forward(obs)?;
@@ -291,6 +308,7 @@ impl ActorCritic {
 
     /// V(s) only, differentiable: `[B, obs_dim]` → `[B]`.
     pub fn value(&self, obs: &Tensor) -> Result<Tensor> {
+        self.refuse_recurrent()?;
         let c_in = match &self.trunk {
             Some(t) => t.forward(obs)?,
             None => obs.clone(),
@@ -441,7 +459,20 @@ impl ActorCritic {
     ) -> Result<ActOutput> {
         let x = self.obs_tensor(obs)?;
         let (head, values) = self.forward(&x)?;
-        let n = x.dim(0)?;
+        self.sample_rows(&head, &values, masks, deterministic, rng)
+    }
+
+    /// Actions from a head `[N, head_dim]` (masked by `masks` when given) with V(s) `values`
+    /// `[N]`: [`ActorCritic::act_masked`]'s sampling.
+    fn sample_rows<R: Rng + ?Sized>(
+        &self,
+        head: &Tensor,
+        values: &Tensor,
+        masks: Option<&[u8]>,
+        deterministic: bool,
+        rng: &mut R,
+    ) -> Result<ActOutput> {
+        let n = head.dim(0)?;
         let mut head = head.flatten_all()?.to_vec1::<f32>()?;
         if let Some(m) = masks {
             self.spec.action.check_masks(n, m)?;
@@ -526,6 +557,19 @@ impl ActorCritic {
         let (b, hd) = head.dims2()?;
         self.spec.action.check_masks(b, masks)?;
         Ok(mask_logits(&head, &Tensor::from_slice(masks, (b, hd), &self.device)?)?)
+    }
+}
+
+impl ActorCritic {
+    /// `Unsupported` for a recurrent policy, whose passes need its hidden state
+    /// ([`ActorCritic::forward_sequence`], [`ActorCritic::act_recurrent`]).
+    fn refuse_recurrent(&self) -> Result<()> {
+        match self.lstm_actor {
+            Some(_) => Err(ProximaError::Unsupported(
+                "a recurrent policy acts and learns with its hidden state (act_recurrent, forward_sequence)".into(),
+            )),
+            None => Ok(()),
+        }
     }
 }
 
@@ -675,6 +719,7 @@ mod tests {
             log_std_init: 0.0,
             ortho_init: true,
             aux_value_head: false,
+            recurrent: None,
         }
     }
 

@@ -93,6 +93,72 @@ impl RecurrentShape {
     }
 }
 
+/// A recurrent policy's layers, with sb3-contrib's `RecurrentActorCriticPolicy` options: an
+/// LSTM (or GRU) stack between the observation and the actor's MLP, and for the critic its own
+/// stack (`enable_critic_lstm`, the default) or the actor's outputs without their gradient
+/// (`shared_lstm`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RecurrentSpec {
+    /// LSTM or GRU (the config's `recurrent_cell`).
+    pub cell: CellKind,
+    /// Hidden units per layer (`lstm_hidden_size`).
+    pub hidden_size: usize,
+    /// Stacked layers (`n_lstm_layers`).
+    pub n_layers: usize,
+    /// The critic reads the actor's recurrent outputs, detached (`shared_lstm`).
+    pub shared_lstm: bool,
+    /// The critic has a recurrent stack of its own (`enable_critic_lstm`).
+    pub enable_critic_lstm: bool,
+}
+
+impl RecurrentSpec {
+    /// The actor's stack over inputs of `input` features.
+    pub fn actor(&self, input: usize) -> RecurrentShape {
+        RecurrentShape { cell: self.cell, input, hidden: self.hidden_size, layers: self.n_layers }
+    }
+
+    /// The critic's own stack, when it has one.
+    pub fn critic(&self, input: usize) -> Option<RecurrentShape> {
+        self.enable_critic_lstm.then(|| self.actor(input))
+    }
+
+    /// Values of one env's hidden state: the actor's stack's, then the critic's.
+    pub fn state_dim(&self) -> usize {
+        let one = self.actor(0).state_dim();
+        if self.enable_critic_lstm {
+            2 * one
+        } else {
+            one
+        }
+    }
+
+    /// sb3-contrib's rule: the critic's stack is its own, shared with the actor's, or (not
+    /// supported here yet) absent.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for both `shared_lstm` and `enable_critic_lstm`, a zero size;
+    /// `Unsupported` for neither.
+    pub fn check(&self) -> Result<()> {
+        if self.shared_lstm && self.enable_critic_lstm {
+            return Err(ProximaError::InvalidArgument(
+                "shared_lstm = true and enable_critic_lstm = true: the critic either shares the actor's LSTM or has its own (sb3-contrib's rule); set one of them false".into(),
+            ));
+        }
+        if !self.shared_lstm && !self.enable_critic_lstm {
+            return Err(ProximaError::Unsupported(
+                "shared_lstm = false with enable_critic_lstm = false (sb3-contrib's linear critic without an LSTM) is not supported yet".into(),
+            ));
+        }
+        if self.hidden_size == 0 || self.n_layers == 0 {
+            return Err(ProximaError::InvalidArgument(format!(
+                "lstm_hidden_size ({}) and n_lstm_layers ({}) must be positive",
+                self.hidden_size, self.n_layers
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// One layer's parameters.
 #[derive(Clone, Debug)]
 struct CellParams {

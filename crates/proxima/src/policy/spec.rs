@@ -4,6 +4,7 @@
 //! `network.0.weight`, … as CleanRL's `ppo_atari.py`), their shapes and their orthogonal
 //! initialisation. Checkpoints store the spec; every backend builds from it.
 
+use super::recurrent::{RecurrentShape, RecurrentSpec};
 use crate::env::Space;
 use crate::error::{ProximaError, Result};
 use nalgebra::DMatrix;
@@ -132,6 +133,12 @@ pub struct PolicySpec {
     /// MLP policies (and from every checkpoint written before it existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cnn: Option<ImageShape>,
+    /// Recurrent layers between the observation and the MLP towers (recurrent PPO,
+    /// sb3-contrib's `MlpLstmPolicy`): their parameters come after every other, and the towers
+    /// read their `hidden_size` outputs. Absent for feed-forward policies (and from every
+    /// checkpoint written before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recurrent: Option<RecurrentSpec>,
 }
 
 /// The shape of an image observation, channel-first: `[channels, height, width]`.
@@ -248,7 +255,22 @@ impl PolicySpec {
             ortho_init: true,
             aux_value_head: false,
             cnn: None,
+            recurrent: None,
         }
+    }
+
+    /// What the MLP towers read: the recurrent layers' outputs, or the observation.
+    fn tower_input(&self) -> usize {
+        self.recurrent.map_or(self.obs_dim, |r| r.hidden_size)
+    }
+
+    /// The recurrent stacks' names and shapes: the actor's (`lstm_actor`), then the critic's
+    /// own (`lstm_critic`).
+    pub fn recurrent_shapes(&self) -> Vec<(&'static str, RecurrentShape)> {
+        let Some(r) = self.recurrent else { return Vec::new() };
+        let mut out = vec![("lstm_actor", r.actor(self.obs_dim))];
+        out.extend(r.critic(self.obs_dim).map(|c| ("lstm_critic", c)));
+        out
     }
 
     /// The layers, in parameter order, named like CleanRL's `nn.Sequential` modules.
@@ -258,7 +280,7 @@ impl PolicySpec {
         }
         let sqrt2 = std::f64::consts::SQRT_2;
         let hidden = |prefix: &str, part: Part, out: &mut Vec<LayerPlan>| {
-            let mut fan_in = self.obs_dim;
+            let mut fan_in = self.tower_input();
             for (i, &h) in self.net_arch.iter().enumerate() {
                 out.push(LayerPlan::dense(format!("{prefix}.{}", 2 * i), fan_in, h, sqrt2, part));
                 fan_in = h;
@@ -336,6 +358,9 @@ impl PolicySpec {
         if let ActionKind::Continuous { dim, .. } = &self.action {
             out.push(vec![self.log_std_init; *dim]);
         }
+        for (_, shape) in self.recurrent_shapes() {
+            out.extend(shape.initial_params(rng));
+        }
         out
     }
 
@@ -351,6 +376,14 @@ impl PolicySpec {
                     "the CNN's image {img:?} does not hold the {} observation values",
                     self.obs_dim
                 )));
+            }
+        }
+        if let Some(r) = &self.recurrent {
+            r.check()?;
+            if self.cnn.is_some() || self.shared_trunk || self.aux_value_head {
+                return Err(ProximaError::Unsupported(
+                    "a recurrent policy is an MLP policy without a shared trunk or PPG's head (CnnLstmPolicy is not supported yet)".into(),
+                ));
             }
         }
         if self.obs_dim == 0 || self.action.head_dim() == 0 || self.net_arch.contains(&0) {
@@ -374,6 +407,9 @@ impl PolicySpec {
         }
         if let ActionKind::Continuous { dim, .. } = &self.action {
             out.push(("actor_logstd".into(), vec![*dim]));
+        }
+        for (prefix, shape) in self.recurrent_shapes() {
+            out.extend(shape.param_shapes(prefix));
         }
         out
     }

@@ -251,6 +251,7 @@ pub fn policy_spec(cfg: &Config, venv: &SyncVectorEnv) -> Result<PolicySpec> {
         log_std_init: cfg.log_std_init,
         ortho_init: cfg.ortho_init,
         aux_value_head: cfg.algo == AlgoName::Ppg,
+        recurrent: None,
     })
 }
 

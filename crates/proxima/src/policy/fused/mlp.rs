@@ -149,9 +149,14 @@ impl FusedMlp {
     ///
     /// # Errors
     /// `InvalidArgument` for zero dims or a count or size mismatch; `Unsupported` for a spec
-    /// with PPG's auxiliary value head.
+    /// with PPG's auxiliary value head or recurrent layers.
     pub fn from_params(spec: PolicySpec, values: &[Vec<f32>]) -> Result<Self> {
         spec.check_dims()?;
+        if spec.recurrent.is_some() {
+            return Err(ProximaError::Unsupported(
+                "recurrent policies run on the candle backend (backend = \"candle\") for now".into(),
+            ));
+        }
         if spec.aux_value_head {
             return Err(ProximaError::Unsupported(
                 "the fused backend does not cover PPG's auxiliary value head: use backend = `candle`".into(),
