@@ -152,6 +152,12 @@ pub struct Collector {
     /// The envs' action masks for the current observations, `[N, mask_dim]` (a masked
     /// rollout's, refreshed before each step).
     masks: Vec<u8>,
+    /// A recurrent policy's hidden state per env, `[N, state_dim]` (empty for a feed-forward
+    /// policy), and whether each env's current observation starts an episode (its state is
+    /// zeroed before the policy reads it).
+    pub rnn_state: Vec<f32>,
+    /// `[N]`, see `rnn_state`.
+    pub episode_starts: Vec<bool>,
     /// A distributed run's engine and split: the normaliser's statistics take in every rank's
     /// rows.
     across: Option<(Arc<dyn Collective>, EnvSplit)>,
@@ -197,6 +203,8 @@ impl Collector {
             env_rngs: Vec::new(),
             one: ActOutput::default(),
             masks: Vec::new(),
+            rnn_state: Vec::new(),
+            episode_starts: Vec::new(),
             across: None,
         })
     }
@@ -249,6 +257,13 @@ impl Collector {
         Ok(())
     }
 
+    /// From now on the policy collecting is recurrent with `state_dim` values of hidden state per
+    /// env: every env starts from a zero state at an episode's start.
+    pub fn hold_hidden_state(&mut self, state_dim: usize) {
+        self.rnn_state = vec![0.0; self.venv.num_envs() * state_dim];
+        self.episode_starts = vec![true; self.venv.num_envs()];
+    }
+
     /// Whether the envs have action masks (sb3-contrib's `is_masking_supported`): asks them for
     /// their current ones, which a masked rollout then starts from.
     ///
@@ -275,6 +290,10 @@ impl Collector {
     /// or with per-env streams one pass per env; masked by `self.masks` when `masked`.
     fn act_all<R: Rng>(&mut self, policy: &dyn Policy, rng: &mut R, masked: bool) -> Result<()> {
         let masks = masked.then_some(&self.masks[..]);
+        if !self.rnn_state.is_empty() {
+            let (starts, state) = (&self.episode_starts, &mut self.rnn_state);
+            return policy.act_recurrent(&self.obs, masks, starts, state, false, rng, &mut self.act);
+        }
         if self.env_rngs.is_empty() {
             return policy.act_into(&self.obs, masks, false, rng, &mut self.act);
         }
@@ -332,9 +351,15 @@ impl Collector {
         let (n, od, ad, hd, md) = (buf.n_envs, buf.obs_dim, buf.act_dim, buf.head_dim, buf.mask_dim);
         let mut finished = Vec::new();
         let mut heads_kept = hd > 0 && buf.old_head.len() == buf.n_steps * n * hd;
+        if buf.state_dim > 0 {
+            buf.rnn_state0.copy_from_slice(&self.rnn_state);
+        }
         for t in 0..buf.n_steps {
             let row = t * n..(t + 1) * n;
             buf.observations.write(t * n * od, &self.obs)?;
+            if buf.state_dim > 0 {
+                buf.episode_starts[row.clone()].copy_from_slice(&self.episode_starts);
+            }
             if md > 0 {
                 self.refresh_masks(md)?;
                 buf.action_masks[t * n * md..(t + 1) * n * md].copy_from_slice(&self.masks);
@@ -360,6 +385,9 @@ impl Collector {
             self.norm.update_and_normalize_across(self.venv.obs(), &mut self.obs, across)?;
             buf.terminated[row.clone()].copy_from_slice(&self.venv.terminated);
             buf.truncated[row.clone()].copy_from_slice(&self.venv.truncated);
+            for (e, start) in self.episode_starts.iter_mut().enumerate() {
+                *start = term[e] || trunc[e];
+            }
             self.bootstrap_truncated(policy, &mut buf.final_obs_values[row])?;
             let step = step0 + ((t + 1) * n) as u64;
             if let Some(o) = observer.as_deref_mut() {
@@ -437,7 +465,14 @@ impl Collector {
         let mut fo: Vec<f32> =
             cut.iter().flat_map(|&e| v.final_obs[e].clone().expect("final obs of an ended episode")).collect();
         self.norm.normalize_obs(&mut fo);
-        let values = policy.predict_values(&fo)?;
+        let values = if self.rnn_state.is_empty() {
+            policy.predict_values(&fo)?
+        } else {
+            // V(final observation) read with the hidden state the episode's last step left.
+            let sd = self.rnn_state.len() / out.len();
+            let states: Vec<f32> = cut.iter().flat_map(|&e| &self.rnn_state[e * sd..(e + 1) * sd]).copied().collect();
+            policy.predict_values_recurrent(&fo, &vec![false; cut.len()], &states)?
+        };
         for (k, &e) in cut.iter().enumerate() {
             out[e] = values[k];
         }
@@ -449,6 +484,9 @@ impl Collector {
     /// # Errors
     /// The policy's.
     pub fn last_values(&self, policy: &dyn Policy) -> Result<Vec<f32>> {
-        policy.predict_values(&self.obs)
+        if self.rnn_state.is_empty() {
+            return policy.predict_values(&self.obs);
+        }
+        policy.predict_values_recurrent(&self.obs, &self.episode_starts, &self.rnn_state)
     }
 }

@@ -331,6 +331,13 @@ pub struct RolloutBuffer {
     /// Which actions were valid at s_t (1) and which masked (0), `[T, N, mask_dim]`
     /// (sb3-contrib's `MaskableRolloutBuffer.action_masks`).
     pub action_masks: Vec<u8>,
+    /// A recurrent policy's hidden-state width; 0 for a feed-forward policy (and then
+    /// `rnn_state0` and `episode_starts` are empty).
+    pub state_dim: usize,
+    /// Each env's hidden state before the rollout's first step, `[N, state_dim]`.
+    pub rnn_state0: Vec<f32>,
+    /// Whether s_t starts an episode (the hidden state is zeroed before step t), `[T, N]`.
+    pub episode_starts: Vec<bool>,
     /// r_t.
     pub rewards: Vec<f32>,
     /// Whether step t reached a terminal state.
@@ -364,6 +371,9 @@ impl RolloutBuffer {
             old_log_std: Vec::new(),
             mask_dim: 0,
             action_masks: Vec::new(),
+            state_dim: 0,
+            rnn_state0: Vec::new(),
+            episode_starts: Vec::new(),
             rewards: vec![0.0; len],
             terminated: vec![false; len],
             truncated: vec![false; len],
@@ -378,6 +388,15 @@ impl RolloutBuffer {
     pub fn mask_actions(&mut self, mask_dim: usize) {
         self.mask_dim = mask_dim;
         self.action_masks = vec![1; self.len() * mask_dim];
+    }
+
+    /// From now on this buffer holds a recurrent policy's rollouts: hidden states of
+    /// `state_dim` values, episode starts, and minibatches of whole sequences
+    /// ([`Minibatches::new`]).
+    pub fn hold_sequences(&mut self, state_dim: usize) {
+        self.state_dim = state_dim;
+        self.rnn_state0 = vec![0.0; self.n_envs * state_dim];
+        self.episode_starts = vec![false; self.len()];
     }
 
     /// This buffer storing its observations as bytes ([`Observations::U8`]).
@@ -413,6 +432,7 @@ impl RolloutBuffer {
             returns: self.returns.clone(),
             old_head: Vec::new(),
             action_masks: self.action_masks.clone(),
+            sequences: None,
         }
     }
 
@@ -463,6 +483,22 @@ pub struct Minibatch {
     /// The stored action masks, `[B, mask_dim]`, 1 = valid (empty when the rollout is not
     /// masked): the logits of the masked actions are [`crate::policy::distributions::MASKED_LOGIT`] in the loss.
     pub action_masks: Vec<u8>,
+    /// A recurrent policy's minibatch: its rows are whole sequences (`None` for a feed-forward
+    /// policy's).
+    pub sequences: Option<Sequences>,
+}
+
+/// The sequences of a recurrent policy's minibatch (recurrent PPO, CleanRL's
+/// `ppo_atari_lstm.py`): the rows are `n_seqs` envs' whole rollouts, time-major (row
+/// t·n_seqs + k is step t of the k-th env), each run from its hidden state at the rollout's start.
+#[derive(Clone, Debug, Default)]
+pub struct Sequences {
+    /// Envs (sequences) in the minibatch.
+    pub n_seqs: usize,
+    /// 1 where a row's step starts an episode (its hidden state is zeroed first), `[B]`.
+    pub episode_starts: Vec<f32>,
+    /// Each sequence's hidden state before its first step, `[n_seqs, state_dim]`.
+    pub state0: Vec<f32>,
 }
 
 /// The rollout cut into shuffled minibatches of `size`, epoch after epoch: each
@@ -479,7 +515,7 @@ pub struct Minibatches<'a> {
     batch: Minibatch,
     /// A distributed run's split: `idx` then runs over every rank's transitions.
     split: Option<EnvSplit>,
-    /// The local rows of the current minibatch (distributed runs).
+    /// The local rows of the current minibatch (distributed runs), or its sequences' rows.
     local: Vec<usize>,
     /// This rank's share of the current global minibatch (see [`Minibatches::next_with_share`]).
     share: f32,
@@ -488,18 +524,24 @@ pub struct Minibatches<'a> {
 impl<'a> Minibatches<'a> {
     /// Minibatches of `size` over `buf` (whose advantages are computed); the advantages are
     /// normalised once over the whole rollout first when `normalize_over_batch`; the stored
-    /// π_θold parameters are gathered only when `with_old_head`.
+    /// π_θold parameters are gathered only when `with_old_head`. A recurrent policy's buffer
+    /// ([`RolloutBuffer::hold_sequences`]) is cut into minibatches of whole sequences instead:
+    /// `size / n_steps` envs' rollouts each (CleanRL's `ppo_atari_lstm.py`), the envs shuffled.
     pub fn new(buf: &'a RolloutBuffer, size: usize, normalize_over_batch: bool, with_old_head: bool) -> Self {
         let mut advantages = buf.advantages.clone();
         if normalize_over_batch {
             normalize_advantages(&mut advantages);
         }
+        let (units, size) = match buf.state_dim {
+            0 => (buf.len(), size.max(1)),
+            _ => (buf.n_envs, (size / buf.n_steps.max(1)).max(1)),
+        };
         Minibatches {
             buf,
             advantages,
-            idx: (0..buf.len()).collect(),
-            size: size.max(1),
-            next: buf.len(),
+            idx: (0..units).collect(),
+            size,
+            next: units,
             with_old_head: with_old_head && buf.head_dim > 0,
             batch: Minibatch::default(),
             split: None,
@@ -547,7 +589,13 @@ impl<'a> Minibatches<'a> {
             return None;
         }
         self.next += chunk.len();
-        if let Some(split) = self.split {
+        let envs = (self.buf.state_dim > 0).then(|| chunk.to_vec());
+        if let Some(envs) = &envs {
+            let n = self.buf.n_envs;
+            self.local.clear();
+            self.local.extend((0..self.buf.n_steps).flat_map(|t| envs.iter().map(move |&e| t * n + e)));
+            chunk = &self.local;
+        } else if let Some(split) = self.split {
             self.local.clear();
             self.local.extend(chunk.iter().filter_map(|&g| split.local_row(g)));
             self.share = self.local.len() as f32 / chunk.len() as f32;
@@ -573,6 +621,15 @@ impl<'a> Minibatches<'a> {
         gather(&mut b.old_head, &buf.old_head, hd);
         b.action_masks.clear();
         gather_rows(&mut b.action_masks, &buf.action_masks, chunk, buf.mask_dim);
+        b.sequences = envs.map(|envs| Sequences {
+            n_seqs: envs.len(),
+            episode_starts: chunk.iter().map(|&r| f32::from(u8::from(buf.episode_starts[r]))).collect(),
+            state0: envs
+                .iter()
+                .flat_map(|&e| &buf.rnn_state0[e * buf.state_dim..(e + 1) * buf.state_dim])
+                .copied()
+                .collect(),
+        });
         Some(b)
     }
 }

@@ -122,6 +122,7 @@ fn nature_cnn_against_pytorch(py: &str, backend: Backend) {
         returns: (0..b).map(|_| normal(&mut rng)).collect(),
         old_head: vec![],
         action_masks: Vec::new(),
+        sequences: None,
     };
     let coefs = COEFS; // the reference below hard-codes these values
     let (head, _) = net.dist_params_host(&obs).unwrap();
@@ -198,6 +199,7 @@ fn cnn_minibatch(policy: &dyn Policy, b: usize, seed: u64) -> (Minibatch, Vec<f3
         returns: jitter(&out.values, 1.0),
         old_head: jitter(&head, 0.2),
         action_masks: Vec::new(),
+        sequences: None,
     };
     (mb, jitter(&log_std, 0.1))
 }

@@ -74,6 +74,7 @@ fn minibatch(policy: &ActorCritic, seed: u64) -> (Minibatch, Vec<f32>) {
         returns,
         old_head: jitter(&head, 0.3, &mut rng),
         action_masks: Vec::new(),
+        sequences: None,
     };
     let old_log_std = jitter(&log_std, 0.2, &mut rng);
     (mb, old_log_std)
@@ -314,6 +315,7 @@ fn threaded_minibatches_agree_with_one_thread_and_repeat_exactly() {
             returns: out.values.iter().map(|v| v + rng.random_range(-1.0..1.0)).collect(),
             old_head: head.iter().map(|h| h + rng.random_range(-0.3..0.3)).collect(),
             action_masks: Vec::new(),
+            sequences: None,
         };
         let coefs = PpoCoefs {
             clip_range: 0.2,
@@ -476,6 +478,7 @@ fn masked_acting_loss_gradients_and_kl_agree_with_candle() {
                 returns: sampled.values.iter().map(|v| v + rng.random_range(-1.0..1.0)).collect(),
                 old_head,
                 action_masks: masks.clone(),
+                sequences: None,
             };
             for loss in &losses {
                 let (lc, lf) = (eval(&mut c, loss, &mb, &log_std), eval(&mut f, loss, &mb, &log_std));

@@ -19,5 +19,6 @@ pub fn minibatch_of(policy: &Network, obs: Vec<f32>, b: usize, rng: &mut ChaCha8
         returns: out.values.iter().map(|v| v + rng.random_range(-1.0..1.0)).collect(),
         old_head: Vec::new(),
         action_masks: Vec::new(),
+        sequences: None,
     }
 }

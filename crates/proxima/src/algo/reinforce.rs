@@ -70,6 +70,7 @@ pub fn episode_batch(buf: &RolloutBuffer, p: &ReinforceParams) -> Result<Option<
         returns,
         old_head: Vec::new(),
         action_masks: Vec::new(),
+        sequences: None,
     }))
 }
 

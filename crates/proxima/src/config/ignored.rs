@@ -86,6 +86,17 @@ impl Config {
         {
             return not_read("the MLP's shape", "policy = `CnnPolicy` (the Nature CNN, shared by both heads)".into());
         }
+        if self.policy != crate::policy::PolicyKind::MlpLstmPolicy
+            && matches!(
+                key,
+                "lstm_hidden_size" | "n_lstm_layers" | "shared_lstm" | "enable_critic_lstm" | "recurrent_cell"
+            )
+        {
+            return not_read(
+                "recurrent PPO's layers",
+                format!("policy = `{:?}` (they shape `MlpLstmPolicy`)", self.policy),
+            );
+        }
         if let Some((_, what)) = PPO_ONLY.iter().find(|(k, _)| *k == key) {
             // PPG's policy phase is PPO-Clip with value clipping, for `e_policy` epochs.
             let read = algo == AlgoName::Ppo

@@ -59,6 +59,9 @@ legacy_defaults! {
     beta_clone: f64 = 1.0;
     num_aux_rollouts: usize = 4;
     n_quantiles: usize = 25;
+    lstm_hidden_size: usize = 256;
+    n_lstm_layers: usize = 1;
+    enable_critic_lstm: bool = true;
     top_quantiles_to_drop_per_net: usize = 2;
 }
 
@@ -67,8 +70,13 @@ mod tests {
     use crate::config::{Backend, Config};
 
     /// Keys added after the first release: a saved config without them still loads.
-    const LEGACY_KEYS: [&str; 46] = [
+    const LEGACY_KEYS: [&str; 51] = [
         "anneal_clip_range",
+        "lstm_hidden_size",
+        "n_lstm_layers",
+        "shared_lstm",
+        "enable_critic_lstm",
+        "recurrent_cell",
         "use_masking",
         "log_kl_divergence",
         "clip_range_vf",

@@ -103,6 +103,23 @@ pub struct Config {
     /// REINFORCE, on either backend.
     #[serde(default)]
     pub policy: PolicyKind,
+    /// `MlpLstmPolicy` (recurrent PPO): hidden units of each recurrent layer (sb3-contrib's
+    /// `lstm_hidden_size`).
+    #[serde(default = "legacy::lstm_hidden_size")]
+    pub lstm_hidden_size: usize,
+    /// `MlpLstmPolicy`: stacked recurrent layers (`n_lstm_layers`).
+    #[serde(default = "legacy::n_lstm_layers")]
+    pub n_lstm_layers: usize,
+    /// `MlpLstmPolicy`: the critic reads the actor's recurrent outputs, without their gradient
+    /// (`shared_lstm`).
+    #[serde(default)]
+    pub shared_lstm: bool,
+    /// `MlpLstmPolicy`: the critic has a recurrent stack of its own (`enable_critic_lstm`).
+    #[serde(default = "legacy::enable_critic_lstm")]
+    pub enable_critic_lstm: bool,
+    /// `MlpLstmPolicy`: `lstm` (sb3-contrib's) or `gru` cells.
+    #[serde(default)]
+    pub recurrent_cell: crate::policy::recurrent::CellKind,
     /// Threads of one run: candle's tensor ops use them (1 is fastest there); the fused backend
     /// runs the actor and critic side by side from 2 (the one-thread result, bit for bit) and
     /// from 4 also splits each minibatch's rows into `threads / 2` shards (gradients added in a
@@ -315,6 +332,8 @@ impl Config {
     pub fn resolved_backend(&self) -> Backend {
         match self.backend {
             Backend::Auto if matches!(self.algo, AlgoName::Trpo | AlgoName::Ppg) => Backend::Candle,
+            // The fused kernels have no recurrent layers yet.
+            Backend::Auto if self.policy == crate::policy::PolicyKind::MlpLstmPolicy => Backend::Candle,
             Backend::Auto => Backend::Fused,
             b => b,
         }
@@ -396,8 +415,8 @@ mod tests {
     #[test]
     fn keys_are_the_struct_fields_and_the_toml_writes_each_once() {
         let keys = Config::keys();
-        assert_eq!(keys.len(), 71);
-        assert_eq!((keys[0], keys[70]), ("algo", "num_aux_rollouts"), "declaration order");
+        assert_eq!(keys.len(), 76);
+        assert_eq!((keys[0], keys[75]), ("algo", "num_aux_rollouts"), "declaration order");
         let mut unique = keys.clone();
         unique.sort_unstable();
         unique.dedup();

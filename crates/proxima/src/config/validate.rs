@@ -2,7 +2,7 @@
 //! [`ValidConfig`] that a run's constructors take as it is (`Trainer::new` and the others
 //! accept a [`Config`] too, and validate it on the way in).
 
-use super::{AlgoName, Backend, Config, EntCoef, OptimizerName, VectorEnv};
+use super::{AlgoName, Backend, Config, EntCoef, Objective, OptimizerName, VectorEnv};
 use crate::error::{ProximaError, Result};
 use crate::policy::{Activation, PolicyKind};
 use std::ops::Deref;
@@ -98,10 +98,62 @@ impl Config {
     pub fn validate_over(self, ranks: usize) -> Result<ValidConfig> {
         let ranks = ranks.max(1);
         self.check_algo()?;
+        self.check_recurrent(ranks)?;
         self.check_sizes(ranks)?;
         self.check_coefficients()?;
         self.check_counters()?;
         Ok(ValidConfig { config: self, ranks })
+    }
+
+    /// Recurrent PPO's settings (`policy = "MlpLstmPolicy"`): PPO on candle, in one process,
+    /// minibatches of whole sequences (`batch_size / n_steps` envs' rollouts each, a number that
+    /// divides `n_envs`), and sb3-contrib's rule for the critic's LSTM.
+    fn check_recurrent(&self, ranks: usize) -> Result<()> {
+        if self.policy != PolicyKind::MlpLstmPolicy {
+            return Ok(());
+        }
+        let bad = |m: String| Err(ProximaError::Config(m));
+        if self.algo != AlgoName::Ppo {
+            return bad(format!(
+                "policy = `MlpLstmPolicy` trains with algo = `ppo` (recurrent PPO, sb3-contrib's RecurrentPPO); algo = `{}` has feed-forward networks only",
+                self.algo
+            ));
+        }
+        if self.backend == Backend::Fused {
+            return bad("backend = `fused` has no recurrent layers yet: policy = `MlpLstmPolicy` runs on backend = `auto` or `candle`".into());
+        }
+        if ranks > 1 {
+            return bad("policy = `MlpLstmPolicy` trains in one process (not under mpirun) for now".into());
+        }
+        if self.objective == Objective::AdaptiveKl {
+            return bad("policy = `MlpLstmPolicy` with objective = `adaptive_kl` is not supported yet (its β follows the rollout's KL, which recurrent PPO does not measure yet)".into());
+        }
+        if self.shared_lstm && self.enable_critic_lstm {
+            return bad("shared_lstm = true with enable_critic_lstm = true: the critic either shares the actor's LSTM or has its own (sb3-contrib's rule); set one of them false".into());
+        }
+        if !self.shared_lstm && !self.enable_critic_lstm {
+            return bad("shared_lstm = false with enable_critic_lstm = false (sb3-contrib's linear critic without an LSTM) is not supported yet".into());
+        }
+        if self.lstm_hidden_size == 0 || self.n_lstm_layers == 0 {
+            return bad(format!(
+                "lstm_hidden_size = {} and n_lstm_layers = {}: both must be positive",
+                self.lstm_hidden_size, self.n_lstm_layers
+            ));
+        }
+        let per_batch = self.batch_size / self.n_steps.max(1);
+        if !self.batch_size.is_multiple_of(self.n_steps.max(1))
+            || per_batch == 0
+            || !self.n_envs.is_multiple_of(per_batch)
+        {
+            return bad(format!(
+                "policy = `MlpLstmPolicy` learns from minibatches of whole sequences (each env's rollout of n_steps = {}): batch_size = {} must be n_steps times a number of envs that divides n_envs = {} (e.g. batch_size = {})",
+                self.n_steps,
+                self.batch_size,
+                self.n_envs,
+                self.n_steps * self.n_envs
+            ));
+        }
+        Ok(())
     }
 
     /// The algorithm's own settings, and what it does not support.

@@ -364,11 +364,14 @@ impl ActorCritic {
     /// # Errors
     /// Tensor errors.
     pub fn dist_params_host(&self, obs: &[f32]) -> Result<(Vec<f32>, Vec<f32>)> {
-        let (head, _) = self.forward(&self.obs_tensor(obs)?)?;
         let log_std = match &self.log_std {
             Some(v) => v.as_tensor().to_vec1::<f32>()?,
             None => Vec::new(),
         };
+        if obs.is_empty() {
+            return Ok((Vec::new(), log_std)); // log σ alone (a recurrent policy has no feed-forward pass)
+        }
+        let (head, _) = self.forward(&self.obs_tensor(obs)?)?;
         Ok((head.flatten_all()?.to_vec1::<f32>()?, log_std))
     }
 
@@ -548,6 +551,23 @@ impl ActorCritic {
         Ok(Tensor::from_slice(v, v.len(), &self.device)?)
     }
 
+    /// log π, the entropy, V and the (masked) head of a minibatch's rows, differentiable: a
+    /// feed-forward pass, or a recurrent policy's over the minibatch's sequences.
+    fn evaluate_minibatch(
+        &self,
+        obs: &Tensor,
+        act: &Tensor,
+        mb: &Minibatch,
+    ) -> Result<(Tensor, Tensor, Tensor, Tensor)> {
+        let Some(seq) = &mb.sequences else { return self.evaluate_actions_with_head(obs, act, &mb.action_masks) };
+        let starts = Tensor::from_slice(&seq.episode_starts, seq.episode_starts.len(), &self.device)?;
+        let (head, values, _) = self.forward_sequence(obs, &starts, &seq.state0, seq.n_seqs)?;
+        let head = self.masked(head, &mb.action_masks)?;
+        let log_std = self.log_std.as_ref().map(|v| v.as_tensor());
+        let (lp, ent) = self.spec.action.log_prob_entropy(&head, log_std, act)?;
+        Ok((lp, ent, values, head))
+    }
+
     /// `head` `[B, head_dim]` with the logits `masks` marks invalid set to
     /// [`super::distributions::MASKED_LOGIT`] (unchanged when `masks` is empty).
     fn masked(&self, head: Tensor, masks: &[u8]) -> Result<Tensor> {
@@ -602,9 +622,31 @@ impl Policy for ActorCritic {
         ActorCritic::dist_params_host(self, obs)
     }
 
+    fn recurrent_state_dim(&self) -> usize {
+        ActorCritic::recurrent_state_dim(self)
+    }
+
+    fn act_recurrent(
+        &self,
+        obs: &[f32],
+        masks: Option<&[u8]>,
+        episode_starts: &[bool],
+        state: &mut [f32],
+        deterministic: bool,
+        rng: &mut dyn RngCore,
+        out: &mut ActOutput,
+    ) -> Result<()> {
+        *out = ActorCritic::act_recurrent(self, obs, masks, episode_starts, state, deterministic, rng)?;
+        Ok(())
+    }
+
+    fn predict_values_recurrent(&self, obs: &[f32], episode_starts: &[bool], state: &[f32]) -> Result<Vec<f32>> {
+        ActorCritic::predict_values_recurrent(self, obs, episode_starts, state)
+    }
+
     fn ppo_loss(&mut self, mb: &Minibatch, old_log_std: &[f32], coefs: &PpoCoefs) -> Result<LossReport> {
         let (obs, act) = self.batch_tensors(mb)?;
-        let (log_prob, entropy, values, head) = self.evaluate_actions_with_head(&obs, &act, &mb.action_masks)?;
+        let (log_prob, entropy, values, head) = self.evaluate_minibatch(&obs, &act, mb)?;
         let kl = if mb.old_head.is_empty() {
             None
         } else {
@@ -636,7 +678,7 @@ impl Policy for ActorCritic {
 
     fn a2c_loss(&mut self, batch: &Minibatch, vf_coef: f64, ent_coef: f64) -> Result<LossReport> {
         let (obs, act) = self.batch_tensors(batch)?;
-        let (log_prob, entropy, values, _) = self.evaluate_actions_with_head(&obs, &act, &batch.action_masks)?;
+        let (log_prob, entropy, values, _) = self.evaluate_minibatch(&obs, &act, batch)?;
         let (advantages, returns) = (self.host_tensor(&batch.advantages)?, self.host_tensor(&batch.returns)?);
         let out = a2c_loss(&log_prob, &entropy, &values, &advantages, &returns, vf_coef, ent_coef)?;
         self.keep_loss([&out.loss, &out.policy_loss, &out.value_loss, &out.entropy])

@@ -83,6 +83,41 @@ pub trait Policy: Send {
         Ok(())
     }
 
+    /// Values of one env's hidden state for a recurrent policy (recurrent PPO); 0 (the default)
+    /// for a feed-forward one.
+    fn recurrent_state_dim(&self) -> usize {
+        0
+    }
+
+    /// A recurrent policy's [`Policy::act_into`]: one step of N envs with their hidden state
+    /// `state` `[N, recurrent_state_dim]`, zeroed first where `episode_starts` `[N]` is true and
+    /// advanced in place; `out.head` holds the (masked) head of the step.
+    ///
+    /// # Errors
+    /// As [`Policy::act_into`]; `Unsupported` (the default) for a feed-forward policy.
+    fn act_recurrent(
+        &self,
+        obs: &[f32],
+        masks: Option<&[u8]>,
+        episode_starts: &[bool],
+        state: &mut [f32],
+        deterministic: bool,
+        rng: &mut dyn RngCore,
+        out: &mut ActOutput,
+    ) -> Result<()> {
+        let _ = (obs, masks, episode_starts, state, deterministic, rng, out);
+        Err(crate::error::ProximaError::Unsupported("this policy has no hidden state (not a recurrent policy)".into()))
+    }
+
+    /// A recurrent policy's V(s) for one step of N envs with their hidden state (not advanced).
+    ///
+    /// # Errors
+    /// As [`Policy::act_recurrent`].
+    fn predict_values_recurrent(&self, obs: &[f32], episode_starts: &[bool], state: &[f32]) -> Result<Vec<f32>> {
+        let _ = (obs, episode_starts, state);
+        Err(crate::error::ProximaError::Unsupported("this policy has no hidden state (not a recurrent policy)".into()))
+    }
+
     /// V(s) for N observations `[N, obs_dim]` → `[N]`.
     ///
     /// # Errors

@@ -70,15 +70,17 @@ pub enum Network {
 
 impl Network {
     /// A fresh network of `spec` on `backend` (`Auto` means fused, or candle for a spec the
-    /// fused kernels do not cover: PPG's auxiliary value head), initialised from `rng`: the same
-    /// initial values on either backend.
+    /// fused kernels do not cover: PPG's auxiliary value head, recurrent layers), initialised
+    /// from `rng`: the same initial values on either backend.
     ///
     /// # Errors
-    /// `InvalidArgument` for zero dims; `Unsupported` for `Fused` with the auxiliary value head.
+    /// `InvalidArgument` for zero dims; `Unsupported` for `Fused` with the auxiliary value head
+    /// or recurrent layers.
     pub fn new<R: Rng + ?Sized>(spec: PolicySpec, backend: Backend, rng: &mut R) -> Result<Self> {
+        let candle_only = spec.aux_value_head || spec.recurrent.is_some();
         Ok(match backend {
             Backend::Candle => Network::Candle(ActorCritic::new(spec, &Device::Cpu, rng)?),
-            Backend::Auto if spec.aux_value_head => Network::Candle(ActorCritic::new(spec, &Device::Cpu, rng)?),
+            Backend::Auto if candle_only => Network::Candle(ActorCritic::new(spec, &Device::Cpu, rng)?),
             Backend::Auto | Backend::Fused => Network::Fused(FusedMlp::new(spec, rng)?),
         })
     }
@@ -212,6 +214,24 @@ impl Policy for Network {
     }
     fn backward_flat(&mut self) -> Result<Option<FlatParams<'_>>> {
         self.inner_mut().backward_flat()
+    }
+    fn recurrent_state_dim(&self) -> usize {
+        self.inner().recurrent_state_dim()
+    }
+    fn act_recurrent(
+        &self,
+        obs: &[f32],
+        masks: Option<&[u8]>,
+        episode_starts: &[bool],
+        state: &mut [f32],
+        deterministic: bool,
+        rng: &mut dyn RngCore,
+        out: &mut ActOutput,
+    ) -> Result<()> {
+        self.inner().act_recurrent(obs, masks, episode_starts, state, deterministic, rng, out)
+    }
+    fn predict_values_recurrent(&self, obs: &[f32], episode_starts: &[bool], state: &[f32]) -> Result<Vec<f32>> {
+        self.inner().predict_values_recurrent(obs, episode_starts, state)
     }
     fn rollout_kl(&self, obs: &[f32], old_head: &[f32], old_log_std: &[f32], masks: Option<&[u8]>) -> Result<f64> {
         self.inner().rollout_kl(obs, old_head, old_log_std, masks)

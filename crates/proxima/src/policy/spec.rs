@@ -103,6 +103,9 @@ pub enum PolicyKind {
     /// The Nature CNN shared by the policy and value heads, for image observations (SB3's
     /// `CnnPolicy`, CleanRL's `ppo_atari.py`).
     CnnPolicy,
+    /// Recurrent PPO's policy (sb3-contrib's `MlpLstmPolicy`): an LSTM (or GRU,
+    /// `recurrent_cell`) stack between the observation and the MLPs of `net_arch`.
+    MlpLstmPolicy,
 }
 
 /// Everything needed to rebuild a network; stored in checkpoints' metadata.

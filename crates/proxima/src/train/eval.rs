@@ -68,8 +68,10 @@ pub fn evaluate_recorded(
     let kind = check_policy_fits(policy, &*env, env_id)?;
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let (mut returns, mut out) = (Vec::with_capacity(episodes), crate::policy::ActOutput::default());
+    let mut memory = Memory { state: vec![0.0; policy.recurrent_state_dim()], start: true };
     for i in 0..episodes {
         let (mut obs, _) = env.reset(Some(seed.wrapping_add(i as u64)))?;
+        memory.start = true;
         let recording = i < record_episodes;
         if recording {
             video.as_mut().expect("writer exists when recording").push(&env.render()?)?;
@@ -80,7 +82,7 @@ pub fn evaluate_recorded(
                 n.normalize_obs(&mut obs);
             }
             let masks = current_masks(&mut *env)?;
-            policy.act_into(&obs, masks.as_deref(), deterministic, &mut rng, &mut out)?;
+            memory.act(policy, &obs, masks.as_deref(), deterministic, &mut rng, &mut out)?;
             let a = &mut out.actions;
             policy.env_action(a);
             let action = match kind {
@@ -98,6 +100,7 @@ pub fn evaluate_recorded(
                 match GameEpisode::of(&r.info) {
                     Some(GameEpisode::LifeLost) => {
                         obs = env.reset(None)?.0;
+                        memory.start = true; // as in training: a lost life ends an episode
                         continue;
                     }
                     Some(GameEpisode::Over { score, .. }) => total = score,
@@ -113,6 +116,33 @@ pub fn evaluate_recorded(
         v.finish()?;
     }
     Ok(returns)
+}
+
+/// A recurrent policy's hidden state through an evaluation's episodes (empty for a feed-forward
+/// policy), zeroed where an episode starts.
+struct Memory {
+    state: Vec<f32>,
+    start: bool,
+}
+
+impl Memory {
+    /// The policy's action for one observation, carrying the hidden state.
+    fn act(
+        &mut self,
+        policy: &dyn Policy,
+        obs: &[f32],
+        masks: Option<&[u8]>,
+        deterministic: bool,
+        rng: &mut ChaCha8Rng,
+        out: &mut crate::policy::ActOutput,
+    ) -> Result<()> {
+        if self.state.is_empty() {
+            return policy.act_into(obs, masks, deterministic, rng, out);
+        }
+        policy.act_recurrent(obs, masks, &[self.start], &mut self.state, deterministic, rng, out)?;
+        self.start = false;
+        Ok(())
+    }
 }
 
 /// The env's action masks for its current state (sb3-contrib's `get_action_masks`), 1 = valid;

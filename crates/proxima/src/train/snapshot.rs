@@ -68,6 +68,10 @@ struct TrainerSnapshot {
     /// every env samples from `rng`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     env_streams: Option<Vec<ChaCha8Rng>>,
+    /// A recurrent policy's hidden state per env `[N, state_dim]` and whether each env's
+    /// current observation starts an episode (absent for a feed-forward policy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    hidden: Option<(Vec<f32>, Vec<bool>)>,
 }
 
 /// A `trainer_state` (JSON) of checkpoint `ck`.
@@ -103,6 +107,7 @@ impl Trainer {
             time_elapsed: 0.0,
             kl_coef: Some(self.kl_coef()),
             env_streams: (!c.env_streams().is_empty()).then(|| c.env_streams().to_vec()),
+            hidden: (!c.rnn_state.is_empty()).then(|| (c.rnn_state.clone(), c.episode_starts.clone())),
         }
     }
 
@@ -558,6 +563,30 @@ fn resumed_config(ck: &checkpoint::Checkpoint, opts: ResumeOptions, ranks: usize
     Ok(cfg)
 }
 
+/// A recurrent policy's hidden states back into the collector: the saved ones when the envs
+/// continue their episodes (`continued`), else zero states at new episodes' starts.
+///
+/// # Errors
+/// `Checkpoint` when the checkpoint's hidden states are not this policy's.
+fn restore_hidden_state(
+    c: &mut crate::collect::Collector,
+    hidden: Option<(Vec<f32>, Vec<bool>)>,
+    continued: bool,
+) -> Result<()> {
+    match hidden {
+        Some((state, starts)) if state.len() == c.rnn_state.len() && starts.len() == c.episode_starts.len() => {
+            if continued {
+                (c.rnn_state, c.episode_starts) = (state, starts);
+            }
+            Ok(())
+        }
+        None if c.rnn_state.is_empty() => Ok(()),
+        _ => Err(ProximaError::Checkpoint(
+            "cannot resume: the checkpoint's hidden states (a recurrent policy's) are not this run's".into(),
+        )),
+    }
+}
+
 /// Puts the envs, observations, statistics and β of `snap` back into `tr`.
 fn restore_collector(tr: &mut Trainer, snap: TrainerSnapshot) -> Result<()> {
     let c = &mut tr.collector;
@@ -594,6 +623,7 @@ fn restore_collector(tr: &mut Trainer, snap: TrainerSnapshot) -> Result<()> {
         c.norm.normalize_obs(&mut c.obs);
     }
     c.stats = EpisodeStats::from_records(snap.recent);
+    restore_hidden_state(c, snap.hidden, snap.envs.iter().all(|e| e.state.is_some()))?;
     tr.clock.elapsed_offset = snap.time_elapsed;
     if let (Some(b), Algo::OnPolicy(OnPolicy::Ppo { kl_coef, .. })) = (snap.kl_coef, &mut tr.algo) {
         *kl_coef = b;

@@ -13,6 +13,7 @@ use crate::env::{make, Env, Space};
 use crate::error::{ProximaError, Result};
 use crate::normalize::Normalizer;
 use crate::optim::{LrSchedule, Optimizer};
+use crate::policy::recurrent::RecurrentSpec;
 use crate::policy::{ActionKind, ImageShape, Network, Policy, PolicyKind, PolicySpec};
 use crate::replay::ReplayBuffer;
 use crate::rollout::RolloutBuffer;
@@ -238,9 +239,16 @@ fn action_mask_dim(cfg: &ValidConfig, collector: &mut Collector) -> Result<usize
 /// observations that are not images.
 pub fn policy_spec(cfg: &Config, venv: &SyncVectorEnv) -> Result<PolicySpec> {
     let cnn = match cfg.policy {
-        PolicyKind::MlpPolicy => None,
+        PolicyKind::MlpPolicy | PolicyKind::MlpLstmPolicy => None,
         PolicyKind::CnnPolicy => Some(image_shape(venv)?),
     };
+    let recurrent = (cfg.policy == PolicyKind::MlpLstmPolicy).then_some(RecurrentSpec {
+        cell: cfg.recurrent_cell,
+        hidden_size: cfg.lstm_hidden_size,
+        n_layers: cfg.n_lstm_layers,
+        shared_lstm: cfg.shared_lstm,
+        enable_critic_lstm: cfg.enable_critic_lstm,
+    });
     Ok(PolicySpec {
         cnn,
         obs_dim: venv.observation_space().flat_dim(),
@@ -251,7 +259,7 @@ pub fn policy_spec(cfg: &Config, venv: &SyncVectorEnv) -> Result<PolicySpec> {
         log_std_init: cfg.log_std_init,
         ortho_init: cfg.ortho_init,
         aux_value_head: cfg.algo == AlgoName::Ppg,
-        recurrent: None,
+        recurrent,
     })
 }
 
@@ -456,6 +464,11 @@ impl Trainer {
         let head_dim = algo.old_head_dim(&spec);
         let mut trainer = Self::assemble(env_id, cfg, collector, policy, opt, algo, head_dim);
         trainer.buf.mask_actions(mask_dim);
+        let state_dim = trainer.policy.recurrent_state_dim();
+        if state_dim > 0 {
+            trainer.collector.hold_hidden_state(state_dim);
+            trainer.buf.hold_sequences(state_dim);
+        }
         Ok(trainer)
     }
 

@@ -7,6 +7,7 @@
 
 use super::ActorCritic;
 use crate::error::{ProximaError, Result};
+use crate::policy::distributions::mask_logits_in_place;
 use crate::policy::interface::ActOutput;
 use crate::policy::recurrent::Recurrent;
 use candle_core::Tensor;
@@ -84,7 +85,14 @@ impl ActorCritic {
     ) -> Result<ActOutput> {
         let (head, values, next) = self.step(obs, episode_starts, state)?;
         state.copy_from_slice(&next);
-        self.sample_rows(&head, &values, masks, deterministic, rng)
+        let mut out = self.sample_rows(&head, &values, masks, deterministic, rng)?;
+        // π_θold's head as it acted (a recurrent rollout has no batched pass to take it from):
+        // the KL objectives' reference, the same values to rounding.
+        out.head = head.flatten_all()?.to_vec1::<f32>()?;
+        if let Some(m) = masks {
+            mask_logits_in_place(&mut out.head, m);
+        }
+        Ok(out)
     }
 
     /// V(s) of one step of N envs with their hidden state `[N, state_dim]` (not advanced): the
