@@ -292,7 +292,7 @@ impl Collector {
         let masks = masked.then_some(&self.masks[..]);
         if !self.rnn_state.is_empty() {
             let (starts, state) = (&self.episode_starts, &mut self.rnn_state);
-            return policy.act_recurrent(&self.obs, masks, starts, state, false, rng, &mut self.act);
+            return policy.act_recurrent(&self.obs, masks, (starts, state), false, rng, &mut self.act);
         }
         if self.env_rngs.is_empty() {
             return policy.act_into(&self.obs, masks, false, rng, &mut self.act);

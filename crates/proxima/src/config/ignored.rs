@@ -75,27 +75,35 @@ const NOT_OFF_POLICY: [(&str, &str); 9] = [
 ];
 
 impl Config {
+    /// Why the network (`policy`) ignores `key`: the MLP's shape under `CnnPolicy`, recurrent
+    /// PPO's layers without `MlpLstmPolicy`.
+    fn ignored_by_policy(&self, key: &str) -> Option<String> {
+        use crate::policy::PolicyKind;
+        let not_read = |what: &str, by: String| Some(format!("`{key}` ({what}) has no effect with {by}"));
+        if self.policy == PolicyKind::CnnPolicy && matches!(key, "net_arch" | "activation" | "shared_trunk") {
+            return not_read("the MLP's shape", "policy = `CnnPolicy` (the Nature CNN, shared by both heads)".into());
+        }
+        let lstm = matches!(
+            key,
+            "lstm_hidden_size" | "n_lstm_layers" | "shared_lstm" | "enable_critic_lstm" | "recurrent_cell"
+        );
+        if self.policy != PolicyKind::MlpLstmPolicy && lstm {
+            return not_read(
+                "recurrent PPO's layers",
+                format!("policy = `{:?}` (they shape `MlpLstmPolicy`)", self.policy),
+            );
+        }
+        None
+    }
+
     /// Why setting `key` would change nothing under this config (`None` when it is read).
     /// The reason names the key, what it is, and the setting that ignores it.
     pub fn ignored_key(&self, key: &str) -> Option<String> {
         let algo = self.algo;
         let not_read = |what: &str, by: String| Some(format!("`{key}` ({what}) has no effect with {by}"));
         let by_algo = || format!("algo = `{algo}`");
-        if self.policy == crate::policy::PolicyKind::CnnPolicy
-            && matches!(key, "net_arch" | "activation" | "shared_trunk")
-        {
-            return not_read("the MLP's shape", "policy = `CnnPolicy` (the Nature CNN, shared by both heads)".into());
-        }
-        if self.policy != crate::policy::PolicyKind::MlpLstmPolicy
-            && matches!(
-                key,
-                "lstm_hidden_size" | "n_lstm_layers" | "shared_lstm" | "enable_critic_lstm" | "recurrent_cell"
-            )
-        {
-            return not_read(
-                "recurrent PPO's layers",
-                format!("policy = `{:?}` (they shape `MlpLstmPolicy`)", self.policy),
-            );
+        if let Some(why) = self.ignored_by_policy(key) {
+            return Some(why);
         }
         if let Some((_, what)) = PPO_ONLY.iter().find(|(k, _)| *k == key) {
             // PPG's policy phase is PPO-Clip with value clipping, for `e_policy` epochs.

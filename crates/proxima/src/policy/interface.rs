@@ -89,9 +89,9 @@ pub trait Policy: Send {
         0
     }
 
-    /// A recurrent policy's [`Policy::act_into`]: one step of N envs with their hidden state
-    /// `state` `[N, recurrent_state_dim]`, zeroed first where `episode_starts` `[N]` is true and
-    /// advanced in place; `out.head` holds the (masked) head of the step.
+    /// A recurrent policy's [`Policy::act_into`]: one step of N envs with `hidden` =
+    /// `(episode_starts [N], state [N, recurrent_state_dim])`, each env's state zeroed first where
+    /// its episode starts and advanced in place; `out.head` holds the (masked) head of the step.
     ///
     /// # Errors
     /// As [`Policy::act_into`]; `Unsupported` (the default) for a feed-forward policy.
@@ -99,13 +99,12 @@ pub trait Policy: Send {
         &self,
         obs: &[f32],
         masks: Option<&[u8]>,
-        episode_starts: &[bool],
-        state: &mut [f32],
+        hidden: (&[bool], &mut [f32]),
         deterministic: bool,
         rng: &mut dyn RngCore,
         out: &mut ActOutput,
     ) -> Result<()> {
-        let _ = (obs, masks, episode_starts, state, deterministic, rng, out);
+        let _ = (obs, masks, hidden, deterministic, rng, out);
         Err(crate::error::ProximaError::Unsupported("this policy has no hidden state (not a recurrent policy)".into()))
     }
 

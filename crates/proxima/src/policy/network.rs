@@ -222,13 +222,12 @@ impl Policy for Network {
         &self,
         obs: &[f32],
         masks: Option<&[u8]>,
-        episode_starts: &[bool],
-        state: &mut [f32],
+        hidden: (&[bool], &mut [f32]),
         deterministic: bool,
         rng: &mut dyn RngCore,
         out: &mut ActOutput,
     ) -> Result<()> {
-        self.inner().act_recurrent(obs, masks, episode_starts, state, deterministic, rng, out)
+        self.inner().act_recurrent(obs, masks, hidden, deterministic, rng, out)
     }
     fn predict_values_recurrent(&self, obs: &[f32], episode_starts: &[bool], state: &[f32]) -> Result<Vec<f32>> {
         self.inner().predict_values_recurrent(obs, episode_starts, state)

@@ -139,7 +139,7 @@ impl Memory {
         if self.state.is_empty() {
             return policy.act_into(obs, masks, deterministic, rng, out);
         }
-        policy.act_recurrent(obs, masks, &[self.start], &mut self.state, deterministic, rng, out)?;
+        policy.act_recurrent(obs, masks, (&[self.start], &mut self.state), deterministic, rng, out)?;
         self.start = false;
         Ok(())
     }
