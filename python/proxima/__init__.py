@@ -5,7 +5,7 @@
     action, _ = model.predict(obs, deterministic=True)
     model.save("ppo_cartpole")          # ppo_cartpole.safetensors; `proxima eval` reads it too
 
-``PPO``, ``MaskablePPO``, ``A2C``, ``TRPO``, ``SAC``, ``TD3``, ``DDPG`` and ``TQC`` take SB3's (sb3-contrib's) keyword
+``PPO``, ``MaskablePPO``, ``RecurrentPPO``, ``A2C``, ``TRPO``, ``SAC``, ``TD3``, ``DDPG`` and ``TQC`` take SB3's (sb3-contrib's) keyword
 arguments and defaults; the env
 may be a native id (stepped in Rust), any Gymnasium id, env object, list of env factories,
 Gymnasium vector env or SB3 VecEnv. See ``help(proxima.PPO)``. ``model.get_env()`` returns it as a
@@ -22,13 +22,14 @@ import os as _os
 _os.environ.setdefault("RAYON_NUM_THREADS", "1")
 
 from ._proxima import CONFIG_KEYS, NATIVE_ENV_IDS, PRESETS, __version__
-from .algorithms import A2C, DDPG, PPO, SAC, TD3, TQC, TRPO, BaseAlgorithm, MaskablePPO
+from .algorithms import A2C, DDPG, PPO, SAC, TD3, TQC, TRPO, BaseAlgorithm, MaskablePPO, RecurrentPPO
 from .evaluation import evaluate_policy
 from . import callbacks, type_aliases, vec_env
 
 __all__ = [
     "PPO",
     "MaskablePPO",
+    "RecurrentPPO",
     "A2C",
     "TRPO",
     "SAC",

@@ -37,7 +37,12 @@ _CNN_POLICIES = {"CnnPolicy", "ActorCriticCnnPolicy"}
 # SB3's policy for Dict observations: each key flattened (Discrete one-hot) and concatenated, as its
 # CombinedExtractor does for non-image keys; the bridge flattens them (Gymnasium's spaces.flatten).
 _MULTI_INPUT_POLICIES = {"MultiInputPolicy", "MultiInputActorCriticPolicy"}
-_NOT_YET_POLICIES: set[str] = set()
+_NOT_YET_POLICIES: set[str] = {"CnnLstmPolicy", "MultiInputLstmPolicy"}
+# sb3-contrib's recurrent policy (RecurrentPPO): the LSTM between the observation and the MLPs.
+_LSTM_POLICIES = {"MlpLstmPolicy", "RecurrentActorCriticPolicy"}
+# policy_kwargs of the recurrent policy, and the config key each sets.
+_LSTM_KWARGS = {"lstm_hidden_size": int, "n_lstm_layers": int, "shared_lstm": bool, "enable_critic_lstm": bool,
+                "recurrent_cell": str}
 _SAFETENSORS = ".safetensors"
 
 
@@ -117,6 +122,7 @@ class BaseAlgorithm:
 
     _algo: ClassVar[str]
     _preset: ClassVar[str]
+    _recurrent: ClassVar[bool] = False
 
     def __init__(self, policy: PolicyType, env: Optional[EnvLike], hyper: dict[str, Any], extra: dict[str, Any]):
         self._check_policy(policy)
@@ -155,7 +161,11 @@ class BaseAlgorithm:
         name = _policy_name(policy)
         if name in _NOT_YET_POLICIES:
             raise NotImplementedError(f"{name} is not supported yet; use 'MlpPolicy' or 'CnnPolicy'")
-        known = _SB3_POLICIES | _CNN_POLICIES | _MULTI_INPUT_POLICIES
+        known = _SB3_POLICIES | _CNN_POLICIES | _MULTI_INPUT_POLICIES | (_LSTM_POLICIES if self._recurrent else set())
+        if name in _LSTM_POLICIES and not self._recurrent:
+            raise ValueError(f"{name} is RecurrentPPO's policy: use proxima.RecurrentPPO({name!r}, env)")
+        if self._recurrent and name not in _LSTM_POLICIES:
+            raise ValueError(f"RecurrentPPO takes 'MlpLstmPolicy', not {name!r}")
         if name not in known:
             hint = difflib.get_close_matches(str(name), sorted(known), n=1)
             more = f" (did you mean {hint[0]!r}?)" if hint else ""
@@ -249,6 +259,7 @@ class BaseAlgorithm:
         self._obs_dim = self._model.obs_dim
         self._action_kind = self._model.action_space[0]
         self._config_toml = self._model.config_toml
+        self._recurrent_shape = self._model.recurrent
 
     @classmethod
     def _blank(cls: type[SelfBaseAlgorithm], env: Optional[EnvLike]) -> SelfBaseAlgorithm:
@@ -406,8 +417,10 @@ class BaseAlgorithm:
         state: Optional[tuple[np.ndarray, ...]],
         deterministic: bool,
         action_masks: Optional[npt.ArrayLike],
+        episode_start: Optional[npt.ArrayLike] = None,
     ) -> tuple[np.ndarray, Optional[tuple[np.ndarray, ...]]]:
-        """``predict``, with sb3-contrib's ``action_masks`` when given."""
+        """``predict``, with sb3-contrib's ``action_masks`` when given, and a recurrent policy's
+        ``state`` and ``episode_start`` (sb3-contrib's ``RecurrentPPO.predict``)."""
         if self._model is None:
             raise ValueError("this model has no policy yet")
         if isinstance(observation, tuple) and len(observation) == 2 and isinstance(observation[1], dict):
@@ -427,7 +440,11 @@ class BaseAlgorithm:
         if batch.shape[0] == 0:
             raise ValueError(f"an empty batch of observations (shape {obs.shape}): give at least one")
         masks = None if action_masks is None else _mask_rows(action_masks, batch.shape[0])
-        acts = self._model.predict(np.ascontiguousarray(batch, dtype=np.float32), bool(deterministic), masks)
+        hidden = self._hidden_in(state, episode_start, batch.shape[0])
+        acts, next_state = self._model.predict(np.ascontiguousarray(batch, dtype=np.float32), bool(deterministic),
+                                               masks, *hidden)
+        if next_state is not None:
+            state = self._hidden_out(next_state)
         kind = self._action_kind
         if kind == "discrete":
             out = acts[:, 0].astype(np.int64)
@@ -438,6 +455,40 @@ class BaseAlgorithm:
             dtype = getattr(self.action_space, "dtype", np.float32)
             out = acts.reshape((acts.shape[0],) + ashape).astype(dtype)
         return (out.squeeze(axis=0) if single else out), state
+
+    def _hidden_in(self, state: Optional[tuple[np.ndarray, ...]], episode_start: Optional[npt.ArrayLike],
+                   n: int) -> tuple[Optional[np.ndarray], Optional[np.ndarray]]:
+        """A recurrent policy's ``state`` (sb3-contrib's ``(h, c)``, each ``(n_layers, n_envs,
+        hidden)``; None: zeros) and ``episode_start`` (None: no start) as the model takes them:
+        ``[n, state_dim]`` (the critic's part zeros: acting does not read it) and ``[n]``;
+        ``(None, None)`` for a feed-forward policy."""
+        rec = self._recurrent_shape
+        if rec is None:
+            return None, None
+        cell, hidden, layers, state_dim = rec
+        per = 2 if cell == "lstm" else 1
+        full = np.zeros((n, state_dim), np.float32)
+        if state is not None:
+            parts = [np.asarray(s, dtype=np.float32) for s in state]
+            if len(parts) != per or any(p.shape != (layers, n, hidden) for p in parts):
+                raise ValueError(f"state: {per} array(s) of shape ({layers}, {n}, {hidden}) (the {cell.upper()}'s "
+                                 f"{'(h, c)' if per == 2 else '(h,)'} for {n} observation(s)); got "
+                                 f"{[p.shape for p in parts]}")
+            for k in range(layers):
+                for s_i, p in enumerate(parts):
+                    full[:, (k * per + s_i) * hidden:(k * per + s_i + 1) * hidden] = p[k]
+        starts = np.zeros(n, dtype=bool) if episode_start is None else np.asarray(episode_start, dtype=bool).reshape(-1)
+        if starts.shape != (n,):
+            raise ValueError(f"episode_start of {starts.size} values for {n} observation(s)")
+        return full, starts
+
+    def _hidden_out(self, full: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The model's next hidden state ``[n, state_dim]`` as sb3-contrib returns the actor's:
+        ``(h, c)`` (a GRU: ``(h,)``), each ``(n_layers, n_envs, hidden)``."""
+        cell, hidden, layers, _ = self._recurrent_shape
+        per = 2 if cell == "lstm" else 1
+        return tuple(np.stack([full[:, (k * per + s_i) * hidden:(k * per + s_i + 1) * hidden] for k in range(layers)])
+                     for s_i in range(per))
 
     # --- persistence ------------------------------------------------------------------------
     def save(self, path: Union[str, os.PathLike[str]], exclude: Optional[Iterable[str]] = None,
@@ -1037,6 +1088,86 @@ class MaskablePPO(PPO):
         return self._predict(observation, state, deterministic, action_masks)
 
 
+class RecurrentPPO(PPO):
+    """PPO with a recurrent policy — sb3-contrib's ``RecurrentPPO`` with ``MlpLstmPolicy``, with its
+    keyword arguments and defaults: an LSTM (or, with ``policy_kwargs=dict(recurrent_cell="gru")``,
+    a GRU) between the observation and the MLPs, its hidden state carried from step to step and
+    zeroed at episode starts, learned from minibatches of whole sequences (``batch_size`` must be
+    ``n_steps`` times a number of envs that divides ``n_envs``). ``predict`` takes and returns the
+    state as sb3-contrib's."""
+
+    _recurrent = True
+
+    def __init__(
+        self,
+        policy: PolicyType,
+        env: Optional[EnvLike],
+        learning_rate: Union[float, Schedule] = 3e-4,
+        n_steps: int = 128,
+        batch_size: Optional[int] = 128,
+        n_epochs: int = 10,
+        gamma: float = 0.99,
+        gae_lambda: float = 0.95,
+        clip_range: Union[float, Schedule] = 0.2,
+        clip_range_vf: Union[None, float, Schedule] = None,
+        normalize_advantage: bool = True,
+        ent_coef: float = 0.0,
+        vf_coef: float = 0.5,
+        max_grad_norm: float = 0.5,
+        use_sde: bool = False,
+        sde_sample_freq: int = -1,
+        target_kl: Optional[float] = None,
+        stats_window_size: int = 100,
+        tensorboard_log: Optional[str] = None,
+        policy_kwargs: Optional[dict[str, Any]] = None,
+        verbose: int = 0,
+        seed: Optional[int] = None,
+        device: str = "auto",
+        _init_setup_model: bool = True,
+        **kwargs: Any,
+    ):
+        super().__init__(policy, env, learning_rate=learning_rate, n_steps=n_steps, batch_size=batch_size,
+                         n_epochs=n_epochs, gamma=gamma, gae_lambda=gae_lambda, clip_range=clip_range,
+                         clip_range_vf=clip_range_vf, normalize_advantage=normalize_advantage, ent_coef=ent_coef,
+                         vf_coef=vf_coef, max_grad_norm=max_grad_norm, use_sde=use_sde, sde_sample_freq=sde_sample_freq,
+                         target_kl=target_kl, stats_window_size=stats_window_size, tensorboard_log=tensorboard_log,
+                         policy_kwargs=policy_kwargs, verbose=verbose, seed=seed, device=device,
+                         _init_setup_model=_init_setup_model, **kwargs)
+
+    def _settings(self, h: dict[str, Any]) -> dict[str, Setting]:
+        return {**super()._settings(h), "policy": "MlpLstmPolicy"}
+
+    def _policy_settings(self, policy_kwargs: Optional[dict[str, Any]]) -> dict[str, Setting]:
+        kwargs = dict(policy_kwargs or {})
+        lstm = {k: _LSTM_KWARGS[k](kwargs.pop(k)) for k in list(kwargs) if k in _LSTM_KWARGS}
+        return {**_policy_settings(kwargs), **lstm}
+
+    def learn(self, total_timesteps: int, callback: MaybeCallback = None, log_interval: int = 1,
+              tb_log_name: str = "RecurrentPPO", reset_num_timesteps: bool = True,
+              progress_bar: bool = False) -> RecurrentPPO:
+        """(sb3-contrib's ``RecurrentPPO.learn``: see ``BaseAlgorithm.learn``.)"""
+        super().learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar)
+        return self
+
+    def predict(
+        self,
+        observation: npt.ArrayLike,
+        state: Optional[tuple[np.ndarray, ...]] = None,
+        episode_start: Optional[np.ndarray] = None,
+        deterministic: bool = False,
+    ) -> tuple[np.ndarray, Optional[tuple[np.ndarray, ...]]]:
+        """Get the policy action from an observation and the hidden state (sb3-contrib's).
+
+        :param observation: the input observation (one, or one per env)
+        :param state: the last hidden state, ``(h, c)`` each ``(n_lstm_layers, n_envs, lstm_hidden_size)``
+            (a GRU: ``(h,)``); ``None`` at the start (zeros)
+        :param episode_start: whether each observation starts an episode (its state is zeroed first);
+            ``None``: none does
+        :param deterministic: whether to return deterministic actions
+        :return: the model's action and the next hidden state"""
+        return self._predict(observation, state, deterministic, None, episode_start)
+
+
 class A2C(BaseAlgorithm):
     """Advantage Actor-Critic (Mnih et al. 2016, synchronous): one RMSprop step per rollout of
     n-step returns — Stable-Baselines3's ``A2C``, with its keyword arguments and defaults."""
@@ -1502,6 +1633,7 @@ def _document() -> None:
     tables = {
         PPO: (_docs.ON_POLICY, _docs.COMMON),
         MaskablePPO: (_docs.ON_POLICY, _docs.COMMON),
+        RecurrentPPO: (_docs.ON_POLICY, _docs.COMMON),
         A2C: (_docs.A2C, _docs.ON_POLICY, _docs.COMMON),
         TRPO: (_docs.TRPO, _docs.ON_POLICY, _docs.COMMON),
         SAC: (_docs.SAC, _docs.OFF_POLICY, _docs.COMMON),

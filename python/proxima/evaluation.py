@@ -111,12 +111,14 @@ def evaluate_policy(
 
     masked = use_masking and "action_masks" in inspect.signature(model.predict).parameters
     masked = masked and _action_masks(venv) is not None
+    # As SB3's: the hidden state and episode starts go through predict (a recurrent policy's).
+    states, episode_starts = None, np.ones(n, dtype=bool)
     while (counts < targets).any():
-        if masked:
-            actions, _ = model.predict(obs, deterministic=deterministic, action_masks=_action_masks(venv))
-        else:
-            actions, _ = model.predict(obs, deterministic=deterministic)
+        masks = {"action_masks": _action_masks(venv)} if masked else {}
+        actions, states = model.predict(obs, state=states, episode_start=episode_starts, deterministic=deterministic,
+                                        **masks)
         obs, r, term, trunc, info = venv.step(actions)
+        episode_starts = np.logical_or(term, trunc)
         cur_r += r
         cur_l += 1
         for i in range(n):

@@ -56,6 +56,7 @@ def source_defaults(package: str, module: str, cls: str, method: str = "__init__
     ("stable_baselines3", "a2c.a2c", "A2C"),
     ("sb3_contrib", "trpo.trpo", "TRPO"),
     ("sb3_contrib", "ppo_mask.ppo_mask", "MaskablePPO"),
+    ("sb3_contrib", "ppo_recurrent.ppo_recurrent", "RecurrentPPO"),
 ])
 def test_every_constructor_default_equals_sb3s(package, module, cls):
     theirs = source_defaults(package, module, cls)
@@ -68,6 +69,7 @@ def test_every_constructor_default_equals_sb3s(package, module, cls):
     ("stable_baselines3", "a2c.a2c", "A2C"),
     ("sb3_contrib", "trpo.trpo", "TRPO"),
     ("sb3_contrib", "ppo_mask.ppo_mask", "MaskablePPO"),
+    ("sb3_contrib", "ppo_recurrent.ppo_recurrent", "RecurrentPPO"),
 ])
 def test_learn_defaults_equal_sb3s(package, module, cls):
     theirs = source_defaults(package, module, cls, "learn")

@@ -5,7 +5,7 @@
 use crate::envs::EnvSource;
 use crate::errors::{to_py, IntoPy};
 use crate::settings;
-use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray2, PyUntypedArrayMethods};
+use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
 use proxima::checkpoint::{self, Checkpoint, CheckpointMeta, OptimizerState};
 use proxima::collect::{StepObserver, StepView};
 use proxima::config::Config;
@@ -266,15 +266,19 @@ fn check_path(what: &str, path: &std::path::Path, writes: bool) -> PyResult<()> 
     Ok(())
 }
 
+/// A recurrent policy's hidden state `[B, state_dim]` and episode starts `[B]` for `predict`.
+type Hidden<'py> = (PyReadonlyArray2<'py, f32>, PyReadonlyArray1<'py, bool>);
+
 /// Actions for `observations` `[B, obs_dim]` on `policy`, masked by `action_masks`
-/// `[B, mask_dim]` when given (see `Model.predict`).
+/// `[B, mask_dim]` when given, and a recurrent policy's next hidden state when `hidden` is
+/// given (see `Model.predict`).
 fn predict_rows<'py>(
     py: Python<'py>,
     (policy, norm, rng): (&dyn Policy, Option<&Normalizer>, &mut ChaCha8Rng),
     observations: &PyReadonlyArray2<'py, f32>,
-    action_masks: Option<&PyReadonlyArray2<'py, u8>>,
+    (action_masks, hidden): (Option<&PyReadonlyArray2<'py, u8>>, Option<&Hidden<'py>>),
     deterministic: bool,
-) -> PyResult<Bound<'py, PyArray2<f32>>> {
+) -> PyResult<(Bound<'py, PyArray2<f32>>, Option<Bound<'py, PyArray2<f32>>>)> {
     let (rows, cols) = (observations.shape()[0], observations.shape()[1]);
     let od = policy.spec().obs_dim;
     if cols != od {
@@ -298,19 +302,28 @@ fn predict_rows<'py>(
         policy.spec().action.check_masks(rows, m).py()?;
     }
     let md = masks.as_ref().map_or(0, |m| m.len() / rows.max(1));
-    // A few thousand rows at a time: the networks' buffers follow the chunk, not the whole
-    // array (the same actions: each row's sample is drawn in row order either way).
     let (mut actions, mut out) = (Vec::with_capacity(rows * ad), proxima::policy::ActOutput::default());
-    for (i, chunk) in obs.chunks(PREDICT_CHUNK_ROWS * od.max(1)).enumerate() {
-        let first = i * PREDICT_CHUNK_ROWS;
-        let chunk_masks = masks.as_ref().map(|m| &m[first * md..(first + chunk.len() / od.max(1)) * md]);
-        policy.act_into(chunk, chunk_masks, deterministic, rng, &mut out).py()?;
-        actions.extend_from_slice(&out.actions);
+    let mut next_state = None;
+    if let Some((state, starts)) = hidden {
+        let (mut state, starts) = (state.as_array().iter().copied().collect::<Vec<f32>>(), starts.as_slice()?);
+        policy.act_recurrent(&obs, masks.as_deref(), (starts, &mut state), deterministic, rng, &mut out).py()?;
+        actions = std::mem::take(&mut out.actions);
+        let sd = state.len() / rows.max(1);
+        next_state = Some(PyArray1::from_vec(py, state).reshape([rows, sd])?);
+    } else {
+        // A few thousand rows at a time: the networks' buffers follow the chunk, not the whole
+        // array (the same actions: each row's sample is drawn in row order either way).
+        for (i, chunk) in obs.chunks(PREDICT_CHUNK_ROWS * od.max(1)).enumerate() {
+            let first = i * PREDICT_CHUNK_ROWS;
+            let chunk_masks = masks.as_ref().map(|m| &m[first * md..(first + chunk.len() / od.max(1)) * md]);
+            policy.act_into(chunk, chunk_masks, deterministic, rng, &mut out).py()?;
+            actions.extend_from_slice(&out.actions);
+        }
     }
     for a in actions.chunks_mut(ad) {
         policy.env_action(a);
     }
-    PyArray1::from_vec(py, actions).reshape([rows, ad])
+    Ok((PyArray1::from_vec(py, actions).reshape([rows, ad])?, next_state))
 }
 
 /// Rows `predict` passes to the policy at a time.
@@ -494,21 +507,30 @@ impl Model {
     /// Actions for `observations` `[B, obs_dim]` (float32): the mode when `deterministic`, else
     /// sampled; Box actions clipped to the space; observations normalised as in training;
     /// with `action_masks` (`[B, mask_dim]` uint8, 1 = valid: sb3-contrib's) the masked actions
-    /// are never chosen. Returns `[B, act_dim]` float32 (the Python layer casts discrete actions
-    /// to int).
-    #[pyo3(signature = (observations, deterministic, action_masks = None))]
+    /// are never chosen; a recurrent policy's with `state` (`[B, recurrent_state_dim]` float32)
+    /// and `episode_starts` (`[B]` bool: the state is zeroed first there), whose next state it
+    /// returns. Returns `([B, act_dim] float32, next state or None)` (the Python layer casts
+    /// discrete actions to int).
+    #[pyo3(signature = (observations, deterministic, action_masks = None, state = None, episode_starts = None))]
     fn predict<'py>(
         &self,
         py: Python<'py>,
         observations: PyReadonlyArray2<'py, f32>,
         deterministic: bool,
         action_masks: Option<PyReadonlyArray2<'py, u8>>,
-    ) -> PyResult<Bound<'py, PyArray2<f32>>> {
-        let masks = action_masks.as_ref();
+        state: Option<PyReadonlyArray2<'py, f32>>,
+        episode_starts: Option<PyReadonlyArray1<'py, bool>>,
+    ) -> PyResult<(Bound<'py, PyArray2<f32>>, Option<Bound<'py, PyArray2<f32>>>)> {
+        let hidden = match (state, episode_starts) {
+            (Some(s), Some(e)) => Some((s, e)),
+            (None, None) => None,
+            _ => return Err(PyValueError::new_err("state and episode_starts go together")),
+        };
+        let extra = (action_masks.as_ref(), hidden.as_ref());
         let Some(mut guard) = self.try_lock()? else {
             return self.with_lent(|policy, norm, rng, _| {
                 let norm = Some(norm).filter(|n| n.is_active());
-                predict_rows(py, (policy, norm, rng), &observations, masks, deterministic)
+                predict_rows(py, (policy, norm, rng), &observations, extra, deterministic)
             })?;
         };
         let inner = &mut *guard;
@@ -516,7 +538,18 @@ impl Model {
             State::Training(t) => (&t.policy, Some(&t.collector.norm).filter(|n| n.is_active())),
             State::Loaded(l) => (&l.policy, l.norm.as_ref()),
         };
-        predict_rows(py, (policy, norm, &mut inner.rng), &observations, masks, deterministic)
+        predict_rows(py, (policy, norm, &mut inner.rng), &observations, extra, deterministic)
+    }
+
+    /// A recurrent policy's layers: `(cell, hidden_size, n_layers, state_dim)` (`state_dim`: the
+    /// values of one env's whole hidden state, the actor's stack first), or None.
+    #[getter]
+    fn recurrent(&self) -> PyResult<Option<(String, usize, usize, usize)>> {
+        let inner = self.lock()?;
+        Ok(inner.spec().recurrent.map(|r| {
+            let cell = serde_json::to_value(r.cell).ok().and_then(|v| v.as_str().map(str::to_string));
+            (cell.unwrap_or_default(), r.hidden_size, r.n_layers, r.state_dim())
+        }))
     }
 
     /// Writes the model to `path` (safetensors, atomically): parameters, optimiser state,
