@@ -274,6 +274,28 @@ class KeyDecides(gym.Env):
         return self._obs(), reward, False, False, {}
 
 
+class CartPoleNoVel(gym.Wrapper):
+    """CartPole-v1 with the velocities hidden (observation: cart position and pole angle only), the
+    usual check of a recurrent policy (rl-zoo's CartPoleNoVel-v1): a memoryless policy cannot
+    balance the pole for long; one that infers the velocities can."""
+
+    def __init__(self):
+        super().__init__(gym.make("CartPole-v1"))
+        full = self.env.observation_space
+        self.observation_space = spaces.Box(full.low[[0, 2]], full.high[[0, 2]], dtype=np.float32)
+
+    def reset(self, seed=None, options=None):
+        obs, info = self.env.reset(seed=seed, options=options)
+        return obs[[0, 2]], info
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return obs[[0, 2]], reward, terminated, truncated, info
+
+
+gym.register("toy/CartPoleNoVel-v1", entry_point=CartPoleNoVel)
+
+
 class KeyDecidesFlat(KeyDecides):
     """KeyDecides without the nested Dict and the Tuple, which SB3 does not take (its side-by-side bench)."""
 
