@@ -201,6 +201,33 @@ class SB3VecEnvAdapter(_SameStepView):
         return obs, np.asarray(rewards, dtype=np.float64), terminated, truncated, info
 
 
+def _obs_row(obs: Any, i: int) -> Any:
+    """Env ``i``'s observation of a batch (a Dict/Tuple one as a dict/tuple of its rows), copied."""
+    if isinstance(obs, dict):
+        return {k: _obs_row(v, i) for k, v in obs.items()}
+    if isinstance(obs, tuple):
+        return tuple(_obs_row(v, i) for v in obs)
+    return np.array(obs[i], copy=True)
+
+
+def _obs_copy(obs: Any) -> Any:
+    """A copy of a batch of observations (arrays, or dicts/tuples of them)."""
+    if isinstance(obs, dict):
+        return {k: _obs_copy(v) for k, v in obs.items()}
+    if isinstance(obs, tuple):
+        return tuple(_obs_copy(v) for v in obs)
+    return np.array(obs, copy=True)
+
+
+def _same_rows(a: Any, b: Any, rows: np.ndarray) -> bool:
+    """Whether two batches of observations agree on ``rows`` (a boolean mask over the envs)."""
+    if isinstance(a, dict):
+        return all(_same_rows(a[k], b[k], rows) for k in a)
+    if isinstance(a, tuple):
+        return all(_same_rows(x, y, rows) for x, y in zip(a, b))
+    return bool(np.array_equal(np.asarray(a)[rows], np.asarray(b)[rows]))
+
+
 class SameStepAdapter(_SameStepView):
     """A Gymnasium vector env in next-step (or disabled) autoreset mode seen with same-step
     autoreset: after a step, the envs whose episode ended are reset there and then (their last
@@ -218,10 +245,10 @@ class SameStepAdapter(_SameStepView):
         final_obs = np.empty(self.num_envs, dtype=object)
         if ended.any():
             for i in np.flatnonzero(ended):
-                final_obs[i] = np.array(obs[i], copy=True)
-            kept = np.array(obs, copy=True)
+                final_obs[i] = _obs_row(obs, i)
+            kept = _obs_copy(obs)
             obs, _ = self.venv.reset(options={"reset_mask": ended})
-            if not np.array_equal(np.asarray(obs)[~ended], kept[~ended]):
+            if not _same_rows(obs, kept, ~ended):
                 raise NotImplementedError(
                     f"{type(self.venv).__name__} reset envs whose episode had not ended when asked to reset only "
                     "the ended ones (options={'reset_mask': ...}), so it cannot train without cutting episodes: "

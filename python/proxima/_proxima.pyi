@@ -59,6 +59,8 @@ class Model:
     @property
     def recurrent(self) -> Optional[tuple[str, int, int, int]]: ...  # (cell, hidden_size, n_layers, state_dim)
     @property
+    def trains_masked(self) -> bool: ...
+    @property
     def observation_space(self) -> tuple[list[int], str]: ...  # (shape, "uint8" | "float32")
     @property
     def action_space(self) -> Union[tuple[str, int], tuple[str, list[int]], tuple[str, list[float], list[float]]]: ...

@@ -79,15 +79,17 @@ def _activation_name(fn: Union[str, type, Callable[..., object]]) -> str:
     raise NotImplementedError(f"activation_fn {fn!r}: supported are torch.nn.Tanh, torch.nn.ReLU, 'tanh', 'relu'")
 
 
-def _policy_settings(policy_kwargs: Optional[dict[str, Any]]) -> dict[str, Setting]:
-    """``policy_kwargs`` (SB3's MlpPolicy arguments) as config settings."""
+def _policy_settings(policy_kwargs: Optional[dict[str, Any]], also: Iterable[str] = ()) -> dict[str, Setting]:
+    """``policy_kwargs`` (SB3's MlpPolicy arguments) as config settings; ``also``: the caller's own
+    keys, named in the error for an unknown one."""
     known = {"net_arch", "activation_fn", "ortho_init", "log_std_init", "share_features_extractor", "shared_trunk"}
     sets: dict[str, Setting] = {}
     for key, value in (policy_kwargs or {}).items():
         if key not in known:
-            hint = difflib.get_close_matches(key, sorted(known), n=1)
+            everything = sorted(known | set(also))
+            hint = difflib.get_close_matches(key, everything, n=1)
             more = f" (did you mean {hint[0]!r}?)" if hint else ""
-            raise NotImplementedError(f"policy_kwargs[{key!r}] is not supported{more}; supported: {sorted(known)}")
+            raise NotImplementedError(f"policy_kwargs[{key!r}] is not supported{more}; supported: {everything}")
         if key == "net_arch":
             sets["net_arch"] = _net_arch(value)
         elif key == "activation_fn":
@@ -160,7 +162,8 @@ class BaseAlgorithm:
     def _check_policy(self, policy: PolicyType) -> None:
         name = _policy_name(policy)
         if name in _NOT_YET_POLICIES:
-            raise NotImplementedError(f"{name} is not supported yet; use 'MlpPolicy' or 'CnnPolicy'")
+            use = "'MlpLstmPolicy'" if self._recurrent else "'MlpPolicy' or 'CnnPolicy'"
+            raise NotImplementedError(f"{name} is not supported yet; use {use}")
         known = _SB3_POLICIES | _CNN_POLICIES | _MULTI_INPUT_POLICIES | (_LSTM_POLICIES if self._recurrent else set())
         if name in _LSTM_POLICIES and not self._recurrent:
             raise ValueError(f"{name} is RecurrentPPO's policy: use proxima.RecurrentPPO({name!r}, env)")
@@ -709,15 +712,35 @@ def _flat_observation(observation: Any, space: Optional[gym.spaces.Space], obs_d
     if not structured:
         raise TypeError(f"a {type(observation).__name__} observation for a policy of observation space {space}: "
                         "Dict observations need the model's Dict space (pass env= to load)")
+    def flat(row: Any) -> np.ndarray:
+        _check_discrete_keys(space, row)
+        return np.asarray(gymnasium.spaces.flatten(space, row), dtype=np.float32)
+
     try:
         n = _batch_size(space, observation)
         if n is None:
-            return np.asarray(gymnasium.spaces.flatten(space, observation), dtype=np.float32)
+            return flat(observation)
         rows = gymnasium.vector.utils.iterate(gymnasium.vector.utils.batch_space(space, n), observation)
-        return np.stack([gymnasium.spaces.flatten(space, row) for row in rows]).astype(np.float32)
+        return np.stack([flat(row) for row in rows])
     except (KeyError, ValueError, TypeError, IndexError, AssertionError) as e:
         raise ValueError(f"an observation that does not fit the observation space {space}: "
                          f"{type(e).__name__}: {e}") from e
+
+
+def _check_discrete_keys(space: gym.spaces.Space, observation: Any) -> None:
+    """A Discrete (MultiDiscrete) key's value must lie in its space: the one-hot of a value out of
+    range would be silently wrong (a negative index counts from the end)."""
+    import gymnasium
+
+    if isinstance(space, gymnasium.spaces.Dict):
+        for k, sub in space.spaces.items():
+            _check_discrete_keys(sub, observation[k])
+    elif isinstance(space, gymnasium.spaces.Tuple):
+        for sub, v in zip(space.spaces, observation):
+            _check_discrete_keys(sub, v)
+    elif isinstance(space, (gymnasium.spaces.Discrete, gymnasium.spaces.MultiDiscrete)) and not space.contains(
+            np.asarray(observation, dtype=space.dtype) if np.all(np.mod(observation, 1) == 0) else None):
+        raise ValueError(f"the value {observation!r} is not in {space}")
 
 
 def _batch_size(space: gym.spaces.Space, observation: Any) -> Optional[int]:
@@ -1054,6 +1077,9 @@ class MaskablePPO(PPO):
         if isinstance(self.action_space, gymnasium.spaces.Box):
             raise ValueError(f"MaskablePPO masks Discrete and MultiDiscrete actions; this env's action space is "
                              f"{self.action_space} (continuous): use PPO")
+        if self._model is not None and not self._model.trains_masked:
+            raise ValueError("Environment does not support action masking: it has no action_masks() method "
+                             "(give the env one, or wrap it in sb3-contrib's ActionMasker)")
 
     def _settings(self, h: dict[str, Any]) -> dict[str, Setting]:
         return {**super()._settings(h), "use_masking": True}
@@ -1140,7 +1166,7 @@ class RecurrentPPO(PPO):
     def _policy_settings(self, policy_kwargs: Optional[dict[str, Any]]) -> dict[str, Setting]:
         kwargs = dict(policy_kwargs or {})
         lstm = {k: _LSTM_KWARGS[k](kwargs.pop(k)) for k in list(kwargs) if k in _LSTM_KWARGS}
-        return {**_policy_settings(kwargs), **lstm}
+        return {**_policy_settings(kwargs, also=_LSTM_KWARGS), **lstm}
 
     def learn(self, total_timesteps: int, callback: MaybeCallback = None, log_interval: int = 1,
               tb_log_name: str = "RecurrentPPO", reset_num_timesteps: bool = True,

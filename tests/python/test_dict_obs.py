@@ -71,6 +71,11 @@ def test_sb3s_policy_rules_and_bad_dict_observations(trained):
     del obs["cue"]
     with pytest.raises(ValueError, match="does not fit the observation space"):
         trained.predict(obs)
+    obs, _ = gym.make("toy/KeyDecides-v0").reset(seed=0)
+    for bad in (-1, 3, 1.5):  # a negative index would pick the last one-hot silently
+        obs["cue"] = bad
+        with pytest.raises(ValueError, match=r"is not in Discrete\(3\)"):
+            trained.predict(obs)
 
 
 def test_sac_takes_dict_observations_too():
@@ -98,3 +103,9 @@ def test_dict_observations_from_an_sb3_vec_env():
     obs = vec.reset()
     actions, _ = model.predict(obs, deterministic=True)
     assert actions.shape == (2,)
+
+
+def test_dict_observations_from_a_next_step_gymnasium_vector_env():
+    vec = gym.vector.SyncVectorEnv([lambda: gym.make("toy/KeyDecides-v0") for _ in range(2)])  # NEXT_STEP autoreset
+    model = proxima.PPO("MultiInputPolicy", vec, **SMALL).learn(1_024)  # 10-step episodes: resets inside
+    assert model.num_timesteps == 1_024

@@ -84,9 +84,11 @@ def test_bad_masks_are_clear_exceptions(trained):
         trained.predict(obs, action_masks=np.full(6, 2))
 
 
-def test_maskable_ppo_refuses_a_box_action_space_and_unmasked_learning():
+def test_maskable_ppo_refuses_a_box_action_space_an_env_without_masks_and_unmasked_learning():
     with pytest.raises(ValueError, match="MaskablePPO masks Discrete and MultiDiscrete"):
         proxima.MaskablePPO("MlpPolicy", "Pendulum-v1")
+    with pytest.raises(ValueError, match="does not support action masking"):  # as sb3-contrib's
+        proxima.MaskablePPO("MlpPolicy", "CartPole-v1")
     model = proxima.MaskablePPO("MlpPolicy", gym.make("toy/PickOfTwo-v0"), **SMALL)
     with pytest.raises(NotImplementedError, match="use_masking=False"):
         model.learn(256, use_masking=False)

@@ -715,6 +715,13 @@ impl Model {
         Ok(matches!(self.lock()?.state, State::Training(_)))
     }
 
+    /// Whether this model trains under its envs' action masks (PPO on envs with
+    /// `action_masks()` and `use_masking`); false for a loaded policy.
+    #[getter]
+    fn trains_masked(&self) -> PyResult<bool> {
+        Ok(matches!(&self.lock()?.state, State::Training(t) if t.buffer().mask_dim > 0))
+    }
+
     /// Reseeds `predict`'s sampling.
     #[pyo3(signature = (seed))]
     fn seed_predict(&self, seed: u64) -> PyResult<()> {
