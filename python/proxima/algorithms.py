@@ -707,6 +707,9 @@ def _flat_observation(observation: Any, space: Optional[gym.spaces.Space], obs_d
     import gymnasium
 
     structured = isinstance(space, (gymnasium.spaces.Dict, gymnasium.spaces.Tuple))
+    if structured and not isinstance(observation, (dict, tuple)):
+        raise TypeError(f"this policy (MultiInputPolicy) takes {type(space).__name__} observations of {space}; "
+                        f"got {type(observation).__name__}")
     if not isinstance(observation, (dict, tuple)) or (isinstance(observation, tuple) and not structured):
         return np.asarray(observation)
     if not structured:

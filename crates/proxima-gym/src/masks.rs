@@ -56,6 +56,9 @@ pub(crate) fn read_masks(
     out: &mut [bool],
 ) -> Result<()> {
     let bad = |why: String| EnvError::InvalidArgument(format!("{id}.action_masks() returned {why}"));
+    if masks.is_none() {
+        return Err(bad("None; it must return one boolean per action (True = valid)".into()));
+    }
     let arr =
         np.call_method1("asarray", (masks,)).map_err(|e| bad(format!("what NumPy cannot read: {}", py_err(py, e))))?;
     let size: usize = arr.getattr("size").and_then(|s| s.extract()).map_err(|e| bad(py_err(py, e)))?;
