@@ -296,6 +296,41 @@ class CartPoleNoVel(gym.Wrapper):
 gym.register("toy/CartPoleNoVel-v1", entry_point=CartPoleNoVel)
 
 
+class MaskedCueDict(gym.Env):
+    """Masking, memory and Dict observations at once: a Dict observation {"cue": Discrete(3), "ask":
+    MultiBinary(1)} shows a cue (1 or 2) at the first step only (0 afterwards); three steps later "ask"
+    is set and only actions 0 and 1 are valid (the answer: 0 for cue 1, 1 for cue 2; +1 if right, -1 if
+    wrong); before that only action 3 ("wait") is valid. A masked action raises. Memoryless play scores 0,
+    remembering scores 1."""
+
+    def __init__(self):
+        self.observation_space = spaces.Dict({"cue": spaces.Discrete(3), "ask": spaces.MultiBinary(1)})
+        self.action_space = spaces.Discrete(4)
+
+    def _obs(self):
+        return {"cue": self.cue if self.t == 0 else 0, "ask": np.array([int(self.t == 4)], np.int8)}
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.cue, self.t = int(self.np_random.integers(1, 3)), 0
+        return self._obs(), {}
+
+    def action_masks(self):
+        return np.array([True, True, False, False]) if self.t == 4 else np.array([False, False, False, True])
+
+    def step(self, action):
+        a = int(action)
+        if not self.action_masks()[a]:
+            raise ValueError(f"masked action {a} taken at step {self.t}")
+        answer = self.t == 4
+        reward = (1.0 if a == self.cue - 1 else -1.0) if answer else 0.0
+        self.t += 1
+        return self._obs(), reward, answer, False, {}
+
+
+gym.register("toy/MaskedCueDict-v0", entry_point=MaskedCueDict, disable_env_checker=True)
+
+
 class KeyDecidesFlat(KeyDecides):
     """KeyDecides without the nested Dict and the Tuple, which SB3 does not take (its side-by-side bench)."""
 
