@@ -114,6 +114,16 @@ fn case(cell: CellKind, layers: usize, seed: u64) -> Case {
     Case { shape, params, x, starts, state0, w_out, w_state }
 }
 
+/// The stack of case `c` and its sequence: `(net, x [T·B, in], episode starts [T·B], state before step 0)`.
+fn inputs(c: &Case) -> (Recurrent, Tensor, Tensor, proxima::policy::recurrent::RecurrentState) {
+    let dev = Device::Cpu;
+    let (net, _) = Recurrent::new(c.shape, c.params.clone(), &dev).unwrap();
+    let x = Tensor::from_slice(&c.x, (T * B, c.shape.input), &dev).unwrap();
+    let starts = Tensor::from_slice(&c.starts, T * B, &dev).unwrap();
+    let s0 = net.state_from_host(&c.state0, B, &dev).unwrap();
+    (net, x, starts, s0)
+}
+
 fn f64s(v: &[f32]) -> Vec<f64> {
     v.iter().map(|&x| f64::from(x)).collect()
 }
@@ -157,11 +167,7 @@ fn cases() -> Vec<(String, Case)> {
 #[test]
 fn sequences_with_episode_starts_match_the_float64_reference() {
     for (what, c) in cases() {
-        let dev = Device::Cpu;
-        let (net, _) = Recurrent::new(c.shape, c.params.clone(), &dev).unwrap();
-        let x = Tensor::from_slice(&c.x, (T * B, c.shape.input), &dev).unwrap();
-        let starts = Tensor::from_slice(&c.starts, T * B, &dev).unwrap();
-        let s0 = net.state_from_host(&c.state0, B, &dev).unwrap();
+        let (net, x, starts, s0) = inputs(&c);
         let (out, fin) = net.sequence(&x, &starts, &s0, B).unwrap();
         let params: Vec<Vec<f64>> = c.params.iter().map(|p| f64s(p)).collect();
         let (want_out, want_fin) = sequence_ref(&c.shape, &params, &f64s(&c.x), &f64s(&c.starts), &f64s(&c.state0));
@@ -181,11 +187,7 @@ fn sequences_with_episode_starts_match_the_float64_reference() {
 #[test]
 fn one_step_at_a_time_is_the_sequence_bit_for_bit() {
     for (what, c) in cases() {
-        let dev = Device::Cpu;
-        let (net, _) = Recurrent::new(c.shape, c.params.clone(), &dev).unwrap();
-        let x = Tensor::from_slice(&c.x, (T * B, c.shape.input), &dev).unwrap();
-        let starts = Tensor::from_slice(&c.starts, T * B, &dev).unwrap();
-        let s0 = net.state_from_host(&c.state0, B, &dev).unwrap();
+        let (net, x, starts, s0) = inputs(&c);
         let (seq_out, seq_fin) = net.sequence(&x, &starts, &s0, B).unwrap();
         let seq_out = seq_out.flatten_all().unwrap().to_vec1::<f32>().unwrap();
         let mut host = c.state0.clone();
@@ -196,7 +198,7 @@ fn one_step_at_a_time_is_the_sequence_bit_for_bit() {
                     host[e * sd..(e + 1) * sd].fill(0.0);
                 }
             }
-            let st = net.state_from_host(&host, B, &dev).unwrap();
+            let st = net.state_from_host(&host, B, &Device::Cpu).unwrap();
             let (out, next) = net.step(&x.narrow(0, t * B, B).unwrap(), &st).unwrap();
             outs.extend(out.flatten_all().unwrap().to_vec1::<f32>().unwrap());
             host = net.state_to_host(&next).unwrap();
