@@ -109,3 +109,9 @@ def test_dict_observations_from_a_next_step_gymnasium_vector_env():
     vec = gym.vector.SyncVectorEnv([lambda: gym.make("toy/KeyDecides-v0") for _ in range(2)])  # NEXT_STEP autoreset
     model = proxima.PPO("MultiInputPolicy", vec, **SMALL).learn(1_024)  # 10-step episodes: resets inside
     assert model.num_timesteps == 1_024
+
+
+def test_an_env_missing_a_key_is_a_clear_error_in_learn():
+    env = gym.make("toy/KeyMissing-v0")  # its observations lack the "cue" key its space declares
+    with pytest.raises(RuntimeError, match="does not fit its observation_space Dict"):
+        proxima.PPO("MultiInputPolicy", env, **SMALL).learn(256)

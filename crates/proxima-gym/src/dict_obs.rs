@@ -52,11 +52,11 @@ impl StructuredObs {
     /// `Env` naming the env, the space and Gymnasium's complaint for an observation that does not
     /// fit the space (a missing key, a value of the wrong shape).
     pub(crate) fn flatten<'py>(&self, py: Python<'py>, obs: &Bound<'py, PyAny>, id: &str) -> Result<Bound<'py, PyAny>> {
+        // The flattening's exception is not the env's own: its text only, not kept for re-raising.
         self.flatten.bind(py).call1((self.space.bind(py), obs)).map_err(|e| {
             EnvError::Env(format!(
-                "{id} returned an observation that does not fit its observation_space {}: {}",
-                self.repr,
-                py_err(py, e)
+                "{id} returned an observation that does not fit its observation_space {}: {e}",
+                self.repr
             ))
         })
     }
@@ -75,9 +75,8 @@ impl StructuredObs {
     ) -> Result<Bound<'py, PyAny>> {
         let fit = |e: PyErr| {
             EnvError::Env(format!(
-                "{id} returned observations that do not fit its observation_space {}: {}",
-                self.repr,
-                py_err(py, e)
+                "{id} returned observations that do not fit its observation_space {}: {e}",
+                self.repr
             ))
         };
         let iterate = py.import("gymnasium.vector.utils").and_then(|u| u.getattr("iterate")).map_err(fit)?;
