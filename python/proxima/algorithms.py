@@ -565,6 +565,10 @@ class BaseAlgorithm:
             how = (f"load it with proxima.{cls_name}.load" if cls_name else
                    "the Python package has no class for it: evaluate it with `proxima eval` or train on with `proxima train --resume`")
             raise ValueError(f"{file} holds a {algo.upper()} model; {how}")
+        recurrent = self._recurrent_shape is not None
+        if recurrent != cls._recurrent:
+            right = "proxima.RecurrentPPO.load" if recurrent else "proxima.PPO.load (or MaskablePPO.load)"
+            raise ValueError(f"{file} holds a {'recurrent' if recurrent else 'feed-forward'} policy; load it with {right}")
         return self
 
     def get_parameters(self) -> dict[str, np.ndarray]:

@@ -99,3 +99,12 @@ def test_bad_recurrent_inputs_are_clear_exceptions(trained):
         trained.predict(np.zeros(2, np.float32), state=(np.zeros((1, 1, 8)), np.zeros((1, 1, 8))))
     with pytest.raises(ValueError, match="episode_start of 3 values"):
         trained.predict(np.zeros(2, np.float32), episode_start=np.ones(3, bool))
+
+
+def test_loading_across_recurrent_and_feed_forward_classes_is_refused(trained, tmp_path):
+    trained.save(tmp_path / "rec")
+    with pytest.raises(ValueError, match="holds a recurrent policy; load it with proxima.RecurrentPPO.load"):
+        proxima.PPO.load(tmp_path / "rec")
+    proxima.PPO("MlpPolicy", Cue(), n_steps=16, batch_size=16).save(tmp_path / "ff")
+    with pytest.raises(ValueError, match="holds a feed-forward policy"):
+        proxima.RecurrentPPO.load(tmp_path / "ff")
