@@ -18,8 +18,10 @@ COMMON = {
     "policy": """The policy model to use (MlpPolicy, CnnPolicy, ...). Proxima: ``"MlpPolicy"`` (or
         ``"ActorCriticPolicy"``); ``"CnnPolicy"`` (or ``"ActorCriticCnnPolicy"``, PPO and A2C): the Nature
         CNN shared by both heads, for image observations (channel-last images are transposed, as SB3's
-        ``VecTransposeImage`` does). A class is read by its ``__name__``. ``MultiInputPolicy`` raises
-        ``NotImplementedError``, an unknown name ``ValueError``.""",
+        ``VecTransposeImage`` does); ``"MultiInputPolicy"``: Dict (and Tuple) observations, flattened.
+        ``RecurrentPPO`` takes sb3-contrib's ``"MlpLstmPolicy"``, ``"CnnLstmPolicy"`` and
+        ``"MultiInputLstmPolicy"``. A class is read by its ``__name__``; an unknown name is a
+        ``ValueError``.""",
     "env": """The environment to learn from (if registered in Gym, can be str). Proxima: a native id
         (``proxima.NATIVE_ENV_IDS``, stepped in Rust with no Python in the loop), any other Gymnasium id
         (``"gym:ID"`` makes Gymnasium's env even for a native id), an ``"atari:GAME"`` id (Proxima's Atari

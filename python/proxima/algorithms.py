@@ -37,9 +37,12 @@ _CNN_POLICIES = {"CnnPolicy", "ActorCriticCnnPolicy"}
 # SB3's policy for Dict observations: each key flattened (Discrete one-hot) and concatenated, as its
 # CombinedExtractor does for non-image keys; the bridge flattens them (Gymnasium's spaces.flatten).
 _MULTI_INPUT_POLICIES = {"MultiInputPolicy", "MultiInputActorCriticPolicy"}
-_NOT_YET_POLICIES: set[str] = {"CnnLstmPolicy", "MultiInputLstmPolicy"}
-# sb3-contrib's recurrent policy (RecurrentPPO): the LSTM between the observation and the MLPs.
-_LSTM_POLICIES = {"MlpLstmPolicy", "RecurrentActorCriticPolicy"}
+# sb3-contrib's recurrent policies (RecurrentPPO): the LSTM between the observation (the Nature CNN's
+# features of it; the flattened Dict) and the MLPs.
+_MLP_LSTM_POLICIES = {"MlpLstmPolicy", "RecurrentActorCriticPolicy"}
+_CNN_LSTM_POLICIES = {"CnnLstmPolicy", "RecurrentActorCriticCnnPolicy"}
+_MULTI_INPUT_LSTM_POLICIES = {"MultiInputLstmPolicy", "RecurrentMultiInputActorCriticPolicy"}
+_LSTM_POLICIES = _MLP_LSTM_POLICIES | _CNN_LSTM_POLICIES | _MULTI_INPUT_LSTM_POLICIES
 # policy_kwargs of the recurrent policy, and the config key each sets.
 _LSTM_KWARGS = {"lstm_hidden_size": int, "n_lstm_layers": int, "shared_lstm": bool, "enable_critic_lstm": bool,
                 "recurrent_cell": str}
@@ -161,14 +164,11 @@ class BaseAlgorithm:
     # --- construction -----------------------------------------------------------------------
     def _check_policy(self, policy: PolicyType) -> None:
         name = _policy_name(policy)
-        if name in _NOT_YET_POLICIES:
-            use = "'MlpLstmPolicy'" if self._recurrent else "'MlpPolicy' or 'CnnPolicy'"
-            raise NotImplementedError(f"{name} is not supported yet; use {use}")
         known = _SB3_POLICIES | _CNN_POLICIES | _MULTI_INPUT_POLICIES | (_LSTM_POLICIES if self._recurrent else set())
         if name in _LSTM_POLICIES and not self._recurrent:
             raise ValueError(f"{name} is RecurrentPPO's policy: use proxima.RecurrentPPO({name!r}, env)")
         if self._recurrent and name not in _LSTM_POLICIES:
-            raise ValueError(f"RecurrentPPO takes 'MlpLstmPolicy', not {name!r}")
+            raise ValueError(f"RecurrentPPO takes 'MlpLstmPolicy', 'CnnLstmPolicy' or 'MultiInputLstmPolicy', not {name!r}")
         if name not in known:
             hint = difflib.get_close_matches(str(name), sorted(known), n=1)
             more = f" (did you mean {hint[0]!r}?)" if hint else ""
@@ -178,13 +178,16 @@ class BaseAlgorithm:
         """SB3's rule: Dict observations take ``MultiInputPolicy``, and only they do (Proxima: Tuple
         observations too, which SB3 does not take)."""
         structured = _is_structured(self.observation_space)
-        multi = _policy_name(self.policy_class) in _MULTI_INPUT_POLICIES
+        name = _policy_name(self.policy_class)
+        multi = name in _MULTI_INPUT_POLICIES | _MULTI_INPUT_LSTM_POLICIES
+        wanted = "MultiInputLstmPolicy" if self._recurrent else "MultiInputPolicy"
         if structured and not multi:
-            raise ValueError(f"You must use `MultiInputPolicy` when working with {type(self.observation_space).__name__} "
-                             f"observation spaces, not {_policy_name(self.policy_class)!r}")
+            raise ValueError(f"You must use `{wanted}` when working with {type(self.observation_space).__name__} "
+                             f"observation spaces, not {name!r}")
         if multi and self.observation_space is not None and not structured:
-            raise ValueError(f"MultiInputPolicy is for Dict (and Tuple) observation spaces; this env's is "
-                             f"{self.observation_space}: use 'MlpPolicy' or 'CnnPolicy'")
+            use = "'MlpLstmPolicy' or 'CnnLstmPolicy'" if self._recurrent else "'MlpPolicy' or 'CnnPolicy'"
+            raise ValueError(f"{name} is for Dict (and Tuple) observation spaces; this env's is "
+                             f"{self.observation_space}: use {use}")
 
     def _check_unsupported(self, hyper: dict[str, Any]) -> None:
         if hyper.pop("use_sde", False):
@@ -1122,9 +1125,11 @@ class MaskablePPO(PPO):
 
 
 class RecurrentPPO(PPO):
-    """PPO with a recurrent policy — sb3-contrib's ``RecurrentPPO`` with ``MlpLstmPolicy``, with its
-    keyword arguments and defaults: an LSTM (or, with ``policy_kwargs=dict(recurrent_cell="gru")``,
-    a GRU) between the observation and the MLPs, its hidden state carried from step to step and
+    """PPO with a recurrent policy — sb3-contrib's ``RecurrentPPO`` with its keyword arguments and
+    defaults: an LSTM (or, with ``policy_kwargs=dict(recurrent_cell="gru")``, a GRU) between the
+    observation and the MLPs (``MlpLstmPolicy``; ``MultiInputLstmPolicy`` for Dict observations,
+    flattened), or between the Nature CNN's features and the heads (``CnnLstmPolicy``, image
+    observations), its hidden state carried from step to step and
     zeroed at episode starts, learned from minibatches of whole sequences (``batch_size`` must be
     ``n_steps`` times a number of envs that divides ``n_envs``). ``predict`` takes and returns the
     state as sb3-contrib's."""
@@ -1168,7 +1173,8 @@ class RecurrentPPO(PPO):
                          _init_setup_model=_init_setup_model, **kwargs)
 
     def _settings(self, h: dict[str, Any]) -> dict[str, Setting]:
-        return {**super()._settings(h), "policy": "MlpLstmPolicy"}
+        cnn = _policy_name(self.policy_class) in _CNN_LSTM_POLICIES
+        return {**super()._settings(h), "policy": "CnnLstmPolicy" if cnn else "MlpLstmPolicy"}
 
     def _policy_settings(self, policy_kwargs: Optional[dict[str, Any]]) -> dict[str, Setting]:
         kwargs = dict(policy_kwargs or {})

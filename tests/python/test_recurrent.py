@@ -108,3 +108,61 @@ def test_loading_across_recurrent_and_feed_forward_classes_is_refused(trained, t
     proxima.PPO("MlpPolicy", Cue(), n_steps=16, batch_size=16).save(tmp_path / "ff")
     with pytest.raises(ValueError, match="holds a feed-forward policy"):
         proxima.RecurrentPPO.load(tmp_path / "ff")
+
+
+class CueDict(Cue):
+    """Cue with a Dict observation: the cue and the flag under their own keys."""
+
+    def __init__(self):
+        super().__init__()
+        self.observation_space = gym.spaces.Dict({"cue": gym.spaces.Box(-1.0, 1.0, (1,), np.float32),
+                                                  "flag": gym.spaces.Box(-1.0, 1.0, (1,), np.float32)})
+
+    def _obs(self):
+        cue, flag = super()._obs()
+        return {"cue": np.array([cue], np.float32), "flag": np.array([flag], np.float32)}
+
+
+def test_multi_input_lstm_policy_remembers_a_cue_under_a_dict_key():
+    model = proxima.RecurrentPPO("MultiInputLstmPolicy", [CueDict() for _ in range(4)], **KW).learn(12_000)
+    mean, _ = proxima.evaluate_policy(model, CueDict(), n_eval_episodes=40)
+    assert mean > 0.8, mean
+    action, states = model.predict({"cue": np.array([1.0], np.float32), "flag": np.array([1.0], np.float32)})
+    assert np.shape(action) == () and [s.shape for s in states] == [(1, 1, 16)] * 2
+    with pytest.raises(ValueError, match="You must use `MultiInputLstmPolicy`"):
+        proxima.RecurrentPPO("MlpLstmPolicy", CueDict())
+    with pytest.raises(ValueError, match="use 'MlpLstmPolicy' or 'CnnLstmPolicy'"):
+        proxima.RecurrentPPO("MultiInputLstmPolicy", Cue())
+
+
+class CueImage(Cue):
+    """Cue on 36 x 36 frames, channel-last as SB3's image envs: the first frame lights the left or
+    the right half, the last one a bar across the bottom (the question)."""
+
+    def __init__(self):
+        self.observation_space = gym.spaces.Box(0, 255, (36, 36, 1), np.uint8)
+        self.action_space = gym.spaces.Discrete(2)
+
+    def _obs(self):
+        frame = np.zeros((36, 36, 1), np.uint8)
+        if self.t == 0:
+            frame[12:24, 18:34] = 255 if self.cue else 0
+            frame[12:24, 2:18] = 0 if self.cue else 255
+        elif self.t == DELAY + 1:
+            frame[30:34, :] = 255
+        return frame
+
+
+def test_cnn_lstm_policy_trains_predicts_with_states_and_reloads(tmp_path):
+    model = proxima.RecurrentPPO("CnnLstmPolicy", [CueImage() for _ in range(2)], n_steps=16, batch_size=32,
+                                 n_epochs=2, seed=1, policy_kwargs=dict(lstm_hidden_size=8)).learn(64)
+    assert model.get_parameters()["lstm_actor.weight_ih_l0"].shape == (4 * 8, 512)  # the CNN's features in
+    frames = np.stack([CueImage().reset(seed=s)[0] for s in (0, 1)])
+    action, states = model.predict(frames, episode_start=np.ones(2, bool), deterministic=True)
+    assert action.shape == (2,) and [s.shape for s in states] == [(1, 2, 8)] * 2
+    model.save(tmp_path / "cnn_lstm")
+    loaded = proxima.RecurrentPPO.load(tmp_path / "cnn_lstm")
+    again, again_states = loaded.predict(frames, episode_start=np.ones(2, bool), deterministic=True)
+    assert (again == action).all() and all((x == y).all() for x, y in zip(again_states, states))
+    with pytest.raises(ValueError, match="CnnLstmPolicy.*needs image observations"):
+        proxima.RecurrentPPO("CnnLstmPolicy", Cue())

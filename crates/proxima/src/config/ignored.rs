@@ -75,22 +75,21 @@ const NOT_OFF_POLICY: [(&str, &str); 9] = [
 ];
 
 impl Config {
-    /// Why the network (`policy`) ignores `key`: the MLP's shape under `CnnPolicy`, recurrent
-    /// PPO's layers without `MlpLstmPolicy`.
+    /// Why the network (`policy`) ignores `key`: the MLP's shape under `CnnPolicy` and
+    /// `CnnLstmPolicy`, recurrent PPO's layers without `MlpLstmPolicy` or `CnnLstmPolicy`.
     fn ignored_by_policy(&self, key: &str) -> Option<String> {
-        use crate::policy::PolicyKind;
         let not_read = |what: &str, by: String| Some(format!("`{key}` ({what}) has no effect with {by}"));
-        if self.policy == PolicyKind::CnnPolicy && matches!(key, "net_arch" | "activation" | "shared_trunk") {
-            return not_read("the MLP's shape", "policy = `CnnPolicy` (the Nature CNN, shared by both heads)".into());
+        if self.policy.is_cnn() && matches!(key, "net_arch" | "activation" | "shared_trunk") {
+            return not_read("the MLP's shape", format!("policy = `{:?}` (the Nature CNN, shared by both heads)", self.policy));
         }
         let lstm = matches!(
             key,
             "lstm_hidden_size" | "n_lstm_layers" | "shared_lstm" | "enable_critic_lstm" | "recurrent_cell"
         );
-        if self.policy != PolicyKind::MlpLstmPolicy && lstm {
+        if !self.policy.is_recurrent() && lstm {
             return not_read(
                 "recurrent PPO's layers",
-                format!("policy = `{:?}` (they shape `MlpLstmPolicy`)", self.policy),
+                format!("policy = `{:?}` (they shape `MlpLstmPolicy` and `CnnLstmPolicy`)", self.policy),
             );
         }
         None

@@ -100,11 +100,13 @@ pub struct Config {
     /// shared by the policy and value heads, for image observations: a uint8 Box `[channels,
     /// height, width]` of at least 36 × 36, pixels scaled by 1/255; `net_arch`, `activation`
     /// and `shared_trunk` are then not used). CnnPolicy trains with PPO, A2C, A3C and
-    /// REINFORCE, on either backend.
+    /// REINFORCE, on either backend. Recurrent PPO (sb3-contrib's names, candle only):
+    /// `MlpLstmPolicy` (an LSTM or GRU stack before the MLPs) and `CnnLstmPolicy` (the Nature
+    /// CNN's features into the stack, the heads on its outputs).
     #[serde(default)]
     pub policy: PolicyKind,
-    /// `MlpLstmPolicy` (recurrent PPO): hidden units of each recurrent layer (sb3-contrib's
-    /// `lstm_hidden_size`).
+    /// `MlpLstmPolicy` and `CnnLstmPolicy` (recurrent PPO): hidden units of each recurrent
+    /// layer (sb3-contrib's `lstm_hidden_size`).
     #[serde(default = "legacy::lstm_hidden_size")]
     pub lstm_hidden_size: usize,
     /// `MlpLstmPolicy`: stacked recurrent layers (`n_lstm_layers`).
@@ -333,7 +335,7 @@ impl Config {
         match self.backend {
             Backend::Auto if matches!(self.algo, AlgoName::Trpo | AlgoName::Ppg) => Backend::Candle,
             // The fused kernels have no recurrent layers yet.
-            Backend::Auto if self.policy == crate::policy::PolicyKind::MlpLstmPolicy => Backend::Candle,
+            Backend::Auto if self.policy.is_recurrent() => Backend::Candle,
             Backend::Auto => Backend::Fused,
             b => b,
         }

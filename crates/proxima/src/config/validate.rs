@@ -105,28 +105,29 @@ impl Config {
         Ok(ValidConfig { config: self, ranks })
     }
 
-    /// Recurrent PPO's settings (`policy = "MlpLstmPolicy"`): PPO on candle, in one process,
+    /// Recurrent PPO's settings (`policy = "MlpLstmPolicy"` or `"CnnLstmPolicy"`): PPO on candle, in one process,
     /// minibatches of whole sequences (`batch_size / n_steps` envs' rollouts each, a number that
     /// divides `n_envs`), and sb3-contrib's rule for the critic's LSTM.
     fn check_recurrent(&self, ranks: usize) -> Result<()> {
-        if self.policy != PolicyKind::MlpLstmPolicy {
+        if !self.policy.is_recurrent() {
             return Ok(());
         }
+        let policy = self.policy;
         let bad = |m: String| Err(ProximaError::Config(m));
         if self.algo != AlgoName::Ppo {
             return bad(format!(
-                "policy = `MlpLstmPolicy` trains with algo = `ppo` (recurrent PPO, sb3-contrib's RecurrentPPO); algo = `{}` has feed-forward networks only",
+                "policy = `{policy:?}` trains with algo = `ppo` (recurrent PPO, sb3-contrib's RecurrentPPO); algo = `{}` has feed-forward networks only",
                 self.algo
             ));
         }
         if self.backend == Backend::Fused {
-            return bad("backend = `fused` has no recurrent layers yet: policy = `MlpLstmPolicy` runs on backend = `auto` or `candle`".into());
+            return bad(format!("backend = `fused` has no recurrent layers yet: policy = `{policy:?}` runs on backend = `auto` or `candle`"));
         }
         if ranks > 1 {
-            return bad("policy = `MlpLstmPolicy` trains in one process (not under mpirun) for now".into());
+            return bad(format!("policy = `{policy:?}` trains in one process (not under mpirun) for now"));
         }
         if self.objective == Objective::AdaptiveKl {
-            return bad("policy = `MlpLstmPolicy` with objective = `adaptive_kl` is not supported yet (its β follows the rollout's KL, which recurrent PPO does not measure yet)".into());
+            return bad(format!("policy = `{policy:?}` with objective = `adaptive_kl` is not supported yet (its β follows the rollout's KL, which recurrent PPO does not measure yet)"));
         }
         if self.shared_lstm && self.enable_critic_lstm {
             return bad("shared_lstm = true with enable_critic_lstm = true: the critic either shares the actor's LSTM or has its own (sb3-contrib's rule); set one of them false".into());
@@ -146,7 +147,7 @@ impl Config {
             || !self.n_envs.is_multiple_of(per_batch)
         {
             return bad(format!(
-                "policy = `MlpLstmPolicy` learns from minibatches of whole sequences (each env's rollout of n_steps = {}): batch_size = {} must be n_steps times a number of envs that divides n_envs = {} (e.g. batch_size = {})",
+                "policy = `{policy:?}` learns from minibatches of whole sequences (each env's rollout of n_steps = {}): batch_size = {} must be n_steps times a number of envs that divides n_envs = {} (e.g. batch_size = {})",
                 self.n_steps,
                 self.batch_size,
                 self.n_envs,

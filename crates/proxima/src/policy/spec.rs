@@ -106,6 +106,22 @@ pub enum PolicyKind {
     /// Recurrent PPO's policy (sb3-contrib's `MlpLstmPolicy`): an LSTM (or GRU,
     /// `recurrent_cell`) stack between the observation and the MLPs of `net_arch`.
     MlpLstmPolicy,
+    /// Recurrent PPO over images (sb3-contrib's `CnnLstmPolicy`): the Nature CNN's 512 features
+    /// into the LSTM (or GRU) stack, the policy and value heads on its outputs (sb3-contrib's
+    /// default `net_arch = []` for the CNN).
+    CnnLstmPolicy,
+}
+
+impl PolicyKind {
+    /// An LSTM (or GRU) policy: `MlpLstmPolicy` or `CnnLstmPolicy`.
+    pub fn is_recurrent(self) -> bool {
+        matches!(self, PolicyKind::MlpLstmPolicy | PolicyKind::CnnLstmPolicy)
+    }
+
+    /// The Nature CNN reads the observation: `CnnPolicy` or `CnnLstmPolicy`.
+    pub fn is_cnn(self) -> bool {
+        matches!(self, PolicyKind::CnnPolicy | PolicyKind::CnnLstmPolicy)
+    }
 }
 
 /// Everything needed to rebuild a network; stored in checkpoints' metadata.
@@ -136,9 +152,9 @@ pub struct PolicySpec {
     /// MLP policies (and from every checkpoint written before it existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cnn: Option<ImageShape>,
-    /// Recurrent layers between the observation and the MLP towers (recurrent PPO,
-    /// sb3-contrib's `MlpLstmPolicy`): their parameters come after every other, and the towers
-    /// read their `hidden_size` outputs. Absent for feed-forward policies (and from every
+    /// Recurrent layers between the observation (or the CNN's features) and the MLP towers
+    /// (recurrent PPO, sb3-contrib's `MlpLstmPolicy` and `CnnLstmPolicy`): their parameters come
+    /// after every other, and the towers read their `hidden_size` outputs. Absent for feed-forward policies (and from every
     /// checkpoint written before it existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recurrent: Option<RecurrentSpec>,
@@ -268,11 +284,13 @@ impl PolicySpec {
     }
 
     /// The recurrent stacks' names and shapes: the actor's (`lstm_actor`), then the critic's
-    /// own (`lstm_critic`).
+    /// own (`lstm_critic`). They read the observation, or the Nature CNN's 512 features
+    /// (`CnnLstmPolicy`, whose CNN both stacks share as sb3-contrib's `share_features_extractor`).
     pub fn recurrent_shapes(&self) -> Vec<(&'static str, RecurrentShape)> {
         let Some(r) = self.recurrent else { return Vec::new() };
-        let mut out = vec![("lstm_actor", r.actor(self.obs_dim))];
-        out.extend(r.critic(self.obs_dim).map(|c| ("lstm_critic", c)));
+        let input = if self.cnn.is_some() { NATURE_FEATURES } else { self.obs_dim };
+        let mut out = vec![("lstm_actor", r.actor(input))];
+        out.extend(r.critic(input).map(|c| ("lstm_critic", c)));
         out
     }
 
@@ -337,8 +355,10 @@ impl PolicySpec {
         let flat = c.saturating_mul(h).saturating_mul(w);
         plan.push(LayerPlan::dense("network.7".into(), flat, NATURE_FEATURES, sqrt2, Part::Trunk));
         let head = self.action.head_dim();
-        plan.push(LayerPlan::dense("actor".into(), NATURE_FEATURES, head, 0.01, Part::Actor));
-        plan.push(LayerPlan::dense("critic".into(), NATURE_FEATURES, 1, 1.0, Part::Critic));
+        // The heads read the CNN's features, or the recurrent stack's outputs (`CnnLstmPolicy`).
+        let features = self.recurrent.map_or(NATURE_FEATURES, |r| r.hidden_size);
+        plan.push(LayerPlan::dense("actor".into(), features, head, 0.01, Part::Actor));
+        plan.push(LayerPlan::dense("critic".into(), features, 1, 1.0, Part::Critic));
         plan
     }
 
@@ -383,9 +403,9 @@ impl PolicySpec {
         }
         if let Some(r) = &self.recurrent {
             r.check()?;
-            if self.cnn.is_some() || self.shared_trunk || self.aux_value_head {
+            if self.shared_trunk || self.aux_value_head {
                 return Err(ProximaError::Unsupported(
-                    "a recurrent policy is an MLP policy without a shared trunk or PPG's head (CnnLstmPolicy is not supported yet)".into(),
+                    "a recurrent policy has no shared MLP trunk and no PPG head".into(),
                 ));
             }
         }

@@ -238,11 +238,8 @@ fn action_mask_dim(cfg: &ValidConfig, collector: &mut Collector) -> Result<usize
 /// `Unsupported` for action spaces without a distribution; `Config` for `CnnPolicy` on
 /// observations that are not images.
 pub fn policy_spec(cfg: &Config, venv: &SyncVectorEnv) -> Result<PolicySpec> {
-    let cnn = match cfg.policy {
-        PolicyKind::MlpPolicy | PolicyKind::MlpLstmPolicy => None,
-        PolicyKind::CnnPolicy => Some(image_shape(venv)?),
-    };
-    let recurrent = (cfg.policy == PolicyKind::MlpLstmPolicy).then_some(RecurrentSpec {
+    let cnn = if cfg.policy.is_cnn() { Some(image_shape(cfg.policy, venv)?) } else { None };
+    let recurrent = cfg.policy.is_recurrent().then_some(RecurrentSpec {
         cell: cfg.recurrent_cell,
         hidden_size: cfg.lstm_hidden_size,
         n_layers: cfg.n_lstm_layers,
@@ -263,13 +260,13 @@ pub fn policy_spec(cfg: &Config, venv: &SyncVectorEnv) -> Result<PolicySpec> {
     })
 }
 
-/// The image a `CnnPolicy` reads, as SB3's `is_image_space` decides it: a uint8 `Box` of shape
+/// The image a `CnnPolicy` (or `CnnLstmPolicy`) reads, as SB3's `is_image_space` decides it: a uint8 `Box` of shape
 /// `[channels, height, width]` (channel-first, as Proxima's Atari envs stack frames), at least
 /// 36 × 36 for the Nature CNN's convolutions.
 ///
 /// # Errors
 /// `Config` naming the env's observation space otherwise.
-fn image_shape(venv: &SyncVectorEnv) -> Result<ImageShape> {
+fn image_shape(policy: PolicyKind, venv: &SyncVectorEnv) -> Result<ImageShape> {
     let space = venv.observation_space();
     let image = match space {
         Space::Box { shape, .. } if space.is_uint8() && shape.len() == 3 => {
@@ -277,15 +274,16 @@ fn image_shape(venv: &SyncVectorEnv) -> Result<ImageShape> {
         }
         _ => {
             return Err(ProximaError::Config(format!(
-                "policy = `CnnPolicy` needs image observations, a uint8 Box of shape [channels, height, width] (e.g. `atari:Breakout`); {} observes {}: use policy = `MlpPolicy`",
+                "policy = `{policy:?}` needs image observations, a uint8 Box of shape [channels, height, width] (e.g. `atari:Breakout`); {} observes {}: use policy = `{}`",
                 venv.env_id(),
-                space.describe()
+                space.describe(),
+                if policy.is_recurrent() { "MlpLstmPolicy" } else { "MlpPolicy" }
             )))
         }
     };
     image
         .nature_outputs()
-        .map_err(|e| ProximaError::Config(format!("policy = `CnnPolicy` on {}: {e}", venv.env_id())))?;
+        .map_err(|e| ProximaError::Config(format!("policy = `{policy:?}` on {}: {e}", venv.env_id())))?;
     Ok(image)
 }
 

@@ -1,6 +1,8 @@
 //! Recurrent PPO's passes on the candle actor-critic (sb3-contrib's `RecurrentActorCriticPolicy`):
-//! the observation through the actor's recurrent stack into the actor's MLP, and through the
-//! critic's own stack (or the actor's outputs, detached: `shared_lstm`) into the critic's; one
+//! the observation (or, for `CnnLstmPolicy`, the Nature CNN's features of it, one CNN for both
+//! stacks as sb3-contrib's `share_features_extractor`) through the actor's recurrent stack into
+//! the actor's MLP, and through the critic's own stack (or the actor's outputs, detached:
+//! `shared_lstm`) into the critic's; one
 //! step for N envs while acting, T steps of B envs while learning (back-propagation through
 //! time). An env's hidden state on the host is `[state_dim]`: the actor stack's (layer by layer,
 //! h then c), then the critic stack's.
@@ -28,7 +30,7 @@ impl ActorCritic {
     }
 
     /// π's head `[T·B, head_dim]`, V(s) `[T·B]` and the hidden state after the last step
-    /// `[B, state_dim]` over T steps of B envs, differentiable: `obs` `[T·B, obs_dim]`
+    /// `[B, state_dim]` over T steps of B envs, differentiable: `obs` `[T·B, obs_dim]` (pixels for a CNN)
     /// time-major (row t·B + e), `episode_starts` `[T·B]` (1 where env e's step t starts an
     /// episode: its state is zeroed first), `state0` `[B, state_dim]` the state before step 0.
     ///
@@ -51,13 +53,17 @@ impl ActorCritic {
             )));
         }
         let (s_actor, s_critic) = split_rows(state0, b, sd_a);
+        let x = match &self.trunk {
+            Some(cnn) => cnn.forward(obs)?, // every step of every env in one batched pass
+            None => obs.clone(),
+        };
         let s0 = actor.state_from_host(&s_actor, b, &self.device)?;
-        let (a_out, a_fin) = actor.sequence(obs, episode_starts, &s0, b)?;
+        let (a_out, a_fin) = actor.sequence(&x, episode_starts, &s0, b)?;
         let mut fin = actor.state_to_host(&a_fin)?;
         let c_in = match &self.lstm_critic {
             Some(critic) => {
                 let s0 = critic.state_from_host(&s_critic, b, &self.device)?;
-                let (c_out, c_fin) = critic.sequence(obs, episode_starts, &s0, b)?;
+                let (c_out, c_fin) = critic.sequence(&x, episode_starts, &s0, b)?;
                 fin = join_rows(&fin, &critic.state_to_host(&c_fin)?, b);
                 c_out
             }
