@@ -296,6 +296,38 @@ class CartPoleNoVel(gym.Wrapper):
 gym.register("toy/CartPoleNoVel-v1", entry_point=CartPoleNoVel)
 
 
+class Cue(gym.Env):
+    """A memory task no memoryless policy can solve: the first observation shows a cue (+1 or -1) and
+    a flag; the next three show nothing; the fifth asks (flag -1), and the action then pays +1 if it
+    names the cue (1 for +1, 0 for -1), -1 otherwise. Memoryless play scores 0 in expectation,
+    remembering scores 1."""
+
+    DELAY = 3
+
+    def __init__(self):
+        self.observation_space = spaces.Box(-1.0, 1.0, (2,), np.float32)
+        self.action_space = spaces.Discrete(2)
+
+    def _obs(self):
+        if self.t == 0:
+            return np.array([1.0 if self.cue else -1.0, 1.0], np.float32)
+        return np.array([0.0, -1.0 if self.t == self.DELAY + 1 else 0.0], np.float32)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.cue, self.t = bool(self.np_random.integers(2)), 0
+        return self._obs(), {}
+
+    def step(self, action):
+        answer = self.t == self.DELAY + 1
+        reward = (1.0 if (int(action) == 1) == self.cue else -1.0) if answer else 0.0
+        self.t += 1
+        return self._obs(), reward, answer, False, {}
+
+
+gym.register("toy/Cue-v0", entry_point=Cue)
+
+
 class MaskedCueDict(gym.Env):
     """Masking, memory and Dict observations at once: a Dict observation {"cue": Discrete(3), "ask":
     MultiBinary(1)} shows a cue (1 or 2) at the first step only (0 afterwards); three steps later "ask"
