@@ -115,3 +115,21 @@ def test_an_env_missing_a_key_is_a_clear_error_in_learn():
     env = gym.make("toy/KeyMissing-v0")  # its observations lack the "cue" key its space declares
     with pytest.raises(RuntimeError, match="does not fit its observation_space Dict"):
         proxima.PPO("MultiInputPolicy", env, **SMALL).learn(256)
+
+
+def test_norm_obs_keys_normalises_only_the_named_keys_and_predict_applies_it(tmp_path):
+    """SB3's ``VecNormalize(norm_obs_keys=...)``: the ``cue`` key stays one-hot, so a model trained
+    with only the noise keys normalised still reads the cue; save -> load keeps the selection."""
+    model = proxima.PPO("MultiInputPolicy", gym.make("toy/KeyDecides-v0"), normalize_observation=True,
+                        norm_obs_keys=["noise", "nested"], **SMALL).learn(20_000)
+    mean, _ = proxima.evaluate_policy(model, gym.make("toy/KeyDecides-v0"), n_eval_episodes=10)
+    assert mean >= 9.5, mean
+    model.save(tmp_path / "norm_keys")
+    loaded = proxima.PPO.load(tmp_path / "norm_keys", env=gym.make("toy/KeyDecides-v0"))
+    obs = [gym.make("toy/KeyDecides-v0").reset(seed=s)[0] for s in range(8)]
+    assert all(model.predict(o, deterministic=True)[0] == loaded.predict(o, deterministic=True)[0] for o in obs)
+    with pytest.raises(ValueError, match="no observation key `noize` .*did you mean `noise`"):
+        proxima.PPO("MultiInputPolicy", gym.make("toy/KeyDecides-v0"), normalize_observation=True,
+                    norm_obs_keys=["noize"])
+    with pytest.raises(ValueError, match="norm_obs_keys selects keys of a Dict or Tuple observation"):
+        proxima.PPO("MlpPolicy", "CartPole-v1", normalize_observation=True, norm_obs_keys=["x"])

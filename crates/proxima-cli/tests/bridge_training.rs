@@ -263,6 +263,56 @@ fn ppo_learns_from_dict_observations_in_every_vector_mode() {
     }
 }
 
+/// `norm_obs_keys` (SB3's `VecNormalize(norm_obs_keys=...)`): only the named keys' values are
+/// normalised, the others (here the one-hot `cue` and the `pair` Tuple) stay as the env gave
+/// them, in every vector mode; the selection is saved with the statistics. A key the env does
+/// not have, and the setting on a flat observation, are clear errors.
+#[test]
+#[ignore = "needs a Python with gymnasium (PROXIMA_PYTHON; .ci/run installs it)"]
+fn norm_obs_keys_normalises_only_the_named_keys() {
+    setup();
+    let id = "gym:toy_envs:toy/KeyDecides-v0";
+    let cfg = |keys: &str, mode: &str| {
+        let sets = [
+            "total_timesteps=512".to_string(),
+            "normalize_observation=true".into(),
+            format!("norm_obs_keys={keys}"),
+            format!("vector_env={mode}"),
+            "eval_episodes=0".into(),
+        ];
+        Config::resolve("cleanrl", None, &sets).unwrap()
+    };
+    // Gymnasium sorts a Dict's keys: cue (3, one-hot), nested (flag 2 + level 2), noise (4), pair (2 + 5).
+    let raw: Vec<bool> = [(true, 3), (false, 4), (false, 4), (true, 7)]
+        .iter()
+        .flat_map(|&(r, n)| std::iter::repeat_n(r, n))
+        .collect();
+    for mode in ["off", "subproc"] {
+        let mut tr = Trainer::new(id, cfg(r#"["noise", "nested"]"#, mode)).unwrap_or_else(|e| panic!("{mode}: {e}"));
+        while !tr.is_done() {
+            tr.step().unwrap();
+        }
+        assert_eq!(tr.collector.norm.obs_raw, raw, "{mode}");
+        for row in tr.collector.obs.chunks(18) {
+            let (cue, pair) = (&row[..3], &row[11..]);
+            assert!(cue.iter().chain(pair).all(|&v| v == 0.0 || v == 1.0), "{mode}: raw keys changed: {row:?}");
+            assert_eq!(cue.iter().sum::<f32>(), 1.0, "{mode}: the cue stays one-hot");
+        }
+        let moved = tr.collector.obs.chunks(18).flat_map(|r| &r[3..11]).any(|&v| v != 0.0 && v != 1.0 && v.abs() < 5.0);
+        assert!(moved, "{mode}: the named keys are normalised");
+        let path = std::env::temp_dir().join(format!("proxima-norm-keys-{mode}-{}.safetensors", std::process::id()));
+        tr.save(&path).unwrap();
+        let saved = proxima::train::saved_normalizer(&proxima::checkpoint::load(&path).unwrap()).unwrap().unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(saved.obs_raw, raw, "{mode}: saved with the statistics");
+    }
+    let err = |keys: &str, id: &str| Trainer::new(id, cfg(keys, "off")).err().map(|e| e.to_string()).unwrap_or_default();
+    let e = err(r#"["noize"]"#, id);
+    assert!(e.contains("no observation key `noize`") && e.contains("did you mean `noise`") && e.contains("cue, nested, noise, pair"), "{e}");
+    let e = err(r#"["x"]"#, "CartPole-v1");
+    assert!(e.contains("norm_obs_keys selects keys of a Dict or Tuple observation"), "{e}");
+}
+
 /// A Dict key missing from an observation and an image key are clear errors naming the env.
 #[test]
 #[ignore = "needs a Python with gymnasium (PROXIMA_PYTHON; .ci/run installs it)"]

@@ -250,6 +250,13 @@ pub trait Env: Send {
     fn action_masks(&mut self, _out: &mut [bool]) -> Result<bool> {
         Ok(false)
     }
+    /// A structured (`Dict`/`Tuple`) observation's top-level keys as the flat observation holds
+    /// them: each key's name (a `Tuple`'s index) and its number of flat values, in order (they
+    /// add up to the observation space's flat length). Empty for a flat observation (the
+    /// default). What `norm_obs_keys` (SB3's `VecNormalize`) selects by name.
+    fn observation_keys(&self) -> Vec<(String, usize)> {
+        Vec::new()
+    }
 }
 
 /// Validates that a discrete action lies in `0..n`, with an error naming the env.
@@ -333,6 +340,9 @@ impl<E: Env> Env for TimeLimit<E> {
     }
     fn action_masks(&mut self, out: &mut [bool]) -> Result<bool> {
         self.env.action_masks(out)
+    }
+    fn observation_keys(&self) -> Vec<(String, usize)> {
+        self.env.observation_keys()
     }
 }
 

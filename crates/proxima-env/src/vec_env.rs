@@ -55,6 +55,10 @@ pub trait BatchEnv: Send {
     fn action_masks(&mut self, _out: &mut [bool]) -> Result<bool> {
         Ok(false)
     }
+    /// One env's [`Env::observation_keys`] (empty for flat observations, the default).
+    fn observation_keys(&self) -> Vec<(String, usize)> {
+        Vec::new()
+    }
 }
 
 /// What one [`BatchEnv::step`] returns, per env (each `[N]`, observations `[N, obs_dim]`).
@@ -371,6 +375,14 @@ impl SyncVectorEnv {
             }
         }
         Ok(())
+    }
+
+    /// The envs' structured observation keys ([`Env::observation_keys`]; empty for flat ones).
+    pub fn observation_keys(&self) -> Vec<(String, usize)> {
+        match &self.batch {
+            Some((b, _)) => b.observation_keys(),
+            None => self.envs.first().map(|e| e.observation_keys()).unwrap_or_default(),
+        }
     }
 
     /// The envs' action masks for the current observations (sb3-contrib's `get_action_masks`)

@@ -20,6 +20,8 @@ pub(crate) struct StructuredObs {
     flatten: Py<PyAny>,
     /// The space as Gymnasium prints it (for errors).
     repr: String,
+    /// The top-level keys (a `Tuple`'s indices) and their flat lengths, in the flat order.
+    keys: Vec<(String, usize)>,
 }
 
 /// Whether `space` is a `Dict` or `Tuple` space.
@@ -43,7 +45,14 @@ impl StructuredObs {
             EnvError::Unsupported(format!("{id}: its observation space {repr} cannot be flattened: {}", py_err(py, e)))
         })?;
         let flatten = spaces.getattr("flatten").map_err(|e| EnvError::Env(py_err(py, e)))?.unbind();
-        Ok((StructuredObs { space: space.clone().unbind(), flatten, repr }, flat))
+        let keys = top_level_keys(&spaces, space).map_err(|e| EnvError::Env(format!("{id}: {}", py_err(py, e))))?;
+        Ok((StructuredObs { space: space.clone().unbind(), flatten, repr, keys }, flat))
+    }
+
+    /// The top-level keys (a `Tuple`'s indices, as text) and their flat lengths, in the order
+    /// the flat observation holds them ([`proxima_env::Env::observation_keys`]).
+    pub(crate) fn keys(&self) -> Vec<(String, usize)> {
+        self.keys.clone()
     }
 
     /// One observation of the space, flattened (a NumPy array of `flatdim` values).
@@ -87,6 +96,18 @@ impl StructuredObs {
         }
         py.import("numpy").and_then(|np| np.call_method1("stack", (flat,))).map_err(fit)
     }
+}
+
+/// `space`'s top-level keys (a `Dict`'s names in its order, a `Tuple`'s indices) with each one's
+/// `gymnasium.spaces.flatdim`.
+fn top_level_keys(spaces: &Bound<'_, PyAny>, space: &Bound<'_, PyAny>) -> PyResult<Vec<(String, usize)>> {
+    let children = space.getattr("spaces")?;
+    let named: Vec<(String, Bound<'_, PyAny>)> = if children.hasattr("items")? {
+        children.call_method0("items")?.try_iter()?.map(|i| i?.extract()).collect::<PyResult<_>>()?
+    } else {
+        children.try_iter()?.enumerate().map(|(i, v)| Ok((i.to_string(), v?))).collect::<PyResult<_>>()?
+    };
+    named.into_iter().map(|(k, v)| Ok((k, spaces.call_method1("flatdim", (v,))?.extract()?))).collect()
 }
 
 /// Refuses the leaves of a structured space that SB3's `MultiInputPolicy` would not flatten:

@@ -590,6 +590,9 @@ impl Env for GymEnv {
     fn render_fps(&self) -> u32 {
         self.render_fps.unwrap_or(30)
     }
+    fn observation_keys(&self) -> Vec<(String, usize)> {
+        self.spaces.structured.as_ref().map(|s| s.keys()).unwrap_or_default()
+    }
     fn action_masks(&mut self, out: &mut [bool]) -> Result<bool> {
         let Some(method) = &self.action_masks else { return Ok(false) };
         if self.spaces.action_space.mask_dim() == 0 {

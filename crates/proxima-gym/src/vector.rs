@@ -241,6 +241,9 @@ impl BatchEnv for GymVectorEnv {
             Ok(())
         })
     }
+    fn observation_keys(&self) -> Vec<(String, usize)> {
+        self.spaces.structured.as_ref().map(|s| s.keys()).unwrap_or_default()
+    }
     /// `call("action_masks")`: each env's method, found through its wrappers (Gymnasium's vector
     /// envs look it up with `get_wrapper_attr`).
     fn action_masks(&mut self, out: &mut [bool]) -> Result<bool> {

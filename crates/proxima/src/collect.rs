@@ -168,12 +168,12 @@ impl Collector {
     /// `norm` (whose observation statistics take in the first observations).
     ///
     /// # Errors
-    /// `n_envs` = 0, envs whose spaces differ, and the envs' own errors.
+    /// `n_envs` = 0, envs whose spaces differ, and the envs' own errors; `norm`'s.
     pub fn new(
         n_envs: usize,
         seed: u64,
         make_env: &mut dyn FnMut() -> crate::env::Result<Box<dyn Env>>,
-        norm: impl FnOnce(&SyncVectorEnv) -> Normalizer,
+        norm: impl FnOnce(&SyncVectorEnv) -> Result<Normalizer>,
     ) -> Result<Self> {
         Self::from_venv(SyncVectorEnv::new(n_envs, &mut *make_env)?, seed, norm)
     }
@@ -182,15 +182,15 @@ impl Collector {
     /// bridge: [`SyncVectorEnv::from_batch`]).
     ///
     /// # Errors
-    /// The envs' own errors.
+    /// The envs' own errors; `norm`'s.
     pub fn from_venv(
         mut venv: SyncVectorEnv,
         seed: u64,
-        norm: impl FnOnce(&SyncVectorEnv) -> Normalizer,
+        norm: impl FnOnce(&SyncVectorEnv) -> Result<Normalizer>,
     ) -> Result<Self> {
         let n_envs = venv.num_envs();
         venv.reset(seed)?;
-        let mut norm = norm(&venv);
+        let mut norm = norm(&venv)?;
         let obs = norm.update_and_normalize(venv.obs());
         let act_dim = venv.action_space().flat_dim();
         Ok(Collector {

@@ -76,9 +76,18 @@ impl RunningMeanStd {
 
     /// ô = clip((o − μ)/√(σ² + 1e-8), ±clip) for each row of `x` (`[n, dim]`), in place.
     pub fn normalize(&self, x: &mut [f32], clip: f64) {
+        self.normalize_except(x, clip, &[]);
+    }
+
+    /// [`RunningMeanStd::normalize`], leaving component `j` as it is where `raw[j]` (an empty
+    /// `raw`: every component normalised).
+    pub fn normalize_except(&self, x: &mut [f32], clip: f64, raw: &[bool]) {
         let dim = self.mean.len();
         for row in x.chunks_exact_mut(dim) {
             for (j, v) in row.iter_mut().enumerate() {
+                if raw.get(j).copied().unwrap_or(false) {
+                    continue;
+                }
                 *v = ((*v as f64 - self.mean[j]) / (self.var[j] + 1e-8).sqrt()).clamp(-clip, clip) as f32;
             }
         }
@@ -101,6 +110,10 @@ pub struct Normalizer {
     pub clip_reward: f64,
     /// γ of the discounted return.
     pub gamma: f64,
+    /// Observation values left as they are, `[obs_dim]` (true: a `Dict` key outside
+    /// `norm_obs_keys`, as SB3's `VecNormalize` leaves it); empty: every value normalised.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub obs_raw: Vec<bool>,
 }
 
 impl Normalizer {
@@ -121,6 +134,7 @@ impl Normalizer {
             clip_obs,
             clip_reward,
             gamma,
+            obs_raw: Vec::new(),
         }
     }
 
@@ -139,7 +153,7 @@ impl Normalizer {
         out.extend_from_slice(obs);
         if let Some(rms) = &mut self.obs_rms {
             rms.update(obs);
-            rms.normalize(out, self.clip_obs);
+            rms.normalize_except(out, self.clip_obs, &self.obs_raw);
         }
     }
 
@@ -162,7 +176,7 @@ impl Normalizer {
         out.extend_from_slice(obs);
         if let Some(rms) = &mut self.obs_rms {
             rms.update_across(obs, across)?;
-            rms.normalize(out, self.clip_obs);
+            rms.normalize_except(out, self.clip_obs, &self.obs_raw);
         }
         Ok(())
     }
@@ -171,7 +185,7 @@ impl Normalizer {
     /// final observations of truncated episodes).
     pub fn normalize_obs(&self, obs: &mut [f32]) {
         if let Some(rms) = &self.obs_rms {
-            rms.normalize(obs, self.clip_obs);
+            rms.normalize_except(obs, self.clip_obs, &self.obs_raw);
         }
     }
 

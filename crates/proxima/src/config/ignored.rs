@@ -159,6 +159,9 @@ impl Config {
             "rms_prop_alpha" | "rms_prop_eps" if self.optimizer != OptimizerName::Rmsprop => {
                 not_read("RMSprop's settings", "optimizer = `adam`".into())
             }
+            "norm_obs_keys" if !self.normalize_observation => {
+                not_read("the keys observation normalisation reads", "normalize_observation = false".into())
+            }
             "clip_obs" if !self.normalize_observation => {
                 not_read("the clip of normalised observations", "normalize_observation = false".into())
             }
@@ -255,6 +258,7 @@ mod tests {
             (&ppo, "cg_damping", "algo = `ppo`"),
             (&ppo, "rms_prop_alpha", "optimizer = `adam`"),
             (&ppo, "clip_obs", "normalize_observation = false"),
+            (&ppo, "norm_obs_keys", "normalize_observation = false"),
             (&adaptive, "clip_range", "objective = `adaptive_kl`"),
             (&a2c, "clip_range", "algo = `a2c`"),
             (&a2c, "n_epochs", "algo = `a2c`"),

@@ -70,8 +70,9 @@ mod tests {
     use crate::config::{Backend, Config};
 
     /// Keys added after the first release: a saved config without them still loads.
-    const LEGACY_KEYS: [&str; 51] = [
+    const LEGACY_KEYS: [&str; 52] = [
         "anneal_clip_range",
+        "norm_obs_keys",
         "lstm_hidden_size",
         "n_lstm_layers",
         "shared_lstm",

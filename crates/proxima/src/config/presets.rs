@@ -85,6 +85,7 @@ fn cleanrl() -> Config {
         target_kl: None,
         adam_eps: 1e-5,
         normalize_observation: false,
+        norm_obs_keys: Vec::new(),
         normalize_reward: false,
         clip_obs: 10.0,
         clip_reward: 10.0,

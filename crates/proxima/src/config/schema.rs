@@ -77,6 +77,11 @@ pub struct Config {
     /// Normalise observations by running mean/std (SB3 `VecNormalize(norm_obs=True)`).
     #[serde(default)]
     pub normalize_observation: bool,
+    /// `normalize_observation` over a `Dict`/`Tuple` observation: only the values of these
+    /// top-level keys (a `Tuple`'s indices as text), the others passed through unchanged (SB3
+    /// `VecNormalize(norm_obs_keys=...)`). Empty (the default): every value.
+    #[serde(default)]
+    pub norm_obs_keys: Vec<String>,
     /// Scale rewards by the running std of the discounted return (SB3 `VecNormalize(norm_reward=True)`).
     #[serde(default)]
     pub normalize_reward: bool,
@@ -417,8 +422,8 @@ mod tests {
     #[test]
     fn keys_are_the_struct_fields_and_the_toml_writes_each_once() {
         let keys = Config::keys();
-        assert_eq!(keys.len(), 76);
-        assert_eq!((keys[0], keys[75]), ("algo", "num_aux_rollouts"), "declaration order");
+        assert_eq!(keys.len(), 77);
+        assert_eq!((keys[0], keys[76]), ("algo", "num_aux_rollouts"), "declaration order");
         let mut unique = keys.clone();
         unique.sort_unstable();
         unique.dedup();

@@ -288,8 +288,12 @@ fn image_shape(policy: PolicyKind, venv: &SyncVectorEnv) -> Result<ImageShape> {
 }
 
 /// The config's normalisation settings for the envs of `venv`.
-fn normalizer(cfg: &Config, venv: &SyncVectorEnv) -> Normalizer {
-    Normalizer::new(
+///
+/// # Errors
+/// `Config` for `norm_obs_keys` on envs without a `Dict`/`Tuple` observation, or naming a key
+/// the observation does not have.
+fn normalizer(cfg: &Config, venv: &SyncVectorEnv) -> Result<Normalizer> {
+    let mut norm = Normalizer::new(
         cfg.normalize_observation,
         cfg.normalize_reward,
         venv.observation_space().flat_dim(),
@@ -297,7 +301,36 @@ fn normalizer(cfg: &Config, venv: &SyncVectorEnv) -> Normalizer {
         cfg.gamma,
         cfg.clip_obs,
         cfg.clip_reward,
-    )
+    );
+    if cfg.normalize_observation && !cfg.norm_obs_keys.is_empty() {
+        norm.obs_raw = raw_columns(&cfg.norm_obs_keys, &venv.observation_keys(), venv)?;
+    }
+    Ok(norm)
+}
+
+/// The flat observation's values outside the keys `norm_obs_keys` names (`[obs_dim]`, true =
+/// left as they are), from the env's top-level `keys` (name, flat length).
+///
+/// # Errors
+/// `Config` when the env has no keys (a flat observation) or lacks one of `wanted`.
+fn raw_columns(wanted: &[String], keys: &[(String, usize)], venv: &SyncVectorEnv) -> Result<Vec<bool>> {
+    if keys.is_empty() {
+        return Err(ProximaError::Config(format!(
+            "norm_obs_keys selects keys of a Dict or Tuple observation; {} observes {}: leave norm_obs_keys out",
+            venv.env_id(),
+            venv.observation_space().describe()
+        )));
+    }
+    let names: Vec<&str> = keys.iter().map(|(k, _)| k.as_str()).collect();
+    if let Some(bad) = wanted.iter().find(|w| !names.contains(&w.as_str())) {
+        let hint = crate::did_you_mean::closest(bad, &names).map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default();
+        return Err(ProximaError::Config(format!(
+            "norm_obs_keys: {} has no observation key `{bad}`{hint}; its keys: {}",
+            venv.env_id(),
+            names.join(", ")
+        )));
+    }
+    Ok(keys.iter().flat_map(|(k, len)| std::iter::repeat_n(!wanted.contains(k), *len)).collect())
 }
 
 /// The sampling and shuffling stream of a run seeded with `seed`: separate from the
@@ -385,7 +418,7 @@ impl Trainer {
         let collector = Collector::new(cfg.n_envs, seed, &mut make_env, |v| normalizer(&cfg, v))?;
         let mut trainer = Self::with_collector(env_id, cfg.clone(), collector, &mut make_env)?;
         trainer.collector.sample_per_env(sampling_seed(cfg.seed), first);
-        let norm = normalizer(&trainer.cfg, &trainer.collector.venv);
+        let norm = normalizer(&trainer.cfg, &trainer.collector.venv)?;
         trainer.collector.normalize_across(norm, comm.clone(), split)?;
         trainer.ranks = Some(Ranks { comm, split });
         // Steps count every rank's: the run's total is the global one.
