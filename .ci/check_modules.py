@@ -18,6 +18,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_LINES = 80
 # Functions allowed over MAX_LINES, with the reason (file, function name).
 LONG_FUNCTIONS = {
+    ("crates/proxima/src/config/presets.rs", "cleanrl"):
+        "the base preset: one struct literal with every config key's value, a table rather than logic",
 }
 
 
