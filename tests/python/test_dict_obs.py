@@ -133,3 +133,22 @@ def test_norm_obs_keys_normalises_only_the_named_keys_and_predict_applies_it(tmp
                     norm_obs_keys=["noize"])
     with pytest.raises(ValueError, match="norm_obs_keys selects keys of a Dict or Tuple observation"):
         proxima.PPO("MlpPolicy", "CartPole-v1", normalize_observation=True, norm_obs_keys=["x"])
+
+
+def test_image_keys_go_through_a_cnn_each_as_sb3s_combined_extractor():
+    """A Dict with an image key (channel-last uint8, 36 x 36) and a Box key: the image through its own
+    Nature CNN (256 features), the Box as it is, side by side into the MLP; the image decides the action."""
+    model = proxima.PPO("MultiInputPolicy", gym.make("toy/ImageDecides-v0"), **SMALL).learn(6_000)
+    names = list(model.get_parameters())
+    assert names[0] == "extractors.screen.cnn.0.weight" and model.get_parameters()["actor.0.weight"].shape == (64, 258)
+    mean, _ = proxima.evaluate_policy(model, gym.make("toy/ImageDecides-v0"), n_eval_episodes=5)
+    assert mean >= 9.0, mean  # random: 3.3
+    recurrent = proxima.RecurrentPPO("MultiInputLstmPolicy", [gym.make("toy/ImageDecides-v0") for _ in range(2)],
+                                     n_steps=16, batch_size=32, n_epochs=1, seed=1,
+                                     policy_kwargs=dict(lstm_hidden_size=8)).learn(64)
+    assert recurrent.get_parameters()["lstm_actor.weight_ih_l0"].shape == (32, 258)
+    obs, _ = gym.make("toy/ImageDecides-v0").reset(seed=0)
+    _, states = recurrent.predict(obs, episode_start=np.ones(1, bool))
+    assert [s.shape for s in states] == [(1, 1, 8)] * 2
+    with pytest.raises(ValueError, match=r"image keys \(screen\).*algo = `sac` does not take them"):
+        proxima.SAC("MultiInputPolicy", gym.make("toy/ImageDecides-v0"))

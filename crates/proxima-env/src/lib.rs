@@ -251,10 +251,10 @@ pub trait Env: Send {
         Ok(false)
     }
     /// A structured (`Dict`/`Tuple`) observation's top-level keys as the flat observation holds
-    /// them: each key's name (a `Tuple`'s index) and its number of flat values, in order (they
-    /// add up to the observation space's flat length). Empty for a flat observation (the
-    /// default). What `norm_obs_keys` (SB3's `VecNormalize`) selects by name.
-    fn observation_keys(&self) -> Vec<(String, usize)> {
+    /// them, in order (their lengths add up to the observation space's flat length). Empty for
+    /// a flat observation (the default). What `norm_obs_keys` (SB3's `VecNormalize`) selects by
+    /// name, and where `MultiInputPolicy`'s CNN finds its images.
+    fn observation_keys(&self) -> Vec<ObsKey> {
         Vec::new()
     }
 }
@@ -341,9 +341,31 @@ impl<E: Env> Env for TimeLimit<E> {
     fn action_masks(&mut self, out: &mut [bool]) -> Result<bool> {
         self.env.action_masks(out)
     }
-    fn observation_keys(&self) -> Vec<(String, usize)> {
+    fn observation_keys(&self) -> Vec<ObsKey> {
         self.env.observation_keys()
     }
+}
+
+/// One top-level key of a structured observation ([`Env::observation_keys`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObsKey {
+    /// The key (a `Tuple`'s index, as text).
+    pub name: String,
+    /// Its number of flat values.
+    pub len: usize,
+    /// An image key (SB3's `is_image_space`: a `uint8` `Box` of 3 dimensions with bounds 0 and
+    /// 255), whose `len` values are its pixels in the env's own layout.
+    pub image: Option<KeyImage>,
+}
+
+/// The layout of an image key's pixels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyImage {
+    /// Channels, height, width.
+    pub chw: [usize; 3],
+    /// The pixels are `[H, W, C]` (else `[C, H, W]`), as SB3's `is_image_space_channels_first`
+    /// decides: channel-first when the first dimension is the smallest.
+    pub channels_last: bool,
 }
 
 /// Builds an env from the text after a registered prefix (see [`register_prefix`]); the flag

@@ -56,7 +56,7 @@ pub trait BatchEnv: Send {
         Ok(false)
     }
     /// One env's [`Env::observation_keys`] (empty for flat observations, the default).
-    fn observation_keys(&self) -> Vec<(String, usize)> {
+    fn observation_keys(&self) -> Vec<crate::ObsKey> {
         Vec::new()
     }
 }
@@ -378,7 +378,7 @@ impl SyncVectorEnv {
     }
 
     /// The envs' structured observation keys ([`Env::observation_keys`]; empty for flat ones).
-    pub fn observation_keys(&self) -> Vec<(String, usize)> {
+    pub fn observation_keys(&self) -> Vec<crate::ObsKey> {
         match &self.batch {
             Some((b, _)) => b.observation_keys(),
             None => self.envs.first().map(|e| e.observation_keys()).unwrap_or_default(),

@@ -4,10 +4,12 @@
 //! and the keys concatenated in the space's order (SB3's `CombinedExtractor` with `nn.Flatten`
 //! per key over `preprocess_obs`). Gymnasium's `spaces.flatten` does exactly that, so an
 //! observation crosses the bridge flattened by it, as one `Box` of `flatdim` values that the MLP
-//! reads. Image keys (SB3 sends them through the Nature CNN) are refused.
+//! reads. A top-level image key (SB3's `is_image_space`) crosses as its raw pixels, in the env's
+//! layout, and is reported as one ([`proxima_env::ObsKey::image`]) for the policy's CNN; image
+//! keys nested deeper are refused.
 
 use crate::py_err;
-use proxima_env::{EnvError, Result};
+use proxima_env::{EnvError, KeyImage, ObsKey, Result};
 use pyo3::prelude::*;
 
 /// The space kinds this module flattens.
@@ -21,7 +23,7 @@ pub(crate) struct StructuredObs {
     /// The space as Gymnasium prints it (for errors).
     repr: String,
     /// The top-level keys (a `Tuple`'s indices) and their flat lengths, in the flat order.
-    keys: Vec<(String, usize)>,
+    keys: Vec<ObsKey>,
 }
 
 /// Whether `space` is a `Dict` or `Tuple` space.
@@ -38,7 +40,7 @@ impl StructuredObs {
     /// `Unsupported` naming the key for an image key (a `uint8` `Box` of 3 dimensions) or a leaf
     /// space Gymnasium cannot flatten (`Text`, `Graph`, `Sequence`).
     pub(crate) fn new<'py>(py: Python<'py>, space: &Bound<'py, PyAny>, id: &str) -> Result<(Self, Bound<'py, PyAny>)> {
-        check_leaves(space, "", id)?;
+        check_leaves(space, "", 0, id)?;
         let spaces = py.import("gymnasium.spaces").map_err(|e| EnvError::Env(py_err(py, e)))?;
         let repr = space.repr().map(|r| r.to_string()).unwrap_or_default();
         let flat = spaces.call_method1("flatten_space", (space,)).map_err(|e| {
@@ -49,9 +51,9 @@ impl StructuredObs {
         Ok((StructuredObs { space: space.clone().unbind(), flatten, repr, keys }, flat))
     }
 
-    /// The top-level keys (a `Tuple`'s indices, as text) and their flat lengths, in the order
-    /// the flat observation holds them ([`proxima_env::Env::observation_keys`]).
-    pub(crate) fn keys(&self) -> Vec<(String, usize)> {
+    /// The top-level keys (a `Tuple`'s indices, as text), their flat lengths and image layouts,
+    /// in the order the flat observation holds them ([`proxima_env::Env::observation_keys`]).
+    pub(crate) fn keys(&self) -> Vec<ObsKey> {
         self.keys.clone()
     }
 
@@ -99,20 +101,47 @@ impl StructuredObs {
 }
 
 /// `space`'s top-level keys (a `Dict`'s names in its order, a `Tuple`'s indices) with each one's
-/// `gymnasium.spaces.flatdim`.
-fn top_level_keys(spaces: &Bound<'_, PyAny>, space: &Bound<'_, PyAny>) -> PyResult<Vec<(String, usize)>> {
+/// `gymnasium.spaces.flatdim` and, for an image key, its layout.
+fn top_level_keys(spaces: &Bound<'_, PyAny>, space: &Bound<'_, PyAny>) -> PyResult<Vec<ObsKey>> {
     let children = space.getattr("spaces")?;
     let named: Vec<(String, Bound<'_, PyAny>)> = if children.hasattr("items")? {
         children.call_method0("items")?.try_iter()?.map(|i| i?.extract()).collect::<PyResult<_>>()?
     } else {
         children.try_iter()?.enumerate().map(|(i, v)| Ok((i.to_string(), v?))).collect::<PyResult<_>>()?
     };
-    named.into_iter().map(|(k, v)| Ok((k, spaces.call_method1("flatdim", (v,))?.extract()?))).collect()
+    named
+        .into_iter()
+        .map(|(name, v)| Ok(ObsKey { len: spaces.call_method1("flatdim", (&v,))?.extract()?, image: image_of(&v), name }))
+        .collect()
 }
 
-/// Refuses the leaves of a structured space that SB3's `MultiInputPolicy` would not flatten:
-/// image keys (they go through its CNN) and spaces without a flat form.
-fn check_leaves(space: &Bound<'_, PyAny>, path: &str, id: &str) -> Result<()> {
+/// SB3's `is_image_space` (without its channel check, as its `CombinedExtractor` calls it): a
+/// `uint8` `Box` of 3 dimensions bounded by 0 and 255; channel-first when its first dimension is
+/// the smallest (`is_image_space_channels_first`), else channel-last.
+fn image_of(space: &Bound<'_, PyAny>) -> Option<KeyImage> {
+    if space.get_type().name().ok()?.to_string() != "Box" {
+        return None;
+    }
+    let shape: Vec<usize> = space.getattr("shape").and_then(|s| s.extract()).ok()?;
+    let dtype = space.getattr("dtype").and_then(|d| d.str()).map(|s| s.to_string()).ok()?;
+    let bounds = |attr: &str, want: f64| -> Option<bool> {
+        let values: Vec<f64> = space.getattr(attr).and_then(|b| b.call_method0("ravel")?.call_method0("tolist")?.extract()).ok()?;
+        Some(values.iter().all(|&v| v == want))
+    };
+    if dtype != "uint8" || shape.len() != 3 || !bounds("low", 0.0)? || !bounds("high", 255.0)? {
+        return None;
+    }
+    let smallest = (0..3).min_by_key(|&i| shape[i]).unwrap_or(0);
+    Some(match smallest {
+        0 => KeyImage { chw: [shape[0], shape[1], shape[2]], channels_last: false },
+        _ => KeyImage { chw: [shape[2], shape[0], shape[1]], channels_last: true },
+    })
+}
+
+/// Refuses the leaves of a structured space that SB3's `MultiInputPolicy` would not read: image
+/// keys below the top level (its CNN reads top-level ones) and spaces without a flat form.
+/// `path` is empty for the space itself, at `depth` 0.
+fn check_leaves(space: &Bound<'_, PyAny>, path: &str, depth: usize, id: &str) -> Result<()> {
     let kind = space.get_type().name().map(|n| n.to_string()).unwrap_or_default();
     let children: Vec<(String, Bound<'_, PyAny>)> = match kind.as_str() {
         "Dict" => {
@@ -131,11 +160,10 @@ fn check_leaves(space: &Bound<'_, PyAny>, path: &str, id: &str) -> Result<()> {
             items.enumerate().filter_map(|(i, v)| Some((format!("{path}[{i}]"), v.ok()?))).collect()
         }
         "Box" => {
-            let shape: Vec<usize> = space.getattr("shape").and_then(|s| s.extract()).unwrap_or_default();
-            let dtype = space.getattr("dtype").and_then(|d| d.str()).map(|s| s.to_string()).unwrap_or_default();
-            if dtype == "uint8" && shape.len() == 3 {
+            if let (Some(img), true) = (image_of(space), depth > 1) {
                 return Err(EnvError::Unsupported(format!(
-                    "{id}: the observation key {path} is an image (Box{shape:?}, uint8); MultiInputPolicy's CNN for image keys is not supported yet (flatten it into a vector, or observe the image alone with CnnPolicy)"
+                    "{id}: the observation key {path} is an image ({:?}, uint8) inside a nested Dict/Tuple; MultiInputPolicy's CNN reads top-level image keys only (move it up)",
+                    img.chw
                 )));
             }
             return Ok(());
@@ -147,5 +175,5 @@ fn check_leaves(space: &Bound<'_, PyAny>, path: &str, id: &str) -> Result<()> {
             )))
         }
     };
-    children.iter().try_for_each(|(p, child)| check_leaves(child, p, id))
+    children.iter().try_for_each(|(p, child)| check_leaves(child, p, depth + 1, id))
 }

@@ -590,7 +590,7 @@ impl Env for GymEnv {
     fn render_fps(&self) -> u32 {
         self.render_fps.unwrap_or(30)
     }
-    fn observation_keys(&self) -> Vec<(String, usize)> {
+    fn observation_keys(&self) -> Vec<proxima_env::ObsKey> {
         self.spaces.structured.as_ref().map(|s| s.keys()).unwrap_or_default()
     }
     fn action_masks(&mut self, out: &mut [bool]) -> Result<bool> {

@@ -511,7 +511,7 @@ impl BatchEnv for SubprocVectorEnv {
         Ok(())
     }
     /// The keys of the group stepped here (every worker's env is the same kind).
-    fn observation_keys(&self) -> Vec<(String, usize)> {
+    fn observation_keys(&self) -> Vec<proxima_env::ObsKey> {
         self.local.first().map(|e| e.observation_keys()).unwrap_or_default()
     }
     /// The workers' envs send no masks: an env with `action_masks()` (seen in the group stepped

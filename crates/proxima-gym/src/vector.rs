@@ -241,7 +241,7 @@ impl BatchEnv for GymVectorEnv {
             Ok(())
         })
     }
-    fn observation_keys(&self) -> Vec<(String, usize)> {
+    fn observation_keys(&self) -> Vec<proxima_env::ObsKey> {
         self.spaces.structured.as_ref().map(|s| s.keys()).unwrap_or_default()
     }
     /// `call("action_masks")`: each env's method, found through its wrappers (Gymnasium's vector

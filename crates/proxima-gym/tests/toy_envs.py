@@ -390,7 +390,44 @@ class ImageKey(KeyDecides):
         self.observation_space = spaces.Dict({"cue": spaces.Discrete(3), "screen": spaces.Box(0, 255, (8, 8, 3), np.uint8)})
 
 
-for name, cls in [("KeyDecides", KeyDecides), ("KeyDecidesFlat", KeyDecidesFlat), ("KeyMissing", KeyMissing), ("ImageKey", ImageKey)]:
+class ImageNested(KeyDecides):
+    """An image key inside a nested Dict, which MultiInputPolicy's CNN does not read."""
+
+    def __init__(self):
+        super().__init__()
+        screen = spaces.Box(0, 255, (36, 36, 1), np.uint8)
+        self.observation_space = spaces.Dict({"cue": spaces.Discrete(3), "inner": spaces.Dict({"screen": screen})})
+
+
+class ImageDecides(gym.Env):
+    """Dict observations with an image key, as SB3's MultiInputPolicy reads them with a CNN per image: the
+    `screen` key (36 x 36 x 1 uint8, channel-last) lights the left, middle or right third of the frame, and the
+    action naming that third pays 1; the `noise` key (a Box) says nothing. 10 steps: best 10, random 3.3."""
+
+    def __init__(self):
+        self.observation_space = spaces.Dict({
+            "noise": spaces.Box(-1.0, 1.0, (2,), np.float32),
+            "screen": spaces.Box(0, 255, (36, 36, 1), np.uint8),
+        })
+        self.action_space = spaces.Discrete(3)
+
+    def _obs(self):
+        self.third = int(self.np_random.integers(3))
+        screen = np.zeros((36, 36, 1), np.uint8)
+        screen[8:28, 12 * self.third:12 * self.third + 12] = 255
+        return {"noise": self.np_random.uniform(-1, 1, 2).astype(np.float32), "screen": screen}
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        return self._obs(), {}
+
+    def step(self, action):
+        reward = float(int(action) == self.third)
+        return self._obs(), reward, False, False, {}
+
+
+for name, cls in [("KeyDecides", KeyDecides), ("KeyDecidesFlat", KeyDecidesFlat), ("KeyMissing", KeyMissing), ("ImageKey", ImageKey),
+                  ("ImageNested", ImageNested), ("ImageDecides", ImageDecides)]:
     # Without Gymnasium's env checker, so that the bridge's own check of a missing key is what runs.
     gym.register(f"toy/{name}-v0", entry_point=cls, max_episode_steps=10, disable_env_checker=True)
 

@@ -82,9 +82,10 @@ struct Conv {
 
 impl Conv {
     /// `in_shape` `(channels, height, width)`; `channels_last`: the input is laid out `[H, W, C]`
-    /// (a previous convolution's output) rather than `[C, H, W]` (the pixels, divided by 255).
-    fn new(w: Var, b: Var, in_shape: (usize, usize, usize), stride: usize, channels_last: bool) -> Result<Conv> {
-        let divisor = if channels_last { 1.0 } else { 255.0 };
+    /// (a previous convolution's output, or channel-last pixels) rather than `[C, H, W]`;
+    /// `pixels`: the input is pixels 0..=255, divided by 255 first.
+    fn new(w: Var, b: Var, in_shape: (usize, usize, usize), stride: usize, channels_last: bool, pixels: bool) -> Result<Conv> {
+        let divisor = if pixels { 255.0 } else { 1.0 };
         let op = ConvRelu::new(in_shape, w.dim(2)?, stride, w.dim(0)?, channels_last, divisor);
         Ok(Conv { w, b, op })
     }
@@ -108,12 +109,14 @@ struct NatureCnn {
 }
 
 impl NatureCnn {
-    fn new(image: ImageShape, layers: Vec<(Var, Var, usize)>, dense: Dense) -> Result<NatureCnn> {
+    /// The CNN on `image`'s pixels, laid out `[H, W, C]` when `channels_last` (an image key of a
+    /// `Dict` observation as the env gives it) and `[C, H, W]` otherwise.
+    fn new(image: ImageShape, channels_last: bool, layers: Vec<(Var, Var, usize)>, dense: Dense) -> Result<NatureCnn> {
         let mut shape = (image.channels, image.height, image.width);
         let mut convs = Vec::new();
         for (i, (w, b, stride)) in layers.into_iter().enumerate() {
             let (out, k) = (w.dim(0)?, w.dim(2)?);
-            convs.push(Conv::new(w, b, shape, stride, i > 0)?);
+            convs.push(Conv::new(w, b, shape, stride, i > 0 || channels_last, i == 0)?);
             shape = (out, (shape.1 - k) / stride + 1, (shape.2 - k) / stride + 1);
         }
         Ok(NatureCnn { convs, last: (shape.1 * shape.2, shape.0), dense })
@@ -131,11 +134,38 @@ impl NatureCnn {
     }
 }
 
-/// The layers both heads read: an MLP's hidden layers or the Nature CNN.
+/// SB3's `CombinedExtractor` ([`super::inputs`]): each key's columns of the observation, `(start,
+/// len)`, as they are or through the key's own Nature CNN; the features side by side.
+#[derive(Clone, Debug)]
+struct Combined {
+    keys: Vec<(usize, usize, Option<NatureCnn>)>,
+}
+
+impl Combined {
+    /// `[B, obs_dim]` → `[B, features]`.
+    fn forward(&self, obs: &Tensor) -> candle_core::Result<Tensor> {
+        let parts = self
+            .keys
+            .iter()
+            .map(|(start, len, cnn)| {
+                let x = obs.narrow(1, *start, *len)?;
+                match cnn {
+                    Some(c) => c.forward(&x),
+                    None => Ok(x),
+                }
+            })
+            .collect::<candle_core::Result<Vec<_>>>()?;
+        Tensor::cat(&parts, 1)
+    }
+}
+
+/// The layers both heads read: an MLP's hidden layers, the Nature CNN, or the keys of a `Dict`
+/// observation with images.
 #[derive(Clone, Debug)]
 enum Trunk {
     Mlp(Mlp),
     Cnn(NatureCnn),
+    Combined(Combined),
 }
 
 impl Trunk {
@@ -143,6 +173,7 @@ impl Trunk {
         match self {
             Trunk::Mlp(m) => m.forward(obs),
             Trunk::Cnn(c) => c.forward(obs),
+            Trunk::Combined(c) => c.forward(obs),
         }
     }
 }
@@ -207,8 +238,9 @@ impl ActorCritic {
             Some(image) => {
                 let dense =
                     trunk.into_iter().next().ok_or_else(|| ProximaError::InvalidArgument("no CNN layers".into()))?;
-                Some(Trunk::Cnn(NatureCnn::new(image, convs, dense)?))
+                Some(Trunk::Cnn(NatureCnn::new(image, false, convs, dense)?))
             }
+            None if !spec.inputs.is_empty() => Some(Trunk::Combined(combined(&spec, convs, trunk)?)),
             None => spec.shared_trunk.then(|| Trunk::Mlp(mlp(trunk, true))),
         };
         let (actor, critic) = (mlp(actor, false), mlp(critic, false));
@@ -430,8 +462,9 @@ impl ActorCritic {
         let actor = actor.iter().enumerate().map(|(i, l)| (&l.w, &l.b, i + 1 < actor.len()));
         match &self.trunk {
             Some(Trunk::Mlp(t)) => t.layers.iter().map(|l| (&l.w, &l.b, true)).chain(actor).collect(),
-            // TRPO refuses CnnPolicy (Config::validate): its products go through dense layers only.
-            Some(Trunk::Cnn(_)) | None => actor.collect(),
+            // TRPO refuses CNNs (Config::validate, and image keys in the trainer): its products
+            // go through dense layers only.
+            Some(Trunk::Cnn(_) | Trunk::Combined(_)) | None => actor.collect(),
         }
     }
 
@@ -741,6 +774,28 @@ impl Policy for ActorCritic {
         }
         Ok(())
     }
+}
+
+/// [`Combined`] of `spec.inputs` from the CNN layers the plan made for them, in order: three
+/// convolutions and one dense layer per image key.
+fn combined(spec: &PolicySpec, convs: Vec<(Var, Var, usize)>, dense: Vec<Dense>) -> Result<Combined> {
+    let (mut convs, mut dense) = (convs.into_iter(), dense.into_iter());
+    let mut start = 0;
+    let mut keys = Vec::new();
+    for key in &spec.inputs {
+        let cnn = match key.image {
+            Some(img) => {
+                let image = ImageShape { channels: img.chw[0], height: img.chw[1], width: img.chw[2] };
+                let layers: Vec<_> = convs.by_ref().take(3).collect();
+                let d = dense.next().ok_or_else(|| ProximaError::InvalidArgument("missing CNN layers".into()))?;
+                Some(NatureCnn::new(image, img.channels_last, layers, d)?)
+            }
+            None => None,
+        };
+        keys.push((start, key.len, cnn));
+        start += key.len;
+    }
+    Ok(Combined { keys })
 }
 
 #[cfg(test)]

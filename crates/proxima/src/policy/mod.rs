@@ -23,6 +23,7 @@ mod conv;
 pub mod distributions;
 pub mod fast_tanh;
 pub mod fused;
+pub mod inputs;
 mod interface;
 mod network;
 pub mod offpolicy;

@@ -77,7 +77,7 @@ impl Network {
     /// `InvalidArgument` for zero dims; `Unsupported` for `Fused` with the auxiliary value head
     /// or recurrent layers.
     pub fn new<R: Rng + ?Sized>(spec: PolicySpec, backend: Backend, rng: &mut R) -> Result<Self> {
-        let candle_only = spec.aux_value_head || spec.recurrent.is_some();
+        let candle_only = spec.aux_value_head || spec.recurrent.is_some() || !spec.inputs.is_empty();
         Ok(match backend {
             Backend::Candle => Network::Candle(ActorCritic::new(spec, &Device::Cpu, rng)?),
             Backend::Auto if candle_only => Network::Candle(ActorCritic::new(spec, &Device::Cpu, rng)?),

@@ -4,6 +4,7 @@
 //! `network.0.weight`, … as CleanRL's `ppo_atari.py`), their shapes and their orthogonal
 //! initialisation. Checkpoints store the spec; every backend builds from it.
 
+use super::inputs::{features_dim, InputKey, COMBINED_CNN_FEATURES};
 use super::recurrent::{RecurrentShape, RecurrentSpec};
 use crate::env::Space;
 use crate::error::{ProximaError, Result};
@@ -158,6 +159,13 @@ pub struct PolicySpec {
     /// checkpoint written before it existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recurrent: Option<RecurrentSpec>,
+    /// `MultiInputPolicy` over a `Dict` observation with image keys (SB3's `CombinedExtractor`,
+    /// [`super::inputs`]): the observation's top-level keys, each image through a Nature CNN of
+    /// its own (`extractors.{key}.cnn.*`, `extractors.{key}.linear.0`, first in parameter
+    /// order), the towers reading the keys' features side by side. Empty otherwise (and in
+    /// every checkpoint written before it existed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<InputKey>,
 }
 
 /// The shape of an image observation, channel-first: `[channels, height, width]`.
@@ -275,12 +283,23 @@ impl PolicySpec {
             aux_value_head: false,
             cnn: None,
             recurrent: None,
+            inputs: Vec::new(),
         }
     }
 
-    /// What the MLP towers read: the recurrent layers' outputs, or the observation.
+    /// What the MLP towers read: the recurrent layers' outputs, or what the stack would read.
     fn tower_input(&self) -> usize {
-        self.recurrent.map_or(self.obs_dim, |r| r.hidden_size)
+        self.recurrent.map_or(self.features_dim(), |r| r.hidden_size)
+    }
+
+    /// What the observation gives the towers (or the recurrent stack): the Nature CNN's
+    /// features, the keys' features side by side ([`PolicySpec::inputs`]), or the observation.
+    fn features_dim(&self) -> usize {
+        match (&self.cnn, self.inputs.is_empty()) {
+            (Some(_), _) => NATURE_FEATURES,
+            (None, false) => features_dim(&self.inputs),
+            (None, true) => self.obs_dim,
+        }
     }
 
     /// The recurrent stacks' names and shapes: the actor's (`lstm_actor`), then the critic's
@@ -288,7 +307,7 @@ impl PolicySpec {
     /// (`CnnLstmPolicy`, whose CNN both stacks share as sb3-contrib's `share_features_extractor`).
     pub fn recurrent_shapes(&self) -> Vec<(&'static str, RecurrentShape)> {
         let Some(r) = self.recurrent else { return Vec::new() };
-        let input = if self.cnn.is_some() { NATURE_FEATURES } else { self.obs_dim };
+        let input = self.features_dim();
         let mut out = vec![("lstm_actor", r.actor(input))];
         out.extend(r.critic(input).map(|c| ("lstm_critic", c)));
         out
@@ -309,7 +328,7 @@ impl PolicySpec {
             fan_in
         };
         let head = self.action.head_dim();
-        let mut plan = Vec::new();
+        let mut plan = self.extractor_plan();
         if self.shared_trunk {
             let w = hidden("trunk", Part::Trunk, &mut plan);
             plan.push(LayerPlan::dense("actor.0".into(), w, head, 0.01, Part::Actor));
@@ -325,6 +344,32 @@ impl PolicySpec {
             // On the features the policy head reads (a value head's gain, 1.0).
             let w = self.net_arch.last().copied().unwrap_or(self.obs_dim);
             plan.push(LayerPlan::dense("aux_critic".into(), w, 1, 1.0, Part::Aux));
+        }
+        plan
+    }
+
+    /// SB3's `CombinedExtractor`: for each image key of [`PolicySpec::inputs`], in order, the
+    /// Nature CNN's convolutions `extractors.{key}.cnn.0`, `.2`, `.4` and its dense layer
+    /// `extractors.{key}.linear.0` to 256 features (gain √2, as SB3 initialises its features
+    /// extractor). Empty without image keys.
+    fn extractor_plan(&self) -> Vec<LayerPlan> {
+        let sqrt2 = std::f64::consts::SQRT_2;
+        let mut plan = Vec::new();
+        for key in &self.inputs {
+            let Some(img) = key.image else { continue };
+            let image = ImageShape { channels: img.chw[0], height: img.chw[1], width: img.chw[2] };
+            let Ok(outs) = image.nature_outputs() else { continue }; // refused by check_dims
+            let mut c_in = image.channels;
+            for (i, &(c, k, s)) in NATURE_CONVS.iter().enumerate() {
+                let name = format!("extractors.{}.cnn.{}", key.name, 2 * i);
+                let fan_in = c_in.saturating_mul(k * k);
+                plan.push(LayerPlan { name, fan_in, fan_out: c, gain: sqrt2, part: Part::Trunk, conv: Some((c_in, k, s)) });
+                c_in = c;
+            }
+            let (c, h, w) = outs[2];
+            let flat = c.saturating_mul(h).saturating_mul(w);
+            let name = format!("extractors.{}.linear.0", key.name);
+            plan.push(LayerPlan::dense(name, flat, COMBINED_CNN_FEATURES, sqrt2, Part::Trunk));
         }
         plan
     }
@@ -401,6 +446,7 @@ impl PolicySpec {
                 )));
             }
         }
+        self.check_inputs()?;
         if let Some(r) = &self.recurrent {
             r.check()?;
             if self.shared_trunk || self.aux_value_head {
@@ -416,6 +462,38 @@ impl PolicySpec {
                 self.action.head_dim(),
                 self.net_arch
             )));
+        }
+        Ok(())
+    }
+
+    /// [`PolicySpec::inputs`]: keys whose lengths add up to the observation, images that hold
+    /// their pixels and fit the Nature CNN, and no CNN policy, shared trunk or PPG head beside.
+    fn check_inputs(&self) -> Result<()> {
+        if self.inputs.is_empty() {
+            return Ok(());
+        }
+        if self.cnn.is_some() || self.shared_trunk || self.aux_value_head {
+            return Err(ProximaError::Unsupported(
+                "image keys in a Dict observation (MultiInputPolicy's CNN) take separate MLP towers: no CnnPolicy, shared trunk or PPG head".into(),
+            ));
+        }
+        let total: usize = self.inputs.iter().map(|k| k.len).sum();
+        if total != self.obs_dim {
+            return Err(ProximaError::InvalidArgument(format!(
+                "the observation keys hold {total} values; the observation has {}",
+                self.obs_dim
+            )));
+        }
+        for key in &self.inputs {
+            let Some(img) = key.image else { continue };
+            let image = ImageShape { channels: img.chw[0], height: img.chw[1], width: img.chw[2] };
+            if img.chw.iter().product::<usize>() != key.len {
+                return Err(ProximaError::InvalidArgument(format!(
+                    "the image key `{}` of {:?} does not hold its {} values",
+                    key.name, img.chw, key.len
+                )));
+            }
+            image.nature_outputs().map_err(|e| ProximaError::InvalidArgument(format!("the image key `{}`: {e}", key.name)))?;
         }
         Ok(())
     }

@@ -9,12 +9,12 @@ use crate::collect::{Collector, StepObserver};
 use crate::config::{AdvantageNorm, AlgoName, Config, IntoValidConfig, OptimizerName, ValidConfig, VectorEnv};
 use crate::distributed::{Collective, EnvSplit, Ranks};
 use crate::env::vec_env::{EpisodeRecord, SyncVectorEnv, VectorMode};
-use crate::env::{make, Env, Space};
+use crate::env::{make, Env, ObsKey, Space};
 use crate::error::{ProximaError, Result};
 use crate::normalize::Normalizer;
 use crate::optim::{LrSchedule, Optimizer};
 use crate::policy::recurrent::RecurrentSpec;
-use crate::policy::{ActionKind, ImageShape, Network, Policy, PolicyKind, PolicySpec};
+use crate::policy::{ActionKind, Backend, ImageShape, Network, Policy, PolicyKind, PolicySpec};
 use crate::replay::ReplayBuffer;
 use crate::rollout::RolloutBuffer;
 use rand::SeedableRng;
@@ -247,6 +247,7 @@ pub fn policy_spec(cfg: &Config, venv: &SyncVectorEnv) -> Result<PolicySpec> {
         enable_critic_lstm: cfg.enable_critic_lstm,
     });
     Ok(PolicySpec {
+        inputs: multi_inputs(cfg, venv)?,
         cnn,
         obs_dim: venv.observation_space().flat_dim(),
         action: ActionKind::from_space(venv.action_space())?,
@@ -258,6 +259,41 @@ pub fn policy_spec(cfg: &Config, venv: &SyncVectorEnv) -> Result<PolicySpec> {
         aux_value_head: cfg.algo == AlgoName::Ppg,
         recurrent,
     })
+}
+
+/// The backend of the run's network: [`Config::resolved_backend`], or candle under `auto` for a
+/// network the fused kernels do not cover that only the env reveals (image keys in a `Dict`).
+fn backend_for(cfg: &Config, spec: &PolicySpec) -> Backend {
+    match cfg.backend {
+        Backend::Auto if !spec.inputs.is_empty() => Backend::Candle,
+        _ => cfg.resolved_backend(),
+    }
+}
+
+/// The keys of a `Dict` observation with image keys, which the policy reads through a CNN per
+/// image (SB3's `MultiInputPolicy`; [`crate::policy::inputs`]); none for other observations.
+///
+/// # Errors
+/// `Config` for image keys with an off-policy algorithm, TRPO, PPG or a CNN policy.
+fn multi_inputs(cfg: &Config, venv: &SyncVectorEnv) -> Result<Vec<crate::policy::inputs::InputKey>> {
+    let inputs = crate::policy::inputs::inputs_of(&venv.observation_keys());
+    let images: Vec<&str> = inputs.iter().filter(|k| k.image.is_some()).map(|k| k.name.as_str()).collect();
+    let separate_networks = cfg.is_off_policy() || matches!(cfg.algo, AlgoName::Trpo | AlgoName::Ppg);
+    if !images.is_empty() && (separate_networks || cfg.policy.is_cnn()) {
+        let what = if cfg.policy.is_cnn() { format!("policy = `{:?}`", cfg.policy) } else { format!("algo = `{}`", cfg.algo) };
+        return Err(ProximaError::Config(format!(
+            "{}'s observation has image keys ({}), which a CNN per key reads for PPO, A2C, A3C and REINFORCE with policy = `MlpPolicy` or `MlpLstmPolicy` (SB3's MultiInputPolicy); {what} does not take them yet",
+            venv.env_id(),
+            images.join(", ")
+        )));
+    }
+    for key in inputs.iter().filter(|k| k.image.is_some()) {
+        let [channels, height, width] = key.image.map(|i| i.chw).unwrap_or_default();
+        ImageShape { channels, height, width }.nature_outputs().map_err(|e| {
+            ProximaError::Config(format!("{}: the observation key `{}` is an image: {e}", venv.env_id(), key.name))
+        })?;
+    }
+    Ok(inputs)
 }
 
 /// The image a `CnnPolicy` (or `CnnLstmPolicy`) reads, as SB3's `is_image_space` decides it: a uint8 `Box` of shape
@@ -313,7 +349,7 @@ fn normalizer(cfg: &Config, venv: &SyncVectorEnv) -> Result<Normalizer> {
 ///
 /// # Errors
 /// `Config` when the env has no keys (a flat observation) or lacks one of `wanted`.
-fn raw_columns(wanted: &[String], keys: &[(String, usize)], venv: &SyncVectorEnv) -> Result<Vec<bool>> {
+fn raw_columns(wanted: &[String], keys: &[ObsKey], venv: &SyncVectorEnv) -> Result<Vec<bool>> {
     if keys.is_empty() {
         return Err(ProximaError::Config(format!(
             "norm_obs_keys selects keys of a Dict or Tuple observation; {} observes {}: leave norm_obs_keys out",
@@ -321,7 +357,7 @@ fn raw_columns(wanted: &[String], keys: &[(String, usize)], venv: &SyncVectorEnv
             venv.observation_space().describe()
         )));
     }
-    let names: Vec<&str> = keys.iter().map(|(k, _)| k.as_str()).collect();
+    let names: Vec<&str> = keys.iter().map(|k| k.name.as_str()).collect();
     if let Some(bad) = wanted.iter().find(|w| !names.contains(&w.as_str())) {
         let hint = crate::did_you_mean::closest(bad, &names).map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default();
         return Err(ProximaError::Config(format!(
@@ -330,7 +366,7 @@ fn raw_columns(wanted: &[String], keys: &[(String, usize)], venv: &SyncVectorEnv
             names.join(", ")
         )));
     }
-    Ok(keys.iter().flat_map(|(k, len)| std::iter::repeat_n(!wanted.contains(k), *len)).collect())
+    Ok(keys.iter().flat_map(|k| std::iter::repeat_n(!wanted.contains(&k.name), k.len)).collect())
 }
 
 /// The sampling and shuffling stream of a run seeded with `seed`: separate from the
@@ -354,7 +390,7 @@ fn a3c_workers(cfg: &Config, spec: &PolicySpec, make_env: MakeEnv<'_>) -> Result
         .map(|w| {
             let seed = cfg.seed.wrapping_add(1 + w as u64 * 1_000_003) % (1 << 62);
             let collector = Collector::new(cfg.n_envs, seed, make_env, |v| normalizer(cfg, v))?;
-            let policy = Network::new(spec.clone(), cfg.resolved_backend(), &mut ChaCha8Rng::seed_from_u64(seed))?;
+            let policy = Network::new(spec.clone(), backend_for(cfg, spec), &mut ChaCha8Rng::seed_from_u64(seed))?;
             let buf = RolloutBuffer::new(cfg.n_steps, cfg.n_envs, spec.obs_dim, spec.action.act_dim(), 0);
             Ok(Worker { collector, policy: Box::new(policy), buf, rng: sampling_rng(seed), steps: 0, updates: 0 })
         })
@@ -480,7 +516,7 @@ impl Trainer {
             policy.set_threads(cfg.num_threads);
             return Ok(Self::assemble(env_id, cfg, collector, policy, Optimizer::adam(&[], 0.0, 1e-8), algo, 0));
         }
-        let backend = cfg.resolved_backend();
+        let backend = backend_for(&cfg, &spec);
         let mut policy = Network::new(spec.clone(), backend, &mut ChaCha8Rng::seed_from_u64(cfg.seed))?;
         policy.set_threads(cfg.num_threads);
         tracing::info!("policy backend: {} (backend = {:?})", backend.as_str(), cfg.backend.as_str());

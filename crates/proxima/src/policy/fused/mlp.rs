@@ -152,6 +152,11 @@ impl FusedMlp {
     /// with PPG's auxiliary value head or recurrent layers.
     pub fn from_params(spec: PolicySpec, values: &[Vec<f32>]) -> Result<Self> {
         spec.check_dims()?;
+        if !spec.inputs.is_empty() {
+            return Err(ProximaError::Unsupported(
+                "image keys in a Dict observation (MultiInputPolicy's CNNs) run on the candle backend (backend = \"candle\" or \"auto\") for now".into(),
+            ));
+        }
         if spec.recurrent.is_some() {
             return Err(ProximaError::Unsupported(
                 "recurrent policies run on the candle backend (backend = \"candle\") for now".into(),
