@@ -20,6 +20,7 @@ import numpy.typing as npt
 
 from . import _docs, _proxima
 from ._envs import channels_first_observation, env_source
+from ._spaces import space_from_json, space_to_json
 from .type_aliases import ActionNoise, EnvLike, MaybeCallback, PolicyType, Schedule, TrainFreq, VecEnvLike
 
 if TYPE_CHECKING:
@@ -47,6 +48,8 @@ _LSTM_POLICIES = _MLP_LSTM_POLICIES | _CNN_LSTM_POLICIES | _MULTI_INPUT_LSTM_POL
 _LSTM_KWARGS = {"lstm_hidden_size": int, "n_lstm_layers": int, "shared_lstm": bool, "enable_critic_lstm": bool,
                 "recurrent_cell": str}
 _SAFETENSORS = ".safetensors"
+# The model file's note holding a Dict (or Tuple) observation space (_spaces.space_to_json).
+_SPACE_NOTE = "gymnasium.observation_space"
 
 
 #: What the config takes: one setting's value as it crosses to Rust (``_proxima.Model.create``).
@@ -250,7 +253,16 @@ class BaseAlgorithm:
                 self.observation_space = _gym_observation_space(env) or self.observation_space
             if load_from is None:
                 self._check_observation_space()
+        self._keep_observation_space()
         self._cache()
+
+    def _keep_observation_space(self) -> None:
+        """A Dict (or Tuple) observation space goes into the model file, so that ``load`` without an
+        env takes such observations (``_spaces.space_to_json``)."""
+        if _is_structured(self.observation_space):
+            text = space_to_json(self.observation_space)
+            if text is not None:
+                self._model.set_note(_SPACE_NOTE, text)
 
     def _check_noise_dim(self) -> None:
         """An ``action_noise`` of another size than the action space is refused (TD3, DDPG)."""
@@ -559,6 +571,10 @@ class BaseAlgorithm:
         if env is None:
             self._model = _proxima.Model.load(file, None, {})
             self.observation_space, self.action_space = _spaces_of_loaded(self._model)
+            kept = self._model.note(_SPACE_NOTE)
+            if kept is not None:  # the Dict (or Tuple) space the model was trained on
+                self.observation_space = space_from_json(kept)
+                self.policy_class = "MultiInputLstmPolicy" if cls._recurrent else "MultiInputPolicy"
             self._cache()
         else:
             self._build(env, load_from=file)

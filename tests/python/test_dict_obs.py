@@ -51,15 +51,23 @@ def test_predict_takes_a_batch_of_dict_observations_from_a_vector_env(trained):
 
 
 def test_dict_model_save_load_same_actions(trained, tmp_path):
+    """With its env, and without one: the model file keeps the Dict space (nested Dict and Tuple keys
+    included), so a model loaded alone takes the same Dict observations and gives the same actions."""
     trained.save(tmp_path / "dict_model")
     env = gym.make("toy/KeyDecides-v0")
     loaded = proxima.PPO.load(tmp_path / "dict_model", env=env)
+    alone = proxima.PPO.load(tmp_path / "dict_model")
+    assert alone.observation_space == env.observation_space and list(alone.observation_space.spaces) == list(
+        env.observation_space.spaces)
     obs, _ = env.reset(seed=11)
     for _ in range(20):
         a, _ = trained.predict(obs, deterministic=True)
         b, _ = loaded.predict(obs, deterministic=True)
-        assert int(a) == int(b)
+        c, _ = alone.predict(obs, deterministic=True)
+        assert int(a) == int(b) == int(c)
         obs, *_ = env.step(a)
+    alone.save(tmp_path / "again")  # a loaded model saved again keeps the space
+    assert proxima.PPO.load(tmp_path / "again").observation_space == env.observation_space
 
 
 def test_sb3s_policy_rules_and_bad_dict_observations(trained):
@@ -125,7 +133,7 @@ def test_norm_obs_keys_normalises_only_the_named_keys_and_predict_applies_it(tmp
     mean, _ = proxima.evaluate_policy(model, gym.make("toy/KeyDecides-v0"), n_eval_episodes=10)
     assert mean >= 9.5, mean
     model.save(tmp_path / "norm_keys")
-    loaded = proxima.PPO.load(tmp_path / "norm_keys", env=gym.make("toy/KeyDecides-v0"))
+    loaded = proxima.PPO.load(tmp_path / "norm_keys")  # the file keeps the Dict space
     obs = [gym.make("toy/KeyDecides-v0").reset(seed=s)[0] for s in range(8)]
     assert all(model.predict(o, deterministic=True)[0] == loaded.predict(o, deterministic=True)[0] for o in obs)
     with pytest.raises(ValueError, match="no observation key `noize` .*did you mean `noise`"):

@@ -700,6 +700,27 @@ impl Model {
         })
     }
 
+    /// Records `value` under `key` in every checkpoint this model writes (a resumed training run
+    /// and a loaded model keep it): the Python package keeps the Gymnasium observation space
+    /// there. `key` is stored with the trainer's note prefix.
+    fn set_note(&self, key: &str, value: String) -> PyResult<()> {
+        let key = format!("{}{key}", proxima::train::NOTE_PREFIX);
+        match &mut self.lock()?.state {
+            State::Training(t) => t.notes.insert(key, value),
+            State::Loaded(l) => l.ck.meta.extra.insert(key, value),
+        };
+        Ok(())
+    }
+
+    /// The note recorded under `key` ([`Model::set_note`]), if any.
+    fn note(&self, key: &str) -> PyResult<Option<String>> {
+        let key = format!("{}{key}", proxima::train::NOTE_PREFIX);
+        Ok(match &self.lock()?.state {
+            State::Training(t) => t.notes.get(&key).cloned(),
+            State::Loaded(l) => l.ck.meta.extra.get(&key).cloned(),
+        })
+    }
+
     /// The resolved config as TOML (SB3's names).
     #[getter]
     fn config_toml(&self) -> PyResult<String> {

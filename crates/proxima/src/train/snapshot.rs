@@ -139,6 +139,8 @@ impl Trainer {
         }
         // The backend `auto` resolved to, for a resume after `auto` changes its choice.
         extra.insert("backend".to_string(), self.policy.backend().as_str().to_string());
+        let notes = self.notes.iter().filter(|(k, _)| k.starts_with(super::trainer::NOTE_PREFIX));
+        extra.extend(notes.map(|(k, v)| (k.clone(), v.clone())));
         CheckpointMeta {
             env_id: self.env_id.clone(),
             policy: self.policy.spec().clone(),
@@ -292,6 +294,8 @@ impl Trainer {
         }
         self.rng = snap.rng.clone();
         restore_collector(&mut self, snap)?;
+        let notes = ck.meta.extra.iter().filter(|(k, _)| k.starts_with(super::trainer::NOTE_PREFIX));
+        self.notes.extend(notes.map(|(k, v)| (k.clone(), v.clone())));
         if let Algo::OnPolicy(OnPolicy::Ppg(ppg)) = &mut self.algo {
             restore_aux_buffer(ppg, ck)?;
         }

@@ -200,7 +200,15 @@ pub struct Trainer {
     pub(crate) rank_states: Option<(u64, Vec<String>)>,
     /// Asked between an off-policy run's gradient steps ([`Trainer::set_interrupt`]).
     interrupt: Option<Interrupt>,
+    /// What a caller records in every checkpoint's metadata beside the trainer's own entries,
+    /// by key (each starting with [`NOTE_PREFIX`]; the Python package's Gymnasium observation
+    /// space); a resumed run keeps them.
+    pub notes: std::collections::BTreeMap<String, String>,
 }
+
+/// The prefix of a caller's checkpoint notes ([`Trainer::notes`]), so they never collide with
+/// the trainer's own metadata keys.
+pub const NOTE_PREFIX: &str = "note.";
 
 /// A question a long burst of gradient steps asks between two of them: "stop now?".
 #[derive(Clone)]
@@ -581,6 +589,7 @@ impl Trainer {
             ranks: None,
             rank_states: None,
             interrupt: None,
+            notes: Default::default(),
         }
     }
 
