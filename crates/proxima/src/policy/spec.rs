@@ -98,14 +98,18 @@ pub enum Activation {
 /// The config's `policy` key, with SB3's names.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PolicyKind {
-    /// MLPs of `net_arch` (SB3's `MlpPolicy`, CleanRL's `Agent`).
+    /// MLPs of `net_arch` (SB3's `MlpPolicy`, CleanRL's `Agent`); over a `Dict` observation, SB3's
+    /// `MultiInputPolicy` (accepted as that name too).
     #[default]
+    #[serde(alias = "MultiInputPolicy")]
     MlpPolicy,
     /// The Nature CNN shared by the policy and value heads, for image observations (SB3's
     /// `CnnPolicy`, CleanRL's `ppo_atari.py`).
     CnnPolicy,
     /// Recurrent PPO's policy (sb3-contrib's `MlpLstmPolicy`): an LSTM (or GRU,
-    /// `recurrent_cell`) stack between the observation and the MLPs of `net_arch`.
+    /// `recurrent_cell`) stack between the observation and the MLPs of `net_arch`; over a `Dict`
+    /// observation, sb3-contrib's `MultiInputLstmPolicy` (accepted as that name too).
+    #[serde(alias = "MultiInputLstmPolicy")]
     MlpLstmPolicy,
     /// Recurrent PPO over images (sb3-contrib's `CnnLstmPolicy`): the Nature CNN's 512 features
     /// into the LSTM (or GRU) stack, the policy and value heads on its outputs (sb3-contrib's
