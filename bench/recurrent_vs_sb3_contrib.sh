@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Recurrent PPO against sb3-contrib's RecurrentPPO, side by side in one run, on a toy task of
 # crates/proxima-gym/tests/toy_envs.py, the same settings on both sides: MlpLstmPolicy, 8 envs,
-# n_steps 32, one minibatch of 256 (all 8 sequences), 10 epochs, lr 1e-3; one thread each, the two
+# n_steps 32, one minibatch of 256 (all 8 sequences), 10 epochs, lr 1e-3, no rollout-KL pass (SB3
+# makes none); one thread each, the two
 # sides concurrently (2 cores); deterministic evaluation carrying the state. TASK:
 #   CartPoleNoVel  CartPole-v1 with its velocities hidden (rl-zoo's CartPoleNoVel-v1): a 64-unit LSTM
 #                  and MLP, gamma 0.98, gae_lambda 0.8, no entropy bonus; 20 evaluation episodes
@@ -32,7 +33,8 @@ for s in $seeds; do
   d="$out/runs/seed$s"; rm -rf "$d"
   ( time ./target/release/proxima train "gym:toy_envs:$env" --preset sb3 --seed "$s" \
     --total-timesteps "$steps" --set policy=MlpLstmPolicy --set n_envs=8 --set n_steps=32 --set batch_size=256 \
-    --set learning_rate=1e-3 "${sets[@]}" --set eval_episodes=$episodes --run-dir "$d" --quiet > /dev/null )
+    --set learning_rate=1e-3 --set log_kl_divergence=false "${sets[@]}" --set eval_episodes=$episodes \
+    --run-dir "$d" --quiet > /dev/null )
   python3 - "$d" "$s" "$steps" >> "$out/proxima.jsonl" <<'PY'
 import json, sys
 d, seed, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])

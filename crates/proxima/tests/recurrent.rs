@@ -364,6 +364,37 @@ mod policy {
         }
     }
 
+    /// The rollout KL over the rollout's sequences: 0 for the policy that acted (its pass from
+    /// the rollout's start states, zeroed at the episode starts, is the acting one), and positive
+    /// once θ moves.
+    #[test]
+    fn the_rollout_kl_over_sequences_is_zero_for_the_acting_policy() {
+        let sp = spec(CellKind::Lstm, false, ActionKind::Discrete { n: 3 });
+        let mut net = ActorCritic::new(sp, &Device::Cpu, &mut ChaCha8Rng::seed_from_u64(5)).unwrap();
+        let mut rng = ChaCha8Rng::seed_from_u64(6);
+        let obs: Vec<f32> = (0..T * N * OD).map(|_| rng.random_range(-1.0..1.0)).collect();
+        let starts: Vec<bool> = (0..T * N).map(|i| i < N || rng.random_bool(0.2)).collect();
+        let state0: Vec<f32> = (0..N * net.recurrent_state_dim()).map(|_| rng.random_range(-0.5..0.5)).collect();
+        let (mut state, mut heads) = (state0.clone(), Vec::new());
+        for t in 0..T {
+            let rows = t * N..(t + 1) * N;
+            let out = net
+                .act_recurrent(&obs[rows.start * OD..rows.end * OD], None, &starts[rows], &mut state, false, &mut rng)
+                .unwrap();
+            heads.extend(out.head);
+        }
+        let kl = |net: &ActorCritic| Policy::rollout_kl_recurrent(net, &obs, (&starts, &state0), &heads, &[], None).unwrap();
+        assert!(kl(&net).abs() < 1e-6, "the acting policy's KL {}", kl(&net));
+        let moved: Vec<Vec<f32>> = net
+            .params()
+            .unwrap()
+            .into_iter()
+            .map(|p| p.iter().enumerate().map(|(i, v)| v + 0.3 * (i as f32 * 1.3).sin()).collect())
+            .collect();
+        net.set_params(&moved).unwrap();
+        assert!(kl(&net) > 1e-4, "KL after θ moved: {}", kl(&net));
+    }
+
     /// `shared_lstm`: the critic reads the actor's LSTM outputs without their gradient, so a
     /// value-only loss moves no LSTM parameter; with its own LSTM the critic's loss moves that one.
     #[test]

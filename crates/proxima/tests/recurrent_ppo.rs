@@ -116,6 +116,32 @@ fn recurrent_ppo_with_a_shared_lstm_learns() {
     assert!(ret > 0.9, "mean return {ret}");
 }
 
+/// The rollout KL is measured over the rollout's sequences (logged as `kl_divergence`), so
+/// L^KLPEN's adaptive β (`objective = "adaptive_kl"`) trains a recurrent policy too.
+#[test]
+fn recurrent_ppo_logs_the_rollout_kl_and_adapts_beta() {
+    let sets = [
+        "policy=MlpLstmPolicy",
+        "objective=adaptive_kl",
+        "n_envs=2",
+        "n_steps=16",
+        "batch_size=16",
+        "total_timesteps=256",
+        "lstm_hidden_size=8",
+        "kl_target=0.0001",
+    ];
+    let cfg = Config::resolve("cleanrl", None, &sets.map(String::from)).unwrap();
+    let mut tr = Trainer::with_env_fn("Cue-v0", cfg, cue).unwrap();
+    let mut betas = Vec::new();
+    while !tr.is_done() {
+        let r = tr.step().unwrap();
+        assert!(r.stats.kl_divergence.is_finite() && r.stats.kl_divergence >= 0.0, "{}", r.stats.kl_divergence);
+        assert!(r.stats.policy_loss.is_finite());
+        betas.push(r.stats.kl_coef);
+    }
+    assert!(betas.windows(2).any(|w| w[0] != w[1]), "β adapts to the measured KL: {betas:?}");
+}
+
 /// A recurrent run stopped and resumed from its checkpoint (hidden states included) ends with
 /// the same weights, bit for bit, as the run that went straight through.
 #[test]

@@ -133,10 +133,20 @@ pub fn update<R: Rng + ?Sized>(
     (s.policy_loss, s.value_loss, s.entropy, s.grad_norm) =
         (s.policy_loss / m, s.value_loss / m, s.entropy / m, s.grad_norm / m);
     s.clip_fraction = clip_sum / m;
-    // A recurrent policy's rollout KL would need its sequences' pass: not measured yet (NaN).
-    let kl = if (p.log_kl_divergence && buf.state_dim == 0) || p.objective == Objective::AdaptiveKl {
+    let kl = if p.log_kl_divergence || p.objective == Objective::AdaptiveKl {
         let masks = (buf.mask_dim > 0).then_some(&buf.action_masks[..]);
-        policy.rollout_kl(&buf.observations.to_f32(), &buf.old_head, &buf.old_log_std, masks)?
+        let obs = buf.observations.to_f32();
+        match buf.state_dim {
+            0 => policy.rollout_kl(&obs, &buf.old_head, &buf.old_log_std, masks)?,
+            // A recurrent policy's: over the rollout's sequences, from the states it started from.
+            _ => policy.rollout_kl_recurrent(
+                &obs,
+                (&buf.episode_starts, &buf.rnn_state0),
+                &buf.old_head,
+                &buf.old_log_std,
+                masks,
+            )?,
+        }
     } else {
         f64::NAN
     };

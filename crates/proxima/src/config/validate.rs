@@ -2,7 +2,7 @@
 //! [`ValidConfig`] that a run's constructors take as it is (`Trainer::new` and the others
 //! accept a [`Config`] too, and validate it on the way in).
 
-use super::{AlgoName, Backend, Config, EntCoef, Objective, OptimizerName, VectorEnv};
+use super::{AlgoName, Backend, Config, EntCoef, OptimizerName, VectorEnv};
 use crate::error::{ProximaError, Result};
 use crate::policy::{Activation, PolicyKind};
 use std::ops::Deref;
@@ -125,9 +125,6 @@ impl Config {
         }
         if ranks > 1 {
             return bad(format!("policy = `{policy:?}` trains in one process (not under mpirun) for now"));
-        }
-        if self.objective == Objective::AdaptiveKl {
-            return bad(format!("policy = `{policy:?}` with objective = `adaptive_kl` is not supported yet (its β follows the rollout's KL, which recurrent PPO does not measure yet)"));
         }
         if self.shared_lstm && self.enable_critic_lstm {
             return bad("shared_lstm = true with enable_critic_lstm = true: the critic either shares the actor's LSTM or has its own (sb3-contrib's rule); set one of them false".into());

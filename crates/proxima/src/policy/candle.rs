@@ -676,6 +676,25 @@ impl Policy for ActorCritic {
         ActorCritic::predict_values_recurrent(self, obs, episode_starts, state)
     }
 
+    fn rollout_kl_recurrent(
+        &self,
+        obs: &[f32],
+        (episode_starts, state0): (&[bool], &[f32]),
+        old_head: &[f32],
+        old_log_std: &[f32],
+        masks: Option<&[u8]>,
+    ) -> Result<f64> {
+        let n = state0.len() / self.recurrent_state_dim().max(1);
+        let starts: Vec<f32> = episode_starts.iter().map(|&s| f32::from(u8::from(s))).collect();
+        let starts = Tensor::from_vec(starts, episode_starts.len(), &self.device)?;
+        let (head, _, _) = self.forward_sequence(&self.obs_tensor(obs)?, &starts, state0, n)?;
+        let mut old = self.dist_params_from_host(old_head, old_log_std)?;
+        let masks = masks.unwrap_or(&[]);
+        old.head = self.masked(old.head, masks)?;
+        let kl = self.kl_of_head(&old, &self.masked(head, masks)?)?;
+        Ok(kl.mean_all()?.to_scalar::<f32>()? as f64)
+    }
+
     fn ppo_loss(&mut self, mb: &Minibatch, old_log_std: &[f32], coefs: &PpoCoefs) -> Result<LossReport> {
         let (obs, act) = self.batch_tensors(mb)?;
         let (log_prob, entropy, values, head) = self.evaluate_minibatch(&obs, &act, mb)?;

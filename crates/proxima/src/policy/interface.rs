@@ -117,6 +117,25 @@ pub trait Policy: Send {
         Err(crate::error::ProximaError::Unsupported("this policy has no hidden state (not a recurrent policy)".into()))
     }
 
+    /// [`Policy::rollout_kl`] of a recurrent policy, over its rollout's sequences: `obs`
+    /// `[T·N, obs_dim]` time-major (row t·N + e), `episode_starts` `[T·N]`, `state0` `[N,
+    /// state_dim]` the envs' hidden states before step 0 (π_θ's pass then carries them as acting
+    /// did); `old_head` and `masks` row for row.
+    ///
+    /// # Errors
+    /// As [`Policy::act_recurrent`]; [`Policy::rollout_kl`]'s.
+    fn rollout_kl_recurrent(
+        &self,
+        obs: &[f32],
+        (episode_starts, state0): (&[bool], &[f32]),
+        old_head: &[f32],
+        old_log_std: &[f32],
+        masks: Option<&[u8]>,
+    ) -> Result<f64> {
+        let _ = (obs, episode_starts, state0, old_head, old_log_std, masks);
+        Err(crate::error::ProximaError::Unsupported("this policy has no hidden state (not a recurrent policy)".into()))
+    }
+
     /// V(s) for N observations `[N, obs_dim]` → `[N]`.
     ///
     /// # Errors

@@ -235,6 +235,16 @@ impl Policy for Network {
     fn rollout_kl(&self, obs: &[f32], old_head: &[f32], old_log_std: &[f32], masks: Option<&[u8]>) -> Result<f64> {
         self.inner().rollout_kl(obs, old_head, old_log_std, masks)
     }
+    fn rollout_kl_recurrent(
+        &self,
+        obs: &[f32],
+        sequences: (&[bool], &[f32]),
+        old_head: &[f32],
+        old_log_std: &[f32],
+        masks: Option<&[u8]>,
+    ) -> Result<f64> {
+        self.inner().rollout_kl_recurrent(obs, sequences, old_head, old_log_std, masks)
+    }
     fn param_shapes(&self) -> Vec<(String, Vec<usize>)> {
         self.inner().param_shapes()
     }
