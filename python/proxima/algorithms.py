@@ -1113,11 +1113,15 @@ class MaskablePPO(PPO):
     def learn(self, total_timesteps: int, callback: MaybeCallback = None, log_interval: int = 1,
               tb_log_name: str = "MaskablePPO", reset_num_timesteps: bool = True, use_masking: bool = True,
               progress_bar: bool = False) -> MaskablePPO:
-        """(sb3-contrib's ``MaskablePPO.learn``.)"""
-        if not use_masking:
-            raise NotImplementedError("MaskablePPO.learn(use_masking=False) is not supported yet: "
-                                      "train a PPO model to ignore the masks")
-        super().learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar)
+        """(sb3-contrib's ``MaskablePPO.learn``.) With ``use_masking=False`` this call's rollouts take every
+        action as valid (the rollout stores all-valid masks, as sb3-contrib's buffer does)."""
+        if self._model is not None:
+            self._model.set_use_masking(bool(use_masking))
+        try:
+            super().learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar)
+        finally:
+            if self._model is not None:
+                self._model.set_use_masking(True)
         return self
 
     def predict(
@@ -1707,8 +1711,8 @@ def _document() -> None:
         notes = _docs.OFF_POLICY_NOTES if cls in (SAC, TD3, DDPG, TQC) else _docs.ON_POLICY_NOTES
         cls.__doc__ = _docs.with_params(cls.__doc__ or "", cls.__init__, *cls_tables, notes=notes)
         cls.learn.__doc__ = base.learn.__doc__
-    use_masking = {"use_masking": "Whether or not to use invalid action masks during training. Proxima: only ``True`` is "
-                                  "supported yet (a ``PPO`` model trains without the masks)."}
+    use_masking = {"use_masking": "Whether or not to use invalid action masks during training. With ``False`` this call's "
+                                  "rollouts take every action as valid."}
     MaskablePPO.learn.__doc__ = _docs.with_params("(sb3-contrib's ``MaskablePPO.learn``.)", MaskablePPO.learn,
                                                   _docs.LEARN, use_masking, returns="the trained model")
 

@@ -84,14 +84,22 @@ def test_bad_masks_are_clear_exceptions(trained):
         trained.predict(obs, action_masks=np.full(6, 2))
 
 
-def test_maskable_ppo_refuses_a_box_action_space_an_env_without_masks_and_unmasked_learning():
+def test_maskable_ppo_refuses_a_box_action_space_and_an_env_without_masks():
     with pytest.raises(ValueError, match="MaskablePPO masks Discrete and MultiDiscrete"):
         proxima.MaskablePPO("MlpPolicy", "Pendulum-v1")
     with pytest.raises(ValueError, match="does not support action masking"):  # as sb3-contrib's
         proxima.MaskablePPO("MlpPolicy", "CartPole-v1")
-    model = proxima.MaskablePPO("MlpPolicy", gym.make("toy/PickOfTwo-v0"), **SMALL)
-    with pytest.raises(NotImplementedError, match="use_masking=False"):
-        model.learn(256, use_masking=False)
+
+
+def test_learn_with_use_masking_false_takes_every_action_as_valid_for_that_call():
+    """sb3-contrib's ``learn(use_masking=False)``: the strict game (which raises on a masked action) is
+    soon played into a masked action; the next ``learn()`` masks again and takes none."""
+    strict = proxima.MaskablePPO("MlpPolicy", gym.make("toy/PickOfTwoStrict-v0"), **SMALL)
+    with pytest.raises(Exception, match="masked action"):
+        strict.learn(2_048, use_masking=False)
+    strict = proxima.MaskablePPO("MlpPolicy", gym.make("toy/PickOfTwoStrict-v0"), **SMALL)
+    strict.learn(512, use_masking=True)
+    strict.learn(512)
 
 
 def test_ppo_ignores_the_masks_as_sb3s_ppo():

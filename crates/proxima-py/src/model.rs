@@ -743,6 +743,16 @@ impl Model {
         Ok(matches!(&self.lock()?.state, State::Training(t) if t.buffer().mask_dim > 0))
     }
 
+    /// Whether a masked model's rollouts read the envs' masks (`true`, the default) or take
+    /// every action as valid (sb3-contrib's `learn(use_masking=False)`); nothing for a model
+    /// that does not train masked.
+    fn set_use_masking(&self, use_masking: bool) -> PyResult<()> {
+        if let State::Training(t) = &mut self.lock()?.state {
+            t.collector.ignore_masks = !use_masking;
+        }
+        Ok(())
+    }
+
     /// Reseeds `predict`'s sampling.
     #[pyo3(signature = (seed))]
     fn seed_predict(&self, seed: u64) -> PyResult<()> {

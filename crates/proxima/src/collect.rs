@@ -152,6 +152,9 @@ pub struct Collector {
     /// The envs' action masks for the current observations, `[N, mask_dim]` (a masked
     /// rollout's, refreshed before each step).
     masks: Vec<u8>,
+    /// A masked rollout's masks are all valid instead of the envs' (sb3-contrib's
+    /// `learn(use_masking=False)`: its buffer's masks stay ones).
+    pub ignore_masks: bool,
     /// A recurrent policy's hidden state per env, `[N, state_dim]` (empty for a feed-forward
     /// policy), and whether each env's current observation starts an episode (its state is
     /// zeroed before the policy reads it).
@@ -203,6 +206,7 @@ impl Collector {
             env_rngs: Vec::new(),
             one: ActOutput::default(),
             masks: Vec::new(),
+            ignore_masks: false,
             rnn_state: Vec::new(),
             episode_starts: Vec::new(),
             across: None,
@@ -361,7 +365,12 @@ impl Collector {
                 buf.episode_starts[row.clone()].copy_from_slice(&self.episode_starts);
             }
             if md > 0 {
-                self.refresh_masks(md)?;
+                if self.ignore_masks {
+                    self.masks.clear();
+                    self.masks.resize(n * md, 1);
+                } else {
+                    self.refresh_masks(md)?;
+                }
                 buf.action_masks[t * n * md..(t + 1) * n * md].copy_from_slice(&self.masks);
             }
             self.act_all(policy, rng, md > 0)?;
