@@ -164,7 +164,8 @@ fn ppo_with_the_nature_cnn_trains_on_an_atari_game() {
 
 /// PPO on a Gymnasium env with sb3-contrib's `action_masks()` trains masked, with the env's
 /// own method, through sb3-contrib's `ActionMasker` wrapper, with 0/1 integer masks, and from
-/// a Gymnasium vector env (sync and async): the strict game raises on any masked action, so
+/// a Gymnasium vector env (sync and async) and Proxima's worker processes (subproc): the strict
+/// game raises on any masked action, so
 /// finishing is the proof that none was taken; and it learns what the masks leave to learn.
 #[test]
 #[ignore = "needs a Python with gymnasium and sb3-contrib (PROXIMA_PYTHON; .ci/run installs them)"]
@@ -194,15 +195,26 @@ fn masked_ppo_trains_on_bridged_envs_with_action_masks() {
         ("gym:toy_envs:toy/PickOfTwoIntMask-v0", "off"),
         ("gym:toy_envs:toy/PickOfTwoStrict-v0", "sync"),
         ("gym:toy_envs:toy/PickOfTwoStrict-v0", "async"),
+        ("gym:toy_envs:toy/PickOfTwoStrict-v0", "subproc"),
+        ("gym:toy_envs:toy/PickOfTwoMasker-v0", "subproc"),
     ] {
         train(id, 2_048, mode);
     }
+    // The subproc workers send their envs' masks with each observation: the same run, bit for bit.
+    let weights = |mode: &str| {
+        use proxima::policy::Policy;
+        let mut tr = Trainer::new("gym:toy_envs:toy/PickOfTwoStrict-v0", cfg(1_024, mode)).unwrap();
+        while !tr.is_done() {
+            tr.step().unwrap();
+        }
+        tr.policy.params().unwrap()
+    };
+    assert!(weights("subproc") == weights("off"), "vector_env = subproc trains as off");
 }
 
 /// Bad masks from a Python env are clear errors naming the env and what was wrong: the wrong
 /// shape, a row without a valid action, a dtype that is not boolean-like (strings; numbers
-/// other than 0 and 1); and `vector_env = "subproc"`, which does not carry masks, refuses a
-/// masked env rather than training it unmasked.
+/// other than 0 and 1), in the worker processes of `vector_env = "subproc"` too.
 #[test]
 #[ignore = "needs a Python with gymnasium (PROXIMA_PYTHON; .ci/run installs it)"]
 fn bad_action_masks_from_python_envs_are_clear_errors() {
@@ -212,7 +224,8 @@ fn bad_action_masks_from_python_envs_are_clear_errors() {
         ("PickOfTwoNoValid", "off", "allows no action"),
         ("PickOfTwoStrMask", "off", "a mask of dtype <U3"),
         ("PickOfTwoTwos", "sync", "numbers that are all 0 or 1"),
-        ("PickOfTwo", "subproc", "vector_env = `subproc` does not carry yet"),
+        ("PickOfTwoBadShape", "subproc", "a mask of shape [5] (5 values); expected 6"),
+        ("PickOfTwoTwos", "subproc", "numbers that are all 0 or 1"),
     ];
     for (name, mode, expected) in cases {
         let sets = ["total_timesteps=256".to_string(), format!("vector_env={mode}")];

@@ -358,6 +358,12 @@ pub(crate) fn map_spaces(obs_space: &Bound<'_, PyAny>, act_space: &Bound<'_, PyA
 }
 
 impl GymEnv {
+    /// Whether the env has an `action_masks()` method (found through its wrappers) and an
+    /// action space with masks (`Discrete`, `MultiDiscrete`).
+    pub(crate) fn has_action_masks(&self) -> bool {
+        self.action_masks.is_some() && self.spaces.action_space.mask_dim() > 0
+    }
+
     /// `gymnasium.make(spec)`, with its spaces mapped.
     ///
     /// # Errors

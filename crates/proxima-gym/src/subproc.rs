@@ -62,6 +62,11 @@ pub struct SubprocVectorEnv {
     /// Bytes per observation value in the workers' replies: 4 (f32, `gym:` envs) or 1 (the
     /// Atari worker's uint8 frames, every value an integer 0..=255).
     obs_bytes: usize,
+    /// Entries of one env's action mask in the workers' replies (0: the envs have none).
+    mask_dim: usize,
+    /// The workers' envs' masks for their current observations, `[n, mask_dim]` (the local
+    /// group's rows unused: asked of its envs).
+    masks: Vec<bool>,
 }
 
 /// `od` observation values of `bytes` bytes each (f32, or u8) from `src` into `dst`.
@@ -120,6 +125,9 @@ impl SubprocVectorEnv {
         let local = (0..sizes[sizes.len() - 1]).map(|_| GymEnv::make(spec)).collect::<Result<Vec<_>>>()?;
         let mut env = SubprocVectorEnv::with_local(format!("{PREFIX}{spec}"), n, Vec::new());
         env.set_spaces(local[0].observation_space(), local[0].action_space());
+        // Masked envs: each worker sends its envs' masks with every observation.
+        env.mask_dim = if local[0].has_action_masks() { env.action_space.mask_dim() } else { 0 };
+        env.masks = vec![true; n * env.mask_dim];
         let config = env.worker_config(spec, &local[0].spaces);
         env.set_local(local.into_iter().map(|e| Box::new(e) as Box<dyn Env>).collect());
         let python = python_for_workers()?;
@@ -169,6 +177,8 @@ impl SubprocVectorEnv {
             workers: Vec::new(),
             local: Vec::new(),
             obs_bytes: 4,
+            mask_dim: 0,
+            masks: Vec::new(),
         };
         env.set_local(local);
         env
@@ -221,6 +231,7 @@ impl SubprocVectorEnv {
             "act_dtype": spaces.act_dtype,
             "discrete": matches!(self.action_space, Space::Discrete { .. }),
             "act_dim": self.act_dim,
+            "mask_dim": self.mask_dim,
         })
     }
 
@@ -303,12 +314,23 @@ impl SubprocVectorEnv {
         Ok(())
     }
 
+    /// Worker `w`'s envs' masks, `k · mask_dim` bytes (1 = valid) at `at` of its reply, into
+    /// their rows of `self.masks`.
+    fn take_masks(&mut self, w: usize, at: usize) {
+        let md = self.mask_dim;
+        let worker = &self.workers[w];
+        let rows = &mut self.masks[worker.first * md..(worker.first + worker.k) * md];
+        for (m, &b) in rows.iter_mut().zip(&worker.payload[at..]) {
+            *m = b != 0;
+        }
+    }
+
     /// Worker `w`'s step reply (in its payload buffer) into its rows of `out`.
     fn take_step_reply(&self, w: usize, out: &mut BatchStep) -> Result<()> {
         let (od, ob, worker) = (self.obs_dim, self.obs_bytes, &self.workers[w]);
         let (first, k, p) = (worker.first, worker.k, &worker.payload);
-        let fixed = k * (od * ob + 8 + 1);
-        let flags_of = p.get(k * od * ob + k * 8..fixed).unwrap_or(&[]);
+        let fixed = k * (od * ob + 8 + 1 + self.mask_dim);
+        let flags_of = p.get(k * od * ob + k * 8..k * (od * ob + 9)).unwrap_or(&[]);
         let ended = flags_of.iter().filter(|&&b| b & 3 != 0).count();
         let games = flags_of.iter().filter(|&&b| b & GAME_OVER != 0).count();
         let expected = fixed + ended * od * ob + games * 16;
@@ -502,11 +524,13 @@ impl BatchEnv for SubprocVectorEnv {
         for w in 0..self.workers.len() {
             self.read_reply(w)?;
             let worker = &self.workers[w];
-            if worker.payload.len() != worker.k * od * self.obs_bytes {
+            if worker.payload.len() != worker.k * (od * self.obs_bytes + self.mask_dim) {
                 return Err(EnvError::Env(format!("{id}: subproc worker {w} sent a reset reply of the wrong size")));
             }
             let rows = &mut obs[worker.first * od..(worker.first + worker.k) * od];
-            read_obs(&worker.payload, self.obs_bytes, rows);
+            read_obs(&worker.payload[..worker.k * od * self.obs_bytes], self.obs_bytes, rows);
+            let at = worker.k * od * self.obs_bytes;
+            self.take_masks(w, at);
         }
         Ok(())
     }
@@ -514,21 +538,21 @@ impl BatchEnv for SubprocVectorEnv {
     fn observation_keys(&self) -> Vec<proxima_env::ObsKey> {
         self.local.first().map(|e| e.observation_keys()).unwrap_or_default()
     }
-    /// The workers' envs send no masks: an env with `action_masks()` (seen in the group stepped
-    /// here) is refused rather than trained unmasked.
+    /// The workers' envs' masks as their last replies carried them, and the local group's
+    /// asked of its envs.
     fn action_masks(&mut self, out: &mut [bool]) -> Result<bool> {
-        let mut one = vec![false; self.action_space.mask_dim()];
-        let masked = match self.local.first_mut() {
-            Some(env) if !one.is_empty() && out.len() == self.n * one.len() => env.action_masks(&mut one)?,
-            _ => false,
-        };
-        if masked {
-            return Err(EnvError::Unsupported(format!(
-                "{}: its envs have action_masks(), which vector_env = `subproc` does not carry yet; use vector_env = `off`, `sync` or `async` (or use_masking = false to train without the masks)",
-                self.id
-            )));
+        let md = self.mask_dim;
+        if md == 0 || out.len() != self.n * md {
+            return Ok(false);
         }
-        Ok(false)
+        let first = self.local_first();
+        out[..first * md].copy_from_slice(&self.masks[..first * md]);
+        for (env, row) in self.local.iter_mut().zip(out[first * md..].chunks_mut(md)) {
+            if !env.action_masks(row)? {
+                return Err(EnvError::Env(format!("{}: an env's action_masks() went away", self.id)));
+            }
+        }
+        Ok(true)
     }
     fn step(&mut self, actions: &[f32], out: &mut BatchStep) -> Result<()> {
         self.check_actions(actions)?;
@@ -552,6 +576,11 @@ impl BatchEnv for SubprocVectorEnv {
         for w in 0..self.workers.len() {
             self.read_reply(w)?;
             self.take_step_reply(w, out)?;
+            if self.mask_dim > 0 {
+                let worker = &self.workers[w];
+                let at = worker.k * (self.obs_dim * self.obs_bytes + 9);
+                self.take_masks(w, at);
+            }
         }
         Ok(())
     }

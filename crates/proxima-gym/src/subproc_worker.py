@@ -95,6 +95,40 @@ class Envs:
         self.structured = cfg.get("structured", False)
         self.obs_space = self.envs[0].observation_space if self.envs else None
         self.flatten = gym.spaces.flatten
+        # Masked envs (masks.rs): each env's action_masks(), found through its wrappers, read after
+        # every reset and step and sent with the observations (mask_dim bytes per env, 1 = valid).
+        self.mask_dim = cfg.get("mask_dim", 0)
+        self.mask_fns = [self.find_masks(e) for e in self.envs] if self.mask_dim else []
+
+    def find_masks(self, env):
+        try:
+            fn = env.get_wrapper_attr("action_masks")
+        except AttributeError:
+            fn = getattr(env, "action_masks", None)
+        if not callable(fn):
+            raise BridgeError(f"{self.id}: an env of this worker has no action_masks() method, unlike the first env")
+        return fn
+
+    def masks(self):
+        """Every env's current mask as bytes, checked as masks.rs's read_masks checks one."""
+        np, out = self.np, []
+        for fn in self.mask_fns:
+            try:
+                m = fn()
+            except Exception:
+                raise BridgeError(f"{self.id}.action_masks() raised:\n{traceback.format_exc().rstrip()}")
+            if m is None:
+                raise BridgeError(f"{self.id}.action_masks() returned None; it must return one boolean per action "
+                                  "(True = valid)")
+            a = np.asarray(m)
+            if a.size != self.mask_dim:
+                raise BridgeError(f"{self.id}.action_masks() returned a mask of shape {list(a.shape)} ({a.size} values); "
+                                  f"expected {self.mask_dim} (one per action, True = valid)")
+            if not (a.dtype.kind == "b" or (a.dtype.kind in "iuf" and np.logical_or(a == 0, a == 1).all())):
+                raise BridgeError(f"{self.id}.action_masks() returned a mask of dtype {a.dtype}; a mask is boolean "
+                                  "(True = valid), or numbers that are all 0 or 1")
+            out.append(a.astype(bool).tobytes())
+        return b"".join(out)
 
     def observation(self, o):
         np = self.np
@@ -135,7 +169,7 @@ class Envs:
         return self.observation(out[0])
 
     def reset(self, seed):
-        return b"".join(self.reset_one(j, seed + self.first + j) for j in range(self.k))
+        return b"".join(self.reset_one(j, seed + self.first + j) for j in range(self.k)) + self.masks()
 
     def action(self, buf, j):
         a = self.np.frombuffer(buf, "<f4", count=self.act_dim, offset=4 * self.act_dim * j)
@@ -163,7 +197,7 @@ class Envs:
                 finals.append(o)
                 o = self.reset_one(j, None)
             obs.append(o)
-        return b"".join(obs) + struct.pack(f"<{self.k}d", *rewards) + bytes(flags) + b"".join(finals)
+        return b"".join(obs) + struct.pack(f"<{self.k}d", *rewards) + bytes(flags) + self.masks() + b"".join(finals)
 
     def close(self):
         for env in self.envs:
