@@ -296,10 +296,8 @@ fn norm_obs_keys_normalises_only_the_named_keys() {
         Config::resolve("cleanrl", None, &sets).unwrap()
     };
     // Gymnasium sorts a Dict's keys: cue (3, one-hot), nested (flag 2 + level 2), noise (4), pair (2 + 5).
-    let raw: Vec<bool> = [(true, 3), (false, 4), (false, 4), (true, 7)]
-        .iter()
-        .flat_map(|&(r, n)| std::iter::repeat_n(r, n))
-        .collect();
+    let raw: Vec<bool> =
+        [(true, 3), (false, 4), (false, 4), (true, 7)].iter().flat_map(|&(r, n)| std::iter::repeat_n(r, n)).collect();
     for mode in ["off", "subproc"] {
         let mut tr = Trainer::new(id, cfg(r#"["noise", "nested"]"#, mode)).unwrap_or_else(|e| panic!("{mode}: {e}"));
         while !tr.is_done() {
@@ -319,9 +317,15 @@ fn norm_obs_keys_normalises_only_the_named_keys() {
         std::fs::remove_file(&path).unwrap();
         assert_eq!(saved.obs_raw, raw, "{mode}: saved with the statistics");
     }
-    let err = |keys: &str, id: &str| Trainer::new(id, cfg(keys, "off")).err().map(|e| e.to_string()).unwrap_or_default();
+    let err =
+        |keys: &str, id: &str| Trainer::new(id, cfg(keys, "off")).err().map(|e| e.to_string()).unwrap_or_default();
     let e = err(r#"["noize"]"#, id);
-    assert!(e.contains("no observation key `noize`") && e.contains("did you mean `noise`") && e.contains("cue, nested, noise, pair"), "{e}");
+    assert!(
+        e.contains("no observation key `noize`")
+            && e.contains("did you mean `noise`")
+            && e.contains("cue, nested, noise, pair"),
+        "{e}"
+    );
     let e = err(r#"["x"]"#, "CartPole-v1");
     assert!(e.contains("norm_obs_keys selects keys of a Dict or Tuple observation"), "{e}");
 }
@@ -374,7 +378,12 @@ fn ppo_learns_from_an_image_key_in_a_dict_observation() {
         resumed.step().unwrap();
     }
 
+    // Observation normalisation leaves the image's pixels alone (its CNN scales them).
+    let tr = Trainer::new(id, cfg(256, &["normalize_observation=true"]).unwrap()).unwrap();
+    let raw: Vec<bool> = std::iter::repeat_n(false, 2).chain(std::iter::repeat_n(true, 36 * 36)).collect();
+    assert!(tr.collector.norm.obs_raw == raw, "the noise key normalised, the screen's pixels not");
     for (extra, expected) in [
+        (&["normalize_observation=true", r#"norm_obs_keys=["screen"]"#][..], "`screen` of"),
         (&["algo=ppg"][..], "image keys (screen)"),
         (&["algo=trpo", "target_kl=0.01"][..], "algo = `trpo` does not take them"),
         (&["backend=fused"][..], "run on the candle backend"),
@@ -394,7 +403,11 @@ fn bad_dict_observations_are_clear_errors() {
         ("KeyMissing", "sync", "KeyError: 'cue'"), // Gymnasium's vector env batching the observations
         ("KeyMissing", "subproc", "does not fit its observation_space"),
         ("ImageKey", "off", "the observation key `screen` is an image: an image of 8 × 8 is too small"),
-        ("ImageNested", "off", "the observation key [\"inner\"][\"screen\"] is an image ([1, 36, 36], uint8) inside a nested"),
+        (
+            "ImageNested",
+            "off",
+            "the observation key [\"inner\"][\"screen\"] is an image ([1, 36, 36], uint8) inside a nested",
+        ),
     ] {
         let cfg =
             Config::resolve("cleanrl", None, &["total_timesteps=256".into(), format!("vector_env={mode}")]).unwrap();

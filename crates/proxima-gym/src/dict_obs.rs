@@ -111,7 +111,9 @@ fn top_level_keys(spaces: &Bound<'_, PyAny>, space: &Bound<'_, PyAny>) -> PyResu
     };
     named
         .into_iter()
-        .map(|(name, v)| Ok(ObsKey { len: spaces.call_method1("flatdim", (&v,))?.extract()?, image: image_of(&v), name }))
+        .map(|(name, v)| {
+            Ok(ObsKey { len: spaces.call_method1("flatdim", (&v,))?.extract()?, image: image_of(&v), name })
+        })
         .collect()
 }
 
@@ -125,7 +127,8 @@ fn image_of(space: &Bound<'_, PyAny>) -> Option<KeyImage> {
     let shape: Vec<usize> = space.getattr("shape").and_then(|s| s.extract()).ok()?;
     let dtype = space.getattr("dtype").and_then(|d| d.str()).map(|s| s.to_string()).ok()?;
     let bounds = |attr: &str, want: f64| -> Option<bool> {
-        let values: Vec<f64> = space.getattr(attr).and_then(|b| b.call_method0("ravel")?.call_method0("tolist")?.extract()).ok()?;
+        let values: Vec<f64> =
+            space.getattr(attr).and_then(|b| b.call_method0("ravel")?.call_method0("tolist")?.extract()).ok()?;
         Some(values.iter().all(|&v| v == want))
     };
     if dtype != "uint8" || shape.len() != 3 || !bounds("low", 0.0)? || !bounds("high", 255.0)? {

@@ -81,7 +81,13 @@ impl Env for CueImage {
             (true, false) => -1.0,
         };
         self.t += 1;
-        Ok(StepResult { observation: self.frame(), reward, terminated: answer, truncated: false, info: Info::default() })
+        Ok(StepResult {
+            observation: self.frame(),
+            reward,
+            terminated: answer,
+            truncated: false,
+            info: Info::default(),
+        })
     }
     fn state(&self) -> Option<Vec<f64>> {
         Some(vec![self.seed as f64, self.episode as f64, f64::from(u8::from(self.right)), self.t as f64])
@@ -97,15 +103,22 @@ impl Env for CueImage {
 
 /// A `CueImage` for the trainer (registered under `cuetest:`).
 fn trainer(cfg: proxima::config::ValidConfig) -> Trainer {
-    proxima::env::register_prefix("cuetest:", |_, _| Ok(Box::new(CueImage { seed: 0, episode: 0, right: false, t: 0 })));
+    proxima::env::register_prefix("cuetest:", |_, _| {
+        Ok(Box::new(CueImage { seed: 0, episode: 0, right: false, t: 0 }))
+    });
     Trainer::new(ID, cfg).unwrap()
 }
 
 const IMAGE: ImageShape = ImageShape { channels: 1, height: SIDE, width: SIDE };
 
 fn spec(shared_lstm: bool) -> PolicySpec {
-    let recurrent =
-        RecurrentSpec { cell: CellKind::Lstm, hidden_size: 16, n_layers: 1, shared_lstm, enable_critic_lstm: !shared_lstm };
+    let recurrent = RecurrentSpec {
+        cell: CellKind::Lstm,
+        hidden_size: 16,
+        n_layers: 1,
+        shared_lstm,
+        enable_critic_lstm: !shared_lstm,
+    };
     PolicySpec {
         cnn: Some(IMAGE),
         recurrent: Some(recurrent),
@@ -186,11 +199,19 @@ fn the_losses_reach_the_shared_cnn_as_sb3_contribs_do() {
             net.named_params()
                 .iter()
                 .filter(|(n, _)| n.starts_with(prefix))
-                .map(|(_, v)| grads.get(v.as_tensor()).map_or(0.0, |g| g.abs().unwrap().sum_all().unwrap().to_scalar::<f32>().unwrap()))
+                .map(|(_, v)| {
+                    grads
+                        .get(v.as_tensor())
+                        .map_or(0.0, |g| g.abs().unwrap().sum_all().unwrap().to_scalar::<f32>().unwrap())
+                })
                 .sum::<f32>()
         };
         let from_value = reach(values.sum_all().unwrap(), "network.");
-        assert_eq!(from_value > 0.0, !shared, "shared_lstm {shared}: the value loss's gradient on the CNN {from_value}");
+        assert_eq!(
+            from_value > 0.0,
+            !shared,
+            "shared_lstm {shared}: the value loss's gradient on the CNN {from_value}"
+        );
         assert!(reach(head.sum_all().unwrap(), "network.") > 0.0, "the policy's gradient reaches the CNN");
     }
 }

@@ -17,7 +17,11 @@ const PIXELS: usize = C * SIDE * SIDE;
 fn spec(channels_last: bool) -> PolicySpec {
     let inputs = vec![
         InputKey { name: "pos".into(), len: 3, image: None },
-        InputKey { name: "screen".into(), len: PIXELS, image: Some(InputImage { chw: [C, SIDE, SIDE], channels_last }) },
+        InputKey {
+            name: "screen".into(),
+            len: PIXELS,
+            image: Some(InputImage { chw: [C, SIDE, SIDE], channels_last }),
+        },
     ];
     PolicySpec { inputs, ..PolicySpec::mlp(3 + PIXELS, ActionKind::Discrete { n: 4 }, vec![16]) }
 }
@@ -85,7 +89,10 @@ fn a_channel_last_image_key_is_read_as_its_channel_first_pixels() {
 #[test]
 fn inputs_that_do_not_fit_are_errors() {
     let bad = |sp: PolicySpec| {
-        ActorCritic::new(sp, &Device::Cpu, &mut ChaCha8Rng::seed_from_u64(0)).err().map(|e| e.to_string()).unwrap_or_default()
+        ActorCritic::new(sp, &Device::Cpu, &mut ChaCha8Rng::seed_from_u64(0))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
     };
     let mut sp = spec(true);
     sp.obs_dim += 1;

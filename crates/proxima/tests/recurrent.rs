@@ -383,7 +383,8 @@ mod policy {
                 .unwrap();
             heads.extend(out.head);
         }
-        let kl = |net: &ActorCritic| Policy::rollout_kl_recurrent(net, &obs, (&starts, &state0), &heads, &[], None).unwrap();
+        let kl =
+            |net: &ActorCritic| Policy::rollout_kl_recurrent(net, &obs, (&starts, &state0), &heads, &[], None).unwrap();
         assert!(kl(&net).abs() < 1e-6, "the acting policy's KL {}", kl(&net));
         let moved: Vec<Vec<f32>> = net
             .params()

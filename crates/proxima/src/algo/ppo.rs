@@ -133,28 +133,31 @@ pub fn update<R: Rng + ?Sized>(
     (s.policy_loss, s.value_loss, s.entropy, s.grad_norm) =
         (s.policy_loss / m, s.value_loss / m, s.entropy / m, s.grad_norm / m);
     s.clip_fraction = clip_sum / m;
-    let kl = if p.log_kl_divergence || p.objective == Objective::AdaptiveKl {
-        let masks = (buf.mask_dim > 0).then_some(&buf.action_masks[..]);
-        let obs = buf.observations.to_f32();
-        match buf.state_dim {
-            0 => policy.rollout_kl(&obs, &buf.old_head, &buf.old_log_std, masks)?,
-            // A recurrent policy's: over the rollout's sequences, from the states it started from.
-            _ => policy.rollout_kl_recurrent(
-                &obs,
-                (&buf.episode_starts, &buf.rnn_state0),
-                &buf.old_head,
-                &buf.old_log_std,
-                masks,
-            )?,
-        }
-    } else {
-        f64::NAN
-    };
+    let kl =
+        if p.log_kl_divergence || p.objective == Objective::AdaptiveKl { rollout_kl(policy, buf)? } else { f64::NAN };
     [s.kl_divergence, s.explained_variance] = replicas.mean_over_ranks([kl, s.explained_variance])?;
     if p.objective == Objective::AdaptiveKl {
         *kl_coef = adapt_kl_coef(*kl_coef, s.kl_divergence, p.kl_target);
     }
     Ok(s)
+}
+
+/// d = the mean KL[π_θold ‖ π_θ] over the rollout after the update (logged as `kl_divergence`;
+/// adaptive KL's measurement): a recurrent policy's over the rollout's sequences, from the
+/// states they started from.
+fn rollout_kl(policy: &dyn Policy, buf: &RolloutBuffer) -> Result<f64> {
+    let masks = (buf.mask_dim > 0).then_some(&buf.action_masks[..]);
+    let obs = buf.observations.to_f32();
+    match buf.state_dim {
+        0 => policy.rollout_kl(&obs, &buf.old_head, &buf.old_log_std, masks),
+        _ => policy.rollout_kl_recurrent(
+            &obs,
+            (&buf.episode_starts, &buf.rnn_state0),
+            &buf.old_head,
+            &buf.old_log_std,
+            masks,
+        ),
+    }
 }
 
 /// The adaptive-KL rule of Schulman et al. 2017, Sec. 4 (constants 1.5 and 2 are the paper's):

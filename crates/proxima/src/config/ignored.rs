@@ -80,7 +80,10 @@ impl Config {
     fn ignored_by_policy(&self, key: &str) -> Option<String> {
         let not_read = |what: &str, by: String| Some(format!("`{key}` ({what}) has no effect with {by}"));
         if self.policy.is_cnn() && matches!(key, "net_arch" | "activation" | "shared_trunk") {
-            return not_read("the MLP's shape", format!("policy = `{:?}` (the Nature CNN, shared by both heads)", self.policy));
+            return not_read(
+                "the MLP's shape",
+                format!("policy = `{:?}` (the Nature CNN, shared by both heads)", self.policy),
+            );
         }
         let lstm = matches!(
             key,

@@ -84,7 +84,14 @@ impl Conv {
     /// `in_shape` `(channels, height, width)`; `channels_last`: the input is laid out `[H, W, C]`
     /// (a previous convolution's output, or channel-last pixels) rather than `[C, H, W]`;
     /// `pixels`: the input is pixels 0..=255, divided by 255 first.
-    fn new(w: Var, b: Var, in_shape: (usize, usize, usize), stride: usize, channels_last: bool, pixels: bool) -> Result<Conv> {
+    fn new(
+        w: Var,
+        b: Var,
+        in_shape: (usize, usize, usize),
+        stride: usize,
+        channels_last: bool,
+        pixels: bool,
+    ) -> Result<Conv> {
         let divisor = if pixels { 255.0 } else { 1.0 };
         let op = ConvRelu::new(in_shape, w.dim(2)?, stride, w.dim(0)?, channels_last, divisor);
         Ok(Conv { w, b, op })

@@ -367,7 +367,14 @@ impl PolicySpec {
             for (i, &(c, k, s)) in NATURE_CONVS.iter().enumerate() {
                 let name = format!("extractors.{}.cnn.{}", key.name, 2 * i);
                 let fan_in = c_in.saturating_mul(k * k);
-                plan.push(LayerPlan { name, fan_in, fan_out: c, gain: sqrt2, part: Part::Trunk, conv: Some((c_in, k, s)) });
+                plan.push(LayerPlan {
+                    name,
+                    fan_in,
+                    fan_out: c,
+                    gain: sqrt2,
+                    part: Part::Trunk,
+                    conv: Some((c_in, k, s)),
+                });
                 c_in = c;
             }
             let (c, h, w) = outs[2];
@@ -497,7 +504,9 @@ impl PolicySpec {
                     key.name, img.chw, key.len
                 )));
             }
-            image.nature_outputs().map_err(|e| ProximaError::InvalidArgument(format!("the image key `{}`: {e}", key.name)))?;
+            image
+                .nature_outputs()
+                .map_err(|e| ProximaError::InvalidArgument(format!("the image key `{}`: {e}", key.name)))?;
         }
         Ok(())
     }

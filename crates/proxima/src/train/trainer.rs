@@ -288,7 +288,8 @@ fn multi_inputs(cfg: &Config, venv: &SyncVectorEnv) -> Result<Vec<crate::policy:
     let images: Vec<&str> = inputs.iter().filter(|k| k.image.is_some()).map(|k| k.name.as_str()).collect();
     let separate_networks = cfg.is_off_policy() || matches!(cfg.algo, AlgoName::Trpo | AlgoName::Ppg);
     if !images.is_empty() && (separate_networks || cfg.policy.is_cnn()) {
-        let what = if cfg.policy.is_cnn() { format!("policy = `{:?}`", cfg.policy) } else { format!("algo = `{}`", cfg.algo) };
+        let what =
+            if cfg.policy.is_cnn() { format!("policy = `{:?}`", cfg.policy) } else { format!("algo = `{}`", cfg.algo) };
         return Err(ProximaError::Config(format!(
             "{}'s observation has image keys ({}), which a CNN per key reads for PPO, A2C, A3C and REINFORCE with policy = `MlpPolicy` or `MlpLstmPolicy` (SB3's MultiInputPolicy); {what} does not take them yet",
             venv.env_id(),
@@ -335,7 +336,8 @@ fn image_shape(policy: PolicyKind, venv: &SyncVectorEnv) -> Result<ImageShape> {
 ///
 /// # Errors
 /// `Config` for `norm_obs_keys` on envs without a `Dict`/`Tuple` observation, or naming a key
-/// the observation does not have.
+/// the observation does not have, or an image key (image keys are never normalised: their CNN
+/// scales the pixels).
 fn normalizer(cfg: &Config, venv: &SyncVectorEnv) -> Result<Normalizer> {
     let mut norm = Normalizer::new(
         cfg.normalize_observation,
@@ -346,8 +348,30 @@ fn normalizer(cfg: &Config, venv: &SyncVectorEnv) -> Result<Normalizer> {
         cfg.clip_obs,
         cfg.clip_reward,
     );
-    if cfg.normalize_observation && !cfg.norm_obs_keys.is_empty() {
-        norm.obs_raw = raw_columns(&cfg.norm_obs_keys, &venv.observation_keys(), venv)?;
+    if !cfg.normalize_observation {
+        return Ok(norm);
+    }
+    let keys = venv.observation_keys();
+    if !cfg.norm_obs_keys.is_empty() {
+        norm.obs_raw = raw_columns(&cfg.norm_obs_keys, &keys, venv)?;
+    }
+    // Image keys stay pixels: their CNN scales them by 1/255 (as SB3's preprocessing does).
+    if let Some(image) = keys.iter().find(|k| k.image.is_some() && cfg.norm_obs_keys.contains(&k.name)) {
+        return Err(ProximaError::Config(format!(
+            "norm_obs_keys: `{}` of {} is an image key, which its CNN reads as pixels (scaled by 1/255); name only its other keys",
+            image.name,
+            venv.env_id()
+        )));
+    }
+    if keys.iter().any(|k| k.image.is_some()) {
+        norm.obs_raw.resize(venv.observation_space().flat_dim(), false);
+        let mut at = 0;
+        for k in &keys {
+            if k.image.is_some() {
+                norm.obs_raw[at..at + k.len].fill(true);
+            }
+            at += k.len;
+        }
     }
     Ok(norm)
 }
@@ -367,7 +391,8 @@ fn raw_columns(wanted: &[String], keys: &[ObsKey], venv: &SyncVectorEnv) -> Resu
     }
     let names: Vec<&str> = keys.iter().map(|k| k.name.as_str()).collect();
     if let Some(bad) = wanted.iter().find(|w| !names.contains(&w.as_str())) {
-        let hint = crate::did_you_mean::closest(bad, &names).map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default();
+        let hint =
+            crate::did_you_mean::closest(bad, &names).map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default();
         return Err(ProximaError::Config(format!(
             "norm_obs_keys: {} has no observation key `{bad}`{hint}; its keys: {}",
             venv.env_id(),
