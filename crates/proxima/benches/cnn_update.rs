@@ -34,6 +34,7 @@ fn spec() -> PolicySpec {
         aux_value_head: false,
         cnn: Some(IMAGE),
         recurrent: None,
+        inputs: Vec::new(),
     }
 }
 

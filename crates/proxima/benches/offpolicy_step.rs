@@ -89,6 +89,7 @@ fn spec(c: &Case) -> PolicySpec {
         ortho_init: false,
         aux_value_head: false,
         recurrent: None,
+        inputs: Vec::new(),
     }
 }
 

@@ -33,6 +33,7 @@ fn spec() -> PolicySpec {
         aux_value_head: false,
         cnn: None,
         recurrent: None,
+        inputs: Vec::new(),
     }
 }
 

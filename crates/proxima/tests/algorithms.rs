@@ -22,6 +22,7 @@ fn tiny(action: ActionKind, seed: u64) -> ActorCritic {
         ortho_init: false, // PyTorch's uniform init: a policy head that is not ~0, so F is not tiny
         aux_value_head: false,
         recurrent: None,
+        inputs: Vec::new(),
     };
     ActorCritic::new(spec, &Device::Cpu, &mut rand_chacha::ChaCha8Rng::seed_from_u64(seed)).unwrap()
 }

@@ -102,6 +102,7 @@ fn nature_cnn_against_pytorch(py: &str, backend: Backend) {
         aux_value_head: false,
         cnn: Some(image),
         recurrent: None,
+        inputs: Vec::new(),
     };
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
     let mut net = Network::new(spec.clone(), backend, &mut rng).unwrap();
@@ -177,6 +178,7 @@ fn cnn_spec(image: ImageShape, action: ActionKind) -> PolicySpec {
         aux_value_head: false,
         cnn: Some(image),
         recurrent: None,
+        inputs: Vec::new(),
     }
 }
 

@@ -39,6 +39,7 @@ fn spec(action: ActionKind, shared: bool, activation: Activation) -> PolicySpec 
         ortho_init: false, // U(±1/√fan_in): a policy head far from 0, so ratios spread out
         aux_value_head: false,
         recurrent: None,
+        inputs: Vec::new(),
     }
 }
 

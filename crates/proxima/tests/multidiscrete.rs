@@ -73,6 +73,7 @@ fn log_prob_and_entropy_are_sums_over_components() {
         ortho_init: false,
         aux_value_head: false,
         recurrent: None,
+        inputs: Vec::new(),
     };
     let net = ActorCritic::new(spec, &Device::Cpu, &mut rng).unwrap();
     let obs = [0.5f32, 1.0, 0.0, 0.3];

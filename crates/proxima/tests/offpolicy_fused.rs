@@ -30,6 +30,7 @@ fn spec(net_arch: &[usize]) -> PolicySpec {
         ortho_init: false,
         aux_value_head: false,
         recurrent: None,
+        inputs: Vec::new(),
     }
 }
 

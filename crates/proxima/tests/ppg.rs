@@ -30,6 +30,7 @@ fn spec(action: ActionKind) -> PolicySpec {
         ortho_init: false, // PyTorch's uniform init: heads that are not ~0
         aux_value_head: true,
         recurrent: None,
+        inputs: Vec::new(),
     }
 }
 

@@ -84,6 +84,7 @@ fn tiny_spec() -> PolicySpec {
         ortho_init: false,
         aux_value_head: false,
         recurrent: None,
+        inputs: Vec::new(),
     }
 }
 

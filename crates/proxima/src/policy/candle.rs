@@ -842,6 +842,7 @@ mod tests {
             ortho_init: true,
             aux_value_head: false,
             recurrent: None,
+            inputs: Vec::new(),
         }
     }
 
