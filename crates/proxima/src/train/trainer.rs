@@ -299,7 +299,11 @@ fn multi_inputs(cfg: &Config, venv: &SyncVectorEnv) -> Result<Vec<crate::policy:
     for key in inputs.iter().filter(|k| k.image.is_some()) {
         let [channels, height, width] = key.image.map(|i| i.chw).unwrap_or_default();
         ImageShape { channels, height, width }.nature_outputs().map_err(|e| {
-            ProximaError::Config(format!("{}: the observation key `{}` is an image: {e}", venv.env_id(), key.name))
+            let why = match e {
+                ProximaError::InvalidArgument(m) => m,
+                other => other.to_string(),
+            };
+            ProximaError::Config(format!("{}: the observation key `{}` is an image: {why}", venv.env_id(), key.name))
         })?;
     }
     Ok(inputs)
