@@ -18,7 +18,8 @@ COMMON = {
     "policy": """The policy model to use (MlpPolicy, CnnPolicy, ...). Proxima: ``"MlpPolicy"`` (or
         ``"ActorCriticPolicy"``); ``"CnnPolicy"`` (or ``"ActorCriticCnnPolicy"``, PPO and A2C): the Nature
         CNN shared by both heads, for image observations (channel-last images are transposed, as SB3's
-        ``VecTransposeImage`` does); ``"MultiInputPolicy"``: Dict (and Tuple) observations, flattened.
+        ``VecTransposeImage`` does); ``"MultiInputPolicy"``: Dict (and Tuple) observations, each key flattened
+        and an image key through a Nature CNN of its own (SB3's ``CombinedExtractor``).
         ``RecurrentPPO`` takes sb3-contrib's ``"MlpLstmPolicy"``, ``"CnnLstmPolicy"`` and
         ``"MultiInputLstmPolicy"``. A class is read by its ``__name__``; an unknown name is a
         ``ValueError``.""",

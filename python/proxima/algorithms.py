@@ -33,11 +33,12 @@ SelfBaseAlgorithm = TypeVar("SelfBaseAlgorithm", bound="BaseAlgorithm")
 #: A config value as ``model.n_steps`` etc. read it back.
 ConfigValue = Union[int, float, bool, str, list[int], None]
 
-_SB3_POLICIES = {"MlpPolicy", "ActorCriticPolicy"}
-_CNN_POLICIES = {"CnnPolicy", "ActorCriticCnnPolicy"}
+# SB3's names, and sb3-contrib's MaskablePPO classes of the same policies (a class is read by its __name__).
+_SB3_POLICIES = {"MlpPolicy", "ActorCriticPolicy", "MaskableActorCriticPolicy"}
+_CNN_POLICIES = {"CnnPolicy", "ActorCriticCnnPolicy", "MaskableActorCriticCnnPolicy"}
 # SB3's policy for Dict observations: each key flattened (Discrete one-hot) and concatenated, as its
 # CombinedExtractor does for non-image keys; the bridge flattens them (Gymnasium's spaces.flatten).
-_MULTI_INPUT_POLICIES = {"MultiInputPolicy", "MultiInputActorCriticPolicy"}
+_MULTI_INPUT_POLICIES = {"MultiInputPolicy", "MultiInputActorCriticPolicy", "MaskableMultiInputActorCriticPolicy"}
 # sb3-contrib's recurrent policies (RecurrentPPO): the LSTM between the observation (the Nature CNN's
 # features of it; the flattened Dict) and the MLPs.
 _MLP_LSTM_POLICIES = {"MlpLstmPolicy", "RecurrentActorCriticPolicy"}

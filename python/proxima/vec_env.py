@@ -192,10 +192,28 @@ class VecEnv:
         return f"<{type(self).__name__} num_envs={self.num_envs} observation_space={self.observation_space}>"
 
 
-def _obs_buffer(space: gym.spaces.Space, n: int) -> np.ndarray:
+class _StructuredBuffer:
+    """SB3's ``DummyVecEnv`` buffers of a ``Dict`` (or ``Tuple``) observation: one ``[n, *shape]`` array per
+    key, nested as the space is; ``copy()`` gives the batch as SB3's VecEnvs return it (a dict of arrays,
+    or a tuple)."""
+
+    def __init__(self, space: gym.spaces.Space, n: int):
+        items = space.spaces.items() if isinstance(space, gym.spaces.Dict) else enumerate(space.spaces)
+        self.parts = {k: _obs_buffer(s, n) for k, s in items}
+        self.is_dict = isinstance(space, gym.spaces.Dict)
+
+    def __setitem__(self, i: int, obs: Any) -> None:
+        for k, part in self.parts.items():
+            part[i] = obs[k]
+
+    def copy(self) -> Any:
+        parts = {k: part.copy() for k, part in self.parts.items()}
+        return parts if self.is_dict else tuple(parts.values())
+
+
+def _obs_buffer(space: gym.spaces.Space, n: int) -> Any:
     if isinstance(space, (gym.spaces.Dict, gym.spaces.Tuple)):
-        raise NotImplementedError(f"{type(space).__name__} observation spaces are not supported by "
-                                  "proxima.vec_env (flatten them with gymnasium.wrappers.FlattenObservation)")
+        return _StructuredBuffer(space, n)
     return np.zeros((n, *tuple(space.shape or ())), dtype=space.dtype)
 
 
@@ -238,7 +256,7 @@ class DummyVecEnv(VecEnv):
                 self.buf_infos[i]["terminal_observation"] = obs
                 obs, self.reset_infos[i] = env.reset()
             self.buf_obs[i] = obs
-        return np.copy(self.buf_obs), np.copy(self.buf_rews), np.copy(self.buf_dones), deepcopy(self.buf_infos)
+        return self.buf_obs.copy(), np.copy(self.buf_rews), np.copy(self.buf_dones), deepcopy(self.buf_infos)
 
     def reset(self) -> VecEnvObs:
         for i, env in enumerate(self.envs):
@@ -246,7 +264,7 @@ class DummyVecEnv(VecEnv):
             self.buf_obs[i], self.reset_infos[i] = env.reset(seed=self._seeds[i], **options)
         self._reset_seeds()
         self._reset_options()
-        return np.copy(self.buf_obs)
+        return self.buf_obs.copy()
 
     def close(self) -> None:
         for env in self.envs:

@@ -91,6 +91,14 @@ def test_maskable_ppo_refuses_a_box_action_space_and_an_env_without_masks():
         proxima.MaskablePPO("MlpPolicy", "CartPole-v1")
 
 
+def test_sb3_contribs_maskable_policy_classes_are_read_by_name():
+    from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy, MaskableMultiInputActorCriticPolicy
+
+    proxima.MaskablePPO(MaskableActorCriticPolicy, gym.make("toy/PickOfTwo-v0"), **SMALL).learn(256)
+    with pytest.raises(ValueError, match="is for Dict"):
+        proxima.MaskablePPO(MaskableMultiInputActorCriticPolicy, gym.make("toy/PickOfTwo-v0"), **SMALL)
+
+
 def test_learn_with_use_masking_false_takes_every_action_as_valid_for_that_call():
     """sb3-contrib's ``learn(use_masking=False)``: the strict game (which raises on a masked action) is
     soon played into a masked action; the next ``learn()`` masks again and takes none."""

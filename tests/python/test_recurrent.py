@@ -129,6 +129,17 @@ def test_multi_input_lstm_policy_remembers_a_cue_under_a_dict_key():
     assert mean > 0.8, mean
     action, states = model.predict({"cue": np.array([1.0], np.float32), "flag": np.array([1.0], np.float32)})
     assert np.shape(action) == () and [s.shape for s in states] == [(1, 1, 16)] * 2
+    # sb3-contrib's predict loop on the model's own VecEnv, Dict observations batched as SB3 batches them.
+    vec_env = model.get_env()
+    obs = vec_env.reset()
+    assert set(obs) == {"cue", "flag"} and obs["cue"].shape == (4, 1)
+    lstm_states, episode_starts, total, answers = None, np.ones((vec_env.num_envs,), dtype=bool), 0.0, 0
+    for _ in range(3 * (DELAY + 2)):
+        action, lstm_states = model.predict(obs, state=lstm_states, episode_start=episode_starts, deterministic=True)
+        obs, rewards, dones, info = vec_env.step(action)
+        episode_starts = dones
+        total, answers = total + float(np.sum(rewards)), answers + int(np.sum(dones))
+    assert answers >= 2 * vec_env.num_envs and total / answers > 0.8
     with pytest.raises(ValueError, match="You must use `MultiInputLstmPolicy`"):
         proxima.RecurrentPPO("MlpLstmPolicy", CueDict())
     with pytest.raises(ValueError, match="use 'MlpLstmPolicy' or 'CnnLstmPolicy'"):

@@ -95,10 +95,16 @@ fn evaluate_records_a_gif_of_a_bridged_env() {
     let dir = std::env::temp_dir().join(format!("proxima-bridge-gif-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let rec = proxima::train::Recording { path: dir.join("toy.gif"), episodes: 1, fps: None };
-    let plain = proxima::train::evaluate(&policy, "gym:toy_envs:toy/Renders-v0", 2, true, 7, None).unwrap();
-    let recorded =
-        proxima::train::evaluate_recorded(&policy, "gym:toy_envs:toy/Renders-v0", 2, true, 7, None, Some(&rec))
-            .unwrap();
+    let plain = proxima::train::evaluate(&policy, "gym:toy_envs:toy/Renders-v0", (2, true, 7), None, false).unwrap();
+    let recorded = proxima::train::evaluate_recorded(
+        &policy,
+        "gym:toy_envs:toy/Renders-v0",
+        (2, true, 7),
+        None,
+        false,
+        Some(&rec),
+    )
+    .unwrap();
     assert_eq!(plain, recorded, "recording must not change the rollout");
     // One frame after reset and one per step of the 10-step episode; 25 fps = 4/100 s delays.
     let mut dec = gif::DecodeOptions::new();
@@ -158,7 +164,7 @@ fn ppo_with_the_nature_cnn_trains_on_an_atari_game() {
     assert_eq!(a.policy.backend(), proxima::policy::Backend::Fused, "auto picks the fused CNN");
     // The same flat size in another image shape (8 × 18 × 18 = 2 × 36 × 36) is no fit for evaluation.
     let other = "atari:Breakout?screen_size=18&frame_stack=8";
-    let e = proxima::train::evaluate(&a.policy, other, 1, true, 1, None).err().unwrap().to_string();
+    let e = proxima::train::evaluate(&a.policy, other, (1, true, 1), None, false).err().unwrap().to_string();
     assert!(e.contains("as 2×36×36") && e.contains("does not fit") && e.contains("[8, 18, 18]"), "{e}");
 }
 
@@ -210,6 +216,14 @@ fn masked_ppo_trains_on_bridged_envs_with_action_masks() {
         tr.policy.params().unwrap()
     };
     assert!(weights("subproc") == weights("off"), "vector_env = subproc trains as off");
+    // Evaluation acts under the masks only for a policy that trained under them: unmasked, the
+    // strict game soon sees a masked action.
+    let strict = "gym:toy_envs:toy/PickOfTwoStrict-v0";
+    let tr = Trainer::new(strict, cfg(256, "off")).unwrap();
+    let returns = proxima::train::evaluate(&tr.policy, strict, (3, true, 1), None, true).unwrap();
+    assert_eq!(returns.len(), 3);
+    let e = proxima::train::evaluate(&tr.policy, strict, (3, false, 1), None, false).unwrap_err().to_string();
+    assert!(e.contains("masked action"), "{e}");
 }
 
 /// Bad masks from a Python env are clear errors naming the env and what was wrong: the wrong
@@ -382,6 +396,9 @@ fn ppo_learns_from_an_image_key_in_a_dict_observation() {
     let tr = Trainer::new(id, cfg(256, &["normalize_observation=true"]).unwrap()).unwrap();
     let raw: Vec<bool> = std::iter::repeat_n(false, 2).chain(std::iter::repeat_n(true, 36 * 36)).collect();
     assert!(tr.collector.norm.obs_raw == raw, "the noise key normalised, the screen's pixels not");
+    // The same image alone under CnnPolicy, channel-last: the CLI reads channel-first images only.
+    let e = Trainer::new("gym:toy_envs:toy/ChannelLast-v0", cfg(256, &["policy=CnnPolicy"]).unwrap()).err().unwrap();
+    assert!(e.to_string().contains("looks channel-last"), "{e}");
     for (extra, expected) in [
         (&["normalize_observation=true", r#"norm_obs_keys=["screen"]"#][..], "`screen` of"),
         (&["algo=ppg"][..], "image keys (screen)"),
@@ -393,7 +410,8 @@ fn ppo_learns_from_an_image_key_in_a_dict_observation() {
     }
 }
 
-/// A Dict key missing from an observation and an image key are clear errors naming the env.
+/// A Dict key missing from an observation, a key's value of another shape than its space's, and
+/// image keys the policy cannot read are clear errors naming the env.
 #[test]
 #[ignore = "needs a Python with gymnasium (PROXIMA_PYTHON; .ci/run installs it)"]
 fn bad_dict_observations_are_clear_errors() {
@@ -402,6 +420,8 @@ fn bad_dict_observations_are_clear_errors() {
         ("KeyMissing", "off", "does not fit its observation_space"),
         ("KeyMissing", "sync", "KeyError: 'cue'"), // Gymnasium's vector env batching the observations
         ("KeyMissing", "subproc", "does not fit its observation_space"),
+        ("KeyShapes", "off", "the key ['a'] holds a value of shape (3,)"),
+        ("KeyShapes", "subproc", "the key ['a'] holds a value of shape (3,)"),
         ("ImageKey", "off", "the observation key `screen` is an image: an image of 8 × 8 is too small"),
         (
             "ImageNested",

@@ -657,8 +657,8 @@ fn normalization_statistics_round_trip_through_checkpoints() {
     let with: serde_json::Value = serde_json::from_str(so.trim()).unwrap();
     // eval's default backend (auto: the fused kernels).
     let policy = ck.build_network(proxima::config::Backend::Auto).unwrap();
-    let without = proxima::train::evaluate(&policy, "Pendulum-v1", 2, true, 0, None).unwrap();
-    let frozen = proxima::train::evaluate(&policy, "Pendulum-v1", 2, true, 0, Some(&norm)).unwrap();
+    let without = proxima::train::evaluate(&policy, "Pendulum-v1", (2, true, 0), None, false).unwrap();
+    let frozen = proxima::train::evaluate(&policy, "Pendulum-v1", (2, true, 0), Some(&norm), false).unwrap();
     let got: Vec<f64> = with["returns"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
     assert_eq!(got, frozen, "eval applies the saved statistics");
     assert_ne!(got, without, "and they matter");

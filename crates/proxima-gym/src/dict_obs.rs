@@ -46,7 +46,7 @@ impl StructuredObs {
         let flat = spaces.call_method1("flatten_space", (space,)).map_err(|e| {
             EnvError::Unsupported(format!("{id}: its observation space {repr} cannot be flattened: {}", py_err(py, e)))
         })?;
-        let flatten = spaces.getattr("flatten").map_err(|e| EnvError::Env(py_err(py, e)))?.unbind();
+        let flatten = flatten_checked(py).map_err(|e| EnvError::Env(py_err(py, e)))?.unbind();
         let keys = top_level_keys(&spaces, space).map_err(|e| EnvError::Env(format!("{id}: {}", py_err(py, e))))?;
         Ok((StructuredObs { space: space.clone().unbind(), flatten, repr, keys }, flat))
     }
@@ -98,6 +98,16 @@ impl StructuredObs {
         }
         py.import("numpy").and_then(|np| np.call_method1("stack", (flat,))).map_err(fit)
     }
+}
+
+/// `dict_check.py` (also the subproc worker's first lines): Gymnasium's flattening after a check
+/// of every value's shape.
+pub(crate) const DICT_CHECK_PY: &str = include_str!("dict_check.py");
+
+/// `dict_check.py`'s `flatten_checked(space, obs)`.
+fn flatten_checked(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    let code = std::ffi::CString::new(DICT_CHECK_PY).expect("no NUL in dict_check.py");
+    PyModule::from_code(py, &code, c"dict_check.py", c"proxima_dict_check")?.getattr("flatten_checked")
 }
 
 /// `space`'s top-level keys (a `Dict`'s names in its order, a `Tuple`'s indices) with each one's

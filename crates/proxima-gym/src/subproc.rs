@@ -133,7 +133,7 @@ impl SubprocVectorEnv {
         let python = python_for_workers()?;
         env.spawn_workers(&sizes, &config, |config| {
             let mut command = Command::new(&python);
-            command.args(["-c", WORKER_PY, config]);
+            command.args(["-c", &format!("{}\n{WORKER_PY}", crate::dict_obs::DICT_CHECK_PY), config]);
             (command, format!("`{python}`"))
         })?;
         Ok(env)

@@ -8,10 +8,12 @@ little-endian; every reply is a tag byte, a u32 payload length and the payload.
     parent -> worker   b"R" u64 seed          reset env j with seed + first + j
                        b"S" f32[k, act_dim]   step every env (same-step autoreset)
                        end of file            close the envs and exit
-    worker -> parent   b"O" payload           R: f32[k, obs_dim]
+    worker -> parent   b"O" payload           R: f32[k, obs_dim], then u8[k, mask_dim] (masked envs)
                                               S: f32[k, obs_dim] f64[k] u8[k] (bit 0 terminated,
-                                                 bit 1 truncated), then f32[obs_dim] for each env
-                                                 whose episode ended, in env order
+                                                 bit 1 truncated), u8[k, mask_dim] (masked envs: the
+                                                 masks of the current observations, 1 = valid), then
+                                                 f32[obs_dim] for each env whose episode ended, in
+                                                 env order
                        b"E" utf-8 text        an error; the parent stops training with it
 
 The conversions are the bridge's for one env (`GymEnv` in lib.rs), so the results are the same
@@ -94,7 +96,7 @@ class Envs:
         # A Dict/Tuple observation crosses flattened (dict_obs.rs): Gymnasium's spaces.flatten.
         self.structured = cfg.get("structured", False)
         self.obs_space = self.envs[0].observation_space if self.envs else None
-        self.flatten = gym.spaces.flatten
+        self.flatten = flatten_checked  # dict_check.py, which the parent puts before this file
         # Masked envs (masks.rs): each env's action_masks(), found through its wrappers, read after
         # every reset and step and sent with the observations (mask_dim bytes per env, 1 = valid).
         self.mask_dim = cfg.get("mask_dim", 0)

@@ -390,6 +390,20 @@ class ImageKey(KeyDecides):
         self.observation_space = spaces.Dict({"cue": spaces.Discrete(3), "screen": spaces.Box(0, 255, (8, 8, 3), np.uint8)})
 
 
+class KeyShapes(KeyDecides):
+    """Two Box keys whose values come in each other's shapes (5 values in all, as the space's): Gymnasium's
+    flattening alone would read them shifted; the bridge refuses them."""
+
+    def __init__(self):
+        super().__init__()
+        self.observation_space = spaces.Dict({"a": spaces.Box(-1.0, 1.0, (2,), np.float32),
+                                              "b": spaces.Box(-1.0, 1.0, (3,), np.float32)})
+
+    def _obs(self):
+        self.cue = 0
+        return {"a": np.zeros(3, np.float32), "b": np.zeros(2, np.float32)}
+
+
 class ImageNested(KeyDecides):
     """An image key inside a nested Dict, which MultiInputPolicy's CNN does not read."""
 
@@ -426,8 +440,19 @@ class ImageDecides(gym.Env):
         return self._obs(), reward, False, False, {}
 
 
+class ChannelLast(ImageDecides):
+    """ImageDecides's screen alone: a channel-last (36, 36, 1) uint8 image, as SB3's image envs give them."""
+
+    def __init__(self):
+        super().__init__()
+        self.observation_space = self.observation_space["screen"]
+
+    def _obs(self):
+        return super()._obs()["screen"]
+
+
 for name, cls in [("KeyDecides", KeyDecides), ("KeyDecidesFlat", KeyDecidesFlat), ("KeyMissing", KeyMissing), ("ImageKey", ImageKey),
-                  ("ImageNested", ImageNested), ("ImageDecides", ImageDecides)]:
+                  ("ImageNested", ImageNested), ("ImageDecides", ImageDecides), ("KeyShapes", KeyShapes), ("ChannelLast", ChannelLast)]:
     # Without Gymnasium's env checker, so that the bridge's own check of a missing key is what runs.
     gym.register(f"toy/{name}-v0", entry_point=cls, max_episode_steps=10, disable_env_checker=True)
 

@@ -51,6 +51,6 @@ fn evaluation_returns_whole_games_with_their_real_score() {
     proxima::env::register_prefix("lives:", |_, _| Ok(Box::new(Lives { t: 0 })));
     let spec = PolicySpec::mlp(2, ActionKind::Discrete { n: 2 }, vec![8]);
     let net = Network::new(spec, Backend::Candle, &mut rand_chacha::ChaCha8Rng::seed_from_u64(1)).unwrap();
-    let returns = proxima::train::evaluate(&net, "lives:Game", 2, false, 1, None).unwrap();
+    let returns = proxima::train::evaluate(&net, "lives:Game", (2, false, 1), None, false).unwrap();
     assert_eq!(returns, [100.0, 100.0], "one return per game, its real score (not 5 per life)");
 }

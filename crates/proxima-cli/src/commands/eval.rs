@@ -71,8 +71,15 @@ pub fn exec(a: EvalArgs) -> Result<()> {
     }
     let recording =
         render.as_ref().map(|p| train::Recording { path: p.clone(), episodes: render_episodes.min(episodes), fps });
-    let returns =
-        train::evaluate_recorded(&policy, &env_id, episodes, deterministic, seed, norm.as_ref(), recording.as_ref())?;
+    let masked = trained_masked(&ck.meta.config_toml);
+    let returns = train::evaluate_recorded(
+        &policy,
+        &env_id,
+        (episodes, deterministic, seed),
+        norm.as_ref(),
+        masked,
+        recording.as_ref(),
+    )?;
     let (m, sd) = mean_std(&returns);
     if json {
         let out = serde_json::json!({
@@ -92,4 +99,13 @@ pub fn exec(a: EvalArgs) -> Result<()> {
         eprintln!("recorded {} episode(s) to {}", r.episodes, r.path.display());
     }
     Ok(())
+}
+
+/// Whether the saved config trained under the envs' action masks (PPO with `use_masking`, as
+/// sb3-contrib's MaskablePPO): its evaluation acts under them too; other models ignore them, as
+/// they did in training.
+fn trained_masked(config_toml: &str) -> bool {
+    let Ok(cfg) = config_toml.parse::<toml::Table>() else { return false };
+    let ppo = cfg.get("algo").and_then(|a| a.as_str()).is_none_or(|a| a == "ppo");
+    ppo && cfg.get("use_masking").and_then(|m| m.as_bool()).unwrap_or(false)
 }

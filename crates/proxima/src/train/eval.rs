@@ -18,16 +18,17 @@ use rand_chacha::ChaCha8Rng;
 /// Unknown env; a policy whose input/output does not fit the env's spaces; env errors.
 ///
 /// `norm`: the training run's normalisation statistics, applied frozen to observations
-/// (rewards are reported unscaled).
+/// (rewards are reported unscaled). `masked`: the policy acts under the env's action masks
+/// (sb3-contrib's `evaluate_policy(use_masking=True)`: a policy trained masked); otherwise the
+/// masks are ignored, as the policy ignored them in training.
 pub fn evaluate(
     policy: &dyn Policy,
     env_id: &str,
-    episodes: usize,
-    deterministic: bool,
-    seed: u64,
+    (episodes, deterministic, seed): (usize, bool, u64),
     norm: Option<&Normalizer>,
+    masked: bool,
 ) -> Result<Vec<f64>> {
-    evaluate_recorded(policy, env_id, episodes, deterministic, seed, norm, None)
+    evaluate_recorded(policy, env_id, (episodes, deterministic, seed), norm, masked, None)
 }
 
 /// What [`evaluate_recorded`] records: the first `episodes` episodes, one frame after each
@@ -53,10 +54,9 @@ pub struct Recording {
 pub fn evaluate_recorded(
     policy: &dyn Policy,
     env_id: &str,
-    episodes: usize,
-    deterministic: bool,
-    seed: u64,
+    (episodes, deterministic, seed): (usize, bool, u64),
     norm: Option<&Normalizer>,
+    masked: bool,
     record: Option<&Recording>,
 ) -> Result<Vec<f64>> {
     let mut env = crate::env::make_with(env_id, record.is_some())?;
@@ -81,7 +81,7 @@ pub fn evaluate_recorded(
             if let Some(n) = norm {
                 n.normalize_obs(&mut obs);
             }
-            let masks = current_masks(&mut *env)?;
+            let masks = if masked { current_masks(&mut *env)? } else { None };
             memory.act(policy, &obs, masks.as_deref(), deterministic, &mut rng, &mut out)?;
             let a = &mut out.actions;
             policy.env_action(a);

@@ -145,7 +145,10 @@ impl RunDir {
         let cfg = &trainer.cfg;
         let eval_returns = if cfg.eval_episodes > 0 {
             let norm = Some(&trainer.collector.norm);
-            evaluate(&trainer.policy, &trainer.env_id, cfg.eval_episodes, true, cfg.seed.wrapping_add(10_000), norm)?
+            let (episodes, seed) = (cfg.eval_episodes, cfg.seed.wrapping_add(10_000));
+            // Under the envs' masks when the policy trained under them (MaskablePPO).
+            let masked = trainer.buffer().mask_dim > 0;
+            evaluate(&trainer.policy, &trainer.env_id, (episodes, true, seed), norm, masked)?
         } else {
             Vec::new()
         };

@@ -330,9 +330,20 @@ fn image_shape(policy: PolicyKind, venv: &SyncVectorEnv) -> Result<ImageShape> {
             )))
         }
     };
-    image
-        .nature_outputs()
-        .map_err(|e| ProximaError::Config(format!("policy = `{policy:?}` on {}: {e}", venv.env_id())))?;
+    if image.channels > image.width && image.width <= 4 {
+        return Err(ProximaError::Config(format!(
+            "policy = `{policy:?}` reads channel-first images [channels, height, width]; {} observes {}, which looks channel-last [height, width, channels]: transpose it (a Gymnasium TransformObservation wrapper, as SB3's VecTransposeImage does) or train from the Python package, which transposes channel-last images",
+            venv.env_id(),
+            space.describe()
+        )));
+    }
+    image.nature_outputs().map_err(|e| {
+        let why = match e {
+            ProximaError::InvalidArgument(m) => m,
+            other => other.to_string(),
+        };
+        ProximaError::Config(format!("policy = `{policy:?}` on {}: {why}", venv.env_id()))
+    })?;
     Ok(image)
 }
 
