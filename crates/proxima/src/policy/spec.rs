@@ -357,30 +357,13 @@ impl PolicySpec {
     /// `extractors.{key}.linear.0` to 256 features (gain √2, as SB3 initialises its features
     /// extractor). Empty without image keys.
     fn extractor_plan(&self) -> Vec<LayerPlan> {
-        let sqrt2 = std::f64::consts::SQRT_2;
         let mut plan = Vec::new();
         for key in &self.inputs {
             let Some(img) = key.image else { continue };
             let image = ImageShape { channels: img.chw[0], height: img.chw[1], width: img.chw[2] };
-            let Ok(outs) = image.nature_outputs() else { continue }; // refused by check_dims
-            let mut c_in = image.channels;
-            for (i, &(c, k, s)) in NATURE_CONVS.iter().enumerate() {
-                let name = format!("extractors.{}.cnn.{}", key.name, 2 * i);
-                let fan_in = c_in.saturating_mul(k * k);
-                plan.push(LayerPlan {
-                    name,
-                    fan_in,
-                    fan_out: c,
-                    gain: sqrt2,
-                    part: Part::Trunk,
-                    conv: Some((c_in, k, s)),
-                });
-                c_in = c;
-            }
-            let (c, h, w) = outs[2];
-            let flat = c.saturating_mul(h).saturating_mul(w);
-            let name = format!("extractors.{}.linear.0", key.name);
-            plan.push(LayerPlan::dense(name, flat, COMBINED_CNN_FEATURES, sqrt2, Part::Trunk));
+            let convs = |i: usize| format!("extractors.{}.cnn.{i}", key.name);
+            let dense = format!("extractors.{}.linear.0", key.name);
+            plan.extend(nature_cnn_plan(&image, convs, dense, COMBINED_CNN_FEATURES));
         }
         plan
     }
@@ -390,26 +373,10 @@ impl PolicySpec {
     /// (gain 0.01) and `critic` (gain 1); √2 elsewhere. An image too small for the convolutions
     /// leaves the plan without them (refused by [`PolicySpec::check_dims`]).
     fn cnn_plan(&self, img: &ImageShape) -> Vec<LayerPlan> {
-        let sqrt2 = std::f64::consts::SQRT_2;
-        let Ok(outs) = img.nature_outputs() else { return Vec::new() };
-        let mut plan = Vec::new();
-        let mut c_in = img.channels;
-        for (i, (&(c, k, s), _)) in NATURE_CONVS.iter().zip(&outs).enumerate() {
-            let name = format!("network.{}", 2 * i);
-            plan.push(LayerPlan {
-                name,
-                fan_in: c_in.saturating_mul(k * k),
-                fan_out: c,
-                gain: sqrt2,
-                part: Part::Trunk,
-                conv: Some((c_in, k, s)),
-            });
-            c_in = c;
+        let mut plan = nature_cnn_plan(img, |i| format!("network.{i}"), "network.7".into(), NATURE_FEATURES);
+        if plan.is_empty() {
+            return plan;
         }
-        let (c, h, w) = outs[2];
-        // Saturating: a checkpoint's claimed image is checked against its tensors, not trusted.
-        let flat = c.saturating_mul(h).saturating_mul(w);
-        plan.push(LayerPlan::dense("network.7".into(), flat, NATURE_FEATURES, sqrt2, Part::Trunk));
         let head = self.action.head_dim();
         // The heads read the CNN's features, or the recurrent stack's outputs (`CnnLstmPolicy`).
         let features = self.recurrent.map_or(NATURE_FEATURES, |r| r.hidden_size);
@@ -527,6 +494,32 @@ impl PolicySpec {
         }
         out
     }
+}
+
+/// The Nature CNN's layers on `img`, all in the trunk with gain √2: its three convolutions, named
+/// `conv_name(0)`, `conv_name(2)`, `conv_name(4)`, and its dense layer `dense_name` to `features`
+/// values; empty for an image too small for the convolutions.
+fn nature_cnn_plan(
+    img: &ImageShape,
+    conv_name: impl Fn(usize) -> String,
+    dense_name: String,
+    features: usize,
+) -> Vec<LayerPlan> {
+    let sqrt2 = std::f64::consts::SQRT_2;
+    let Ok(outs) = img.nature_outputs() else { return Vec::new() };
+    let mut plan = Vec::new();
+    let mut c_in = img.channels;
+    for (i, &(c, k, s)) in NATURE_CONVS.iter().enumerate() {
+        let fan_in = c_in.saturating_mul(k * k);
+        let conv = Some((c_in, k, s));
+        plan.push(LayerPlan { name: conv_name(2 * i), fan_in, fan_out: c, gain: sqrt2, part: Part::Trunk, conv });
+        c_in = c;
+    }
+    let (c, h, w) = outs[2];
+    // Saturating: a checkpoint's claimed image is checked against its tensors, not trusted.
+    let flat = c.saturating_mul(h).saturating_mul(w);
+    plan.push(LayerPlan::dense(dense_name, flat, features, sqrt2, Part::Trunk));
+    plan
 }
 
 #[cfg(test)]
