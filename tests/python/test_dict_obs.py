@@ -158,5 +158,24 @@ def test_image_keys_go_through_a_cnn_each_as_sb3s_combined_extractor():
     obs, _ = gym.make("toy/ImageDecides-v0").reset(seed=0)
     _, states = recurrent.predict(obs, episode_start=np.ones(1, bool))
     assert [s.shape for s in states] == [(1, 1, 8)] * 2
-    with pytest.raises(ValueError, match=r"image keys \(screen\).*algo = `sac` does not take them"):
-        proxima.SAC("MultiInputPolicy", gym.make("toy/ImageDecides-v0"))
+    with pytest.raises(ValueError, match=r"image keys \(screen\).*algo = `trpo` does not take them"):
+        proxima.TRPO("MultiInputPolicy", gym.make("toy/ImageDecides-v0"))
+
+
+@pytest.mark.parametrize("name", ["SAC", "TD3", "TQC"])
+def test_off_policy_image_keys_have_sb3s_networks(name):
+    """SAC, TD3 and TQC over a Dict with an image key: every network (actor, critics, targets) owns a
+    CombinedExtractor, named and shaped exactly as SB3's / sb3-contrib's MultiInputPolicy state_dict; the model
+    trains a few steps, and its actions follow the Box."""
+    import sb3_contrib
+    import stable_baselines3
+    env = gym.make("toy/ImageSteer-v0")
+    kwargs = dict(policy_kwargs=dict(net_arch=[16]), learning_starts=20, batch_size=8, seed=0)
+    model = getattr(proxima, name)("MultiInputPolicy", env, **kwargs).learn(40)
+    anchor = getattr(stable_baselines3, name, None) or getattr(sb3_contrib, name)
+    theirs = anchor("MultiInputPolicy", env, buffer_size=100, **kwargs).policy.state_dict()
+    ours = model.get_parameters()
+    assert {k: tuple(v.shape) for k, v in ours.items()} == {k: tuple(v.shape) for k, v in theirs.items()}
+    obs, _ = env.reset(seed=1)
+    action, _ = model.predict(obs, deterministic=True)
+    assert action.shape == (1,) and -1.0 <= float(action[0]) <= 1.0

@@ -410,6 +410,61 @@ fn ppo_learns_from_an_image_key_in_a_dict_observation() {
     }
 }
 
+/// Image keys for the off-policy algorithms (SB3's `MultiInputPolicy` for SAC, TD3 and TQC: a
+/// `CombinedExtractor` per network): SAC learns a continuous game the image decides, on candle
+/// under `backend = "auto"`; its deterministic action follows the image. TD3 and TQC build and
+/// step on the same env; `backend = "fused"` is an error naming candle.
+#[test]
+#[ignore = "needs a Python with gymnasium (PROXIMA_PYTHON; .ci/run installs it)"]
+fn sac_learns_from_an_image_key_in_a_dict_observation() {
+    use proxima::policy::{Backend, Policy};
+    use rand::SeedableRng;
+    setup();
+    let id = "gym:toy_envs:toy/ImageSteer-v0";
+    let cfg = |algo: &str, steps: u64, extra: &[&str]| {
+        let mut sets = vec![
+            format!("total_timesteps={steps}"),
+            "eval_episodes=0".into(),
+            "learning_starts=200".into(),
+            "batch_size=32".into(),
+            "net_arch=[64, 64]".into(),
+        ];
+        sets.extend(extra.iter().map(|s| s.to_string()));
+        Config::resolve(algo, None, &sets)
+    };
+    let mut tr = Trainer::new(id, cfg("sac", 1_200, &["learning_rate=1e-3"]).unwrap()).unwrap();
+    assert_eq!(tr.policy.backend(), Backend::Candle, "auto: the CNNs of image keys are on candle");
+    let names: Vec<String> = tr.policy.param_shapes().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names[0], "actor.features_extractor.extractors.screen.cnn.0.weight");
+    while !tr.is_done() {
+        tr.step().unwrap();
+    }
+    // The deterministic action on each image, with noise keys drawn at random: ±0.6 is best.
+    let mut obs = Vec::new();
+    for side in 0..2usize {
+        obs.extend([0.3f32, -0.5]);
+        for y in 0..36usize {
+            for x in 0..36usize {
+                let lit = (8..28).contains(&y) && (18 * side..18 * side + 18).contains(&x);
+                obs.push(if lit { 255.0 } else { 0.0 });
+            }
+        }
+    }
+    let act = tr.policy.act(&obs, true, &mut rand_chacha::ChaCha8Rng::seed_from_u64(0)).unwrap();
+    eprintln!("deterministic actions {:?}", act.actions);
+    assert!(act.actions[0] < -0.3 && act.actions[1] > 0.3, "actions {:?} (best −0.6, +0.6)", act.actions);
+    for algo in ["td3", "tqc"] {
+        let mut tr = Trainer::new(id, cfg(algo, 230, &[]).unwrap()).unwrap();
+        assert_eq!(tr.policy.backend(), Backend::Candle, "{algo}");
+        while !tr.is_done() {
+            tr.step().unwrap();
+        }
+    }
+    let e = cfg("sac", 256, &["backend=fused"]).and_then(|c| Trainer::new(id, c)).err().map(|e| e.to_string());
+    let e = e.unwrap_or_default();
+    assert!(e.contains("run on the candle backend"), "{e}");
+}
+
 /// A Dict key missing from an observation, a key's value of another shape than its space's, and
 /// image keys the policy cannot read are clear errors naming the env.
 #[test]

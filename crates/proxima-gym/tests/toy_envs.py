@@ -440,6 +440,34 @@ class ImageDecides(gym.Env):
         return self._obs(), reward, False, False, {}
 
 
+class ImageSteer(gym.Env):
+    """ImageDecides with a continuous action (SAC, TD3, DDPG, TQC): the `screen` key (36 x 36 x 1 uint8,
+    channel-last) lights its left or right half, and the action a in [-1, 1] pays -(a - t)^2 for t = -0.6 (left)
+    or +0.6 (right); the `noise` key says nothing. 10 steps: best 0, a = 0 always -3.6."""
+
+    def __init__(self):
+        self.observation_space = spaces.Dict({
+            "noise": spaces.Box(-1.0, 1.0, (2,), np.float32),
+            "screen": spaces.Box(0, 255, (36, 36, 1), np.uint8),
+        })
+        self.action_space = spaces.Box(-1.0, 1.0, (1,), np.float32)
+
+    def _obs(self):
+        self.side = int(self.np_random.integers(2))
+        screen = np.zeros((36, 36, 1), np.uint8)
+        screen[8:28, 18 * self.side:18 * self.side + 18] = 255
+        return {"noise": self.np_random.uniform(-1, 1, 2).astype(np.float32), "screen": screen}
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        return self._obs(), {}
+
+    def step(self, action):
+        target = 0.6 if self.side else -0.6
+        reward = -float((float(np.asarray(action).reshape(-1)[0]) - target) ** 2)
+        return self._obs(), reward, False, False, {}
+
+
 class ChannelLast(ImageDecides):
     """ImageDecides's screen alone: a channel-last (36, 36, 1) uint8 image, as SB3's image envs give them."""
 
@@ -452,7 +480,7 @@ class ChannelLast(ImageDecides):
 
 
 for name, cls in [("KeyDecides", KeyDecides), ("KeyDecidesFlat", KeyDecidesFlat), ("KeyMissing", KeyMissing), ("ImageKey", ImageKey),
-                  ("ImageNested", ImageNested), ("ImageDecides", ImageDecides), ("KeyShapes", KeyShapes), ("ChannelLast", ChannelLast)]:
+                  ("ImageNested", ImageNested), ("ImageDecides", ImageDecides), ("ImageSteer", ImageSteer), ("KeyShapes", KeyShapes), ("ChannelLast", ChannelLast)]:
     # Without Gymnasium's env checker, so that the bridge's own check of a missing key is what runs.
     gym.register(f"toy/{name}-v0", entry_point=cls, max_episode_steps=10, disable_env_checker=True)
 

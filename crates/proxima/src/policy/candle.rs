@@ -144,13 +144,13 @@ impl NatureCnn {
 /// SB3's `CombinedExtractor` ([`super::inputs`]): each key's columns of the observation, `(start,
 /// len)`, as they are or through the key's own Nature CNN; the features side by side.
 #[derive(Clone, Debug)]
-struct Combined {
+pub(super) struct Combined {
     keys: Vec<(usize, usize, Option<NatureCnn>)>,
 }
 
 impl Combined {
     /// `[B, obs_dim]` → `[B, features]`.
-    fn forward(&self, obs: &Tensor) -> candle_core::Result<Tensor> {
+    pub(super) fn forward(&self, obs: &Tensor) -> candle_core::Result<Tensor> {
         let parts = self
             .keys
             .iter()
@@ -804,7 +804,7 @@ impl Policy for ActorCritic {
 
 /// [`Combined`] of `spec.inputs` from the CNN layers the plan made for them, in order: three
 /// convolutions and one dense layer per image key.
-fn combined(spec: &PolicySpec, convs: Vec<(Var, Var, usize)>, dense: Vec<Dense>) -> Result<Combined> {
+pub(super) fn combined(spec: &PolicySpec, convs: Vec<(Var, Var, usize)>, dense: Vec<Dense>) -> Result<Combined> {
     let (mut convs, mut dense) = (convs.into_iter(), dense.into_iter());
     let mut start = 0;
     let mut keys = Vec::new();

@@ -97,7 +97,8 @@ impl Network {
     }
 
     /// An off-policy algorithm's networks of `shape` for `spec` on `backend`
-    /// (`Auto` means fused), initialised from `rng`: the same initial values on either backend.
+    /// (`Auto` means fused, or candle for image keys in a `Dict`), initialised from `rng`: the
+    /// same initial values on either backend.
     ///
     /// # Errors
     /// As [`OffPolicyNets::new`].
@@ -109,6 +110,9 @@ impl Network {
     ) -> Result<Self> {
         Ok(match backend {
             Backend::Candle => Network::OffPolicy(OffPolicyNets::with_shape(spec, shape, rng)?),
+            Backend::Auto if !spec.inputs.is_empty() => {
+                Network::OffPolicy(OffPolicyNets::with_shape(spec, shape, rng)?)
+            }
             Backend::Auto | Backend::Fused => Network::FusedOffPolicy(FusedOffPolicy::with_shape(spec, shape, rng)?),
         })
     }

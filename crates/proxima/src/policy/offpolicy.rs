@@ -13,6 +13,10 @@
 //! * Critics: Q_k(s, a) = MLP_k([s, a]) → 1, k < `n_critics` (2; DDPG 1), on the stored, squashed
 //!   action; every target starts equal to its network and follows it by Polyak averaging
 //!   ([`OffPolicyNets::polyak_update`]).
+//! * Over a `Dict` observation with image keys (SB3's `MultiInputPolicy`, its `CombinedExtractor`:
+//!   [`crate::policy::inputs`]), the actor, the critics and each target read a `CombinedExtractor`
+//!   of their own (`{net}.features_extractor.extractors.{key}.cnn.0`, …; the critics' `qf`s share
+//!   one, SB3's `share_features_extractor = False`), the MLPs its features.
 //! * The env gets a rescaled to the Box: low + (a + 1)·(high − low)/2 (SB3's `unscale_action`).
 //!
 //! Parameter names are SB3's (`actor.latent_pi.0.weight`, `actor.mu.weight`, `actor.mu.4.bias`,
@@ -20,9 +24,10 @@
 //! `[out, in]`. Initialisation is PyTorch's default for `nn.Linear` (weights and biases
 //! U(±1/√fan_in)), as SB3's.
 
-use super::candle::Dense;
+use super::candle::{combined, Combined, Dense};
 use super::interface::{ActOutput, Policy};
 use super::spec::{ActionKind, PolicySpec};
+use super::spec::{LayerPlan, Part};
 use crate::error::{ProximaError, Result};
 use candle_core::{DType, Device, Tensor, Var};
 use rand::{Rng, RngCore};
@@ -73,41 +78,58 @@ impl OffPolicyShape {
     }
 }
 
-/// The layers of the networks, in parameter order, `(name, fan_in, fan_out)`: actor, critics,
-/// target critics and (deterministic actors) the target actor.
-fn plan(spec: &PolicySpec, shape: OffPolicyShape) -> Vec<(String, usize, usize)> {
+/// One dense layer of the networks, `(name, fan_in, fan_out)`.
+fn dense_layer(name: String, fan_in: usize, fan_out: usize) -> LayerPlan {
+    LayerPlan { name, fan_in, fan_out, gain: 1.0, part: Part::Trunk, conv: None }
+}
+
+/// The layers of the networks, in parameter order: actor, critics, target critics and
+/// (deterministic actors) the target actor, each network's own `features_extractor` first when
+/// the observation has image keys (SB3's `MultiInputPolicy` with `share_features_extractor =
+/// False`: one `CombinedExtractor` for the actor, one for the critics, one per target).
+fn plan(spec: &PolicySpec, shape: OffPolicyShape) -> Vec<LayerPlan> {
     let OffPolicyShape { kind, n_critics, quantiles } = shape;
     let dim = spec.action.act_dim();
+    let features = spec.features_dim();
     let mut out = Vec::new();
-    let hidden = |prefix: &str, fan_in: usize, out: &mut Vec<(String, usize, usize)>| {
+    let extractor = |net: &str, out: &mut Vec<LayerPlan>| {
+        for mut l in spec.extractor_plan() {
+            l.name = format!("{net}.features_extractor.{}", l.name);
+            out.push(l);
+        }
+    };
+    let hidden = |prefix: &str, fan_in: usize, out: &mut Vec<LayerPlan>| {
         let mut f = fan_in;
         for (i, &h) in spec.net_arch.iter().enumerate() {
-            out.push((format!("{prefix}.{}", 2 * i), f, h));
+            out.push(dense_layer(format!("{prefix}.{}", 2 * i), f, h));
             f = h;
         }
         f
     };
     let last = 2 * spec.net_arch.len();
+    extractor("actor", &mut out);
     match kind {
         ActorKind::SquashedGaussian => {
-            let w = hidden("actor.latent_pi", spec.obs_dim, &mut out);
-            out.push(("actor.mu".into(), w, dim));
-            out.push(("actor.log_std".into(), w, dim));
+            let w = hidden("actor.latent_pi", features, &mut out);
+            out.push(dense_layer("actor.mu".into(), w, dim));
+            out.push(dense_layer("actor.log_std".into(), w, dim));
         }
         ActorKind::Deterministic => {
-            let w = hidden("actor.mu", spec.obs_dim, &mut out);
-            out.push((format!("actor.mu.{last}"), w, dim));
+            let w = hidden("actor.mu", features, &mut out);
+            out.push(dense_layer(format!("actor.mu.{last}"), w, dim));
         }
     }
     for prefix in ["critic", "critic_target"] {
+        extractor(prefix, &mut out);
         for k in 0..n_critics {
-            let w = hidden(&format!("{prefix}.qf{k}"), spec.obs_dim + dim, &mut out);
-            out.push((format!("{prefix}.qf{k}.{last}"), w, quantiles));
+            let w = hidden(&format!("{prefix}.qf{k}"), features + dim, &mut out);
+            out.push(dense_layer(format!("{prefix}.qf{k}.{last}"), w, quantiles));
         }
     }
     if kind == ActorKind::Deterministic {
-        let w = hidden("actor_target.mu", spec.obs_dim, &mut out);
-        out.push((format!("actor_target.mu.{last}"), w, dim));
+        extractor("actor_target", &mut out);
+        let w = hidden("actor_target.mu", features, &mut out);
+        out.push(dense_layer(format!("actor_target.mu.{last}"), w, dim));
     }
     out
 }
@@ -124,7 +146,7 @@ fn online_of(name: &str) -> Option<String> {
 pub fn param_shapes_for(spec: &PolicySpec, shape: OffPolicyShape) -> Vec<(String, Vec<usize>)> {
     plan(spec, shape)
         .into_iter()
-        .flat_map(|(n, i, o)| [(format!("{n}.weight"), vec![o, i]), (format!("{n}.bias"), vec![o])])
+        .flat_map(|l| [(format!("{}.weight", l.name), l.weight_shape()), (format!("{}.bias", l.name), vec![l.fan_out])])
         .collect()
 }
 
@@ -191,12 +213,13 @@ pub(crate) fn initial_values<R: Rng + ?Sized>(
     check_nets(spec, shape)?;
     let layers = plan(spec, shape);
     let mut values: Vec<(Vec<f32>, Vec<f32>)> = Vec::new();
-    for (name, fan_in, fan_out) in &layers {
+    for LayerPlan { name, fan_in, fan_out, .. } in &layers {
         if let Some(online) = online_of(name) {
-            let k = layers.iter().position(|(n, _, _)| *n == online).expect("a target's network");
+            let k = layers.iter().position(|l| l.name == online).expect("a target's network");
             values.push(values[k].clone());
             continue;
         }
+        // PyTorch's default for `nn.Linear` and `nn.Conv2d` alike (fan_in = in_channels · k²).
         let bound = 1.0 / (*fan_in as f32).sqrt();
         let w = (0..fan_in * fan_out).map(|_| rng.random_range(-bound..bound)).collect();
         let b = (0..*fan_out).map(|_| rng.random_range(-bound..bound)).collect();
@@ -296,6 +319,26 @@ pub(crate) fn not_on_policy(what: &str) -> ProximaError {
     ProximaError::Unsupported(format!("{what}: an off-policy algorithm's networks train with its own losses"))
 }
 
+/// The networks' `CombinedExtractor`s over a `Dict` observation's image keys
+/// ([`crate::policy::inputs`]), one per network as SB3 builds them for off-policy algorithms.
+#[derive(Debug)]
+struct Features {
+    actor: Combined,
+    critic: Combined,
+    critic_target: Combined,
+    /// A deterministic actor's target copy's.
+    actor_target: Option<Combined>,
+}
+
+/// One of the networks, for [`OffPolicyNets::features_of`].
+#[derive(Clone, Copy)]
+enum Net {
+    Actor,
+    ActorTarget,
+    Critic,
+    CriticTarget,
+}
+
 /// An off-policy algorithm's networks: the actor (SAC's squashed Gaussian or TD3's deterministic
 /// one), `n_critics` Q critics and their targets (and TD3's target actor).
 #[derive(Debug)]
@@ -310,6 +353,8 @@ pub struct OffPolicyNets {
     actor_target: Vec<Dense>,
     critics: Vec<Vec<Dense>>,
     critic_targets: Vec<Vec<Dense>>,
+    /// Each network's `CombinedExtractor` over image keys ([`Features`]); none without them.
+    features: Option<Box<Features>>,
     /// Every parameter in order: actor, critics, target critics, target actor.
     params: Vec<(String, Var)>,
     n_actor: usize,
@@ -385,34 +430,68 @@ impl OffPolicyNets {
         let layers = plan(&spec, shape);
         let mut params = Vec::new();
         let mut dense = Vec::new();
-        for ((name, fan_in, fan_out), (w, b)) in layers.iter().zip(values) {
-            let w = Var::from_tensor(&Tensor::from_vec(w, (*fan_out, *fan_in), &Device::Cpu)?.to_dtype(dtype)?)?;
-            let b = Var::from_tensor(&Tensor::from_vec(b, *fan_out, &Device::Cpu)?.to_dtype(dtype)?)?;
-            params.push((format!("{name}.weight"), w.clone()));
-            params.push((format!("{name}.bias"), b.clone()));
-            dense.push((name.clone(), Dense { w, b }));
+        let mut convs = Vec::new();
+        for (l, (w, b)) in layers.iter().zip(values) {
+            let w = Var::from_tensor(&Tensor::from_vec(w, l.weight_shape(), &Device::Cpu)?.to_dtype(dtype)?)?;
+            let b = Var::from_tensor(&Tensor::from_vec(b, l.fan_out, &Device::Cpu)?.to_dtype(dtype)?)?;
+            params.push((format!("{}.weight", l.name), w.clone()));
+            params.push((format!("{}.bias", l.name), b.clone()));
+            match l.conv {
+                Some((_, _, stride)) => convs.push((l.name.clone(), (w, b, stride))),
+                None => dense.push((l.name.clone(), Dense { w, b })),
+            }
         }
         let take = |prefix: &str| -> Vec<Dense> {
             dense.iter().filter(|(n, _)| n.starts_with(prefix)).map(|(_, d)| d.clone()).collect()
         };
         let one = |name: &str| dense.iter().find(|(n, _)| n == name).map(|(_, d)| d.clone()).expect("planned");
+        let features = if spec.inputs.is_empty() {
+            None
+        } else {
+            let extractor = |net: &str| -> Result<Combined> {
+                let prefix = format!("{net}.features_extractor.");
+                let convs = convs.iter().filter(|(n, _)| n.starts_with(&prefix)).map(|(_, c)| c.clone()).collect();
+                combined(&spec, convs, take(&prefix))
+            };
+            let actor_target = if kind == ActorKind::Deterministic { Some(extractor("actor_target")?) } else { None };
+            Some(Box::new(Features {
+                actor: extractor("actor")?,
+                critic: extractor("critic")?,
+                critic_target: extractor("critic_target")?,
+                actor_target,
+            }))
+        };
         let (actor, heads) = match kind {
             ActorKind::SquashedGaussian => (take("actor.latent_pi."), Some((one("actor.mu"), one("actor.log_std")))),
             ActorKind::Deterministic => (take("actor.mu."), None),
         };
-        let n_actor = 2 * (spec.net_arch.len() + if heads.is_some() { 2 } else { 1 });
+        let count = |prefix: &str| params.iter().filter(|(n, _)| n.starts_with(prefix)).count();
         Ok(OffPolicyNets {
             actor,
             heads,
             actor_target: take("actor_target.mu."),
             critics: (0..n_critics).map(|k| take(&format!("critic.qf{k}."))).collect(),
             critic_targets: (0..n_critics).map(|k| take(&format!("critic_target.qf{k}."))).collect(),
-            n_actor,
-            n_critic: 2 * n_critics * (spec.net_arch.len() + 1),
+            features,
+            n_actor: count("actor."),
+            n_critic: count("critic."),
             params,
             spec,
             shape,
         })
+    }
+
+    /// What network `net`'s layers read of `obs`: its extractor's features over image keys, or
+    /// the observation itself.
+    fn features_of(&self, net: Net, obs: &Tensor) -> Result<Tensor> {
+        let Some(f) = &self.features else { return Ok(obs.clone()) };
+        let extractor = match net {
+            Net::Actor => &f.actor,
+            Net::ActorTarget => f.actor_target.as_ref().unwrap_or(&f.actor),
+            Net::Critic => &f.critic,
+            Net::CriticTarget => &f.critic_target,
+        };
+        Ok(extractor.forward(obs)?)
     }
 
     /// The actor's parameters, in order.
@@ -440,7 +519,7 @@ impl OffPolicyNets {
         let Some((mu, log_std)) = &self.heads else {
             return Err(ProximaError::InvalidArgument("a deterministic actor has no distribution".into()));
         };
-        let h = mlp(&self.actor, obs, true)?;
+        let h = mlp(&self.actor, &self.features_of(Net::Actor, obs)?, true)?;
         Ok((mu.forward(&h)?, log_std.forward(&h)?.clamp(LOG_STD_MIN, LOG_STD_MAX)?))
     }
 
@@ -453,7 +532,8 @@ impl OffPolicyNets {
         if self.heads.is_some() {
             return Err(ProximaError::InvalidArgument("SAC's actor samples: use actor_dist".into()));
         }
-        Ok(mlp(if target { &self.actor_target } else { &self.actor }, obs, false)?.tanh()?)
+        let (net, layers) = if target { (Net::ActorTarget, &self.actor_target) } else { (Net::Actor, &self.actor) };
+        Ok(mlp(layers, &self.features_of(net, obs)?, false)?.tanh()?)
     }
 
     /// Q_k(s, a) `[B]` of every critic (or of their targets), differentiable; `obs`
@@ -462,8 +542,7 @@ impl OffPolicyNets {
     /// # Errors
     /// candle's.
     pub fn q_values(&self, obs: &Tensor, actions: &Tensor, target: bool) -> Result<Vec<Tensor>> {
-        let x = Tensor::cat(&[obs, actions], 1)?;
-        let nets = if target { &self.critic_targets } else { &self.critics };
+        let (x, nets) = self.critic_inputs(obs, actions, target)?;
         // A critic of quantiles (TQC) is valued by their mean.
         let value = |z: Tensor| if self.shape.quantiles == 1 { z.squeeze(1) } else { z.mean(1) };
         nets.iter().map(|c| Ok(value(mlp(c, &x, false)?)?)).collect()
@@ -475,10 +554,16 @@ impl OffPolicyNets {
     /// # Errors
     /// candle's.
     pub fn quantiles(&self, obs: &Tensor, actions: &Tensor, target: bool) -> Result<Tensor> {
-        let x = Tensor::cat(&[obs, actions], 1)?;
-        let nets = if target { &self.critic_targets } else { &self.critics };
+        let (x, nets) = self.critic_inputs(obs, actions, target)?;
         let z: Vec<Tensor> = nets.iter().map(|c| Ok(mlp(c, &x, false)?.unsqueeze(1)?)).collect::<Result<_>>()?;
         Ok(Tensor::cat(&z, 1)?)
+    }
+
+    /// What the critics (or their targets) read, [features(s), a], and their layers; the critics
+    /// share one extractor (SB3's critic owns one `features_extractor` for all its `qf`s).
+    fn critic_inputs(&self, obs: &Tensor, actions: &Tensor, target: bool) -> Result<(Tensor, &[Vec<Dense>])> {
+        let (net, nets) = if target { (Net::CriticTarget, &self.critic_targets) } else { (Net::Critic, &self.critics) };
+        Ok((Tensor::cat(&[&self.features_of(net, obs)?, actions], 1)?, nets))
     }
 
     /// Every target parameter θ̄ ← τ·θ + (1 − τ)·θ̄ from its network (SB3's `polyak_update`): the

@@ -298,7 +298,7 @@ impl PolicySpec {
 
     /// What the observation gives the towers (or the recurrent stack): the Nature CNN's
     /// features, the keys' features side by side ([`PolicySpec::inputs`]), or the observation.
-    fn features_dim(&self) -> usize {
+    pub(crate) fn features_dim(&self) -> usize {
         match (&self.cnn, self.inputs.is_empty()) {
             (Some(_), _) => NATURE_FEATURES,
             (None, false) => features_dim(&self.inputs),
@@ -356,7 +356,7 @@ impl PolicySpec {
     /// Nature CNN's convolutions `extractors.{key}.cnn.0`, `.2`, `.4` and its dense layer
     /// `extractors.{key}.linear.0` to 256 features (gain √2, as SB3 initialises its features
     /// extractor). Empty without image keys.
-    fn extractor_plan(&self) -> Vec<LayerPlan> {
+    pub(crate) fn extractor_plan(&self) -> Vec<LayerPlan> {
         let mut plan = Vec::new();
         for key in &self.inputs {
             let Some(img) = key.image else { continue };

@@ -18,7 +18,7 @@ use crate::algo::UpdateStats;
 use crate::config::{AlgoName, Config};
 use crate::error::{ProximaError, Result};
 use crate::optim::Optimizer;
-use crate::policy::{Activation, Network, PolicySpec};
+use crate::policy::{Activation, Backend, Network, PolicySpec};
 use crate::replay::ReplayBuffer;
 use crate::rollout::RolloutBuffer;
 use rand::SeedableRng;
@@ -221,6 +221,15 @@ pub(super) fn td3_params(c: &Config) -> Td3Params {
     }
 }
 
+/// The backend of the run's network: [`Config::resolved_backend`], or candle under `auto` for a
+/// network the fused kernels do not cover that only the env reveals (image keys in a `Dict`).
+pub(super) fn backend_for(cfg: &Config, spec: &PolicySpec) -> Backend {
+    match cfg.backend {
+        Backend::Auto if !spec.inputs.is_empty() => Backend::Candle,
+        _ => cfg.resolved_backend(),
+    }
+}
+
 /// An off-policy algorithm's networks (SB3's `MlpPolicy`: ReLU, `net_arch` for the actor and
 /// each critic) and state, or `None` for an on-policy algorithm.
 pub(super) fn off_policy_parts(cfg: &Config, spec: &PolicySpec) -> Result<Option<(Network, Algo)>> {
@@ -230,7 +239,7 @@ pub(super) fn off_policy_parts(cfg: &Config, spec: &PolicySpec) -> Result<Option
     let spec = PolicySpec { activation: Activation::Relu, shared_trunk: false, ortho_init: false, ..spec.clone() };
     let act_dim = spec.action.act_dim();
     let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
-    let net = Network::off_policy(spec.clone(), shape, cfg.resolved_backend(), &mut rng)?;
+    let net = Network::off_policy(spec.clone(), shape, backend_for(cfg, &spec), &mut rng)?;
     let replay = ReplayBuffer::new(cfg.buffer_size, cfg.n_envs, spec.obs_dim, act_dim)?;
     let row = batch_row_bytes(spec.obs_dim, act_dim, &spec.net_arch, shape.n_critics);
     check_batch_memory(cfg.batch_size, row, replay.memory_bytes())?;

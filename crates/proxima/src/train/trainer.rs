@@ -1,7 +1,7 @@
 //! The explicit state of a training run and its one loop, [`Trainer::step`]:
 //! collect → GAE → the algorithm's update.
 
-use super::algorithm::{off_policy_parts, ppo_params, steps_per_iteration, Algo, OnPolicy, UpdateInputs};
+use super::algorithm::{backend_for, off_policy_parts, ppo_params, steps_per_iteration, Algo, OnPolicy, UpdateInputs};
 use crate::algo::a3c::{self, Worker};
 use crate::algo::update::Replicas;
 use crate::algo::UpdateStats;
@@ -14,7 +14,7 @@ use crate::error::{ProximaError, Result};
 use crate::normalize::Normalizer;
 use crate::optim::{LrSchedule, Optimizer};
 use crate::policy::recurrent::RecurrentSpec;
-use crate::policy::{ActionKind, Backend, ImageShape, Network, Policy, PolicyKind, PolicySpec};
+use crate::policy::{ActionKind, ImageShape, Network, Policy, PolicyKind, PolicySpec};
 use crate::replay::ReplayBuffer;
 use crate::rollout::RolloutBuffer;
 use rand::SeedableRng;
@@ -269,29 +269,20 @@ pub fn policy_spec(cfg: &Config, venv: &SyncVectorEnv) -> Result<PolicySpec> {
     })
 }
 
-/// The backend of the run's network: [`Config::resolved_backend`], or candle under `auto` for a
-/// network the fused kernels do not cover that only the env reveals (image keys in a `Dict`).
-fn backend_for(cfg: &Config, spec: &PolicySpec) -> Backend {
-    match cfg.backend {
-        Backend::Auto if !spec.inputs.is_empty() => Backend::Candle,
-        _ => cfg.resolved_backend(),
-    }
-}
-
 /// The keys of a `Dict` observation with image keys, which the policy reads through a CNN per
 /// image (SB3's `MultiInputPolicy`; [`crate::policy::inputs`]); none for other observations.
 ///
 /// # Errors
-/// `Config` for image keys with an off-policy algorithm, TRPO, PPG or a CNN policy.
+/// `Config` for image keys with TRPO, PPG or a CNN policy.
 fn multi_inputs(cfg: &Config, venv: &SyncVectorEnv) -> Result<Vec<crate::policy::inputs::InputKey>> {
     let inputs = crate::policy::inputs::inputs_of(&venv.observation_keys());
     let images: Vec<&str> = inputs.iter().filter(|k| k.image.is_some()).map(|k| k.name.as_str()).collect();
-    let separate_networks = cfg.is_off_policy() || matches!(cfg.algo, AlgoName::Trpo | AlgoName::Ppg);
-    if !images.is_empty() && (separate_networks || cfg.policy.is_cnn()) {
+    let refused = matches!(cfg.algo, AlgoName::Trpo | AlgoName::Ppg);
+    if !images.is_empty() && (refused || cfg.policy.is_cnn()) {
         let what =
             if cfg.policy.is_cnn() { format!("policy = `{:?}`", cfg.policy) } else { format!("algo = `{}`", cfg.algo) };
         return Err(ProximaError::Config(format!(
-            "{}'s observation has image keys ({}), which a CNN per key reads for PPO, A2C, A3C and REINFORCE with policy = `MlpPolicy` or `MlpLstmPolicy` (SB3's MultiInputPolicy); {what} does not take them yet",
+            "{}'s observation has image keys ({}), which a CNN per key reads with policy = `MlpPolicy` or `MlpLstmPolicy` (SB3's MultiInputPolicy) for every algorithm but TRPO and PPG; {what} does not take them yet",
             venv.env_id(),
             images.join(", ")
         )));

@@ -162,6 +162,11 @@ impl FusedOffPolicy {
     /// [`FusedOffPolicy::new`] for the spec.
     pub fn from_params(spec: PolicySpec, shape: OffPolicyShape, values: &[Vec<f32>]) -> Result<Self> {
         check_nets(&spec, shape)?;
+        if !spec.inputs.is_empty() {
+            return Err(ProximaError::Unsupported(
+                "image keys in a Dict observation (MultiInputPolicy's CNNs) run on the candle backend (backend = \"candle\" or \"auto\") for now".into(),
+            ));
+        }
         let OffPolicyShape { kind, n_critics, .. } = shape;
         let shapes = param_shapes_for(&spec, shape);
         let sizes_match = values.len() == shapes.len()
