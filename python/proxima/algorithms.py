@@ -499,6 +499,11 @@ class BaseAlgorithm:
         starts = np.zeros(n, dtype=bool) if episode_start is None else np.asarray(episode_start, dtype=bool).reshape(-1)
         if starts.shape != (n,):
             raise ValueError(f"episode_start of {starts.size} values for {n} observation(s)")
+        carried = ~starts  # an episode start zeroes its row's state: what it held is not read
+        if not np.isfinite(full[carried]).all():
+            rows = sorted({int(r) for r in np.nonzero(~np.isfinite(full) & carried[:, None])[0]})
+            raise ValueError(f"state holds NaN or infinite values for observation(s) {rows} (not at an episode "
+                             "start): pass the state the last predict returned, or None with episode_start=True")
         return full, starts
 
     def _hidden_out(self, full: np.ndarray) -> tuple[np.ndarray, ...]:

@@ -37,8 +37,8 @@ pub struct EvalArgs {
     /// Playback frames per second of the recording (default: the env's render_fps).
     #[arg(long, requires = "render")]
     fps: Option<u32>,
-    /// The policy network's implementation: auto (default, the fused CPU kernels; candle for
-    /// SAC/TD3/DDPG), fused or candle; a checkpoint of either backend loads into both.
+    /// The policy network's implementation: auto (default: the fused CPU kernels, candle for the
+    /// networks they do not cover), fused or candle; a checkpoint of either backend loads into both.
     #[arg(long, value_parser = ["auto", "fused", "candle"], default_value = "auto")]
     backend: String,
 }

@@ -53,8 +53,8 @@ pub struct TrainArgs {
     #[arg(long)]
     pub(super) jobs: Option<usize>,
     /// The policy network's implementation: auto (default: the fused CPU kernels for PPO, A2C,
-    /// A3C, REINFORCE, SAC, TD3, DDPG and TQC, candle for TRPO and PPG), fused or candle. With --resume it
-    /// moves the run to that backend.
+    /// A3C, REINFORCE, SAC, TD3, DDPG and TQC, candle for TRPO, PPG, recurrent policies and image
+    /// keys in a Dict), fused or candle. With --resume it moves the run to that backend.
     #[arg(long, value_parser = ["auto", "fused", "candle"])]
     pub(super) backend: Option<String>,
     /// How bridged (`gym:`, `atari:`) envs are stepped (the config's vector_env): off, sync, async
