@@ -532,6 +532,34 @@ class BaseAlgorithm:
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)  # as SB3
         self._model.save(path)
 
+    def export_onnx(self, path: Union[str, os.PathLike[str]], action_masks: Optional[bool] = None) -> dict[str, dict[str, str]]:
+        """Write the policy as an ONNX model of ``predict(observation, deterministic=True)``, to run it without
+        Proxima (onnxruntime, a game engine, a robot). Everything ``predict`` does is inside the graph: the
+        observation normalisation with its frozen statistics, the network, the deterministic action (the argmax
+        of the logits, the Gaussian mean clipped to the Box, SAC's/TD3's tanh rescaled to the Box).
+
+        Inputs: ``obs``, ``float32 [batch, obs_dim]`` (a Dict or Tuple observation flattened by
+        ``gymnasium.spaces.flatten``), or for ``CnnPolicy`` ``uint8 [batch, C, H, W]`` (channel-first, as
+        ``VecTransposeImage`` gives them); with ``action_masks``, ``action_masks`` ``bool [batch, n]``.
+        Outputs: ``action`` (``int64 [batch]`` for Discrete, ``int64 [batch, k]`` for MultiDiscrete,
+        ``float32 [batch, dim]`` for Box), ``logits`` (discrete) or ``mean`` (Box), and ``value``
+        (``float32 [batch]``, on-policy algorithms). ONNX opset 17; the file is written atomically.
+
+        :param path: the file to write (such as ``"policy.onnx"``); its folder must exist
+        :param action_masks: add the ``action_masks`` input (sb3-contrib's masks, True = valid); default: True for
+            ``MaskablePPO``, else False
+        :return: ``{"inputs": {name: "dtype [dims]"}, "outputs": {...}}``
+        :raises ValueError: an empty path, or a folder that does not exist
+        :raises NotImplementedError: a recurrent policy, or image keys in a Dict observation (not exported yet)
+        """
+        path = _checked_path("export_onnx", path)
+        if action_masks is None:
+            action_masks = isinstance(self, MaskablePPO)
+        if self._model is None:
+            raise ValueError("this model has no policy yet")
+        inputs, outputs = self._model.export_onnx(path, bool(action_masks))
+        return {"inputs": dict(inputs), "outputs": dict(outputs)}
+
     @classmethod
     def load(cls: type[SelfBaseAlgorithm], path: Union[str, os.PathLike[str]], env: Optional[EnvLike] = None,
              device: str = "auto", custom_objects: Optional[dict[str, Union[float, Schedule]]] = None,

@@ -22,7 +22,9 @@ mod signals;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
-use commands::{ablation::AblationArgs, bench_env::BenchEnvArgs, eval::EvalArgs, lm, train::TrainArgs};
+use commands::{
+    ablation::AblationArgs, bench_env::BenchEnvArgs, eval::EvalArgs, export::ExportArgs, lm, train::TrainArgs,
+};
 use proxima::config::PRESETS;
 use proxima::env::NATIVE_ENV_IDS;
 use rundirs::claim_run_dir;
@@ -47,6 +49,8 @@ enum Command {
     Train(TrainArgs),
     /// Evaluate a trained policy: mean and std of the episodic return.
     Eval(EvalArgs),
+    /// Write a trained policy as an ONNX model of predict(deterministic=True), normalisation included.
+    Export(ExportArgs),
     /// The PPO paper's comparison of objectives (and baselines), reproduced: runs every
     /// variant × env × seed in parallel, then writes results.csv, results.md (normalised
     /// scores: random policy 0, best setting 1) and one learning-curve PNG per env.
@@ -137,6 +141,7 @@ fn dispatch(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Train(a) => commands::train::exec(a),
         Command::Eval(a) => commands::eval::exec(a),
+        Command::Export(a) => commands::export::exec(a),
         Command::Ablation(a) => commands::ablation::exec(a),
         Command::BenchEnv(a) => commands::bench_env::exec(a),
         Command::Lm { command } => lm::dispatch(command, claim_run_dir),

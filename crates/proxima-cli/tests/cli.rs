@@ -1289,3 +1289,31 @@ fn mpirun_without_the_mpi_feature_is_a_clear_error() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `proxima export --onnx`: a run directory's policy as an ONNX model (checked against
+/// onnxruntime in tests/python/test_onnx.py), its inputs and outputs printed; bad inputs are
+/// clear errors that write nothing.
+#[test]
+fn export_writes_an_onnx_model_and_refuses_bad_input() {
+    let dir = tmp("export");
+    tiny_run(&dir, "4");
+    let out = dir.join("policy.onnx");
+    let (code, so, se) = proxima(&["export", dir.to_str().unwrap(), "--onnx", out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{so}\n{se}");
+    assert!(so.contains("input obs: float32 [batch, 4]") && so.contains("output action: int64 [batch]"), "{so}");
+    let bytes = std::fs::read(&out).unwrap();
+    assert!(bytes.len() > 4 * 64 * 4, "the weights are inside: {} bytes", bytes.len());
+    let fail = |args: &[&str], expected: &str| {
+        let (code, _, se) = proxima(args);
+        assert!(code == 1 || code == 2, "{args:?}: exit {code} (1: an error, 2: a usage error)");
+        assert!(se.contains(expected), "{args:?}: {se}");
+    };
+    let empty = tmp("export-empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let x = empty.join("x.onnx");
+    fail(&["export", empty.to_str().unwrap(), "--onnx", x.to_str().unwrap()], "holds no checkpoint");
+    let nowhere = dir.join("no").join("such").join("x.onnx");
+    fail(&["export", dir.to_str().unwrap(), "--onnx", nowhere.to_str().unwrap()], "does not exist");
+    fail(&["export", dir.to_str().unwrap()], "--onnx");
+    assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0, "nothing written");
+}

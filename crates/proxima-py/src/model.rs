@@ -326,6 +326,9 @@ fn predict_rows<'py>(
     Ok((PyArray1::from_vec(py, actions).reshape([rows, ad])?, next_state))
 }
 
+/// An exported model's inputs and outputs, `(name, "dtype [dims]")` each.
+type ExportedIo = (Vec<(String, String)>, Vec<(String, String)>);
+
 /// Rows `predict` passes to the policy at a time.
 const PREDICT_CHUNK_ROWS: usize = 4096;
 
@@ -734,6 +737,30 @@ impl Model {
     #[getter]
     fn has_env(&self) -> PyResult<bool> {
         Ok(matches!(self.lock()?.state, State::Training(_)))
+    }
+
+    /// Writes the policy to `path` as an ONNX model of `predict(deterministic=True)`: input
+    /// `obs` (`float32 [batch, obs_dim]`, or a `CnnPolicy`'s `uint8 [batch, C, H, W]`) and, with
+    /// `action_masks`, `action_masks` (`bool [batch, mask_dim]`); outputs `action`, the
+    /// distribution's parameters (`logits` or `mean`) and (on-policy) `value`. The observation
+    /// normalisation's frozen statistics are inside. Returns the inputs and outputs as
+    /// `(name, "dtype [dims]")`. `ValueError` for a path whose folder does not exist or an
+    /// empty one; `NotImplementedError` for a policy the export does not cover yet (recurrent,
+    /// image keys in a Dict); nothing is written then.
+    #[pyo3(signature = (path, action_masks = false))]
+    fn export_onnx(&self, path: PathBuf, action_masks: bool) -> PyResult<ExportedIo> {
+        check_path("export_onnx", &path, true)?;
+        let options = proxima::export::OnnxOptions { action_masks };
+        let export = |policy: &dyn Policy, norm: Option<&Normalizer>| {
+            proxima::export::export_onnx(policy, norm, options, &path).py().map(|e| (e.inputs, e.outputs))
+        };
+        let Some(guard) = self.try_lock()? else {
+            return self.with_lent(|policy, norm, _, _| export(policy, Some(norm).filter(|n| n.is_active())))?;
+        };
+        match &guard.state {
+            State::Training(t) => export(&t.policy, Some(&t.collector.norm).filter(|n| n.is_active())),
+            State::Loaded(l) => export(&l.policy, l.norm.as_ref()),
+        }
     }
 
     /// Whether this model trains under its envs' action masks (PPO on envs with

@@ -12,6 +12,7 @@ pub mod collect;
 pub mod config;
 pub mod distributed;
 pub mod error;
+pub mod export;
 pub mod io;
 pub mod log;
 pub mod loss;

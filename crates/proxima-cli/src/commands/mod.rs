@@ -4,5 +4,6 @@
 pub mod ablation;
 pub mod bench_env;
 pub mod eval;
+pub mod export;
 pub mod lm;
 pub mod train;

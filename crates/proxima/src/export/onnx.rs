@@ -1,0 +1,360 @@
+//! ONNX export of a policy with everything `predict(deterministic=True)` does inside the graph:
+//!
+//! * input `obs`: `float32 [batch, obs_dim]` (the flat observation `predict` takes), or for a
+//!   `CnnPolicy` `uint8 [batch, C, H, W]`, the frames as the env gives them;
+//! * observation normalisation with the frozen statistics, in float64 as Proxima computes it:
+//!   ô = clip((o − μ)/√(σ² + 1e-8), ±clip_obs), keys outside `norm_obs_keys` passed through;
+//! * pixels scaled by 1/255, the network (`Gemm`, `Conv`, `Tanh`/`Relu`), the deterministic
+//!   action: the argmax of the logits (under the optional `action_masks` input, sb3-contrib's
+//!   masking), the Gaussian mean clipped to the `Box`, or an off-policy actor's tanh(μ) rescaled
+//!   to the `Box` (SB3's `unscale_action`);
+//! * outputs `action` (`int64 [batch]` for `Discrete`, `int64 [batch, k]` for `MultiDiscrete`,
+//!   `float32 [batch, dim]` for `Box`), and the distribution's parameters and the value:
+//!   `logits` or `mean`, and `value` (`float32 [batch]`, on-policy algorithms).
+//!
+//! ONNX opset [`graph::OPSET`]; the file is written atomically. Recurrent policies and image keys
+//! in a `Dict` observation are not exported yet (an `Unsupported` error says so).
+
+use super::graph::{Attr, Dim, Graph};
+use crate::error::{ProximaError, Result};
+use crate::normalize::Normalizer;
+use crate::policy::{ActionKind, Activation, Policy, PolicySpec};
+use onnx_protobuf::tensor_proto::DataType;
+use onnx_protobuf::Message;
+use std::collections::HashMap;
+use std::path::Path;
+
+/// What to put in the graph beyond the observation.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OnnxOptions {
+    /// An `action_masks` input (`bool [batch, mask_dim]`, true = valid): a policy trained masked
+    /// (sb3-contrib's `MaskablePPO`) takes its actions among the valid ones. Discrete and
+    /// MultiDiscrete actions only.
+    pub action_masks: bool,
+}
+
+/// What [`export_onnx`] wrote: the graph's inputs and outputs, `(name, "dtype [dims]")`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OnnxExport {
+    /// The inputs, in order.
+    pub inputs: Vec<(String, String)>,
+    /// The outputs, in order.
+    pub outputs: Vec<(String, String)>,
+}
+
+/// The actor a policy's parameters describe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Actor {
+    /// An actor-critic (PPO, A2C, …): [`PolicySpec::plan`]'s towers.
+    OnPolicy,
+    /// SAC's (and TQC's) squashed Gaussian: tanh(μ(s)).
+    Squashed,
+    /// TD3's and DDPG's a = tanh(μ(s)).
+    Deterministic,
+}
+
+/// The parameters by name: shape and values.
+type Params = HashMap<String, (Vec<usize>, Vec<f32>)>;
+
+const BATCH: Dim = Dim::Named("batch");
+
+/// Writes `policy` (with `norm`'s frozen observation statistics when given) to `path` as an ONNX
+/// model computing `predict(deterministic=True)`'s actions (module docs).
+///
+/// # Errors
+/// `Unsupported` for a recurrent policy, image keys in a `Dict` observation, or masks on a
+/// continuous action space; `InvalidArgument` when `path`'s folder does not exist; `Io`.
+/// Nothing is written on error.
+pub fn export_onnx(
+    policy: &dyn Policy,
+    norm: Option<&Normalizer>,
+    options: OnnxOptions,
+    path: &Path,
+) -> Result<OnnxExport> {
+    let spec = policy.spec();
+    refuse_unsupported(spec, options)?;
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if !dir.is_dir() {
+        return Err(ProximaError::InvalidArgument(format!(
+            "export: the folder {} of {} does not exist",
+            dir.display(),
+            path.display()
+        )));
+    }
+    let params: Params =
+        policy.param_shapes().into_iter().zip(policy.params()?).map(|((n, s), v)| (n, (s, v))).collect();
+    let actor = actor_of(&params);
+    let mut g = Graph::default();
+    let mut io = OnnxExport { inputs: Vec::new(), outputs: Vec::new() };
+    let x = observation(&mut g, spec, norm.filter(|n| n.obs_rms.is_some()), &mut io);
+    match actor {
+        Actor::OnPolicy => on_policy(&mut g, spec, &params, &x, options, &mut io)?,
+        Actor::Squashed | Actor::Deterministic => off_policy(&mut g, spec, &params, &x, actor, &mut io)?,
+    }
+    let doc = "proxima policy: predict(deterministic=True) from the observation to the action";
+    let meta = vec![
+        ("proxima.inputs".to_string(), describe(&io.inputs)),
+        ("proxima.outputs".to_string(), describe(&io.outputs)),
+    ];
+    let bytes = g
+        .model("proxima_policy", doc, &meta)
+        .write_to_bytes()
+        .map_err(|e| ProximaError::InvalidArgument(format!("export: the ONNX model does not serialise: {e}")))?;
+    crate::io::write_atomic(path, &bytes)?;
+    Ok(io)
+}
+
+fn describe(io: &[(String, String)]) -> String {
+    io.iter().map(|(n, t)| format!("{n}: {t}")).collect::<Vec<_>>().join("; ")
+}
+
+/// `Unsupported` for what the export does not cover yet.
+fn refuse_unsupported(spec: &PolicySpec, options: OnnxOptions) -> Result<()> {
+    if spec.recurrent.is_some() {
+        return Err(ProximaError::Unsupported(
+            "ONNX export of recurrent policies (MlpLstmPolicy, CnnLstmPolicy) is not supported yet".into(),
+        ));
+    }
+    if !spec.inputs.is_empty() {
+        return Err(ProximaError::Unsupported(
+            "ONNX export of a Dict observation with image keys (MultiInputPolicy's CNNs) is not supported yet".into(),
+        ));
+    }
+    if options.action_masks && matches!(spec.action, ActionKind::Continuous { .. }) {
+        return Err(ProximaError::Unsupported(
+            "action_masks: masks select among Discrete or MultiDiscrete actions; this policy's actions are a Box"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Which actor the parameter names describe (SB3's names for the off-policy ones).
+fn actor_of(params: &Params) -> Actor {
+    if params.contains_key("actor.log_std.weight") {
+        Actor::Squashed
+    } else if params.keys().any(|n| n.starts_with("actor_target.")) {
+        Actor::Deterministic
+    } else {
+        Actor::OnPolicy
+    }
+}
+
+fn param<'a>(params: &'a Params, name: &str) -> Result<&'a (Vec<usize>, Vec<f32>)> {
+    params.get(name).ok_or_else(|| ProximaError::InvalidArgument(format!("export: the policy has no parameter {name}")))
+}
+
+/// `x·Wᵀ + b` of the layer `name` (`name.weight` `[out, in]`, `name.bias`).
+fn dense(g: &mut Graph, params: &Params, name: &str, x: &str) -> Result<String> {
+    let (ws, w) = param(params, &format!("{name}.weight"))?;
+    let (bs, b) = param(params, &format!("{name}.bias"))?;
+    let w = g.f32s(name, ws, w);
+    let b = g.f32s(name, bs, b);
+    Ok(g.node("Gemm", &[x, &w, &b], &[("transB", Attr::Int(1))]))
+}
+
+/// The graph input `obs` and what the network reads of it: normalised (float64, as
+/// [`Normalizer::normalize_obs`]) when `norm` has statistics; a `CnnPolicy`'s uint8 frames as
+/// float32 `[batch, C, H, W]`.
+fn observation(g: &mut Graph, spec: &PolicySpec, norm: Option<&Normalizer>, io: &mut OnnxExport) -> String {
+    let d = spec.obs_dim;
+    let x = match &spec.cnn {
+        Some(img) => {
+            let dims = [BATCH, Dim::Fixed(img.channels), Dim::Fixed(img.height), Dim::Fixed(img.width)];
+            g.input("obs", DataType::UINT8, &dims);
+            io.inputs.push(("obs".into(), format!("uint8 [batch, {}, {}, {}]", img.channels, img.height, img.width)));
+            let x = g.node("Cast", &["obs"], &[("to", Attr::Int(DataType::FLOAT as i64))]);
+            let flat = g.i64s("flat", &[-1, d as i64]);
+            g.node("Reshape", &[&x, &flat], &[])
+        }
+        None => {
+            g.input("obs", DataType::FLOAT, &[BATCH, Dim::Fixed(d)]);
+            io.inputs.push(("obs".into(), format!("float32 [batch, {d}]")));
+            "obs".to_string()
+        }
+    };
+    let Some(rms) = norm.and_then(|n| n.obs_rms.as_ref().map(|r| (n, r))) else { return x };
+    let (n, rms) = rms;
+    let raw = |j: usize| n.obs_raw.get(j).copied().unwrap_or(false);
+    let mean: Vec<f64> = (0..d).map(|j| if raw(j) { 0.0 } else { rms.mean[j] }).collect();
+    let std: Vec<f64> = (0..d).map(|j| if raw(j) { 1.0 } else { (rms.var[j] + 1e-8).sqrt() }).collect();
+    let hi: Vec<f64> = (0..d).map(|j| if raw(j) { f64::INFINITY } else { n.clip_obs }).collect();
+    let lo: Vec<f64> = hi.iter().map(|h| -h).collect();
+    let x64 = g.node("Cast", &[&x], &[("to", Attr::Int(DataType::DOUBLE as i64))]);
+    let (mean, std) = (g.f64s("obs_mean", &[d], &mean), g.f64s("obs_std", &[d], &std));
+    let (hi, lo) = (g.f64s("obs_clip_high", &[d], &hi), g.f64s("obs_clip_low", &[d], &lo));
+    let centred = g.node("Sub", &[&x64, &mean], &[]);
+    let scaled = g.node("Div", &[&centred, &std], &[]);
+    let clipped = g.node("Min", &[&scaled, &hi], &[]);
+    let clipped = g.node("Max", &[&clipped, &lo], &[]);
+    g.node("Cast", &[&clipped], &[("to", Attr::Int(DataType::FLOAT as i64))])
+}
+
+fn activate(g: &mut Graph, activation: Activation, x: &str) -> String {
+    match activation {
+        Activation::Tanh => g.node("Tanh", &[x], &[]),
+        Activation::Relu => g.node("Relu", &[x], &[]),
+    }
+}
+
+/// The dense layers `prefix.0`, `prefix.2`, … (as many as `n`), the activation after each (and
+/// after the last only when `activate_last`).
+fn tower(
+    g: &mut Graph,
+    params: &Params,
+    (prefix, n): (&str, usize),
+    x: &str,
+    act: Activation,
+    activate_last: bool,
+) -> Result<String> {
+    let mut h = x.to_string();
+    for i in 0..n {
+        h = dense(g, params, &format!("{prefix}.{}", 2 * i), &h)?;
+        if i + 1 < n || activate_last {
+            h = activate(g, act, &h);
+        }
+    }
+    Ok(h)
+}
+
+/// The Nature CNN (`network.0`, `.2`, `.4` convolutions, `network.7` dense, ReLU after each) on
+/// `x` (float32 pixels, flat): `[batch, 512]` features.
+fn nature_cnn(g: &mut Graph, spec: &PolicySpec, params: &Params, x: &str) -> Result<String> {
+    let img = spec.cnn.as_ref().expect("a CNN policy");
+    let shape = g.i64s("image", &[-1, img.channels as i64, img.height as i64, img.width as i64]);
+    let x = g.node("Reshape", &[x, &shape], &[]);
+    let k255 = g.f32s("k255", &[], &[255.0]);
+    let mut h = g.node("Div", &[&x, &k255], &[]);
+    for (i, &(_, _, stride)) in crate::policy::NATURE_CONVS.iter().enumerate() {
+        let name = format!("network.{}", 2 * i);
+        let (ws, w) = param(params, &format!("{name}.weight"))?;
+        let (bs, b) = param(params, &format!("{name}.bias"))?;
+        let (w, b) = (g.f32s(&name, ws, w), g.f32s(&name, bs, b));
+        let s = stride as i64;
+        h = g.node("Conv", &[&h, &w, &b], &[("strides", Attr::Ints(vec![s, s]))]);
+        h = g.node("Relu", &[&h], &[]);
+    }
+    let h = g.node("Flatten", &[&h], &[("axis", Attr::Int(1))]);
+    let h = dense(g, params, "network.7", &h)?;
+    Ok(g.node("Relu", &[&h], &[]))
+}
+
+/// An actor-critic's graph: the towers (or the CNN and its heads), the action and the value.
+fn on_policy(
+    g: &mut Graph,
+    spec: &PolicySpec,
+    params: &Params,
+    x: &str,
+    options: OnnxOptions,
+    io: &mut OnnxExport,
+) -> Result<()> {
+    let (n, act) = (spec.net_arch.len(), spec.activation);
+    let (head, value) = if spec.cnn.is_some() {
+        let features = nature_cnn(g, spec, params, x)?;
+        (dense(g, params, "actor", &features)?, dense(g, params, "critic", &features)?)
+    } else if spec.shared_trunk {
+        let features = tower(g, params, ("trunk", n), x, act, true)?;
+        (dense(g, params, "actor.0", &features)?, dense(g, params, "critic.0", &features)?)
+    } else {
+        (tower(g, params, ("actor", n + 1), x, act, false)?, tower(g, params, ("critic", n + 1), x, act, false)?)
+    };
+    actions_of_head(g, spec, &head, options, io)?;
+    let axes = g.i64s("axes", &[1]);
+    let value = g.node("Squeeze", &[&value, &axes], &[]);
+    g.output(&value, "value", DataType::FLOAT, &[BATCH]);
+    io.outputs.push(("value".into(), "float32 [batch]".into()));
+    Ok(())
+}
+
+/// The deterministic action of an actor-critic's head: the argmax of the (masked) logits, one
+/// per `MultiDiscrete` component, or the Gaussian mean clipped to the `Box`.
+fn actions_of_head(
+    g: &mut Graph,
+    spec: &PolicySpec,
+    head: &str,
+    options: OnnxOptions,
+    io: &mut OnnxExport,
+) -> Result<()> {
+    let hd = spec.action.head_dim();
+    let logits = if options.action_masks {
+        g.input("action_masks", DataType::BOOL, &[BATCH, Dim::Fixed(hd)]);
+        io.inputs.push(("action_masks".into(), format!("bool [batch, {hd}]")));
+        let invalid = g.f32s("masked_logit", &[], &[crate::policy::distributions::MASKED_LOGIT as f32]);
+        g.node("Where", &["action_masks", head, &invalid], &[])
+    } else {
+        head.to_string()
+    };
+    match &spec.action {
+        ActionKind::Discrete { .. } => {
+            let a = g.node("ArgMax", &[&logits], &[("axis", Attr::Int(1)), ("keepdims", Attr::Int(0))]);
+            g.output(&a, "action", DataType::INT64, &[BATCH]);
+            io.outputs.push(("action".into(), "int64 [batch]".into()));
+        }
+        ActionKind::MultiDiscrete { nvec } => {
+            let mut parts = Vec::new();
+            let mut start = 0i64;
+            for &k in nvec {
+                let (s, e, axis) =
+                    (g.i64s("start", &[start]), g.i64s("end", &[start + k as i64]), g.i64s("axis", &[1]));
+                let part = g.node("Slice", &[&logits, &s, &e, &axis], &[]);
+                parts.push(g.node("ArgMax", &[&part], &[("axis", Attr::Int(1)), ("keepdims", Attr::Int(1))]));
+                start += k as i64;
+            }
+            let refs: Vec<&str> = parts.iter().map(String::as_str).collect();
+            let a = g.node("Concat", &refs, &[("axis", Attr::Int(1))]);
+            g.output(&a, "action", DataType::INT64, &[BATCH, Dim::Fixed(nvec.len())]);
+            io.outputs.push(("action".into(), format!("int64 [batch, {}]", nvec.len())));
+        }
+        ActionKind::Continuous { dim, low, high } => {
+            let (lo, hi) = (g.f32s("action_low", &[*dim], low), g.f32s("action_high", &[*dim], high));
+            let a = g.node("Min", &[head, &hi], &[]);
+            let a = g.node("Max", &[&a, &lo], &[]);
+            g.output(&a, "action", DataType::FLOAT, &[BATCH, Dim::Fixed(*dim)]);
+            io.outputs.push(("action".into(), format!("float32 [batch, {dim}]")));
+            g.output(head, "mean", DataType::FLOAT, &[BATCH, Dim::Fixed(*dim)]);
+            io.outputs.push(("mean".into(), format!("float32 [batch, {dim}]")));
+            return Ok(());
+        }
+    }
+    g.output(&logits, "logits", DataType::FLOAT, &[BATCH, Dim::Fixed(hd)]);
+    io.outputs.push(("logits".into(), format!("float32 [batch, {hd}]")));
+    Ok(())
+}
+
+/// An off-policy actor's graph (SB3's names): SAC's `actor.latent_pi.*` then `actor.mu`, or
+/// TD3's `actor.mu.*`, ReLU between; a = tanh(μ) rescaled to the `Box`:
+/// low + (clip(a, −1, 1) + 1)·½·(high − low), as SB3's `unscale_action`.
+fn off_policy(
+    g: &mut Graph,
+    spec: &PolicySpec,
+    params: &Params,
+    x: &str,
+    actor: Actor,
+    io: &mut OnnxExport,
+) -> Result<()> {
+    let ActionKind::Continuous { dim, low, high } = &spec.action else {
+        return Err(ProximaError::InvalidArgument("export: an off-policy actor acts in a Box".into()));
+    };
+    let n = spec.net_arch.len();
+    let mu = match actor {
+        Actor::Squashed => {
+            let h = tower(g, params, ("actor.latent_pi", n), x, Activation::Relu, true)?;
+            dense(g, params, "actor.mu", &h)?
+        }
+        _ => tower(g, params, ("actor.mu", n + 1), x, Activation::Relu, false)?,
+    };
+    let a = g.node("Tanh", &[&mu], &[]);
+    let (m1, p1, half) = (g.f32s("minus_one", &[], &[-1.0]), g.f32s("one", &[], &[1.0]), g.f32s("half", &[], &[0.5]));
+    let a = g.node("Clip", &[&a, &m1, &p1], &[]);
+    let a = g.node("Add", &[&a, &p1], &[]);
+    let a = g.node("Mul", &[&a, &half], &[]);
+    let width: Vec<f32> = low.iter().zip(high).map(|(l, h)| h - l).collect();
+    let (width, lo) = (g.f32s("action_width", &[*dim], &width), g.f32s("action_low", &[*dim], low));
+    let a = g.node("Mul", &[&a, &width], &[]);
+    let a = g.node("Add", &[&lo, &a], &[]);
+    g.output(&a, "action", DataType::FLOAT, &[BATCH, Dim::Fixed(*dim)]);
+    io.outputs.push(("action".into(), format!("float32 [batch, {dim}]")));
+    g.output(&mu, "mean", DataType::FLOAT, &[BATCH, Dim::Fixed(*dim)]);
+    io.outputs.push(("mean".into(), format!("float32 [batch, {dim}] (μ before the tanh)")));
+    Ok(())
+}
