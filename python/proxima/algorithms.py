@@ -543,14 +543,16 @@ class BaseAlgorithm:
         ``VecTransposeImage`` gives them); with ``action_masks``, ``action_masks`` ``bool [batch, n]``.
         Outputs: ``action`` (``int64 [batch]`` for Discrete, ``int64 [batch, k]`` for MultiDiscrete,
         ``float32 [batch, dim]`` for Box), ``logits`` (discrete) or ``mean`` (Box), and ``value``
-        (``float32 [batch]``, on-policy algorithms). ONNX opset 17; the file is written atomically.
+        (``float32 [batch]``, on-policy algorithms). A recurrent policy also takes ``state_h`` (and for an LSTM
+        ``state_c``), ``float32 [n_layers, batch, hidden]`` as ``predict``'s ``state``, and ``episode_start``
+        ``bool [batch]``, and gives ``next_state_h`` (``next_state_c``). ONNX opset 17; written atomically.
 
         :param path: the file to write (such as ``"policy.onnx"``); its folder must exist
         :param action_masks: add the ``action_masks`` input (sb3-contrib's masks, True = valid); default: True for
             ``MaskablePPO``, else False
         :return: ``{"inputs": {name: "dtype [dims]"}, "outputs": {...}}``
         :raises ValueError: an empty path, or a folder that does not exist
-        :raises NotImplementedError: a recurrent policy, or image keys in a Dict observation (not exported yet)
+        :raises NotImplementedError: image keys in a Dict observation (not exported yet)
         """
         path = _checked_path("export_onnx", path)
         if action_masks is None:

@@ -119,6 +119,41 @@ def test_masked_policy_takes_only_valid_actions(tmp_path):
     assert list(plain["inputs"]) == ["obs"]
 
 
+@pytest.mark.parametrize("cell,layers", [("lstm", 1), ("lstm", 2), ("gru", 2)])
+def test_recurrent_policy_takes_and_gives_the_state(tmp_path, cell, layers):
+    model = proxima.RecurrentPPO("MlpLstmPolicy", "CartPole-v1", n_steps=64, batch_size=64, n_epochs=2, seed=1,
+                                 policy_kwargs=dict(recurrent_cell=cell, n_lstm_layers=layers,
+                                                    lstm_hidden_size=16)).learn(512)
+    io = model.export_onnx(tmp_path / "recurrent.onnx")
+    states = ["state_h", "state_c"] if cell == "lstm" else ["state_h"]
+    assert list(io["inputs"]) == ["obs", *states, "episode_start"]
+    assert list(io["outputs"]) == ["action", "logits", *[f"next_{s}" for s in states]]
+    sess = session(tmp_path / "recurrent.onnx")
+    rng = np.random.default_rng(0)
+    obs = observations(model, scale=2.0)
+    state = tuple(rng.normal(size=(layers, N, 16)).astype(np.float32) for _ in states)
+    starts = rng.random(N) < 0.3
+    ours, ours_next = model.predict(obs, state=state, episode_start=starts, deterministic=True)
+    out = sess.run(None, {"obs": obs, **dict(zip(states, state)), "episode_start": starts})
+    np.testing.assert_array_equal(out[0], ours)
+    for theirs, mine in zip(out[2:], ours_next):
+        np.testing.assert_allclose(theirs, mine, rtol=0, atol=1e-5)
+    assert len(set(ours.tolist())) == 2
+    # Step by step over an episode: the state carried through onnxruntime alone gives predict's actions.
+    env = gym.make("CartPole-v1")
+    o, _ = env.reset(seed=3)
+    s_ours, s_theirs, start = None, tuple(np.zeros((layers, 1, 16), np.float32) for _ in states), True
+    for _ in range(50):
+        a, s_ours = model.predict(o, state=s_ours, episode_start=np.array([start]), deterministic=True)
+        out = sess.run(None, {"obs": o[None].astype(np.float32), **dict(zip(states, s_theirs)),
+                              "episode_start": np.array([start])})
+        assert int(out[0][0]) == int(a)
+        s_theirs, start = tuple(out[2:]), False
+        o, _, terminated, truncated, _ = env.step(int(a))
+        if terminated or truncated:
+            break
+
+
 def test_exported_cartpole_plays_a_full_episode_alone(tmp_path):
     model = proxima.PPO("MlpPolicy", "CartPole-v1", n_envs=4, n_steps=256, batch_size=256, learning_rate=1e-3,
                         seed=1).learn(40_000)
@@ -144,9 +179,9 @@ def test_bad_exports_are_clear_errors_and_write_nothing(tmp_path):
     with pytest.raises(NotImplementedError, match="masks select among Discrete or MultiDiscrete"):
         proxima.PPO("MlpPolicy", "Pendulum-v1", n_steps=64, batch_size=64).export_onnx(tmp_path / "p.onnx",
                                                                                        action_masks=True)
-    recurrent = proxima.RecurrentPPO("MlpLstmPolicy", "CartPole-v1", n_steps=32, batch_size=32)
-    with pytest.raises(NotImplementedError, match="recurrent policies"):
-        recurrent.export_onnx(tmp_path / "r.onnx")
+    images = proxima.PPO("MultiInputPolicy", gym.make("toy/ImageDecides-v0"), n_steps=32, batch_size=32)
+    with pytest.raises(NotImplementedError, match="image keys"):
+        images.export_onnx(tmp_path / "r.onnx")
     assert os.listdir(tmp_path) == []
     # An existing file is replaced whole, never left half-written.
     (tmp_path / "p.onnx").write_bytes(b"old")

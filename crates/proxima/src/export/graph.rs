@@ -136,12 +136,23 @@ impl Graph {
         out
     }
 
+    /// A node `op(inputs)` of `n` outputs (`LSTM`'s `Y`, `Y_h`, `Y_c`); returns their fresh names.
+    pub fn node_outputs(&mut self, op: &'static str, inputs: &[&str], n: usize, attrs: &[(&str, Attr)]) -> Vec<String> {
+        let outs: Vec<String> = (0..n).map(|_| self.fresh(&op.to_lowercase())).collect();
+        self.push(op, inputs, outs.clone(), attrs);
+        outs
+    }
+
     fn node_named(&mut self, op: &'static str, inputs: &[&str], output: &str, attrs: &[(&str, Attr)]) {
+        self.push(op, inputs, vec![output.to_string()], attrs);
+    }
+
+    fn push(&mut self, op: &'static str, inputs: &[&str], outputs: Vec<String>, attrs: &[(&str, Attr)]) {
         self.graph.node.push(NodeProto {
             op_type: op.to_string(),
             name: format!("{op}_{}", self.graph.node.len()),
             input: inputs.iter().map(|s| s.to_string()).collect(),
-            output: vec![output.to_string()],
+            output: outputs,
             attribute: attrs.iter().map(|(n, v)| attribute(n, v)).collect(),
             ..Default::default()
         });

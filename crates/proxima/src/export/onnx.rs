@@ -12,12 +12,17 @@
 //!   `float32 [batch, dim]` for `Box`), and the distribution's parameters and the value:
 //!   `logits` or `mean`, and `value` (`float32 [batch]`, on-policy algorithms).
 //!
-//! ONNX opset [`graph::OPSET`]; the file is written atomically. Recurrent policies and image keys
-//! in a `Dict` observation are not exported yet (an `Unsupported` error says so).
+//! A recurrent policy's graph takes its actor's state as sb3-contrib's `predict` does — inputs
+//! `state_h` (and `state_c` for an LSTM) `[n_layers, batch, hidden]` and `episode_start`
+//! `bool [batch]` — and gives `next_state_h` (`next_state_c`); it has no `value` output.
+//!
+//! ONNX opset [`graph::OPSET`]; the file is written atomically. Image keys in a `Dict`
+//! observation are not exported yet (an `Unsupported` error says so).
 
 use super::graph::{Attr, Dim, Graph};
 use crate::error::{ProximaError, Result};
 use crate::normalize::Normalizer;
+use crate::policy::recurrent::CellKind;
 use crate::policy::{ActionKind, Activation, Policy, PolicySpec};
 use onnx_protobuf::tensor_proto::DataType;
 use onnx_protobuf::Message;
@@ -62,7 +67,7 @@ const BATCH: Dim = Dim::Named("batch");
 /// model computing `predict(deterministic=True)`'s actions (module docs).
 ///
 /// # Errors
-/// `Unsupported` for a recurrent policy, image keys in a `Dict` observation, or masks on a
+/// `Unsupported` for image keys in a `Dict` observation, or masks on a
 /// continuous action space; `InvalidArgument` when `path`'s folder does not exist; `Io`.
 /// Nothing is written on error.
 pub fn export_onnx(
@@ -110,11 +115,6 @@ fn describe(io: &[(String, String)]) -> String {
 
 /// `Unsupported` for what the export does not cover yet.
 fn refuse_unsupported(spec: &PolicySpec, options: OnnxOptions) -> Result<()> {
-    if spec.recurrent.is_some() {
-        return Err(ProximaError::Unsupported(
-            "ONNX export of recurrent policies (MlpLstmPolicy, CnnLstmPolicy) is not supported yet".into(),
-        ));
-    }
     if !spec.inputs.is_empty() {
         return Err(ProximaError::Unsupported(
             "ONNX export of a Dict observation with image keys (MultiInputPolicy's CNNs) is not supported yet".into(),
@@ -239,7 +239,9 @@ fn nature_cnn(g: &mut Graph, spec: &PolicySpec, params: &Params, x: &str) -> Res
     Ok(g.node("Relu", &[&h], &[]))
 }
 
-/// An actor-critic's graph: the towers (or the CNN and its heads), the action and the value.
+/// An actor-critic's graph: the towers (or the CNN and its heads), the action and the value; a
+/// recurrent policy's stack between the features and the actor's layers (no value: the
+/// critic's own stack and state are not exported).
 fn on_policy(
     g: &mut Graph,
     spec: &PolicySpec,
@@ -249,21 +251,128 @@ fn on_policy(
     io: &mut OnnxExport,
 ) -> Result<()> {
     let (n, act) = (spec.net_arch.len(), spec.activation);
-    let (head, value) = if spec.cnn.is_some() {
-        let features = nature_cnn(g, spec, params, x)?;
-        (dense(g, params, "actor", &features)?, dense(g, params, "critic", &features)?)
-    } else if spec.shared_trunk {
-        let features = tower(g, params, ("trunk", n), x, act, true)?;
-        (dense(g, params, "actor.0", &features)?, dense(g, params, "critic.0", &features)?)
-    } else {
-        (tower(g, params, ("actor", n + 1), x, act, false)?, tower(g, params, ("critic", n + 1), x, act, false)?)
+    let features = if spec.cnn.is_some() { nature_cnn(g, spec, params, x)? } else { x.to_string() };
+    let (actor_in, next_states) = match spec.recurrent {
+        Some(_) => recurrent_stack(g, spec, params, &features, io)?,
+        None => (features.clone(), Vec::new()),
     };
+    let actor_head = |g: &mut Graph, h: &str| -> Result<String> {
+        if spec.cnn.is_some() {
+            dense(g, params, "actor", h)
+        } else if spec.shared_trunk {
+            let t = tower(g, params, ("trunk", n), h, act, true)?;
+            dense(g, params, "actor.0", &t)
+        } else {
+            tower(g, params, ("actor", n + 1), h, act, false)
+        }
+    };
+    let head = actor_head(g, &actor_in)?;
     actions_of_head(g, spec, &head, options, io)?;
+    if let Some(r) = spec.recurrent {
+        let (layers, hid) = (r.n_layers, r.hidden_size);
+        for (name, value) in next_states {
+            g.output(&value, &name, DataType::FLOAT, &[Dim::Fixed(layers), BATCH, Dim::Fixed(hid)]);
+            io.outputs.push((name, format!("float32 [{layers}, batch, {hid}]")));
+        }
+        return Ok(());
+    }
+    let value = if spec.cnn.is_some() {
+        dense(g, params, "critic", &features)?
+    } else if spec.shared_trunk {
+        let t = tower(g, params, ("trunk", n), &features, act, true)?;
+        dense(g, params, "critic.0", &t)?
+    } else {
+        tower(g, params, ("critic", n + 1), &features, act, false)?
+    };
     let axes = g.i64s("axes", &[1]);
     let value = g.node("Squeeze", &[&value, &axes], &[]);
     g.output(&value, "value", DataType::FLOAT, &[BATCH]);
     io.outputs.push(("value".into(), "float32 [batch]".into()));
     Ok(())
+}
+
+/// The actor's recurrent stack (`lstm_actor`) for one step: inputs `state_h` (and for an LSTM
+/// `state_c`), `[n_layers, batch, hidden]` each as sb3-contrib's `predict` takes the state, and
+/// `episode_start` `bool [batch]` (the state zeroed first where it is true); outputs
+/// `next_state_h` (`next_state_c`). ONNX's `LSTM`/`GRU` per layer, PyTorch's gates reordered
+/// (LSTM i f g o → i o f c; GRU r z n → z r h, `linear_before_reset = 1`). Returns the top
+/// layer's output `[batch, hidden]` and the next states, `(output name, value)`.
+fn recurrent_stack(
+    g: &mut Graph,
+    spec: &PolicySpec,
+    params: &Params,
+    x: &str,
+    io: &mut OnnxExport,
+) -> Result<(String, Vec<(String, String)>)> {
+    let r = spec.recurrent.expect("a recurrent policy");
+    let (hid, layers, lstm) = (r.hidden_size, r.n_layers, r.cell == CellKind::Lstm);
+    let states: &[&str] = if lstm { &["state_h", "state_c"] } else { &["state_h"] };
+    let state_dims = [Dim::Fixed(layers), BATCH, Dim::Fixed(hid)];
+    for s in states {
+        g.input(s, DataType::FLOAT, &state_dims);
+        io.inputs.push((s.to_string(), format!("float32 [{layers}, batch, {hid}]")));
+    }
+    g.input("episode_start", DataType::BOOL, &[BATCH]);
+    io.inputs.push(("episode_start".into(), "bool [batch]".into()));
+    let keep = g.node("Not", &["episode_start"], &[]);
+    let keep = g.node("Cast", &[&keep], &[("to", Attr::Int(DataType::FLOAT as i64))]);
+    let shape = g.i64s("keep_shape", &[1, -1, 1]);
+    let keep = g.node("Reshape", &[&keep, &shape], &[]);
+    let kept: Vec<String> = states.iter().map(|s| g.node("Mul", &[s, &keep], &[])).collect();
+    let axis0 = g.i64s("axis0", &[0]);
+    let mut h = g.node("Unsqueeze", &[x, &axis0], &[]);
+    let mut next: Vec<Vec<String>> = vec![Vec::new(); states.len()];
+    for k in 0..layers {
+        let (w, rw, b) = gate_weights(g, params, lstm, k, hid)?;
+        let mut init = Vec::new();
+        for s in &kept {
+            let (start, end) = (g.i64s("layer", &[k as i64]), g.i64s("layer_end", &[k as i64 + 1]));
+            init.push(g.node("Slice", &[s, &start, &end, &axis0], &[]));
+        }
+        let (op, attrs) = if lstm {
+            ("LSTM", vec![("hidden_size", Attr::Int(hid as i64))])
+        } else {
+            ("GRU", vec![("hidden_size", Attr::Int(hid as i64)), ("linear_before_reset", Attr::Int(1))])
+        };
+        let mut inputs = vec![h.as_str(), &w, &rw, &b, ""];
+        inputs.extend(init.iter().map(String::as_str));
+        let outs = g.node_outputs(op, &inputs, 1 + states.len(), &attrs);
+        h = outs[1].clone(); // Y_h [1, batch, H]: the next layer's one-step sequence
+        for (i, o) in outs[1..].iter().enumerate() {
+            next[i].push(o.clone());
+        }
+    }
+    let next_states = states
+        .iter()
+        .zip(&next)
+        .map(|(s, parts)| {
+            let refs: Vec<&str> = parts.iter().map(String::as_str).collect();
+            (format!("next_{s}"), g.node("Concat", &refs, &[("axis", Attr::Int(0))]))
+        })
+        .collect();
+    Ok((g.node("Squeeze", &[&h, &axis0], &[]), next_states))
+}
+
+/// Layer `k`'s `W` `[1, G·H, in]`, `R` `[1, G·H, H]` and `B` `[1, 2·G·H]` in ONNX's gate order,
+/// from PyTorch's `lstm_actor.weight_ih_l{k}`, `weight_hh_l{k}`, `bias_ih_l{k}`, `bias_hh_l{k}`.
+fn gate_weights(g: &mut Graph, params: &Params, lstm: bool, k: usize, hid: usize) -> Result<(String, String, String)> {
+    // ONNX's gate i takes PyTorch's gate order[i].
+    let order: &[usize] = if lstm { &[0, 3, 1, 2] } else { &[1, 0, 2] };
+    let reorder = |v: &[f32], cols: usize| -> Vec<f32> {
+        order.iter().flat_map(|&gi| v[gi * hid * cols..(gi + 1) * hid * cols].iter().copied()).collect()
+    };
+    let get = |what: &str| param(params, &format!("lstm_actor.{what}_l{k}"));
+    let (wis, wi) = get("weight_ih")?;
+    let (_, wh) = get("weight_hh")?;
+    let (_, bi) = get("bias_ih")?;
+    let (_, bh) = get("bias_hh")?;
+    let (gh, inp) = (wis[0], wis[1]);
+    let w = g.f32s("lstm_w", &[1, gh, inp], &reorder(wi, inp));
+    let rw = g.f32s("lstm_r", &[1, gh, hid], &reorder(wh, hid));
+    let mut b = reorder(bi, 1);
+    b.extend(reorder(bh, 1));
+    let b = g.f32s("lstm_b", &[1, 2 * gh], &b);
+    Ok((w, rw, b))
 }
 
 /// The deterministic action of an actor-critic's head: the argmax of the (masked) logits, one
