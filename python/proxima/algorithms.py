@@ -539,7 +539,7 @@ class BaseAlgorithm:
         of the logits, the Gaussian mean clipped to the Box, SAC's/TD3's tanh rescaled to the Box).
 
         Inputs: ``obs``, ``float32 [batch, obs_dim]`` (a Dict or Tuple observation flattened by
-        ``gymnasium.spaces.flatten``), or for ``CnnPolicy`` ``uint8 [batch, C, H, W]`` (channel-first, as
+        ``gymnasium.spaces.flatten``; image keys' CNNs are inside the graph), or for ``CnnPolicy`` ``uint8 [batch, C, H, W]`` (channel-first, as
         ``VecTransposeImage`` gives them); with ``action_masks``, ``action_masks`` ``bool [batch, n]``.
         Outputs: ``action`` (``int64 [batch]`` for Discrete, ``int64 [batch, k]`` for MultiDiscrete,
         ``float32 [batch, dim]`` for Box), ``logits`` (discrete) or ``mean`` (Box), and ``value``
@@ -552,7 +552,7 @@ class BaseAlgorithm:
             ``MaskablePPO``, else False
         :return: ``{"inputs": {name: "dtype [dims]"}, "outputs": {...}}``
         :raises ValueError: an empty path, or a folder that does not exist
-        :raises NotImplementedError: image keys in a Dict observation (not exported yet)
+        :raises NotImplementedError: ``action_masks=True`` for a Box action space
         """
         path = _checked_path("export_onnx", path)
         if action_masks is None:

@@ -154,6 +154,32 @@ def test_recurrent_policy_takes_and_gives_the_state(tmp_path, cell, layers):
             break
 
 
+@pytest.mark.parametrize("name,env_id", [("PPO", "toy/ImageDecides-v0"), ("SAC", "toy/ImageSteer-v0")])
+def test_dict_observation_with_an_image_key(tmp_path, name, env_id):
+    """The flat observation in (gymnasium.spaces.flatten's order), the image key's CNN inside the graph."""
+    env = gym.make(env_id)
+    kwargs = dict(n_steps=64, batch_size=64) if name == "PPO" else dict(learning_starts=32, batch_size=16)
+    model = getattr(proxima, name)("MultiInputPolicy", env, seed=1, **kwargs).learn(128)
+    if name == "PPO":  # a random head over the features: the argmax differs from observation to observation
+        params = model.get_parameters()
+        params["actor.4.weight"] = np.random.default_rng(1).normal(size=params["actor.4.weight"].shape).astype(np.float32)
+        model.set_parameters(params)
+    io = model.export_onnx(tmp_path / "dict.onnx")
+    assert io["inputs"] == {"obs": "float32 [batch, 1298]"}
+    space = env.observation_space
+    space.seed(0)
+    samples = [space.sample() for _ in range(N)]
+    flat = np.stack([gym.spaces.flatten(space, o) for o in samples]).astype(np.float32)
+    batch = {k: np.stack([o[k] for o in samples]) for k in space.spaces}
+    ours, _ = model.predict(batch, deterministic=True)
+    theirs = session(tmp_path / "dict.onnx").run(["action"], {"obs": flat})[0]
+    if name == "PPO":
+        np.testing.assert_array_equal(theirs, ours)
+        assert len(set(ours.tolist())) > 1
+    else:
+        np.testing.assert_allclose(theirs, ours, rtol=0, atol=1e-5)
+
+
 def test_exported_cartpole_plays_a_full_episode_alone(tmp_path):
     model = proxima.PPO("MlpPolicy", "CartPole-v1", n_envs=4, n_steps=256, batch_size=256, learning_rate=1e-3,
                         seed=1).learn(40_000)
@@ -179,9 +205,6 @@ def test_bad_exports_are_clear_errors_and_write_nothing(tmp_path):
     with pytest.raises(NotImplementedError, match="masks select among Discrete or MultiDiscrete"):
         proxima.PPO("MlpPolicy", "Pendulum-v1", n_steps=64, batch_size=64).export_onnx(tmp_path / "p.onnx",
                                                                                        action_masks=True)
-    images = proxima.PPO("MultiInputPolicy", gym.make("toy/ImageDecides-v0"), n_steps=32, batch_size=32)
-    with pytest.raises(NotImplementedError, match="image keys"):
-        images.export_onnx(tmp_path / "r.onnx")
     assert os.listdir(tmp_path) == []
     # An existing file is replaced whole, never left half-written.
     (tmp_path / "p.onnx").write_bytes(b"old")

@@ -16,8 +16,11 @@
 //! `state_h` (and `state_c` for an LSTM) `[n_layers, batch, hidden]` and `episode_start`
 //! `bool [batch]` — and gives `next_state_h` (`next_state_c`); it has no `value` output.
 //!
-//! ONNX opset [`graph::OPSET`]; the file is written atomically. Image keys in a `Dict`
-//! observation are not exported yet (an `Unsupported` error says so).
+//! A `Dict` observation's image keys (SB3's `MultiInputPolicy`) go through their CNNs inside the
+//! graph too: `obs` is the flat observation, each image key's pixels where Gymnasium's
+//! `spaces.flatten` puts them.
+//!
+//! ONNX opset [`graph::OPSET`]; the file is written atomically.
 
 use super::graph::{Attr, Dim, Graph};
 use crate::error::{ProximaError, Result};
@@ -67,8 +70,7 @@ const BATCH: Dim = Dim::Named("batch");
 /// model computing `predict(deterministic=True)`'s actions (module docs).
 ///
 /// # Errors
-/// `Unsupported` for image keys in a `Dict` observation, or masks on a
-/// continuous action space; `InvalidArgument` when `path`'s folder does not exist; `Io`.
+/// `Unsupported` for masks on a continuous action space; `InvalidArgument` when `path`'s folder does not exist; `Io`.
 /// Nothing is written on error.
 pub fn export_onnx(
     policy: &dyn Policy,
@@ -115,11 +117,6 @@ fn describe(io: &[(String, String)]) -> String {
 
 /// `Unsupported` for what the export does not cover yet.
 fn refuse_unsupported(spec: &PolicySpec, options: OnnxOptions) -> Result<()> {
-    if !spec.inputs.is_empty() {
-        return Err(ProximaError::Unsupported(
-            "ONNX export of a Dict observation with image keys (MultiInputPolicy's CNNs) is not supported yet".into(),
-        ));
-    }
     if options.action_masks && matches!(spec.action, ActionKind::Continuous { .. }) {
         return Err(ProximaError::Unsupported(
             "action_masks: masks select among Discrete or MultiDiscrete actions; this policy's actions are a Box"
@@ -223,10 +220,22 @@ fn nature_cnn(g: &mut Graph, spec: &PolicySpec, params: &Params, x: &str) -> Res
     let img = spec.cnn.as_ref().expect("a CNN policy");
     let shape = g.i64s("image", &[-1, img.channels as i64, img.height as i64, img.width as i64]);
     let x = g.node("Reshape", &[x, &shape], &[]);
+    cnn_layers(g, params, (&|i| format!("network.{i}"), "network.7"), &x)
+}
+
+/// Pixels `[batch, C, H, W]` (0..=255) through the Nature CNN's layers named `conv(0)`, `conv(2)`,
+/// `conv(4)` and `dense`: ÷255, three `Conv` + `Relu`, `Flatten` (channel-first, as PyTorch's),
+/// `Gemm` + `Relu`.
+fn cnn_layers(
+    g: &mut Graph,
+    params: &Params,
+    (conv, dense_name): (&dyn Fn(usize) -> String, &str),
+    x: &str,
+) -> Result<String> {
     let k255 = g.f32s("k255", &[], &[255.0]);
-    let mut h = g.node("Div", &[&x, &k255], &[]);
+    let mut h = g.node("Div", &[x, &k255], &[]);
     for (i, &(_, _, stride)) in crate::policy::NATURE_CONVS.iter().enumerate() {
-        let name = format!("network.{}", 2 * i);
+        let name = conv(2 * i);
         let (ws, w) = param(params, &format!("{name}.weight"))?;
         let (bs, b) = param(params, &format!("{name}.bias"))?;
         let (w, b) = (g.f32s(&name, ws, w), g.f32s(&name, bs, b));
@@ -235,8 +244,38 @@ fn nature_cnn(g: &mut Graph, spec: &PolicySpec, params: &Params, x: &str) -> Res
         h = g.node("Relu", &[&h], &[]);
     }
     let h = g.node("Flatten", &[&h], &[("axis", Attr::Int(1))]);
-    let h = dense(g, params, "network.7", &h)?;
+    let h = dense(g, params, dense_name, &h)?;
     Ok(g.node("Relu", &[&h], &[]))
+}
+
+/// SB3's `CombinedExtractor` over the flat observation `x` (`PolicySpec::inputs`): each key's
+/// columns as they are, or an image key's pixels (channel-last ones transposed to `[C, H, W]`)
+/// through its Nature CNN `{prefix}extractors.{key}.*` to 256 features; side by side.
+fn combined(g: &mut Graph, spec: &PolicySpec, params: &Params, prefix: &str, x: &str) -> Result<String> {
+    let (axis, mut start, mut parts) = (g.i64s("axis", &[1]), 0i64, Vec::new());
+    for key in &spec.inputs {
+        let (s, e) = (g.i64s("start", &[start]), g.i64s("end", &[start + key.len as i64]));
+        start += key.len as i64;
+        let cols = g.node("Slice", &[x, &s, &e, &axis], &[]);
+        let Some(img) = key.image else {
+            parts.push(cols);
+            continue;
+        };
+        let [c, h, w] = img.chw.map(|d| d as i64);
+        let pixels = if img.channels_last {
+            let shape = g.i64s("image", &[-1, h, w, c]);
+            let hwc = g.node("Reshape", &[&cols, &shape], &[]);
+            g.node("Transpose", &[&hwc], &[("perm", Attr::Ints(vec![0, 3, 1, 2]))])
+        } else {
+            let shape = g.i64s("image", &[-1, c, h, w]);
+            g.node("Reshape", &[&cols, &shape], &[])
+        };
+        let base = format!("{prefix}extractors.{}", key.name);
+        let conv = |i: usize| format!("{base}.cnn.{i}");
+        parts.push(cnn_layers(g, params, (&conv, &format!("{base}.linear.0")), &pixels)?);
+    }
+    let refs: Vec<&str> = parts.iter().map(String::as_str).collect();
+    Ok(g.node("Concat", &refs, &[("axis", Attr::Int(1))]))
 }
 
 /// An actor-critic's graph: the towers (or the CNN and its heads), the action and the value; a
@@ -251,7 +290,13 @@ fn on_policy(
     io: &mut OnnxExport,
 ) -> Result<()> {
     let (n, act) = (spec.net_arch.len(), spec.activation);
-    let features = if spec.cnn.is_some() { nature_cnn(g, spec, params, x)? } else { x.to_string() };
+    let features = if spec.cnn.is_some() {
+        nature_cnn(g, spec, params, x)?
+    } else if !spec.inputs.is_empty() {
+        combined(g, spec, params, "", x)?
+    } else {
+        x.to_string()
+    };
     let (actor_in, next_states) = match spec.recurrent {
         Some(_) => recurrent_stack(g, spec, params, &features, io)?,
         None => (features.clone(), Vec::new()),
@@ -445,6 +490,9 @@ fn off_policy(
         return Err(ProximaError::InvalidArgument("export: an off-policy actor acts in a Box".into()));
     };
     let n = spec.net_arch.len();
+    let features =
+        if spec.inputs.is_empty() { x.to_string() } else { combined(g, spec, params, "actor.features_extractor.", x)? };
+    let x = features.as_str();
     let mu = match actor {
         Actor::Squashed => {
             let h = tower(g, params, ("actor.latent_pi", n), x, Activation::Relu, true)?;
