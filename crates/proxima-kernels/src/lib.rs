@@ -1,14 +1,19 @@
 //! Proxima's hand-written numeric kernels for small MLP policies: the fused backend's matrix
 //! products ([`gemm`]: each output one chain of fused multiply-adds, the same bits on every
-//! machine), the weight transpose ([`transpose`]) and `exp`/`ln` that vectorise ([`math`]).
+//! machine), the dense layer's forward pass and its activations ([`dense`]), the weight
+//! transpose ([`transpose`]), `exp`/`ln` that vectorise ([`math`]) and the CPU-feature dispatch
+//! of element-wise loops ([`simd`]). The training backend and the inference crate
+//! (`proxima-policy`) share them, so both give a policy's actions the same bits.
 //!
 //! A crate of its own so that it is compiled with optimisations in the test build too (the
 //! workspace's `[profile.dev.package.proxima-kernels]`): the SIMD intrinsics are a hundred times
 //! slower unoptimised, while the RL crates' tests want their own code unoptimised. It depends on
 //! nothing.
 
+pub mod dense;
 pub mod gemm;
 pub mod math;
+pub mod simd;
 pub mod transpose;
 
 /// A matrix operand given by its elements and strides: element (i, j) is `data[i·rs + j·cs]`.

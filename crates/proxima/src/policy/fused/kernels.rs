@@ -1,6 +1,7 @@
 //! The dense-layer kernels of the fused backend on contiguous row-major f32 buffers: forward
 //! `Y = X·Wᵀ + b`, the backward products `∂W = ∂Yᵀ·X`, `∂b = Σ_rows ∂Y`, `∂X = ∂Y·W`, and the
-//! activations with their derivatives from the stored outputs.
+//! activations with their derivatives from the stored outputs (the forward pass and the
+//! activations themselves are [`proxima_kernels::dense`]'s, shared with the inference crate).
 //!
 //! The matrix products are [`proxima_kernels::gemm::chain_gemm`]'s: every output one chain of
 //! fused multiply-adds in a fixed order, the same bits on every machine and for every batch size
@@ -12,67 +13,12 @@
 //! has it, the same bits either way.
 
 use crate::policy::Activation;
-use crate::simd::{map_in_place, with_simd};
+use crate::simd::with_simd;
+use proxima_kernels::dense;
+pub(crate) use proxima_kernels::dense::NARROW;
 use proxima_kernels::gemm::{chain_gemm, Rows, Start};
 pub(crate) use proxima_kernels::transpose::transpose;
 use proxima_kernels::View;
-
-/// tanh(x) by the same [13/6] rational approximation as [`tanh_f32`] (Eigen's), its Horner
-/// steps as fused multiply-adds: one rounding per step instead of two, and fewer instructions
-/// (the fused backend's activation; candle's keeps [`tanh_f32`]).
-#[inline(always)]
-#[allow(clippy::excessive_precision)] // Eigen's constants as published
-pub(crate) fn tanh_fma(a: f32) -> f32 {
-    const CLAMP: f32 = 7.998_811_7;
-    const A: [f32; 7] = [
-        -2.760_768_477_423_55e-16,
-        2.000_187_904_824_77e-13,
-        -8.604_671_522_137_35e-11,
-        5.122_297_090_371_14e-8,
-        1.485_722_357_179_79e-5,
-        6.372_619_288_754_36e-4,
-        4.893_524_558_917_86e-3,
-    ];
-    const B: [f32; 4] =
-        [1.198_258_394_667_02e-6, 1.185_347_056_866_54e-4, 2.268_434_632_439_00e-3, 4.893_525_185_543_85e-3];
-    let x = a.clamp(-CLAMP, CLAMP); // NaN stays NaN
-    let x2 = x * x;
-    let mut p = A[0];
-    for &k in &A[1..] {
-        p = p.mul_add(x2, k);
-    }
-    let mut q = B[0];
-    for &k in &B[1..] {
-        q = q.mul_add(x2, k);
-    }
-    let r = p * x / q;
-    if a.abs() < 4e-4 {
-        a
-    } else {
-        r
-    }
-}
-
-/// Layers narrower than this (the heads: logits, V(s)) take each output as a dot product of
-/// W's row in 8 lanes ([`dot8`]); wider ones as [`chain_gemm`]'s FMA chains over Wᵀ.
-pub(crate) const NARROW: usize = 8;
-
-/// x·w in 8 interleaved lanes of fused multiply-adds, added pairwise at the end.
-#[inline(always)]
-fn dot8(x: &[f32], w: &[f32]) -> f32 {
-    let mut acc = [0f32; 8];
-    let (xc, wc) = (x.chunks_exact(8), w.chunks_exact(8));
-    let (xt, wt) = (xc.remainder(), wc.remainder());
-    for (xs, ws) in xc.zip(wc) {
-        for k in 0..8 {
-            acc[k] = xs[k].mul_add(ws[k], acc[k]);
-        }
-    }
-    for (k, (&xv, &wv)) in xt.iter().zip(wt).enumerate() {
-        acc[k] = xv.mul_add(wv, acc[k]);
-    }
-    ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
-}
 
 /// Products of at least this many multiply-adds are split in two when asked ([`chain_gemm_split`]).
 const SPLIT_MIN_MACS: usize = 1 << 18;
@@ -96,12 +42,9 @@ pub(crate) fn chain_gemm_split(
     rayon::join(|| chain_gemm(d0, (h, n, k), a, b, start), || chain_gemm(d1, (m - h, n, k), a1, b, start));
 }
 
-/// Forward of one dense layer on `rows` samples: `y[rows, out] = x[rows, inp]·Wᵀ + b` with W
-/// `[out, inp]` and its transpose `wt` `[inp, out]` (read for layers of [`NARROW`] outputs or
-/// more), then the activation in place when `activation` is given. Each output is `b + dot8` (a
-/// narrow layer) or one FMA chain over the inputs starting at b: a row's result does not depend on
-/// the other rows of the batch. `split`: the product's rows in two halves side by side
-/// ([`chain_gemm_split`]).
+/// Forward of one dense layer on `rows` samples: [`proxima_kernels::dense::dense_forward`] (a
+/// row's result does not depend on the other rows of the batch), with `split`: the product's
+/// rows in two halves side by side ([`chain_gemm_split`]), the same bits.
 pub(crate) fn dense_forward(
     y: &mut [f32],
     x: &[f32],
@@ -110,25 +53,22 @@ pub(crate) fn dense_forward(
     (rows, inp, out): (usize, usize, usize),
     (activation, split): (Option<Activation>, bool),
 ) {
-    let y = &mut y[..rows * out];
-    if out < NARROW {
-        with_simd(
-            #[inline(always)]
-            || {
-                for (xr, yr) in x.chunks_exact(inp).zip(y.chunks_exact_mut(out)) {
-                    for (o, yo) in yr.iter_mut().enumerate() {
-                        *yo = b[o] + dot8(xr, &w[o * inp..(o + 1) * inp]);
-                    }
-                }
-            },
-        );
-    } else {
-        chain_gemm_split(split, y, (rows, out, inp), View::rows(x, inp), Rows { data: wt, ld: out }, Start::Row(b));
+    let act = activation.map(act_of);
+    if out < NARROW || !split {
+        return dense::dense_forward(y, x, (w, wt), b, (rows, inp, out), act);
     }
-    match activation {
-        Some(Activation::Tanh) => map_in_place(y, tanh_fma),
-        Some(Activation::Relu) => map_in_place(y, |v| v.max(0.0)),
-        None => {}
+    let y = &mut y[..rows * out];
+    chain_gemm_split(split, y, (rows, out, inp), View::rows(x, inp), Rows { data: wt, ld: out }, Start::Row(b));
+    if let Some(a) = act {
+        dense::activate(y, a);
+    }
+}
+
+/// The kernels' activation for a policy's.
+pub(crate) fn act_of(a: Activation) -> dense::Act {
+    match a {
+        Activation::Tanh => dense::Act::Tanh,
+        Activation::Relu => dense::Act::Relu,
     }
 }
 
@@ -193,6 +133,8 @@ pub(crate) fn dense_backward(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::simd::map_in_place;
+    use proxima_kernels::dense::tanh_fma;
 
     #[test]
     fn fused_tanh_is_as_accurate_as_candles() {
