@@ -499,7 +499,8 @@ class BaseAlgorithm:
         starts = np.zeros(n, dtype=bool) if episode_start is None else np.asarray(episode_start, dtype=bool).reshape(-1)
         if starts.shape != (n,):
             raise ValueError(f"episode_start of {starts.size} values for {n} observation(s)")
-        carried = ~starts  # an episode start zeroes its row's state: what it held is not read
+        carried = ~starts
+        full[starts] = 0.0  # an episode start zeroes its row's state: what it held (even NaN) is not read
         if not np.isfinite(full[carried]).all():
             rows = sorted({int(r) for r in np.nonzero(~np.isfinite(full) & carried[:, None])[0]})
             raise ValueError(f"state holds NaN or infinite values for observation(s) {rows} (not at an episode "
@@ -1139,9 +1140,6 @@ class MaskablePPO(PPO):
         if isinstance(self.action_space, gymnasium.spaces.Box):
             raise ValueError(f"MaskablePPO masks Discrete and MultiDiscrete actions; this env's action space is "
                              f"{self.action_space} (continuous): use PPO")
-        if self._model is not None and not self._model.trains_masked:
-            raise ValueError("Environment does not support action masking: it has no action_masks() method "
-                             "(give the env one, or wrap it in sb3-contrib's ActionMasker)")
 
     def _settings(self, h: dict[str, Any]) -> dict[str, Setting]:
         return {**super()._settings(h), "use_masking": True}
@@ -1150,7 +1148,11 @@ class MaskablePPO(PPO):
               tb_log_name: str = "MaskablePPO", reset_num_timesteps: bool = True, use_masking: bool = True,
               progress_bar: bool = False) -> MaskablePPO:
         """(sb3-contrib's ``MaskablePPO.learn``.) With ``use_masking=False`` this call's rollouts take every
-        action as valid (the rollout stores all-valid masks, as sb3-contrib's buffer does)."""
+        action as valid (the rollout stores all-valid masks, as sb3-contrib's buffer does). With
+        ``use_masking=True`` an env without ``action_masks()`` is a ``ValueError``, as sb3-contrib's."""
+        if use_masking and self._model is not None and self._model.has_env and not self._model.trains_masked:
+            raise ValueError("Environment does not support action masking: it has no action_masks() method "
+                             "(give the env one, or wrap it in sb3-contrib's ActionMasker; or learn(use_masking=False))")
         if self._model is not None:
             self._model.set_use_masking(bool(use_masking))
         try:

@@ -78,7 +78,7 @@ def test_learn_defaults_equal_sb3s(package, module, cls):
 
 
 def test_defaults_reach_the_config():
-    m = proxima.PPO("MlpPolicy", "CartPole-v1", seed=1)
+    m = proxima.PPO("MlpPolicy", {make}, seed=1)
     toml = m._model.config_toml
     for line in ["n_steps = 2048", "batch_size = 64", "n_epochs = 10", "learning_rate = 0.0003", "ent_coef = 0.0",
                  'normalize_advantage = "minibatch"', "max_grad_norm = 0.5", "anneal_lr = false", "n_envs = 1"]:
@@ -467,11 +467,17 @@ def test_a_checkpoint_of_another_env_or_algorithm_is_refused_at_load(tmp_path):
 
 
 # --- behaviour a Python user expects -----------------------------------------------------------------------
-def test_ctrl_c_raises_keyboard_interrupt_promptly_and_the_model_stays_savable(tmp_path):
+@pytest.mark.parametrize("env", ["native", "python"])
+def test_ctrl_c_raises_keyboard_interrupt_promptly_and_the_model_stays_savable(tmp_path, env):
+    """Ctrl-C during learn: KeyboardInterrupt, promptly, whether it lands in Proxima's own loop (a native env) or
+    inside the user's Python env's step (an env that spends its steps in Python), never a RuntimeError."""
     import subprocess
     import sys
 
     saved = str(tmp_path / "after")
+    make = ('"CartPole-v1"' if env == "native" else
+            '__import__("gymnasium").wrappers.TransformObservation(__import__("gymnasium").make("CartPole-v1"), '
+            'lambda o: (time.sleep(0.002), o)[1], None)')
     # Python installs its KeyboardInterrupt handler only when SIGINT is not ignored at start, and
     # a test run launched in the background (`.ci/run &`) starts with SIGINT ignored: install it,
     # as an interactive Python has it. A hang dumps every thread's stack after 90 s and exits.
@@ -480,7 +486,7 @@ import faulthandler, os, signal, threading, time
 signal.signal(signal.SIGINT, signal.default_int_handler)
 faulthandler.dump_traceback_later(90, exit=True)
 import proxima
-m = proxima.PPO("MlpPolicy", "CartPole-v1", seed=1)
+m = proxima.PPO("MlpPolicy", {make}, seed=1)
 print("built", flush=True)
 threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
 t = time.time()

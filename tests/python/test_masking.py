@@ -87,8 +87,11 @@ def test_bad_masks_are_clear_exceptions(trained):
 def test_maskable_ppo_refuses_a_box_action_space_and_an_env_without_masks():
     with pytest.raises(ValueError, match="MaskablePPO masks Discrete and MultiDiscrete"):
         proxima.MaskablePPO("MlpPolicy", "Pendulum-v1")
-    with pytest.raises(ValueError, match="does not support action masking"):  # as sb3-contrib's
-        proxima.MaskablePPO("MlpPolicy", "CartPole-v1")
+    # As sb3-contrib: an env without action_masks() builds, and learn refuses it unless use_masking=False.
+    model = proxima.MaskablePPO("MlpPolicy", "CartPole-v1", n_steps=64, batch_size=64)
+    with pytest.raises(ValueError, match="does not support action masking"):
+        model.learn(64)
+    assert model.learn(64, use_masking=False).num_timesteps == 64
 
 
 def test_sb3_contribs_maskable_policy_classes_are_read_by_name():

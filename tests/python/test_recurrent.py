@@ -100,7 +100,8 @@ def test_bad_recurrent_inputs_are_clear_exceptions(trained):
     nan = (np.full((1, 1, 16), np.nan), np.zeros((1, 1, 16)))
     with pytest.raises(ValueError, match=r"state holds NaN or infinite values for observation\(s\) \[0\]"):
         trained.predict(np.zeros(2, np.float32), state=nan)
-    trained.predict(np.zeros(2, np.float32), state=nan, episode_start=np.ones(1, bool))  # a start zeroes it
+    _, after_start = trained.predict(np.zeros(2, np.float32), state=nan, episode_start=np.ones(1, bool))
+    assert all(np.isfinite(s).all() for s in after_start), "an episode start zeroes the state, NaN included"
     with pytest.raises(ValueError, match="episode_start of 3 values"):
         trained.predict(np.zeros(2, np.float32), episode_start=np.ones(3, bool))
 

@@ -12,7 +12,10 @@ pub fn to_py(e: ProximaError) -> PyErr {
     if matches!(e, ProximaError::Env(_)) {
         // The exception the error's text came from (not an older one left on this thread).
         let original = proxima_gym::take_python_error();
-        if let Some(original) = original.filter(|o| msg.contains(&o.to_string())) {
+        // An exception without a message (`KeyboardInterrupt`) shows as "KeyboardInterrupt: "
+        // but its traceback's last line is "KeyboardInterrupt".
+        let shown = |o: &PyErr| o.to_string().trim_end().trim_end_matches(':').to_string();
+        if let Some(original) = original.filter(|o| msg.contains(&shown(o))) {
             return original;
         }
     }

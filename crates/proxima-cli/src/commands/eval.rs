@@ -57,6 +57,7 @@ pub fn exec(a: EvalArgs) -> Result<()> {
     let deterministic =
         deterministic || off_policy.is_some_and(|s| s.kind == proxima::policy::ActorKind::Deterministic);
     let policy = ck.build_network(backend.parse()?)?;
+    let given_env = env.is_some();
     let env_id = env.unwrap_or_else(|| ck.meta.env_id.clone());
     // Normalisation statistics saved with the model are applied, frozen.
     let norm = train::saved_normalizer(&ck)?;
@@ -79,7 +80,18 @@ pub fn exec(a: EvalArgs) -> Result<()> {
         norm.as_ref(),
         masked,
         recording.as_ref(),
-    )?;
+    )
+    .map_err(|e| {
+        let unknown = e.to_string().contains("unknown environment id");
+        let hint = if unknown && !given_env {
+            format!(
+                "\n  the checkpoint records `{env_id}` as its env, which is not an id Proxima can make (a model trained from Python on an env object records its class name): pass --env ID (a native id, or gym:ID with a Gymnasium id)"
+            )
+        } else {
+            String::new()
+        };
+        anyhow::anyhow!("{e}{hint}")
+    })?;
     let (m, sd) = mean_std(&returns);
     if json {
         let out = serde_json::json!({

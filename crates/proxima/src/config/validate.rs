@@ -159,8 +159,13 @@ impl Config {
         let bad = |m: String| Err(ProximaError::Config(m));
         if self.policy == PolicyKind::CnnPolicy {
             if !matches!(self.algo, AlgoName::Ppo | AlgoName::A2c | AlgoName::A3c | AlgoName::Reinforce) {
+                let what = if self.is_off_policy() {
+                    "reads images only as keys of a Dict observation (policy = `MlpPolicy`, SB3's MultiInputPolicy: a Gymnasium Dict wrapper around the image)"
+                } else {
+                    "has MLP networks only"
+                };
                 return bad(format!(
-                    "policy = `CnnPolicy` trains with ppo, a2c, a3c and reinforce; algo = `{}` has MLP networks only",
+                    "policy = `CnnPolicy` trains with ppo, a2c, a3c and reinforce; algo = `{}` {what}",
                     self.algo
                 ));
             }
