@@ -775,6 +775,12 @@ def _flat_observation(observation: Any, space: Optional[gym.spaces.Space], obs_d
     if not structured:
         raise TypeError(f"a {type(observation).__name__} observation for a policy of observation space {space}: "
                         "Dict observations need the model's Dict space (pass env= to load)")
+    if isinstance(space, gymnasium.spaces.Dict) and isinstance(observation, dict):
+        extra = sorted(set(observation) - set(space.spaces), key=str)
+        if extra:
+            raise ValueError(f"the observation has keys {extra} that the observation space {space} does not; "
+                             f"its keys: {list(space.spaces)}")
+
     def flat(row: Any) -> np.ndarray:
         _check_discrete_keys(space, row)
         return np.asarray(gymnasium.spaces.flatten(space, row), dtype=np.float32)

@@ -80,6 +80,10 @@ def test_sb3s_policy_rules_and_bad_dict_observations(trained):
     with pytest.raises(ValueError, match="does not fit the observation space"):
         trained.predict(obs)
     obs, _ = gym.make("toy/KeyDecides-v0").reset(seed=0)
+    obs["extra"] = np.zeros(2, np.float32)  # SB3 refuses a key its space does not have, too
+    with pytest.raises(ValueError, match=r"has keys \['extra'\] that the observation space"):
+        trained.predict(obs)
+    obs, _ = gym.make("toy/KeyDecides-v0").reset(seed=0)
     for bad in (-1, 3, 1.5):  # a negative index would pick the last one-hot silently
         obs["cue"] = bad
         with pytest.raises(ValueError, match=r"is not in Discrete\(3\)"):
