@@ -2,14 +2,16 @@
 //! products ([`gemm`]: each output one chain of fused multiply-adds, the same bits on every
 //! machine), the dense layer's forward pass and its activations ([`dense`]), the weight
 //! transpose ([`transpose`]), `exp`/`ln` that vectorise ([`math`]) and the CPU-feature dispatch
-//! of element-wise loops ([`simd`]). The training backend and the inference crate
+//! of element-wise loops ([`simd`]), and the Nature CNN's convolutions on the matrix products
+//! ([`conv`]). The training backend and the inference crate
 //! (`proxima-policy`) share them, so both give a policy's actions the same bits.
 //!
 //! A crate of its own so that it is compiled with optimisations in the test build too (the
 //! workspace's `[profile.dev.package.proxima-kernels]`): the SIMD intrinsics are a hundred times
 //! slower unoptimised, while the RL crates' tests want their own code unoptimised. It depends on
-//! nothing.
+//! nothing but, with its `threads` feature (the training backend's), rayon.
 
+pub mod conv;
 pub mod dense;
 pub mod gemm;
 pub mod math;

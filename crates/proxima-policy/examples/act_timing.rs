@@ -21,13 +21,16 @@ fn main() {
     for rows in if sizes.is_empty() { vec![1, 1000] } else { sizes } {
         // Observations in [−1, 1), a fixed pattern (no RNG crate needed).
         let obs: Vec<f32> = (0..rows * policy.obs_dim()).map(|i| ((i * 7919) % 2000) as f32 / 1000.0 - 1.0).collect();
-        let reps = (200_000 / rows).max(20);
         let _ = policy.act(&obs).expect("acts"); // warm-up
-        let start = Instant::now();
-        for _ in 0..reps {
+                                                 // At least 20 calls and 2 s.
+        let (start, mut reps) = (Instant::now(), 0usize);
+        while reps < 20 || start.elapsed().as_secs_f64() < 2.0 {
             std::hint::black_box(policy.act(std::hint::black_box(&obs)).expect("acts"));
+            reps += 1;
         }
         let per_obs_us = start.elapsed().as_secs_f64() * 1e6 / (reps * rows) as f64;
-        println!("{{\"impl\": \"proxima-policy\", \"rows\": {rows}, \"reps\": {reps}, \"us_per_obs\": {per_obs_us:.3}}}");
+        println!(
+            "{{\"impl\": \"proxima-policy\", \"rows\": {rows}, \"reps\": {reps}, \"us_per_obs\": {per_obs_us:.3}}}"
+        );
     }
 }

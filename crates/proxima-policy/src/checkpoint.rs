@@ -22,15 +22,23 @@ pub(crate) struct Spec {
     pub net_arch: Vec<usize>,
     pub activation: Activation,
     pub shared_trunk: bool,
-    /// `CnnPolicy`'s image (not run here).
+    /// `CnnPolicy`'s image, channel-first.
     #[serde(default)]
-    pub cnn: Option<serde_json::Value>,
+    pub cnn: Option<Image>,
     /// A recurrent policy's layers (not run here).
     #[serde(default)]
     pub recurrent: Option<serde_json::Value>,
     /// A `Dict` observation's keys when one is an image (not run here).
     #[serde(default)]
     pub inputs: Vec<serde_json::Value>,
+}
+
+/// A `CnnPolicy`'s frames: `[channels, height, width]`.
+#[derive(Clone, Copy, Debug, Deserialize)]
+pub(crate) struct Image {
+    pub channels: usize,
+    pub height: usize,
+    pub width: usize,
 }
 
 /// The action space.
@@ -66,12 +74,14 @@ pub(crate) struct RunningMeanStd {
     pub var: Vec<f64>,
 }
 
+/// Tensors by name: shape and values.
+pub(crate) type Tensors = HashMap<String, (Vec<usize>, Vec<f32>)>;
+
 /// What a checkpoint holds for acting.
 pub(crate) struct Contents {
     pub spec: Spec,
     pub norm: Option<Normalization>,
-    /// Tensors by name: shape and values.
-    pub tensors: HashMap<String, (Vec<usize>, Vec<f32>)>,
+    pub tensors: Tensors,
 }
 
 /// Reads `path`.

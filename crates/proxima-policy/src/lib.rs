@@ -8,9 +8,10 @@
 //! It links the fused backend's own kernels (`proxima-kernels`) and reads the checkpoint with
 //! `safetensors` and `serde_json`: no candle, no Python, no training code. Covered: MLP policies
 //! (`MlpPolicy`: separate or shared towers, tanh or ReLU; `Discrete`, `MultiDiscrete` and `Box`
-//! actions; optional action masks) of PPO, A2C, A3C, REINFORCE, TRPO and PPG, and the actors of
-//! SAC, TQC, TD3 and DDPG. CNN, recurrent and `Dict`-with-image policies are an
-//! [`Error::Unsupported`] for now (export them to ONNX instead: `proxima export --onnx`).
+//! actions; optional action masks) and `CnnPolicy` (the Nature CNN on frames as f32 pixels
+//! 0..=255, channel-first) of PPO, A2C, A3C, REINFORCE, TRPO and PPG, and the actors of SAC, TQC,
+//! TD3 and DDPG. Recurrent and `Dict`-with-image policies are an [`Error::Unsupported`] for now
+//! (export them to ONNX instead: `proxima export --onnx`).
 //!
 //! ```text
 //! let policy = proxima_policy::Policy::load("runs/cartpole/model.safetensors".as_ref())?;

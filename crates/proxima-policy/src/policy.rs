@@ -1,8 +1,9 @@
 //! [`Policy`]: a checkpoint's actor as dense layers on the fused kernels, and its deterministic
 //! action.
 
-use crate::checkpoint::{self, Action, Activation, Contents, Normalization};
+use crate::checkpoint::{self, Action, Activation, Contents, Image, Normalization};
 use crate::Error;
+use proxima_kernels::conv::{ConvLayer, ConvStack, ConvWorkspace};
 use proxima_kernels::dense::{dense_forward, Act, NARROW};
 use proxima_kernels::transpose::transpose;
 use std::path::Path;
@@ -51,8 +52,21 @@ struct Layer {
     act: Option<Act>,
 }
 
+/// The Nature CNN's convolutions in front of the dense layers (`CnnPolicy`): the layers, their
+/// weights and biases side by side (`[w0, b0, w1, b1, w2, b2]`, the layers' offsets), and the
+/// workspace the calls share (the weights permuted to window order once, buffers kept).
+struct Front {
+    stack: ConvStack,
+    theta: Vec<f32>,
+    workspace: std::sync::Mutex<ConvWorkspace>,
+}
+
+/// The Nature CNN's strides (Mnih et al. 2015; its kernels and channels are the tensors').
+const NATURE_STRIDES: [usize; 3] = [4, 2, 1];
+
 /// A trained policy's actor, loaded from a checkpoint.
 pub struct Policy {
+    front: Option<Front>,
     obs_dim: usize,
     action: ActionSpace,
     layers: Vec<Layer>,
@@ -65,12 +79,10 @@ impl Policy {
     ///
     /// # Errors
     /// `Io`; `Checkpoint` for a file that is not a Proxima checkpoint or lacks a tensor the
-    /// network needs; `Unsupported` for a CNN, recurrent or `Dict`-with-image policy.
+    /// network needs; `Unsupported` for a recurrent or `Dict`-with-image policy.
     pub fn load(path: &Path) -> Result<Policy, Error> {
         let Contents { spec, norm, tensors } = checkpoint::read(path)?;
-        let what = if spec.cnn.is_some() {
-            Some("a CNN policy (CnnPolicy)")
-        } else if spec.recurrent.is_some() {
+        let what = if spec.recurrent.is_some() {
             Some("a recurrent policy (MlpLstmPolicy)")
         } else {
             (!spec.inputs.is_empty()).then_some("a Dict observation with image keys")
@@ -104,7 +116,13 @@ impl Policy {
         });
         let n = spec.net_arch.len();
         let mut layers = Vec::new();
-        let output = if tensors.contains_key("actor.log_std.weight") {
+        let mut front = None;
+        let output = if let Some(img) = spec.cnn {
+            front = Some(cnn_front(&tensors, img, path)?);
+            layers.push(take("network.7", Some(Act::Relu))?);
+            layers.push(take("actor", None)?);
+            Output::Head
+        } else if tensors.contains_key("actor.log_std.weight") {
             for i in 0..n {
                 layers.push(take(&format!("actor.latent_pi.{}", 2 * i), Some(Act::Relu))?);
             }
@@ -132,15 +150,15 @@ impl Policy {
             Action::MultiDiscrete { nvec } => ActionSpace::MultiDiscrete { nvec },
             Action::Continuous { low, high, .. } => ActionSpace::Box { low, high },
         };
-        let policy =
-            Policy { obs_dim: spec.obs_dim, action, layers, output, norm: norm.filter(|n| n.obs_rms.is_some()) };
+        let norm = norm.filter(|n| n.obs_rms.is_some());
+        let policy = Policy { front, obs_dim: spec.obs_dim, action, layers, output, norm };
         policy.check_chain(path)?;
         Ok(policy)
     }
 
     /// Every layer reads what the one before gives, and the head gives what the action space needs.
     fn check_chain(&self, path: &Path) -> Result<(), Error> {
-        let mut width = self.obs_dim;
+        let mut width = self.front.as_ref().map_or(self.obs_dim, |f| f.stack.features());
         for l in &self.layers {
             if l.inp != width {
                 return Err(Error::Checkpoint(format!(
@@ -205,6 +223,12 @@ impl Policy {
         if let Some(n) = &self.norm {
             normalize(n, &mut x);
         }
+        if let Some(f) = &self.front {
+            // A panic inside a previous call leaves nothing half-made that the next one reads.
+            let mut ws = f.workspace.lock().unwrap_or_else(|p| p.into_inner());
+            f.stack.forward(&f.theta, 0, &mut ws, &x, rows, false);
+            x = ws.features[..rows * f.stack.features()].to_vec();
+        }
         for l in &self.layers {
             let mut y = vec![0f32; rows * l.out];
             dense_forward(&mut y, &x, (&l.w, &l.wt), &l.b, (rows, l.inp, l.out), l.act);
@@ -248,6 +272,39 @@ impl Policy {
             (ActionSpace::MultiDiscrete { nvec }, _) => argmaxes(out, rows, nvec, masks),
         }
     }
+}
+
+/// The Nature CNN's convolutions of a `CnnPolicy` checkpoint (`network.0`, `.2`, `.4`), built as
+/// the fused backend builds them: the pixels' layer divides by 255 (space-to-depth where its
+/// kernel is a multiple of its stride), the others read channel-last.
+fn cnn_front(tensors: &checkpoint::Tensors, img: Image, path: &Path) -> Result<Front, Error> {
+    let mut shape = (img.channels, img.height, img.width);
+    let (mut theta, mut layers) = (Vec::new(), Vec::new());
+    for (i, &stride) in NATURE_STRIDES.iter().enumerate() {
+        let name = format!("network.{}", 2 * i);
+        let missing = || Error::Checkpoint(format!("{}: no tensor `{name}.weight` or `.bias`", path.display()));
+        let (ws, w) = tensors.get(&format!("{name}.weight")).ok_or_else(missing)?;
+        let (_, b) = tensors.get(&format!("{name}.bias")).ok_or_else(missing)?;
+        let (out, k) = match ws[..] {
+            [o, c, k, k2] if c == shape.0 && k == k2 && b.len() == o && shape.1 >= k && shape.2 >= k => (o, k),
+            _ => {
+                return Err(Error::Checkpoint(format!(
+                    "{}: `{name}` of shape {ws:?} does not fit {shape:?}",
+                    path.display()
+                )))
+            }
+        };
+        let at = (theta.len(), theta.len() + w.len());
+        theta.extend_from_slice(w);
+        theta.extend_from_slice(b);
+        layers.push(if i == 0 {
+            ConvLayer::pixels(at, shape, (k, stride, out), 255.0)
+        } else {
+            ConvLayer::new(at, shape, (k, stride, out), true, 1.0)
+        });
+        shape = (out, (shape.1 - k) / stride + 1, (shape.2 - k) / stride + 1);
+    }
+    Ok(Front { stack: ConvStack { layers }, theta, workspace: Default::default() })
 }
 
 /// ô = clip((o − μ)/√(σ² + 1e-8), ±clip_obs) in f64, columns in `obs_raw` passed through: the

@@ -85,3 +85,53 @@ fn the_inference_crate_refuses_what_it_cannot_run_and_bad_input() {
     assert_eq!(p.act_masked(&[0.0; 4], Some(&[0, 1])).unwrap(), [1.0], "a mask leaves one action");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A `CnnPolicy` (the Nature CNN on 2 × 36 × 36 frames) with a random head, discrete and
+/// continuous: the inference crate's actions are the fused backend's bits.
+#[test]
+fn the_inference_crate_runs_the_nature_cnn_as_the_fused_backend() {
+    use proxima::checkpoint::{save, CheckpointMeta};
+    use proxima::policy::{ActionKind, Activation, Backend, ImageShape, Network, PolicySpec};
+    let image = ImageShape { channels: 2, height: 36, width: 36 };
+    let d = 2 * 36 * 36;
+    let actions =
+        [ActionKind::Discrete { n: 5 }, ActionKind::Continuous { dim: 2, low: vec![-1.0, -0.5], high: vec![1.0, 0.5] }];
+    for (i, action) in actions.into_iter().enumerate() {
+        let spec = PolicySpec {
+            cnn: Some(image),
+            net_arch: vec![],
+            activation: Activation::Relu,
+            shared_trunk: true,
+            ..PolicySpec::mlp(d, action, vec![])
+        };
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
+        let mut net = Network::new(spec.clone(), Backend::Fused, &mut rng).unwrap();
+        let mut params = net.params().unwrap();
+        let head = net.param_shapes().iter().position(|(n, _)| n == "actor.weight").unwrap();
+        params[head].iter_mut().for_each(|w| *w = rng.random_range(-0.3f32..0.3));
+        net.set_params(&params).unwrap();
+        let meta = CheckpointMeta {
+            env_id: "frames".into(),
+            policy: spec,
+            config_toml: String::new(),
+            global_step: 0,
+            update: 0,
+            extra: Default::default(),
+        };
+        let path = std::env::temp_dir().join(format!("proxima-inference-cnn{i}-{}.safetensors", std::process::id()));
+        save(&path, &net, &[], &meta).unwrap();
+        let loaded = proxima_policy::Policy::load(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let obs: Vec<f32> =
+            (0..64 * d).map(|_| f32::from(rng.random::<u8>()) * rng.random_range(0.0f32..1.0)).collect();
+        let mut unused = rand_chacha::ChaCha8Rng::seed_from_u64(0);
+        let mut want = net.act(&obs, true, &mut unused).unwrap().actions;
+        let w = want.len() / 64;
+        want.chunks_exact_mut(w).for_each(|a| net.env_action(a));
+        let got = loaded.act(&obs).unwrap();
+        assert!(got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()), "case {i}: {got:?} vs {want:?}");
+        if i == 0 {
+            assert!(got.iter().any(|&a| a != got[0]), "the argmax varies: the comparison is not vacuous");
+        }
+    }
+}

@@ -20,6 +20,7 @@
 
 use candle_core::backend::BackendStorage;
 use candle_core::{CpuStorage, CustomOp3, Layout, Shape, Storage, Tensor};
+use proxima_kernels::conv::runs_of;
 use proxima_kernels::View;
 use std::sync::Arc;
 
@@ -103,19 +104,6 @@ impl ConvRelu {
         let w = w.reshape((self.geo.out, self.geo.window))?;
         x.contiguous()?.apply_op3(&w, b, self.clone())
     }
-}
-
-/// Consecutive source indices merged into `(start, length)` runs (also the fused backend's
-/// convolutions').
-pub(super) fn runs_of(index: &[usize]) -> Vec<(u32, u32)> {
-    let mut runs: Vec<(u32, u32)> = Vec::new();
-    for &i in index {
-        match runs.last_mut() {
-            Some((s, n)) if (*s + *n) as usize == i => *n += 1,
-            _ => runs.push((i as u32, 1)),
-        }
-    }
-    runs
 }
 
 impl Geometry {

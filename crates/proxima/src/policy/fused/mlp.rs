@@ -22,7 +22,6 @@
 //! backward pass reads the minibatch's pixels). From 2 threads every product is split in two
 //! halves run side by side, which gives the one-thread bits.
 
-use super::conv::{ConvLayer, ConvStack, ConvWorkspace};
 use super::heads::{kl_sum, scratch_len, HeadLoss};
 use super::net::{Net, Rows, Towers, Workspace, PARALLEL_MIN_ROWS};
 use super::second_thread::SecondThread;
@@ -33,6 +32,7 @@ use crate::policy::interface::{ActOutput, FlatParams, Join, LossReport, Policy};
 use crate::policy::spec::{PolicySpec, NATURE_CONVS, NATURE_FEATURES};
 use crate::policy::Activation;
 use crate::rollout::Minibatch;
+use proxima_kernels::conv::{ConvLayer, ConvStack, ConvWorkspace};
 use rand::{Rng, RngCore};
 use std::cell::RefCell;
 

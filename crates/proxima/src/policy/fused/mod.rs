@@ -7,7 +7,6 @@
 //! candle.
 
 mod batched_head;
-mod conv;
 mod heads;
 pub(super) mod kernels;
 mod mlp;

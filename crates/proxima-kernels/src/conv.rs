@@ -19,19 +19,21 @@
 //!
 //! Two threads split each pass without changing a bit: the forward pass and ∂x by samples (each
 //! sample's outputs are its own), ∂W by window columns (each element's chain runs over every row
-//! in order either way).
+//! in order either way) — on rayon's pool with the `threads` feature (the training backend's),
+//! else one after the other (the inference crate's).
+//!
+//! The fused backend (`proxima::policy::fused`) trains with it; `proxima-policy` acts with it.
 
-use crate::policy::conv::runs_of;
-use proxima_kernels::gemm::{chain_gemm, Rows, Start};
-use proxima_kernels::transpose::transpose;
-use proxima_kernels::View;
+use crate::gemm::{chain_gemm, Rows, Start};
+use crate::transpose::transpose;
+use crate::View;
 
 /// Window values gathered per chunk of samples (512 KiB of f32).
 const CHUNK_VALUES: usize = 1 << 17;
 
 /// One convolution + bias + ReLU: its place in θ and its geometry.
 #[derive(Debug)]
-pub(super) struct ConvLayer {
+pub struct ConvLayer {
     /// Offsets of the weight `[out, C, k, k]` and bias `[out]` in θ.
     w: usize,
     b: usize,
@@ -319,26 +321,41 @@ fn grow_to(v: &mut Vec<f32>, n: usize) {
     }
 }
 
-/// Runs `a` and `b`, side by side on rayon's pool when `parallel`.
+/// Runs `a` and `b`, side by side on rayon's pool when `parallel` (with the `threads` feature).
 fn both(parallel: bool, a: impl FnOnce() + Send, b: impl FnOnce() + Send) {
+    #[cfg(feature = "threads")]
     if parallel {
         rayon::join(a, b);
-    } else {
-        a();
-        b();
+        return;
     }
+    let _ = parallel;
+    a();
+    b();
+}
+
+/// An index list as runs of consecutive indices `(first, length)`, in order.
+pub fn runs_of(index: &[usize]) -> Vec<(u32, u32)> {
+    let mut runs: Vec<(u32, u32)> = Vec::new();
+    for &i in index {
+        match runs.last_mut() {
+            Some((s, n)) if (*s + *n) as usize == i => *n += 1,
+            _ => runs.push((i as u32, 1)),
+        }
+    }
+    runs
 }
 
 /// The Nature CNN's convolutions, pixels to the features the dense layer reads (the last
 /// layer's output flattened channel-first, as PyTorch's `nn.Flatten` reads `[C, H, W]`).
 #[derive(Debug)]
-pub(super) struct ConvStack {
+pub struct ConvStack {
+    /// The layers, pixels first.
     pub layers: Vec<ConvLayer>,
 }
 
 /// The activations of one batch and the buffers of the passes; grows with the batch.
 #[derive(Debug, Default)]
-pub(super) struct ConvWorkspace {
+pub struct ConvWorkspace {
     rows: usize,
     /// Each layer's output after its ReLU, `[rows, P, out]`.
     outs: Vec<Vec<f32>>,
