@@ -7,7 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 src=${1:?give a run directory or checkpoint}; py=${PYTHON:-python3}; rows=${ROWS:-1 1000}
-cargo build --release -q -p proxima-cli -p proxima-policy --example act_timing
+cargo build --release -q -p proxima-cli --features gym   # as the other bench scripts build it (one binary for all)
+cargo build --release -q -p proxima-policy --example act_timing
 ckpt=$src; [ -d "$src" ] && ckpt=$src/model.safetensors
 onnx=$(mktemp -d)/policy.onnx
 ./target/release/proxima export "$src" --onnx "$onnx" > /dev/null
