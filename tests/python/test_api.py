@@ -78,7 +78,7 @@ def test_learn_defaults_equal_sb3s(package, module, cls):
 
 
 def test_defaults_reach_the_config():
-    m = proxima.PPO("MlpPolicy", {make}, seed=1)
+    m = proxima.PPO("MlpPolicy", "CartPole-v1", seed=1)
     toml = m._model.config_toml
     for line in ["n_steps = 2048", "batch_size = 64", "n_epochs = 10", "learning_rate = 0.0003", "ent_coef = 0.0",
                  'normalize_advantage = "minibatch"', "max_grad_norm = 0.5", "anneal_lr = false", "n_envs = 1"]:
