@@ -555,7 +555,14 @@ class BaseAlgorithm:
         :raises ValueError: an empty path, or a folder that does not exist
         :raises NotImplementedError: ``action_masks=True`` for a Box action space
         """
-        path = _checked_path("export_onnx", path)
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"export_onnx: path must be a str or os.PathLike, got {type(path).__name__}")
+        path = os.fspath(path)
+        if not isinstance(path, str) or not path.strip():
+            raise ValueError("export_onnx: the path is empty; give a file name, such as 'policy.onnx'")
+        if os.path.isdir(path) or path.endswith(("/", os.sep)):
+            raise ValueError(f"export_onnx: {path!r} names a directory; give a file path, such as "
+                             f"{os.path.join(path, 'policy.onnx')!r}")
         if action_masks is None:
             action_masks = isinstance(self, MaskablePPO)
         if self._model is None:

@@ -117,6 +117,15 @@ def test_masked_policy_takes_only_valid_actions(tmp_path):
     assert masks[np.arange(N), actions].all(), "only valid actions"
     plain = model.export_onnx(tmp_path / "plain.onnx", action_masks=False)
     assert list(plain["inputs"]) == ["obs"]
+    # The file records masked training: the CLI's export adds the masks input by default too.
+    cli = os.environ.get("PROXIMA_CLI")
+    if cli:
+        import subprocess
+
+        model.save(tmp_path / "masked.safetensors")
+        out = subprocess.run([cli, "export", str(tmp_path / "masked.safetensors"), "--onnx", str(tmp_path / "cli.onnx")],
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0 and "input action_masks: bool [batch, 6]" in out.stdout, out.stdout + out.stderr
 
 
 @pytest.mark.parametrize("cell,layers", [("lstm", 1), ("lstm", 2), ("gru", 2)])
@@ -200,8 +209,10 @@ def test_bad_exports_are_clear_errors_and_write_nothing(tmp_path):
     model = proxima.PPO("MlpPolicy", "CartPole-v1", n_steps=64, batch_size=64, seed=1)
     with pytest.raises(ValueError, match="does not exist"):
         model.export_onnx(tmp_path / "no" / "such" / "folder" / "p.onnx")
-    with pytest.raises(ValueError, match="the path is empty"):
+    with pytest.raises(ValueError, match="the path is empty; give a file name, such as 'policy.onnx'"):
         model.export_onnx("")
+    with pytest.raises(ValueError, match="names a directory"):
+        model.export_onnx(tmp_path)
     with pytest.raises(NotImplementedError, match="masks select among Discrete or MultiDiscrete"):
         proxima.PPO("MlpPolicy", "Pendulum-v1", n_steps=64, batch_size=64).export_onnx(tmp_path / "p.onnx",
                                                                                        action_masks=True)

@@ -1315,5 +1315,6 @@ fn export_writes_an_onnx_model_and_refuses_bad_input() {
     let nowhere = dir.join("no").join("such").join("x.onnx");
     fail(&["export", dir.to_str().unwrap(), "--onnx", nowhere.to_str().unwrap()], "does not exist");
     fail(&["export", dir.to_str().unwrap()], "--onnx");
+    fail(&["export", dir.to_str().unwrap(), "--onnx", empty.to_str().unwrap()], "is a directory; give a file path");
     assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0, "nothing written");
 }

@@ -77,6 +77,30 @@ pub(crate) struct RunningMeanStd {
 /// Tensors by name: shape and values.
 pub(crate) type Tensors = HashMap<String, (Vec<usize>, Vec<f32>)>;
 
+/// The weight and bias of layer `name` (`name.weight`, `name.bias`), checked finite (as the
+/// trainer checks a checkpoint's parameters).
+///
+/// # Errors
+/// `Checkpoint` naming a missing tensor or one holding NaN or ±∞.
+pub(crate) fn layer<'a>(
+    tensors: &'a Tensors,
+    name: &str,
+    path: &Path,
+) -> Result<(&'a [usize], &'a [f32], &'a [f32]), Error> {
+    let get = |t: &str| {
+        let full = format!("{name}.{t}");
+        let (shape, v) =
+            tensors.get(&full).ok_or_else(|| Error::Checkpoint(format!("{}: no tensor `{full}`", path.display())))?;
+        if v.iter().any(|x| !x.is_finite()) {
+            return Err(Error::Checkpoint(format!("{}: parameter `{full}` holds non-finite values", path.display())));
+        }
+        Ok((shape.as_slice(), v.as_slice()))
+    };
+    let (ws, w) = get("weight")?;
+    let (_, b) = get("bias")?;
+    Ok((ws, w, b))
+}
+
 /// What a checkpoint holds for acting.
 pub(crate) struct Contents {
     pub spec: Spec,

@@ -94,9 +94,7 @@ impl Policy {
             )));
         }
         let take = |name: &str, act: Option<Act>| -> Result<Layer, Error> {
-            let missing = |t: &str| Error::Checkpoint(format!("{}: no tensor `{name}.{t}`", path.display()));
-            let (ws, w) = tensors.get(&format!("{name}.weight")).ok_or_else(|| missing("weight"))?;
-            let (_, b) = tensors.get(&format!("{name}.bias")).ok_or_else(|| missing("bias"))?;
+            let (ws, w, b) = checkpoint::layer(&tensors, name, path)?;
             let (out, inp) = match ws[..] {
                 [o, i] if b.len() == o && w.len() == o * i => (o, i),
                 _ => {
@@ -108,7 +106,7 @@ impl Policy {
                 wt = vec![0f32; inp * out];
                 transpose(&mut wt, w, (inp, out));
             }
-            Ok(Layer { w: w.clone(), wt, b: b.clone(), inp, out, act })
+            Ok(Layer { w: w.to_vec(), wt, b: b.to_vec(), inp, out, act })
         };
         let hidden = Some(match spec.activation {
             Activation::Tanh => Act::Tanh,
@@ -282,9 +280,7 @@ fn cnn_front(tensors: &checkpoint::Tensors, img: Image, path: &Path) -> Result<F
     let (mut theta, mut layers) = (Vec::new(), Vec::new());
     for (i, &stride) in NATURE_STRIDES.iter().enumerate() {
         let name = format!("network.{}", 2 * i);
-        let missing = || Error::Checkpoint(format!("{}: no tensor `{name}.weight` or `.bias`", path.display()));
-        let (ws, w) = tensors.get(&format!("{name}.weight")).ok_or_else(missing)?;
-        let (_, b) = tensors.get(&format!("{name}.bias")).ok_or_else(missing)?;
+        let (ws, w, b) = checkpoint::layer(tensors, &name, path)?;
         let (out, k) = match ws[..] {
             [o, c, k, k2] if c == shape.0 && k == k2 && b.len() == o && shape.1 >= k && shape.2 >= k => (o, k),
             _ => {
@@ -327,6 +323,9 @@ fn argmaxes(logits: &mut [f32], rows: usize, nvec: &[usize], masks: Option<&[u8]
     if let Some(m) = masks {
         if m.len() != rows * head {
             return Err(Error::InvalidArgument(format!("{} mask values for {rows} rows of {head}", m.len())));
+        }
+        if let Some(v) = m.iter().find(|&&v| v > 1) {
+            return Err(Error::InvalidArgument(format!("a mask value {v}: masks are 1 (valid) or 0 (masked)")));
         }
         for (l, &v) in logits.iter_mut().zip(m) {
             if v == 0 {

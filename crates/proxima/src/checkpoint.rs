@@ -61,6 +61,10 @@ pub fn save(
     save_with_data(path, policy, optimizers, meta, &[])
 }
 
+/// The metadata entry (`"true"`) of a checkpoint whose policy trained under its envs' action masks
+/// (sb3-contrib's `MaskablePPO`); absent otherwise, and in checkpoints written before it existed.
+pub const TRAINED_MASKED: &str = "trained_masked";
+
 /// Names of the tensors of an algorithm's own state in a checkpoint start with this (PPG's
 /// auxiliary buffer: `data.ppg.observations`, …); they are neither parameters nor optimiser
 /// moments.

@@ -83,6 +83,23 @@ fn the_inference_crate_refuses_what_it_cannot_run_and_bad_input() {
     assert!(bad(p.act(&[0.0, f32::NAN, 0.0, 0.0])).contains("non-finite"));
     assert!(bad(p.act_masked(&[0.0; 4], Some(&[0, 0]))).contains("no valid action"));
     assert_eq!(p.act_masked(&[0.0; 4], Some(&[0, 1])).unwrap(), [1.0], "a mask leaves one action");
+    assert!(bad(p.act_masked(&[0.0; 4], Some(&[2, 1]))).contains("masks are 1 (valid) or 0"));
+    // A parameter holding NaN: refused at load, naming it, as the trainer refuses such a checkpoint.
+    let mut net = tr.policy;
+    let mut params = net.params().unwrap();
+    let k = net.param_shapes().iter().position(|(n, _)| n == "actor.0.bias").unwrap();
+    params[k][0] = f32::NAN;
+    net.set_params(&params).unwrap();
+    let meta = proxima::checkpoint::CheckpointMeta {
+        env_id: "CartPole-v1".into(),
+        policy: net.spec().clone(),
+        config_toml: String::new(),
+        global_step: 0,
+        update: 0,
+        extra: Default::default(),
+    };
+    proxima::checkpoint::save(&dir.join("nan.safetensors"), &net, &[], &meta).unwrap();
+    assert!(err(&dir.join("nan.safetensors")).contains("parameter `actor.0.bias` holds non-finite values"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

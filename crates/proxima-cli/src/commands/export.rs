@@ -15,8 +15,8 @@ pub struct ExportArgs {
     /// `action`, `logits` or `mean`, and `value` (docs/deploy.md).
     #[arg(long, value_name = "FILE")]
     onnx: PathBuf,
-    /// Add the `action_masks` input (bool [batch, n], true = valid), for a policy trained under
-    /// its env's action masks (sb3-contrib's MaskablePPO).
+    /// Add the `action_masks` input (bool [batch, n], true = valid); the default for a policy
+    /// the checkpoint records as trained under its env's action masks (sb3-contrib's MaskablePPO).
     #[arg(long)]
     action_masks: bool,
 }
@@ -28,6 +28,8 @@ pub fn exec(a: ExportArgs) -> Result<()> {
     let ck = proxima::checkpoint::load(&file)?;
     let policy = ck.build_network(Backend::Auto)?;
     let norm = proxima::train::saved_normalizer(&ck)?;
+    let trained_masked = ck.meta.extra.get(proxima::checkpoint::TRAINED_MASKED).is_some_and(|v| v == "true");
+    let action_masks = action_masks || trained_masked;
     let io = export_onnx(&policy, norm.as_ref(), OnnxOptions { action_masks }, &onnx)?;
     println!("wrote {} from {}", onnx.display(), file.display());
     for (what, list) in [("input", &io.inputs), ("output", &io.outputs)] {

@@ -80,6 +80,13 @@ pub fn export_onnx(
 ) -> Result<OnnxExport> {
     let spec = policy.spec();
     refuse_unsupported(spec, options)?;
+    let shown = path.display().to_string();
+    if path.is_dir() || shown.ends_with('/') || shown.ends_with(std::path::MAIN_SEPARATOR) {
+        return Err(ProximaError::InvalidArgument(format!(
+            "export: {shown} is a directory; give a file path, such as {}",
+            path.join("policy.onnx").display()
+        )));
+    }
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     if !dir.is_dir() {
         return Err(ProximaError::InvalidArgument(format!(
@@ -512,6 +519,6 @@ fn off_policy(
     g.output(&a, "action", DataType::FLOAT, &[BATCH, Dim::Fixed(*dim)]);
     io.outputs.push(("action".into(), format!("float32 [batch, {dim}]")));
     g.output(&mu, "mean", DataType::FLOAT, &[BATCH, Dim::Fixed(*dim)]);
-    io.outputs.push(("mean".into(), format!("float32 [batch, {dim}] (μ before the tanh)")));
+    io.outputs.push(("mean".into(), format!("float32 [batch, {dim}]")));
     Ok(())
 }

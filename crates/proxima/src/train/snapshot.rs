@@ -139,6 +139,10 @@ impl Trainer {
         }
         // The backend `auto` resolved to, for a resume after `auto` changes its choice.
         extra.insert("backend".to_string(), self.policy.backend().as_str().to_string());
+        if self.buffer().mask_dim > 0 {
+            // The policy acts under its envs' masks (`proxima export` gives its graph the masks input).
+            extra.insert(crate::checkpoint::TRAINED_MASKED.to_string(), "true".to_string());
+        }
         let notes = self.notes.iter().filter(|(k, _)| k.starts_with(super::trainer::NOTE_PREFIX));
         extra.extend(notes.map(|(k, v)| (k.clone(), v.clone())));
         CheckpointMeta {
