@@ -552,8 +552,8 @@ class BaseAlgorithm:
         :param action_masks: add the ``action_masks`` input (sb3-contrib's masks, True = valid); default: True for
             ``MaskablePPO``, else False
         :return: ``{"inputs": {name: "dtype [dims]"}, "outputs": {...}}``
-        :raises ValueError: an empty path, or a folder that does not exist
-        :raises NotImplementedError: ``action_masks=True`` for a Box action space
+        :raises ValueError: an empty path, a directory, a folder that does not exist, or ``action_masks=True`` for a
+            Box action space
         """
         if not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"export_onnx: path must be a str or os.PathLike, got {type(path).__name__}")

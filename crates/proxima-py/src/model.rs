@@ -746,8 +746,8 @@ impl Model {
     /// normalisation's frozen statistics are inside. Returns the inputs and outputs as
     /// `(name, "dtype [dims]")`; a recurrent policy's state goes in and out (`state_h`,
     /// `state_c`, `episode_start`; `next_state_h`, `next_state_c`). `ValueError` for a path
-    /// whose folder does not exist or an empty one; `NotImplementedError` for masks on a Box
-    /// action space; nothing is written then.
+    /// whose folder does not exist, an empty one or a directory, and masks on a Box action
+    /// space; nothing is written then.
     #[pyo3(signature = (path, action_masks = false))]
     fn export_onnx(&self, path: PathBuf, action_masks: bool) -> PyResult<ExportedIo> {
         check_path("export_onnx", &path, true)?;

@@ -70,8 +70,8 @@ const BATCH: Dim = Dim::Named("batch");
 /// model computing `predict(deterministic=True)`'s actions (module docs).
 ///
 /// # Errors
-/// `Unsupported` for masks on a continuous action space; `InvalidArgument` when `path`'s folder does not exist; `Io`.
-/// Nothing is written on error.
+/// `InvalidArgument` for masks on a continuous action space, a `path` that is a directory or
+/// whose folder does not exist; `Io`. Nothing is written on error.
 pub fn export_onnx(
     policy: &dyn Policy,
     norm: Option<&Normalizer>,
@@ -79,7 +79,7 @@ pub fn export_onnx(
     path: &Path,
 ) -> Result<OnnxExport> {
     let spec = policy.spec();
-    refuse_unsupported(spec, options)?;
+    check_options(spec, options)?;
     let shown = path.display().to_string();
     if path.is_dir() || shown.ends_with('/') || shown.ends_with(std::path::MAIN_SEPARATOR) {
         return Err(ProximaError::InvalidArgument(format!(
@@ -122,10 +122,10 @@ fn describe(io: &[(String, String)]) -> String {
     io.iter().map(|(n, t)| format!("{n}: {t}")).collect::<Vec<_>>().join("; ")
 }
 
-/// `Unsupported` for what the export does not cover yet.
-fn refuse_unsupported(spec: &PolicySpec, options: OnnxOptions) -> Result<()> {
+/// `InvalidArgument` for options that do not fit the policy: masks on a `Box` action space.
+fn check_options(spec: &PolicySpec, options: OnnxOptions) -> Result<()> {
     if options.action_masks && matches!(spec.action, ActionKind::Continuous { .. }) {
-        return Err(ProximaError::Unsupported(
+        return Err(ProximaError::InvalidArgument(
             "action_masks: masks select among Discrete or MultiDiscrete actions; this policy's actions are a Box"
                 .into(),
         ));
