@@ -93,56 +93,7 @@ impl Policy {
                 path.display()
             )));
         }
-        let take = |name: &str, act: Option<Act>| -> Result<Layer, Error> {
-            let (ws, w, b) = checkpoint::layer(&tensors, name, path)?;
-            let (out, inp) = match ws[..] {
-                [o, i] if b.len() == o && w.len() == o * i => (o, i),
-                _ => {
-                    return Err(Error::Checkpoint(format!("{}: `{name}` has a malformed shape {ws:?}", path.display())))
-                }
-            };
-            let mut wt = Vec::new();
-            if out >= NARROW {
-                wt = vec![0f32; inp * out];
-                transpose(&mut wt, w, (inp, out));
-            }
-            Ok(Layer { w: w.to_vec(), wt, b: b.to_vec(), inp, out, act })
-        };
-        let hidden = Some(match spec.activation {
-            Activation::Tanh => Act::Tanh,
-            Activation::Relu => Act::Relu,
-        });
-        let n = spec.net_arch.len();
-        let mut layers = Vec::new();
-        let mut front = None;
-        let output = if let Some(img) = spec.cnn {
-            front = Some(cnn_front(&tensors, img, path)?);
-            layers.push(take("network.7", Some(Act::Relu))?);
-            layers.push(take("actor", None)?);
-            Output::Head
-        } else if tensors.contains_key("actor.log_std.weight") {
-            for i in 0..n {
-                layers.push(take(&format!("actor.latent_pi.{}", 2 * i), Some(Act::Relu))?);
-            }
-            layers.push(take("actor.mu", None)?);
-            Output::Tanh
-        } else if tensors.keys().any(|k| k.starts_with("actor_target.")) {
-            for i in 0..=n {
-                layers.push(take(&format!("actor.mu.{}", 2 * i), (i < n).then_some(Act::Relu))?);
-            }
-            Output::Tanh
-        } else if spec.shared_trunk {
-            for i in 0..n {
-                layers.push(take(&format!("trunk.{}", 2 * i), hidden)?);
-            }
-            layers.push(take("actor.0", None)?);
-            Output::Head
-        } else {
-            for i in 0..=n {
-                layers.push(take(&format!("actor.{}", 2 * i), if i < n { hidden } else { None })?);
-            }
-            Output::Head
-        };
+        let (layers, front, output) = actor(&spec, &tensors, path)?;
         let action = match spec.action {
             Action::Discrete { n } => ActionSpace::Discrete { n },
             Action::MultiDiscrete { nvec } => ActionSpace::MultiDiscrete { nvec },
@@ -270,6 +221,69 @@ impl Policy {
             (ActionSpace::MultiDiscrete { nvec }, _) => argmaxes(out, rows, nvec, masks),
         }
     }
+}
+
+/// Layer `name` of the checkpoint (`[out, in]` weight, bias), with the activation after it; the
+/// transposed weight made for the wide layers the kernels read it for.
+fn dense_layer(tensors: &checkpoint::Tensors, name: &str, act: Option<Act>, path: &Path) -> Result<Layer, Error> {
+    let (ws, w, b) = checkpoint::layer(tensors, name, path)?;
+    let (out, inp) = match ws[..] {
+        [o, i] if b.len() == o && w.len() == o * i => (o, i),
+        _ => return Err(Error::Checkpoint(format!("{}: `{name}` has a malformed shape {ws:?}", path.display()))),
+    };
+    let mut wt = Vec::new();
+    if out >= NARROW {
+        wt = vec![0f32; inp * out];
+        transpose(&mut wt, w, (inp, out));
+    }
+    Ok(Layer { w: w.to_vec(), wt, b: b.to_vec(), inp, out, act })
+}
+
+/// The actor's layers by the checkpoint's parameter names: `CnnPolicy`'s CNN, dense layer and
+/// head; SAC's/TQC's `actor.latent_pi.*` and `actor.mu`; TD3's/DDPG's `actor.mu.*`; a shared
+/// `trunk.*` and `actor.0`; or the actor tower `actor.*`.
+fn actor(
+    spec: &checkpoint::Spec,
+    tensors: &checkpoint::Tensors,
+    path: &Path,
+) -> Result<(Vec<Layer>, Option<Front>, Output), Error> {
+    let take = |name: &str, act: Option<Act>| dense_layer(tensors, name, act, path);
+    let hidden = Some(match spec.activation {
+        Activation::Tanh => Act::Tanh,
+        Activation::Relu => Act::Relu,
+    });
+    let n = spec.net_arch.len();
+    let mut layers = Vec::new();
+    if let Some(img) = spec.cnn {
+        let front = cnn_front(tensors, img, path)?;
+        layers.push(take("network.7", Some(Act::Relu))?);
+        layers.push(take("actor", None)?);
+        return Ok((layers, Some(front), Output::Head));
+    }
+    let output = if tensors.contains_key("actor.log_std.weight") {
+        for i in 0..n {
+            layers.push(take(&format!("actor.latent_pi.{}", 2 * i), Some(Act::Relu))?);
+        }
+        layers.push(take("actor.mu", None)?);
+        Output::Tanh
+    } else if tensors.keys().any(|k| k.starts_with("actor_target.")) {
+        for i in 0..=n {
+            layers.push(take(&format!("actor.mu.{}", 2 * i), (i < n).then_some(Act::Relu))?);
+        }
+        Output::Tanh
+    } else if spec.shared_trunk {
+        for i in 0..n {
+            layers.push(take(&format!("trunk.{}", 2 * i), hidden)?);
+        }
+        layers.push(take("actor.0", None)?);
+        Output::Head
+    } else {
+        for i in 0..=n {
+            layers.push(take(&format!("actor.{}", 2 * i), if i < n { hidden } else { None })?);
+        }
+        Output::Head
+    };
+    Ok((layers, None, output))
 }
 
 /// The Nature CNN's convolutions of a `CnnPolicy` checkpoint (`network.0`, `.2`, `.4`), built as
