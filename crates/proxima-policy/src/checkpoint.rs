@@ -77,16 +77,15 @@ pub(crate) struct RunningMeanStd {
 /// Tensors by name: shape and values.
 pub(crate) type Tensors = HashMap<String, (Vec<usize>, Vec<f32>)>;
 
+/// A layer's weight shape, weight and bias, borrowed from the [`Tensors`].
+pub(crate) type LayerRef<'a> = (&'a [usize], &'a [f32], &'a [f32]);
+
 /// The weight and bias of layer `name` (`name.weight`, `name.bias`), checked finite (as the
 /// trainer checks a checkpoint's parameters).
 ///
 /// # Errors
 /// `Checkpoint` naming a missing tensor or one holding NaN or ±∞.
-pub(crate) fn layer<'a>(
-    tensors: &'a Tensors,
-    name: &str,
-    path: &Path,
-) -> Result<(&'a [usize], &'a [f32], &'a [f32]), Error> {
+pub(crate) fn layer<'a>(tensors: &'a Tensors, name: &str, path: &Path) -> Result<LayerRef<'a>, Error> {
     let get = |t: &str| {
         let full = format!("{name}.{t}");
         let (shape, v) =
