@@ -13,6 +13,7 @@ given the same envs and seeds they return the same observations, rewards, dones 
 
 from __future__ import annotations
 
+import sys
 import warnings
 from copy import deepcopy
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Union
@@ -58,6 +59,7 @@ class VecEnv:
     """
 
     def __init__(self, num_envs: int, observation_space: gym.spaces.Space, action_space: gym.spaces.Space):
+        _register_with_sb3()
         self.num_envs = num_envs
         self.observation_space = observation_space
         self.action_space = action_space
@@ -190,6 +192,15 @@ class VecEnv:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} num_envs={self.num_envs} observation_space={self.observation_space}>"
+
+
+def _register_with_sb3() -> None:
+    """Makes Proxima's vector envs count as SB3's ``VecEnv`` (``isinstance``, an ABC's virtual subclass), so SB3's
+    own helpers — ``evaluate_policy(model, model.get_env())`` — take them as vector envs: they have its API. Only
+    when SB3 is already imported (importing it here would load torch for users who have no use for it)."""
+    base = sys.modules.get("stable_baselines3.common.vec_env.base_vec_env")
+    if base is not None and not issubclass(VecEnv, base.VecEnv):
+        base.VecEnv.register(VecEnv)
 
 
 class _StructuredBuffer:

@@ -221,3 +221,20 @@ def test_a_dummy_vec_env_refuses_one_env_twice():
     env = gym.make("CartPole-v1")
     with pytest.raises(ValueError, match="same env instance"):
         DummyVecEnv([lambda: env, lambda: env])
+
+
+def test_sb3s_own_evaluate_policy_takes_get_env():
+    """SB3's ``evaluate_policy(model, model.get_env())``, as SB3's docs write it: Proxima's vector env counts as SB3's
+    ``VecEnv`` once SB3 is imported, so SB3 steps it as a vector env (it wrapped it as one env and failed before)."""
+    import warnings
+
+    from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.vec_env import VecEnv as SB3VecEnv
+
+    model = proxima.PPO("MlpPolicy", "CartPole-v1", n_steps=64, batch_size=64, seed=1)
+    venv = model.get_env()
+    assert isinstance(venv, SB3VecEnv)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # SB3 notes the env is not Monitor-wrapped
+        mean, std = evaluate_policy(model, venv, n_eval_episodes=3)
+    assert mean > 0 and np.isfinite(std)
