@@ -14,15 +14,17 @@ cd "$(dirname "$0")/.."
 py=${PYTHON:-python3}; seeds=${SEEDS:-1 2 3}; steps=${STEPS:-100000}
 export PROXIMA_PYTHON=${PROXIMA_PYTHON:-$py} PYTHONPATH=$PWD/crates/proxima-gym/tests${PYTHONPATH:+:$PYTHONPATH}
 cargo build --release -q -p proxima-cli --features gym
+# A copy of the binary: a build during the runs (another script, a test) does not swap it under them.
+bin=$(mktemp -d)/proxima; cp target/release/proxima "$bin"
 out=bench-results/masking-PickOfTwo
 mkdir -p "$out/runs"; : > "$out/proxima.jsonl"
 uptime; date
 $py bench/masking_sb3_contrib.py --steps "$steps" --seeds $seeds > "$out/sb3_contrib.jsonl" & other=$!
 for s in $seeds; do
   d="$out/runs/seed$s"; rm -rf "$d"
-  ( time ./target/release/proxima train gym:toy_envs:toy/PickOfTwo-v0 --preset sb3 --seed "$s" \
+  ( time "$bin" train gym:toy_envs:toy/PickOfTwo-v0 --preset sb3 --seed "$s" \
     --total-timesteps "$steps" --set eval_episodes=0 --run-dir "$d" --quiet > /dev/null )
-  ./target/release/proxima eval "$d" --env gym:toy_envs:toy/PickOfTwoStrict-v0 --episodes 100 \
+  "$bin" eval "$d" --env gym:toy_envs:toy/PickOfTwoStrict-v0 --episodes 100 \
     --deterministic --json > "$d/eval_strict.json"
   python3 - "$d" "$s" "$steps" >> "$out/proxima.jsonl" <<'PY'
 import csv, json, sys

@@ -25,13 +25,15 @@ esac
 export TASK=$task
 export PROXIMA_PYTHON=${PROXIMA_PYTHON:-$py} PYTHONPATH=$PWD/crates/proxima-gym/tests${PYTHONPATH:+:$PYTHONPATH}
 cargo build --release -q -p proxima-cli --features gym
+# A copy of the binary: a build during the runs (another script, a test) does not swap it under them.
+bin=$(mktemp -d)/proxima; cp target/release/proxima "$bin"
 out=bench-results/recurrent-$task
 mkdir -p "$out/runs"; : > "$out/proxima.jsonl"
 uptime; date
 $py bench/recurrent_sb3_contrib.py --steps "$steps" --seeds $seeds > "$out/sb3_contrib.jsonl" & other=$!
 for s in $seeds; do
   d="$out/runs/seed$s"; rm -rf "$d"
-  ( time ./target/release/proxima train "gym:toy_envs:$env" --preset sb3 --seed "$s" \
+  ( time "$bin" train "gym:toy_envs:$env" --preset sb3 --seed "$s" \
     --total-timesteps "$steps" --set policy=MlpLstmPolicy --set n_envs=8 --set n_steps=32 --set batch_size=256 \
     --set learning_rate=1e-3 --set log_kl_divergence=false "${sets[@]}" --set eval_episodes=$episodes \
     --run-dir "$d" --quiet > /dev/null )
