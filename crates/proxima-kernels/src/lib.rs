@@ -15,6 +15,7 @@ pub mod conv;
 pub mod dense;
 pub mod gemm;
 pub mod math;
+pub mod normalize;
 pub mod simd;
 pub mod transpose;
 

@@ -317,17 +317,11 @@ fn cnn_front(tensors: &checkpoint::Tensors, img: Image, path: &Path) -> Result<F
     Ok(Front { stack: ConvStack { layers }, theta, workspace: Default::default() })
 }
 
-/// ô = clip((o − μ)/√(σ² + 1e-8), ±clip_obs) in f64, columns in `obs_raw` passed through: the
-/// training code's `RunningMeanStd::normalize_except`, the same bits.
+/// ô = clip((o − μ)/√(σ² + 1e-8), ±clip_obs), columns in `obs_raw` passed through: the trainer's
+/// own arithmetic ([`proxima_kernels::normalize::normalize_except`]).
 fn normalize(n: &Normalization, x: &mut [f32]) {
-    let Some(rms) = &n.obs_rms else { return };
-    for row in x.chunks_exact_mut(rms.mean.len()) {
-        for (j, v) in row.iter_mut().enumerate() {
-            if n.obs_raw.get(j).copied().unwrap_or(false) {
-                continue;
-            }
-            *v = ((*v as f64 - rms.mean[j]) / (rms.var[j] + 1e-8).sqrt()).clamp(-n.clip_obs, n.clip_obs) as f32;
-        }
+    if let Some(rms) = &n.obs_rms {
+        proxima_kernels::normalize::normalize_except(x, (&rms.mean, &rms.var), n.clip_obs, &n.obs_raw);
     }
 }
 

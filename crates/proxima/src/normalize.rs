@@ -82,15 +82,7 @@ impl RunningMeanStd {
     /// [`RunningMeanStd::normalize`], leaving component `j` as it is where `raw[j]` (an empty
     /// `raw`: every component normalised).
     pub fn normalize_except(&self, x: &mut [f32], clip: f64, raw: &[bool]) {
-        let dim = self.mean.len();
-        for row in x.chunks_exact_mut(dim) {
-            for (j, v) in row.iter_mut().enumerate() {
-                if raw.get(j).copied().unwrap_or(false) {
-                    continue;
-                }
-                *v = ((*v as f64 - self.mean[j]) / (self.var[j] + 1e-8).sqrt()).clamp(-clip, clip) as f32;
-            }
-        }
+        proxima_kernels::normalize::normalize_except(x, (&self.mean, &self.var), clip, raw);
     }
 }
 

@@ -306,19 +306,14 @@ fn on_policy(
     };
     let (actor_in, next_states) = match spec.recurrent {
         Some(_) => recurrent_stack(g, spec, params, &features, io)?,
-        None => (features.clone(), Vec::new()),
+        None => (features, Vec::new()),
     };
-    let actor_head = |g: &mut Graph, h: &str| -> Result<String> {
-        if spec.cnn.is_some() {
-            dense(g, params, "actor", h)
-        } else if spec.shared_trunk {
-            let t = tower(g, params, ("trunk", n), h, act, true)?;
-            dense(g, params, "actor.0", &t)
-        } else {
-            tower(g, params, ("actor", n + 1), h, act, false)
-        }
+    // A shared MLP trunk once, for both heads (an MLP's towers are each head's own).
+    let actor_in = match spec.shared_trunk && spec.cnn.is_none() {
+        true => tower(g, params, ("trunk", n), &actor_in, act, true)?,
+        false => actor_in,
     };
-    let head = actor_head(g, &actor_in)?;
+    let head = head_of(g, spec, params, "actor", &actor_in)?;
     actions_of_head(g, spec, &head, options, io)?;
     if let Some(r) = spec.recurrent {
         let (layers, hid) = (r.n_layers, r.hidden_size);
@@ -328,19 +323,25 @@ fn on_policy(
         }
         return Ok(());
     }
-    let value = if spec.cnn.is_some() {
-        dense(g, params, "critic", &features)?
-    } else if spec.shared_trunk {
-        let t = tower(g, params, ("trunk", n), &features, act, true)?;
-        dense(g, params, "critic.0", &t)?
-    } else {
-        tower(g, params, ("critic", n + 1), &features, act, false)?
-    };
+    // Without a recurrent stack the critic reads what the actor read.
+    let value = head_of(g, spec, params, "critic", &actor_in)?;
     let axes = g.i64s("axes", &[1]);
     let value = g.node("Squeeze", &[&value, &axes], &[]);
     g.output(&value, "value", DataType::FLOAT, &[BATCH]);
     io.outputs.push(("value".into(), "float32 [batch]".into()));
     Ok(())
+}
+
+/// The head of `part` (`actor` or `critic`) on what it reads: the CNN's dense head `part`, the
+/// shared trunk's head `part.0`, or the whole tower `part.0`, `part.2`, … of an MLP.
+fn head_of(g: &mut Graph, spec: &PolicySpec, params: &Params, part: &str, x: &str) -> Result<String> {
+    if spec.cnn.is_some() {
+        dense(g, params, part, x)
+    } else if spec.shared_trunk {
+        dense(g, params, &format!("{part}.0"), x)
+    } else {
+        tower(g, params, (part, spec.net_arch.len() + 1), x, spec.activation, false)
+    }
 }
 
 /// The actor's recurrent stack (`lstm_actor`) for one step: inputs `state_h` (and for an LSTM
