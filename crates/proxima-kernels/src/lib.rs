@@ -2,8 +2,9 @@
 //! products ([`gemm`]: each output one chain of fused multiply-adds, the same bits on every
 //! machine), the dense layer's forward pass and its activations ([`dense`]), the weight
 //! transpose ([`transpose`]), `exp`/`ln` that vectorise ([`math`]) and the CPU-feature dispatch
-//! of element-wise loops ([`simd`]), and the Nature CNN's convolutions on the matrix products
-//! ([`conv`]). The training backend and the inference crate
+//! of element-wise loops ([`simd`]), the Nature CNN's convolutions on the matrix products
+//! ([`conv`]), and LSTM/GRU layers over whole sequences, forward and backward through time
+//! ([`recurrent`]). The training backend and the inference crate
 //! (`proxima-policy`) share them, so both give a policy's actions the same bits.
 //!
 //! A crate of its own so that it is compiled with optimisations in the test build too (the
@@ -16,6 +17,7 @@ pub mod dense;
 pub mod gemm;
 pub mod math;
 pub mod normalize;
+pub mod recurrent;
 pub mod simd;
 pub mod transpose;
 

@@ -280,7 +280,7 @@ fn a_resumed_cnn_lstm_run_is_the_uninterrupted_run() {
 }
 
 /// Bad settings are clear errors: `CnnLstmPolicy` on observations that are not images (naming
-/// `MlpLstmPolicy`), with another algorithm, on the fused backend; the LSTM keys count as read.
+/// `MlpLstmPolicy`), with another algorithm; the LSTM keys count as read.
 #[test]
 fn bad_cnn_lstm_settings_are_clear_errors() {
     let e = Trainer::new("CartPole-v1", config(256, "CnnLstmPolicy", &[])).err().unwrap().to_string();
@@ -291,7 +291,7 @@ fn bad_cnn_lstm_settings_are_clear_errors() {
         Config::resolve("cleanrl", None, &all).err().map(|e| e.to_string()).unwrap_or_default()
     };
     assert!(resolve(&["algo=a2c"]).contains("`CnnLstmPolicy` trains with algo = `ppo`"), "{}", resolve(&["algo=a2c"]));
-    assert!(resolve(&["backend=fused"]).contains("no recurrent layers yet"));
+    assert!(resolve(&["backend=fused"]).is_empty(), "the recurrent layers run on the fused kernels");
     let cfg = config(256, "CnnLstmPolicy", &[]);
     assert!(cfg.check_keys_used(&["lstm_hidden_size", "n_lstm_layers"]).is_ok());
     let e = cfg.check_keys_used(&["net_arch"]).unwrap_err().to_string();

@@ -1,8 +1,9 @@
 //! The recurrent layers of recurrent PPO (`policy::recurrent`) against a float64 reference written
 //! here from PyTorch's `nn.LSTM` / `nn.GRU` equations: outputs and final states over sequences
 //! with episode starts inside them, one step at a time equal to the whole sequence, a reset equal
-//! to a fresh start, and the back-propagated gradient (candle's autograd through time) equal to
-//! the reference's finite differences.
+//! to a fresh start, and the back-propagated gradient equal to the reference's finite
+//! differences — for both implementations: candle's ops step by step (autograd through time) and
+//! the fused kernels (one op per layer, `Recurrent::set_kernels`), which also equal each other.
 
 use candle_core::{Device, Tensor};
 use proxima::policy::recurrent::{CellKind, Recurrent, RecurrentShape};
@@ -115,9 +116,10 @@ fn case(cell: CellKind, layers: usize, seed: u64) -> Case {
 }
 
 /// The stack of case `c` and its sequence: `(net, x [T·B, in], episode starts [T·B], state before step 0)`.
-fn inputs(c: &Case) -> (Recurrent, Tensor, Tensor, proxima::policy::recurrent::RecurrentState) {
+fn inputs(c: &Case, kernels: bool) -> (Recurrent, Tensor, Tensor, proxima::policy::recurrent::RecurrentState) {
     let dev = Device::Cpu;
-    let (net, _) = Recurrent::new(c.shape, c.params.clone(), &dev).unwrap();
+    let (mut net, _) = Recurrent::new(c.shape, c.params.clone(), &dev).unwrap();
+    net.set_kernels(kernels);
     let x = Tensor::from_slice(&c.x, (T * B, c.shape.input), &dev).unwrap();
     let starts = Tensor::from_slice(&c.starts, T * B, &dev).unwrap();
     let s0 = net.state_from_host(&c.state0, B, &dev).unwrap();
@@ -128,30 +130,31 @@ fn f64s(v: &[f32]) -> Vec<f64> {
     v.iter().map(|&x| f64::from(x)).collect()
 }
 
-fn run(c: &Case) -> (Recurrent, Vec<candle_core::Var>, Tensor, Vec<f32>) {
+/// The stack's loss Σ w·out (+ Σ v·final state `with_state`: the kernels' final state is a host
+/// value without a gradient, as in training), with the input as a variable.
+fn run(c: &Case, kernels: bool, with_state: bool) -> (Recurrent, Vec<candle_core::Var>, Tensor, candle_core::Var) {
     let dev = Device::Cpu;
-    let (net, vars) = Recurrent::new(c.shape, c.params.clone(), &dev).unwrap();
-    let x = Tensor::from_slice(&c.x, (T * B, c.shape.input), &dev).unwrap();
+    let (mut net, vars) = Recurrent::new(c.shape, c.params.clone(), &dev).unwrap();
+    net.set_kernels(kernels);
+    let x = candle_core::Var::from_slice(&c.x, (T * B, c.shape.input), &dev).unwrap();
     let starts = Tensor::from_slice(&c.starts, T * B, &dev).unwrap();
     let s0 = net.state_from_host(&c.state0, B, &dev).unwrap();
     let (out, fin) = net.sequence(&x, &starts, &s0, B).unwrap();
-    let fin_host = net.state_to_host(&fin).unwrap();
     // The scalar loss, differentiable: Σ w·out + Σ v·final state.
     let w_out = Tensor::from_vec(c.w_out.iter().map(|&v| v as f32).collect::<Vec<_>>(), out.shape(), &dev).unwrap();
     let parts: Vec<&Tensor> = fin.layers.iter().flatten().collect();
     let fin_t = Tensor::cat(&parts, 1).unwrap();
-    let w_state =
-        Tensor::from_vec(c.w_state.iter().map(|&v| v as f32).collect::<Vec<_>>(), fin_t.shape(), &dev).unwrap();
+    let v = |w: &f64| if with_state { *w as f32 } else { 0.0 };
+    let w_state = Tensor::from_vec(c.w_state.iter().map(v).collect::<Vec<_>>(), fin_t.shape(), &dev).unwrap();
     let loss =
         ((out.clone() * w_out).unwrap().sum_all().unwrap() + (fin_t * w_state).unwrap().sum_all().unwrap()).unwrap();
-    let _ = out;
-    (net, vars, loss, fin_host)
+    (net, vars, loss, x)
 }
 
-fn loss_ref(c: &Case, params: &[Vec<f64>]) -> f64 {
+fn loss_ref(c: &Case, params: &[Vec<f64>], with_state: bool) -> f64 {
     let (out, fin) = sequence_ref(&c.shape, params, &f64s(&c.x), &f64s(&c.starts), &f64s(&c.state0));
-    out.iter().zip(&c.w_out).map(|(a, b)| a * b).sum::<f64>()
-        + fin.iter().zip(&c.w_state).map(|(a, b)| a * b).sum::<f64>()
+    let state: f64 = fin.iter().zip(&c.w_state).map(|(a, b)| a * b).sum();
+    out.iter().zip(&c.w_out).map(|(a, b)| a * b).sum::<f64>() + if with_state { state } else { 0.0 }
 }
 
 fn cases() -> Vec<(String, Case)> {
@@ -164,10 +167,18 @@ fn cases() -> Vec<(String, Case)> {
     v
 }
 
+/// Every case on candle's ops and on the fused kernels.
+fn both() -> Vec<(String, Case, bool)> {
+    [false, true]
+        .into_iter()
+        .flat_map(|k| cases().into_iter().map(move |(w, c)| (format!("{w} (kernels: {k})"), c, k)))
+        .collect()
+}
+
 #[test]
 fn sequences_with_episode_starts_match_the_float64_reference() {
-    for (what, c) in cases() {
-        let (net, x, starts, s0) = inputs(&c);
+    for (what, c, kernels) in both() {
+        let (net, x, starts, s0) = inputs(&c, kernels);
         let (out, fin) = net.sequence(&x, &starts, &s0, B).unwrap();
         let params: Vec<Vec<f64>> = c.params.iter().map(|p| f64s(p)).collect();
         let (want_out, want_fin) = sequence_ref(&c.shape, &params, &f64s(&c.x), &f64s(&c.starts), &f64s(&c.state0));
@@ -186,8 +197,8 @@ fn sequences_with_episode_starts_match_the_float64_reference() {
 /// zeroed at episode starts); learning runs it over the sequence: the same bits.
 #[test]
 fn one_step_at_a_time_is_the_sequence_bit_for_bit() {
-    for (what, c) in cases() {
-        let (net, x, starts, s0) = inputs(&c);
+    for (what, c, kernels) in both() {
+        let (net, x, starts, s0) = inputs(&c, kernels);
         let (seq_out, seq_fin) = net.sequence(&x, &starts, &s0, B).unwrap();
         let seq_out = seq_out.flatten_all().unwrap().to_vec1::<f32>().unwrap();
         let mut host = c.state0.clone();
@@ -199,7 +210,8 @@ fn one_step_at_a_time_is_the_sequence_bit_for_bit() {
                 }
             }
             let st = net.state_from_host(&host, B, &Device::Cpu).unwrap();
-            let (out, next) = net.step(&x.narrow(0, t * B, B).unwrap(), &st).unwrap();
+            let none_start = Tensor::zeros(B, candle_core::DType::F32, &Device::Cpu).unwrap();
+            let (out, next) = net.sequence(&x.narrow(0, t * B, B).unwrap(), &none_start, &st, B).unwrap();
             outs.extend(out.flatten_all().unwrap().to_vec1::<f32>().unwrap());
             host = net.state_to_host(&next).unwrap();
         }
@@ -208,13 +220,13 @@ fn one_step_at_a_time_is_the_sequence_bit_for_bit() {
     }
 }
 
-/// Back-propagation through time: candle's gradient of Σ w·outputs + Σ v·final state with
-/// respect to every parameter, along random directions, against the f64 reference's central
-/// differences; and no gradient reaches across an episode start to the state before it.
+/// Back-propagation through time: the gradient of Σ w·outputs + Σ v·final state (candle's
+/// autograd; the kernels' backward pass, without the final state's term) with respect to every
+/// parameter, along random directions, against the f64 reference's central differences.
 #[test]
 fn gradients_through_time_match_finite_differences() {
-    for (what, c) in cases() {
-        let (_, vars, loss, _) = run(&c);
+    for (what, c, kernels) in both() {
+        let (_, vars, loss, _) = run(&c, kernels, !kernels);
         let grads = loss.backward().unwrap();
         let mut rng = ChaCha8Rng::seed_from_u64(99);
         let params: Vec<Vec<f64>> = c.params.iter().map(|p| f64s(p)).collect();
@@ -233,12 +245,42 @@ fn gradients_through_time_match_finite_differences() {
             let at = |s: f64| -> Vec<Vec<f64>> {
                 params.iter().zip(&dir).map(|(p, d)| p.iter().zip(d).map(|(p, d)| p + s * d).collect()).collect()
             };
-            let numeric = (loss_ref(&c, &at(h)) - loss_ref(&c, &at(-h))) / (2.0 * h);
+            let numeric = (loss_ref(&c, &at(h), !kernels) - loss_ref(&c, &at(-h), !kernels)) / (2.0 * h);
             assert!(
                 (analytic - numeric).abs() <= 1e-4 * (1.0 + numeric.abs()),
                 "{what} direction {trial}: ∇L·d = {analytic} vs finite differences {numeric}"
             );
         }
+    }
+}
+
+/// The kernels equal candle's ops: the outputs, the final state, and the gradients of the loss
+/// (without the final state's term) with respect to every parameter and to the input, to 1e-5
+/// relative to the largest value, on sequences with episode starts inside them.
+#[test]
+fn the_kernels_equal_candle() {
+    let close = |what: &str, a: &[f32], b: &[f32]| {
+        let scale = b.iter().fold(0f32, |m, v| m.max(v.abs())).max(1e-3);
+        for (i, (x, y)) in a.iter().zip(b).enumerate() {
+            assert!((x - y).abs() <= 1e-5 * scale, "{what}[{i}]: kernels {x} vs candle {y} (scale {scale})");
+        }
+        assert_eq!(a.len(), b.len(), "{what}");
+    };
+    for (what, c) in cases() {
+        let host = |t: &Tensor| t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        let (net_k, x, starts, s0) = inputs(&c, true);
+        let (net_c, ..) = inputs(&c, false);
+        let (out_k, fin_k) = net_k.sequence(&x, &starts, &s0, B).unwrap();
+        let (out_c, fin_c) = net_c.sequence(&x, &starts, &s0, B).unwrap();
+        close(&format!("{what} outputs"), &host(&out_k), &host(&out_c));
+        close(&format!("{what} state"), &net_k.state_to_host(&fin_k).unwrap(), &net_c.state_to_host(&fin_c).unwrap());
+        let (_, vars_k, loss_k, x_k) = run(&c, true, false);
+        let (_, vars_c, loss_c, x_c) = run(&c, false, false);
+        let (grads_k, grads_c) = (loss_k.backward().unwrap(), loss_c.backward().unwrap());
+        for (k, (vk, vc)) in vars_k.iter().zip(&vars_c).enumerate() {
+            close(&format!("{what} ∂L/∂param {k}"), &host(grads_k.get(vk).unwrap()), &host(grads_c.get(vc).unwrap()));
+        }
+        close(&format!("{what} ∂L/∂x"), &host(grads_k.get(&x_k).unwrap()), &host(grads_c.get(&x_c).unwrap()));
     }
 }
 
@@ -309,12 +351,16 @@ mod policy {
     /// to float rounding, so r_t(θ_old) = 1.
     #[test]
     fn acting_step_by_step_is_the_sequence_the_loss_evaluates() {
-        for cell in [CellKind::Lstm, CellKind::Gru] {
+        for (cell, kernels) in
+            [(CellKind::Lstm, false), (CellKind::Gru, false), (CellKind::Lstm, true), (CellKind::Gru, true)]
+        {
             for shared in [false, true] {
                 for action in actions() {
-                    let what = format!("{cell:?} shared_lstm {shared} {action:?}");
+                    let what = format!("{cell:?} shared_lstm {shared} {action:?} kernels {kernels}");
                     let sp = spec(cell, shared, action);
-                    let net = ActorCritic::new(sp.clone(), &Device::Cpu, &mut ChaCha8Rng::seed_from_u64(1)).unwrap();
+                    let mut net =
+                        ActorCritic::new(sp.clone(), &Device::Cpu, &mut ChaCha8Rng::seed_from_u64(1)).unwrap();
+                    net.set_recurrent_kernels(kernels);
                     let sd = net.recurrent_state_dim();
                     assert_eq!(
                         sd,
@@ -369,44 +415,56 @@ mod policy {
     /// once θ moves.
     #[test]
     fn the_rollout_kl_over_sequences_is_zero_for_the_acting_policy() {
-        let sp = spec(CellKind::Lstm, false, ActionKind::Discrete { n: 3 });
-        let mut net = ActorCritic::new(sp, &Device::Cpu, &mut ChaCha8Rng::seed_from_u64(5)).unwrap();
-        let mut rng = ChaCha8Rng::seed_from_u64(6);
-        let obs: Vec<f32> = (0..T * N * OD).map(|_| rng.random_range(-1.0..1.0)).collect();
-        let starts: Vec<bool> = (0..T * N).map(|i| i < N || rng.random_bool(0.2)).collect();
-        let state0: Vec<f32> = (0..N * net.recurrent_state_dim()).map(|_| rng.random_range(-0.5..0.5)).collect();
-        let (mut state, mut heads) = (state0.clone(), Vec::new());
-        for t in 0..T {
-            let rows = t * N..(t + 1) * N;
-            let out = net
-                .act_recurrent(&obs[rows.start * OD..rows.end * OD], None, &starts[rows], &mut state, false, &mut rng)
-                .unwrap();
-            heads.extend(out.head);
+        for kernels in [false, true] {
+            let sp = spec(CellKind::Lstm, false, ActionKind::Discrete { n: 3 });
+            let mut net = ActorCritic::new(sp, &Device::Cpu, &mut ChaCha8Rng::seed_from_u64(5)).unwrap();
+            net.set_recurrent_kernels(kernels);
+            let mut rng = ChaCha8Rng::seed_from_u64(6);
+            let obs: Vec<f32> = (0..T * N * OD).map(|_| rng.random_range(-1.0..1.0)).collect();
+            let starts: Vec<bool> = (0..T * N).map(|i| i < N || rng.random_bool(0.2)).collect();
+            let state0: Vec<f32> = (0..N * net.recurrent_state_dim()).map(|_| rng.random_range(-0.5..0.5)).collect();
+            let (mut state, mut heads) = (state0.clone(), Vec::new());
+            for t in 0..T {
+                let rows = t * N..(t + 1) * N;
+                let out = net
+                    .act_recurrent(
+                        &obs[rows.start * OD..rows.end * OD],
+                        None,
+                        &starts[rows],
+                        &mut state,
+                        false,
+                        &mut rng,
+                    )
+                    .unwrap();
+                heads.extend(out.head);
+            }
+            let kl = |net: &ActorCritic| {
+                Policy::rollout_kl_recurrent(net, &obs, (&starts, &state0), &heads, &[], None).unwrap()
+            };
+            assert!(kl(&net).abs() < 1e-6, "the acting policy's KL {}", kl(&net));
+            let moved: Vec<Vec<f32>> = net
+                .params()
+                .unwrap()
+                .into_iter()
+                .map(|p| p.iter().enumerate().map(|(i, v)| v + 0.3 * (i as f32 * 1.3).sin()).collect())
+                .collect();
+            net.set_params(&moved).unwrap();
+            assert!(kl(&net) > 1e-4, "KL after θ moved: {}", kl(&net));
         }
-        let kl =
-            |net: &ActorCritic| Policy::rollout_kl_recurrent(net, &obs, (&starts, &state0), &heads, &[], None).unwrap();
-        assert!(kl(&net).abs() < 1e-6, "the acting policy's KL {}", kl(&net));
-        let moved: Vec<Vec<f32>> = net
-            .params()
-            .unwrap()
-            .into_iter()
-            .map(|p| p.iter().enumerate().map(|(i, v)| v + 0.3 * (i as f32 * 1.3).sin()).collect())
-            .collect();
-        net.set_params(&moved).unwrap();
-        assert!(kl(&net) > 1e-4, "KL after θ moved: {}", kl(&net));
     }
 
     /// `shared_lstm`: the critic reads the actor's LSTM outputs without their gradient, so a
     /// value-only loss moves no LSTM parameter; with its own LSTM the critic's loss moves that one.
     #[test]
     fn the_critic_loss_reaches_the_actor_lstm_only_through_its_own() {
-        for shared in [true, false] {
-            let net = ActorCritic::new(
+        for (shared, kernels) in [(true, false), (false, false), (true, true), (false, true)] {
+            let mut net = ActorCritic::new(
                 spec(CellKind::Lstm, shared, ActionKind::Discrete { n: 3 }),
                 &Device::Cpu,
                 &mut ChaCha8Rng::seed_from_u64(3),
             )
             .unwrap();
+            net.set_recurrent_kernels(kernels);
             let x = Tensor::ones((2 * N, OD), candle_core::DType::F32, &Device::Cpu).unwrap();
             let s = Tensor::zeros(2 * N, candle_core::DType::F32, &Device::Cpu).unwrap();
             let (_, values, _) = net.forward_sequence(&x, &s, &vec![0.1; N * net.recurrent_state_dim()], N).unwrap();

@@ -177,6 +177,34 @@ fn a_resumed_recurrent_run_is_the_uninterrupted_run() {
     assert!(straight.collector.rnn_state.iter().any(|&v| v != 0.0));
 }
 
+/// `backend = "auto"` runs the recurrent layers on the fused kernels and records `fused`; a run
+/// recorded as `candle` (trained before the kernels had recurrent layers) resumes on candle, the
+/// arithmetic it was trained with, and either moves to the other with the same weights.
+#[test]
+fn a_recurrent_run_resumes_on_the_arithmetic_it_was_trained_with() {
+    let sets = ["policy=MlpLstmPolicy", "n_envs=2", "n_steps=16", "batch_size=16", "lstm_hidden_size=8"];
+    let mut tr =
+        Trainer::new("CartPole-v1", Config::resolve("cleanrl", None, &sets.map(String::from)).unwrap()).unwrap();
+    assert_eq!(tr.policy.backend().as_str(), "fused");
+    assert!(tr.policy.candle().is_some_and(|n| n.recurrent_kernels()));
+    tr.step().unwrap();
+    let dir = std::env::temp_dir().join(format!("proxima-recurrent-backend-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("update_000001.safetensors");
+    tr.save_checkpoint(&path).unwrap();
+    let mut ck = proxima::checkpoint::load(&path).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(ck.meta.extra.get("backend").map(String::as_str), Some("fused"));
+    assert_eq!(Trainer::resume(&ck, None).unwrap().policy.backend().as_str(), "fused");
+    ck.meta.extra.insert("backend".into(), "candle".into());
+    let old = Trainer::resume(&ck, None).unwrap();
+    assert_eq!(old.policy.backend().as_str(), "candle");
+    assert!(old.policy.candle().is_some_and(|n| !n.recurrent_kernels()), "the reference arithmetic");
+    let moved = Trainer::resume_on(&ck, None, Some(proxima::policy::Backend::Fused)).unwrap();
+    assert!(moved.policy.candle().is_some_and(|n| n.recurrent_kernels()));
+    assert_eq!(moved.policy.params().unwrap(), tr.policy.params().unwrap(), "the weights move with the run");
+}
+
 /// The rollout keeps what the sequences' pass needs: the hidden state at its start and the
 /// episode starts (every env's first step, and each step after an episode ended).
 #[test]
@@ -207,7 +235,7 @@ fn the_rollout_keeps_the_sequences_start_states_and_episode_starts() {
     assert!(tr.buffer().rnn_state0.iter().any(|&v| v != 0.0), "the second rollout starts where the first ended");
 }
 
-/// Bad recurrent settings are clear errors: another algorithm, the fused backend, both or
+/// Bad recurrent settings are clear errors: another algorithm, both or
 /// neither critic option, minibatches that are not whole sequences, and the LSTM keys without
 /// `MlpLstmPolicy`.
 #[test]
@@ -221,7 +249,7 @@ fn bad_recurrent_settings_are_clear_errors() {
             .unwrap_or_default()
     };
     assert!(err(&["algo=a2c"]).contains("trains with algo = `ppo`"));
-    assert!(err(&["backend=fused"]).contains("no recurrent layers yet"));
+    assert!(err(&["backend=fused"]).is_empty(), "the recurrent layers run on the fused kernels");
     assert!(err(&["shared_lstm=true"]).contains("either shares the actor's LSTM or has its own"));
     assert!(err(&["enable_critic_lstm=false"]).contains("not supported yet"));
     // cleanrl: n_envs 4, n_steps 128; 192 is not whole sequences, 384 is 3 envs' (not dividing 4).

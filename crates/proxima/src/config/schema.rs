@@ -335,12 +335,11 @@ impl Config {
     }
 
     /// The backend the run's policy is on: `backend`, with `auto` resolved (candle for TRPO, PPG,
-    /// fused for the others).
+    /// fused for the others; a recurrent policy on `fused` is the candle actor-critic with its
+    /// recurrent layers on the fused kernels).
     pub fn resolved_backend(&self) -> Backend {
         match self.backend {
             Backend::Auto if matches!(self.algo, AlgoName::Trpo | AlgoName::Ppg) => Backend::Candle,
-            // The fused kernels have no recurrent layers yet.
-            Backend::Auto if self.policy.is_recurrent() => Backend::Candle,
             Backend::Auto => Backend::Fused,
             b => b,
         }

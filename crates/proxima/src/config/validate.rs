@@ -105,7 +105,7 @@ impl Config {
         Ok(ValidConfig { config: self, ranks })
     }
 
-    /// Recurrent PPO's settings (`policy = "MlpLstmPolicy"` or `"CnnLstmPolicy"`): PPO on candle, in one process,
+    /// Recurrent PPO's settings (`policy = "MlpLstmPolicy"` or `"CnnLstmPolicy"`): PPO, in one process,
     /// minibatches of whole sequences (`batch_size / n_steps` envs' rollouts each, a number that
     /// divides `n_envs`), and sb3-contrib's rule for the critic's LSTM.
     fn check_recurrent(&self, ranks: usize) -> Result<()> {
@@ -119,9 +119,6 @@ impl Config {
                 "policy = `{policy:?}` trains with algo = `ppo` (recurrent PPO, sb3-contrib's RecurrentPPO); algo = `{}` has feed-forward networks only",
                 self.algo
             ));
-        }
-        if self.backend == Backend::Fused {
-            return bad(format!("backend = `fused` has no recurrent layers yet: policy = `{policy:?}` runs on backend = `auto` or `candle`"));
         }
         if ranks > 1 {
             return bad(format!("policy = `{policy:?}` trains in one process (not under mpirun) for now"));

@@ -28,6 +28,7 @@ mod interface;
 mod network;
 pub mod offpolicy;
 pub mod recurrent;
+mod recurrent_op;
 mod spec;
 
 pub use self::candle::{ActorCritic, DistParams};

@@ -70,16 +70,24 @@ pub enum Network {
 
 impl Network {
     /// A fresh network of `spec` on `backend` (`Auto` means fused, or candle for a spec the
-    /// fused kernels do not cover: PPG's auxiliary value head, recurrent layers), initialised
-    /// from `rng`: the same initial values on either backend.
+    /// fused kernels do not cover: PPG's auxiliary value head, image keys of a `Dict`),
+    /// initialised from `rng`: the same initial values on either backend. A recurrent policy is
+    /// the candle actor-critic either way; on `Auto` and `Fused` its recurrent layers run on the
+    /// fused kernels ([`ActorCritic::set_recurrent_kernels`]), and [`Network::backend`] says
+    /// `Fused`.
     ///
     /// # Errors
-    /// `InvalidArgument` for zero dims; `Unsupported` for `Fused` with the auxiliary value head
-    /// or recurrent layers.
+    /// `InvalidArgument` for zero dims; `Unsupported` for `Fused` with the auxiliary value head.
     pub fn new<R: Rng + ?Sized>(spec: PolicySpec, backend: Backend, rng: &mut R) -> Result<Self> {
         let candle_only = spec.aux_value_head || spec.recurrent.is_some() || !spec.inputs.is_empty();
         Ok(match backend {
             Backend::Candle => Network::Candle(ActorCritic::new(spec, &Device::Cpu, rng)?),
+            // A recurrent policy: the candle actor-critic with its recurrent layers on the kernels.
+            Backend::Auto | Backend::Fused if spec.recurrent.is_some() && !spec.aux_value_head => {
+                let mut net = ActorCritic::new(spec, &Device::Cpu, rng)?;
+                net.set_recurrent_kernels(true);
+                Network::Candle(net)
+            }
             Backend::Auto if candle_only => Network::Candle(ActorCritic::new(spec, &Device::Cpu, rng)?),
             Backend::Auto | Backend::Fused => Network::Fused(FusedMlp::new(spec, rng)?),
         })
@@ -138,6 +146,7 @@ impl Network {
     /// Which backend this network is on (`Fused` or `Candle`).
     pub fn backend(&self) -> Backend {
         match self {
+            Network::Candle(n) if n.recurrent_kernels() => Backend::Fused,
             Network::Candle(_) | Network::OffPolicy(_) => Backend::Candle,
             Network::Fused(_) | Network::FusedOffPolicy(_) => Backend::Fused,
         }

@@ -3,7 +3,10 @@
 //! `weight_ih_l{k}`, `weight_hh_l{k}`, `bias_ih_l{k}`, `bias_hh_l{k}` of each layer k), run one
 //! step at a time while acting and over a whole rollout's sequences while learning, the hidden
 //! state zeroed where an episode starts (sb3-contrib's `_process_sequence`: h ← (1 − start)·h
-//! before the step). On candle: back-propagation through the sequence is candle's autograd.
+//! before the step). Two implementations of the same layers: on the fused kernels (each layer
+//! over a whole sequence as one candle op, `crate::policy::recurrent_op`, its backward pass
+//! through time written out: what `backend = "auto"` and `"fused"` run) and as candle ops step by
+//! step, back-propagated by candle's autograd (the reference: `backend = "candle"`).
 //!
 //! LSTM (gates i, f, g, o in that order, as PyTorch stacks them):
 //!   [i f g o] = W_ih·x + b_ih + W_hh·h + b_hh;  c' = σ(f)·c + σ(i)·tanh(g);  h' = σ(o)·tanh(c').
@@ -173,6 +176,8 @@ struct CellParams {
 pub struct Recurrent {
     shape: RecurrentShape,
     layers: Vec<CellParams>,
+    /// Sequences run on the fused kernels (one op per layer) rather than step by step.
+    kernels: bool,
 }
 
 /// The hidden state of B envs: per layer, h `[B, H]` (and c `[B, H]` for an LSTM).
@@ -208,7 +213,18 @@ impl Recurrent {
             .chunks(4)
             .map(|p| CellParams { w_ih: p[0].clone(), w_hh: p[1].clone(), b_ih: p[2].clone(), b_hh: p[3].clone() })
             .collect();
-        Ok((Recurrent { shape, layers }, vars))
+        Ok((Recurrent { shape, layers, kernels: false }, vars))
+    }
+
+    /// Runs the sequences on the fused kernels ([`crate::policy::recurrent_op`]) when `on`, or
+    /// step by step as candle ops (the reference) when not. The kernels run on the CPU only.
+    pub fn set_kernels(&mut self, on: bool) {
+        self.kernels = on;
+    }
+
+    /// Whether the sequences run on the fused kernels.
+    pub fn kernels(&self) -> bool {
+        self.kernels
     }
 
     /// The stack's shape.
@@ -284,6 +300,9 @@ impl Recurrent {
         if b == 0 || rows % b != 0 {
             return Err(ProximaError::InvalidArgument(format!("{rows} rows are not sequences of {b} envs")));
         }
+        if self.kernels && x.device().is_cpu() && x.dtype() == candle_core::DType::F32 {
+            return self.sequence_on_kernels(x, episode_starts, state0, b);
+        }
         let keep = episode_starts.affine(-1.0, 1.0)?.to_dtype(x.dtype())?;
         let mut state = state0.clone();
         let mut outputs = Vec::with_capacity(rows / b);
@@ -301,6 +320,50 @@ impl Recurrent {
             state = next;
         }
         Ok((Tensor::cat(&outputs, 0)?, state))
+    }
+}
+
+impl Recurrent {
+    /// [`Recurrent::sequence`] on the fused kernels: layer by layer, each over the whole sequence.
+    fn sequence_on_kernels(
+        &self,
+        x: &Tensor,
+        episode_starts: &Tensor,
+        state0: &RecurrentState,
+        b: usize,
+    ) -> Result<(Tensor, RecurrentState)> {
+        let keep: Vec<f32> =
+            episode_starts.to_dtype(candle_core::DType::F32)?.to_vec1::<f32>()?.iter().map(|s| 1.0 - s).collect();
+        let cell = match self.shape.cell {
+            CellKind::Lstm => proxima_kernels::recurrent::Cell::Lstm,
+            CellKind::Gru => proxima_kernels::recurrent::Cell::Gru,
+        };
+        let mut input = x.clone();
+        let mut next = Vec::with_capacity(self.layers.len());
+        for (p, s) in self.layers.iter().zip(&state0.layers) {
+            let layer = proxima_kernels::recurrent::Layer {
+                cell,
+                input: input.dim(1)?,
+                hidden: self.shape.hidden,
+                steps: keep.len() / b,
+                envs: b,
+            };
+            let flat = [&p.w_ih, &p.w_hh, &p.b_ih, &p.b_hh].map(|v| v.as_tensor().flatten_all());
+            let params = Tensor::cat(&flat.into_iter().collect::<candle_core::Result<Vec<_>>>()?, 0)?;
+            let h0 = s[0].flatten_all()?.to_vec1::<f32>()?;
+            let c0 = match s.get(1) {
+                Some(c) => c.flatten_all()?.to_vec1::<f32>()?,
+                None => Vec::new(),
+            };
+            let (out, (h, c)) = crate::policy::recurrent_op::sequence(layer, &input, &params, keep.clone(), (h0, c0))?;
+            let mut layer_state = vec![Tensor::from_vec(h, (b, self.shape.hidden), x.device())?];
+            if !c.is_empty() {
+                layer_state.push(Tensor::from_vec(c, (b, self.shape.hidden), x.device())?);
+            }
+            next.push(layer_state);
+            input = out;
+        }
+        Ok((input, RecurrentState { layers: next }))
     }
 }
 

@@ -225,7 +225,7 @@ pub(super) fn td3_params(c: &Config) -> Td3Params {
 /// network the fused kernels do not cover that only the env reveals (image keys in a `Dict`).
 pub(super) fn backend_for(cfg: &Config, spec: &PolicySpec) -> Backend {
     match cfg.backend {
-        Backend::Auto if !spec.inputs.is_empty() => Backend::Candle,
+        Backend::Auto if !spec.inputs.is_empty() && spec.recurrent.is_none() => Backend::Candle,
         _ => cfg.resolved_backend(),
     }
 }

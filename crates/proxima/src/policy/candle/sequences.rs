@@ -22,6 +22,20 @@ impl ActorCritic {
         self.spec.recurrent.map_or(0, |r| r.state_dim())
     }
 
+    /// Runs the recurrent stacks' sequences on the fused kernels when `on` (the default under
+    /// `backend = "auto"` and `"fused"`), or step by step as candle ops, the reference
+    /// (`backend = "candle"`): [`Recurrent::set_kernels`]. No effect on a feed-forward policy.
+    pub fn set_recurrent_kernels(&mut self, on: bool) {
+        for stack in [&mut self.lstm_actor, &mut self.lstm_critic].into_iter().flatten() {
+            stack.set_kernels(on);
+        }
+    }
+
+    /// Whether a recurrent policy's sequences run on the fused kernels.
+    pub fn recurrent_kernels(&self) -> bool {
+        self.lstm_actor.as_ref().is_some_and(Recurrent::kernels)
+    }
+
     /// The actor's stack (a recurrent policy's).
     fn lstm(&self) -> Result<&Recurrent> {
         self.lstm_actor
