@@ -18,6 +18,7 @@ pub mod args;
 pub mod dpo;
 pub mod grpo;
 pub mod grpo_step;
+pub mod hf;
 pub mod logs;
 pub mod model;
 pub mod ppo;

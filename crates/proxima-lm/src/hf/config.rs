@@ -1,0 +1,266 @@
+//! A Hugging Face checkpoint's `config.json`, read for the architectures Proxima builds: the Llama
+//! family (`model_type` `llama` — SmolLM, Llama 2/3 —, `qwen2` with its q/k/v biases, `qwen3`
+//! with its per-head q/k RMSNorm) and `gpt2`. Keys as `transformers` writes them, versions 4 and 5
+//! (`rope_theta` at the top level, or in `rope_parameters`).
+
+use proxima::{ProximaError, Result};
+use serde_json::Value;
+use std::path::Path;
+
+/// The decoder's family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arch {
+    /// Llama-style: RMSNorm, rotary positions, grouped-query attention, SwiGLU MLP.
+    Llama {
+        /// Biases on q, k and v (`qwen2`; `attention_bias` for `llama`).
+        qkv_bias: bool,
+        /// RMSNorm of each head's q and k before the rotation (`qwen3`).
+        qk_norm: bool,
+    },
+    /// GPT-2: LayerNorm, learned positions, fused `c_attn` (Conv1D weights, `[in, out]`), GELU.
+    Gpt2,
+}
+
+/// What the model needs from `config.json`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HfConfig {
+    /// `model_type` as written (`llama`, `qwen2`, `qwen3`, `gpt2`).
+    pub model_type: String,
+    /// The family and its options.
+    pub arch: Arch,
+    /// Vocabulary size V.
+    pub vocab_size: usize,
+    /// Model width d (`hidden_size`, GPT-2's `n_embd`).
+    pub hidden_size: usize,
+    /// The MLP's inner width (`intermediate_size`; GPT-2's `n_inner`, or 4·d).
+    pub intermediate_size: usize,
+    /// Decoder layers (`num_hidden_layers`, `n_layer`).
+    pub num_layers: usize,
+    /// Query heads (`num_attention_heads`, `n_head`).
+    pub num_heads: usize,
+    /// Key/value heads (`num_key_value_heads`; = `num_heads` without grouped-query attention).
+    pub num_kv_heads: usize,
+    /// Width of one head (`head_dim`, or d / heads).
+    pub head_dim: usize,
+    /// Longest position (`max_position_embeddings`, `n_positions`).
+    pub max_positions: usize,
+    /// The norms' ε (`rms_norm_eps`, `layer_norm_epsilon`).
+    pub norm_eps: f64,
+    /// RoPE's base θ (Llama family).
+    pub rope_theta: f64,
+    /// The output projection is the token embedding (`tie_word_embeddings`).
+    pub tie_word_embeddings: bool,
+    /// End-of-sequence token ids (`eos_token_id`: one id or a list).
+    pub eos_token_ids: Vec<u32>,
+    /// The whole file, written back as it was read.
+    pub raw: Value,
+}
+
+impl HfConfig {
+    /// Reads `dir/config.json`.
+    ///
+    /// # Errors
+    /// `Io` when the file cannot be read; `Config` for invalid JSON, an unknown `model_type`, a
+    /// missing or inconsistent size, or RoPE scaling other than the default.
+    pub fn load(dir: &Path) -> Result<HfConfig> {
+        let path = dir.join("config.json");
+        let text =
+            std::fs::read_to_string(&path).map_err(|err| ProximaError::Io { path: path.display().to_string(), err })?;
+        let raw: Value = serde_json::from_str(&text)
+            .map_err(|e| ProximaError::Config(format!("{}: not JSON: {e}", path.display())))?;
+        HfConfig::from_json(raw).map_err(|e| ProximaError::Config(format!("{}: {e}", path.display())))
+    }
+
+    /// The config from parsed JSON (what [`HfConfig::load`] reads).
+    ///
+    /// # Errors
+    /// As [`HfConfig::load`], without the path.
+    pub fn from_json(raw: Value) -> Result<HfConfig> {
+        let model_type = raw.get("model_type").and_then(Value::as_str).unwrap_or("").to_string();
+        let get = |keys: &[&str]| keys.iter().find_map(|k| raw.get(*k).filter(|v| !v.is_null()));
+        let size = |keys: &[&str]| -> Result<usize> {
+            get(keys)
+                .and_then(Value::as_u64)
+                .filter(|&n| n > 0)
+                .map(|n| n as usize)
+                .ok_or_else(|| ProximaError::Config(format!("`{}` must be a positive integer", keys[0])))
+        };
+        let arch = match model_type.as_str() {
+            "llama" | "mistral" => Arch::Llama {
+                qkv_bias: get(&["attention_bias"]).and_then(Value::as_bool).unwrap_or(false),
+                qk_norm: false,
+            },
+            "qwen2" => Arch::Llama { qkv_bias: true, qk_norm: false },
+            "qwen3" => Arch::Llama {
+                qkv_bias: get(&["attention_bias"]).and_then(Value::as_bool).unwrap_or(false),
+                qk_norm: true,
+            },
+            "gpt2" => Arch::Gpt2,
+            other => {
+                return Err(ProximaError::Config(format!(
+                    "model_type `{other}` is not supported: Proxima builds llama (SmolLM, Llama), qwen2, qwen3 and gpt2"
+                )))
+            }
+        };
+        let hidden_size = size(&["hidden_size", "n_embd"])?;
+        let num_heads = size(&["num_attention_heads", "n_head"])?;
+        let num_kv_heads =
+            if arch == Arch::Gpt2 { num_heads } else { size(&["num_key_value_heads", "num_attention_heads"])? };
+        let head_dim = match get(&["head_dim"]).and_then(Value::as_u64) {
+            Some(h) if h > 0 => h as usize,
+            _ => hidden_size / num_heads,
+        };
+        if num_heads % num_kv_heads != 0 || head_dim == 0 || (arch == Arch::Gpt2 && hidden_size % num_heads != 0) {
+            return Err(ProximaError::Config(format!(
+                "{num_heads} attention heads over {num_kv_heads} key/value heads of width {head_dim} (hidden size {hidden_size}) do not fit"
+            )));
+        }
+        let intermediate_size = match arch {
+            Arch::Gpt2 => get(&["n_inner"]).and_then(Value::as_u64).map_or(4 * hidden_size, |n| n as usize),
+            Arch::Llama { .. } => size(&["intermediate_size"])?,
+        };
+        let rope = raw.get("rope_parameters").or_else(|| raw.get("rope_scaling")).filter(|v| !v.is_null());
+        if let Some(kind) = rope.and_then(|r| r.get("rope_type").or_else(|| r.get("type"))).and_then(Value::as_str) {
+            if kind != "default" {
+                return Err(ProximaError::Config(format!(
+                    "RoPE scaling `{kind}` is not supported yet (only the default rotation)"
+                )));
+            }
+        }
+        let rope_theta = rope
+            .and_then(|r| r.get("rope_theta"))
+            .or_else(|| raw.get("rope_theta"))
+            .and_then(Value::as_f64)
+            .unwrap_or(10_000.0);
+        let eos_token_ids = match raw.get("eos_token_id") {
+            Some(Value::Number(n)) => n.as_u64().map(|n| vec![n as u32]).unwrap_or_default(),
+            Some(Value::Array(a)) => a.iter().filter_map(Value::as_u64).map(|n| n as u32).collect(),
+            _ => Vec::new(),
+        };
+        Ok(HfConfig {
+            arch,
+            vocab_size: size(&["vocab_size"])?,
+            hidden_size,
+            intermediate_size,
+            num_layers: size(&["num_hidden_layers", "n_layer"])?,
+            num_heads,
+            num_kv_heads,
+            head_dim,
+            max_positions: size(&["max_position_embeddings", "n_positions"])?,
+            norm_eps: get(&["rms_norm_eps", "layer_norm_epsilon"]).and_then(Value::as_f64).unwrap_or(1e-5),
+            rope_theta,
+            tie_word_embeddings: get(&["tie_word_embeddings"]).and_then(Value::as_bool).unwrap_or(arch == Arch::Gpt2),
+            eos_token_ids,
+            model_type,
+            raw,
+        })
+    }
+
+    /// The parameters' names and shapes as `transformers` stores them, in a fixed order (the
+    /// output projection only when untied).
+    pub fn param_shapes(&self) -> Vec<(String, Vec<usize>)> {
+        let (d, v, f) = (self.hidden_size, self.vocab_size, self.intermediate_size);
+        let mut out = Vec::new();
+        let mut push = |n: String, s: Vec<usize>| out.push((n, s));
+        match self.arch {
+            Arch::Llama { qkv_bias, qk_norm } => {
+                let (q, kv) = (self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim);
+                push("model.embed_tokens.weight".into(), vec![v, d]);
+                for l in 0..self.num_layers {
+                    let p = format!("model.layers.{l}");
+                    push(format!("{p}.input_layernorm.weight"), vec![d]);
+                    for (name, rows) in [("q_proj", q), ("k_proj", kv), ("v_proj", kv)] {
+                        push(format!("{p}.self_attn.{name}.weight"), vec![rows, d]);
+                        if qkv_bias {
+                            push(format!("{p}.self_attn.{name}.bias"), vec![rows]);
+                        }
+                    }
+                    if qk_norm {
+                        push(format!("{p}.self_attn.q_norm.weight"), vec![self.head_dim]);
+                        push(format!("{p}.self_attn.k_norm.weight"), vec![self.head_dim]);
+                    }
+                    push(format!("{p}.self_attn.o_proj.weight"), vec![d, q]);
+                    push(format!("{p}.post_attention_layernorm.weight"), vec![d]);
+                    push(format!("{p}.mlp.gate_proj.weight"), vec![f, d]);
+                    push(format!("{p}.mlp.up_proj.weight"), vec![f, d]);
+                    push(format!("{p}.mlp.down_proj.weight"), vec![d, f]);
+                }
+                push("model.norm.weight".into(), vec![d]);
+                if !self.tie_word_embeddings {
+                    push("lm_head.weight".into(), vec![v, d]);
+                }
+            }
+            Arch::Gpt2 => {
+                push("transformer.wte.weight".into(), vec![v, d]);
+                push("transformer.wpe.weight".into(), vec![self.max_positions, d]);
+                for l in 0..self.num_layers {
+                    let p = format!("transformer.h.{l}");
+                    for (name, shape) in [
+                        ("ln_1.weight", vec![d]),
+                        ("ln_1.bias", vec![d]),
+                        ("attn.c_attn.weight", vec![d, 3 * d]),
+                        ("attn.c_attn.bias", vec![3 * d]),
+                        ("attn.c_proj.weight", vec![d, d]),
+                        ("attn.c_proj.bias", vec![d]),
+                        ("ln_2.weight", vec![d]),
+                        ("ln_2.bias", vec![d]),
+                        ("mlp.c_fc.weight", vec![d, f]),
+                        ("mlp.c_fc.bias", vec![f]),
+                        ("mlp.c_proj.weight", vec![f, d]),
+                        ("mlp.c_proj.bias", vec![d]),
+                    ] {
+                        push(format!("{p}.{name}"), shape);
+                    }
+                }
+                push("transformer.ln_f.weight".into(), vec![d]);
+                push("transformer.ln_f.bias".into(), vec![d]);
+                if !self.tie_word_embeddings {
+                    push("lm_head.weight".into(), vec![v, d]);
+                }
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn llama() -> Value {
+        json!({"model_type": "llama", "vocab_size": 96, "hidden_size": 32, "intermediate_size": 64,
+               "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+               "max_position_embeddings": 64, "rope_parameters": {"rope_theta": 500000.0, "rope_type": "default"}})
+    }
+
+    #[test]
+    fn a_llama_config_reads_as_transformers_writes_it() {
+        let c = HfConfig::from_json(llama()).unwrap();
+        assert_eq!((c.head_dim, c.num_kv_heads, c.rope_theta, c.tie_word_embeddings), (8, 2, 500000.0, false));
+        assert_eq!(c.param_shapes().len(), 1 + 2 * 9 + 2);
+        let mut old = llama();
+        old["rope_parameters"] = Value::Null;
+        old["rope_theta"] = json!(10000.0);
+        old["eos_token_id"] = json!([2, 7]);
+        let c = HfConfig::from_json(old).unwrap();
+        assert_eq!((c.rope_theta, c.eos_token_ids.clone()), (10000.0, vec![2, 7]));
+    }
+
+    #[test]
+    fn what_is_not_supported_is_a_clear_error() {
+        let err = |v: Value| HfConfig::from_json(v).unwrap_err().to_string();
+        let mut v = llama();
+        v["model_type"] = json!("mamba");
+        assert!(err(v).contains("model_type `mamba` is not supported"));
+        let mut v = llama();
+        v["rope_parameters"] = json!({"rope_type": "yarn", "factor": 4.0});
+        assert!(err(v).contains("RoPE scaling `yarn`"));
+        let mut v = llama();
+        v["num_key_value_heads"] = json!(3);
+        assert!(err(v).contains("do not fit"));
+        let mut v = llama();
+        v["hidden_size"] = json!(0);
+        assert!(err(v).contains("`hidden_size` must be a positive integer"));
+    }
+}

@@ -1,0 +1,127 @@
+//! The decoder's pieces as differentiable candle operations (candle-nn's fused softmax, RMSNorm,
+//! LayerNorm and rotary kernels have no backward pass, so none of them is used): the norms,
+//! SwiGLU's SiLU and GPT-2's tanh-GELU, rotary position tables, and masked multi-head attention
+//! with grouped-query heads and an optional key/value cache.
+//!
+//! Sources: `transformers`' `LlamaRMSNorm`, `apply_rotary_pos_emb`/`rotate_half`, `repeat_kv` and
+//! `eager_attention_forward` (modeling_llama.py), `NewGELUActivation` (activations.py).
+
+use candle_core::{Device, Tensor, D};
+
+/// RMSNorm: x / √(mean(x²) + ε) · w over the last dimension.
+pub fn rms_norm(x: &Tensor, w: &Tensor, eps: f64) -> candle_core::Result<Tensor> {
+    let var = x.sqr()?.mean_keepdim(D::Minus1)?;
+    x.broadcast_div(&(var + eps)?.sqrt()?)?.broadcast_mul(w)
+}
+
+/// LayerNorm: (x − mean) / √(var + ε) · w + b over the last dimension (biased variance).
+pub fn layer_norm(x: &Tensor, w: &Tensor, b: &Tensor, eps: f64) -> candle_core::Result<Tensor> {
+    let xc = x.broadcast_sub(&x.mean_keepdim(D::Minus1)?)?;
+    let var = xc.sqr()?.mean_keepdim(D::Minus1)?;
+    xc.broadcast_div(&(var + eps)?.sqrt()?)?.broadcast_mul(w)?.broadcast_add(b)
+}
+
+/// SiLU: x·σ(x).
+pub fn silu(x: &Tensor) -> candle_core::Result<Tensor> {
+    x.mul(&(x.neg()?.exp()? + 1.0)?.recip()?)
+}
+
+/// GPT-2's GELU: ½x(1 + tanh(√(2/π)(x + 0.044715x³))).
+pub fn gelu_tanh(x: &Tensor) -> candle_core::Result<Tensor> {
+    let inner = ((x + (x.powf(3.0)? * 0.044_715)?)? * (2.0 / std::f64::consts::PI).sqrt())?;
+    (x * 0.5)?.mul(&(inner.tanh()? + 1.0)?)
+}
+
+/// softmax over the last dimension (the maximum subtracted first, without its gradient: the
+/// result does not depend on it).
+pub fn softmax(x: &Tensor) -> candle_core::Result<Tensor> {
+    let e = x.broadcast_sub(&x.max_keepdim(D::Minus1)?.detach())?.exp()?;
+    e.broadcast_div(&e.sum_keepdim(D::Minus1)?)
+}
+
+/// `x·Wᵀ (+ b)` over the last dimension, W `[out, in]` (a `torch.nn.Linear`).
+pub fn linear(x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> candle_core::Result<Tensor> {
+    let y = x.broadcast_matmul(&w.t()?)?;
+    match b {
+        Some(b) => y.broadcast_add(b),
+        None => Ok(y),
+    }
+}
+
+/// The rotary tables cos and sin `[max_positions, head_dim]` (the frequencies repeated over both
+/// halves, as `transformers` builds `emb = cat(freqs, freqs)`), in f32 from f64 angles.
+pub fn rope_tables(
+    max_positions: usize,
+    head_dim: usize,
+    theta: f64,
+    dev: &Device,
+) -> candle_core::Result<(Tensor, Tensor)> {
+    let half = head_dim / 2;
+    let inv: Vec<f64> = (0..half).map(|i| 1.0 / theta.powf(2.0 * i as f64 / head_dim as f64)).collect();
+    let (mut cos, mut sin) =
+        (Vec::with_capacity(max_positions * head_dim), Vec::with_capacity(max_positions * head_dim));
+    for p in 0..max_positions {
+        for k in 0..head_dim {
+            // transformers computes inv_freq in f32 and the product in f32.
+            let a = (p as f32) * (inv[k % half] as f32);
+            cos.push(a.cos());
+            sin.push(a.sin());
+        }
+    }
+    Ok((Tensor::from_vec(cos, (max_positions, head_dim), dev)?, Tensor::from_vec(sin, (max_positions, head_dim), dev)?))
+}
+
+/// x·cos + rotate_half(x)·sin for x `[B, heads, T, hd]`, cos/sin `[B, 1, T, hd]`; rotate_half(x)
+/// = cat(−x₂, x₁) of x's halves.
+pub fn rotate(x: &Tensor, cos: &Tensor, sin: &Tensor) -> candle_core::Result<Tensor> {
+    let hd = x.dim(D::Minus1)?;
+    let (x1, x2) = (x.narrow(D::Minus1, 0, hd / 2)?, x.narrow(D::Minus1, hd / 2, hd - hd / 2)?);
+    let rot = Tensor::cat(&[&x2.neg()?, &x1], D::Minus1)?;
+    x.broadcast_mul(cos)?.add(&rot.broadcast_mul(sin)?)
+}
+
+/// The additive attention mask `[B, 1, T, S]` for T queries after `past` cached keys (S = past + T):
+/// 0 where query i may read key j (j ≤ past + i and `key_mask[b, j]` is 1), a large negative
+/// number elsewhere (finite, so a query with no key — a left-padding position — stays finite).
+pub fn attention_mask(key_mask: &[Vec<u8>], t: usize, dev: &Device) -> candle_core::Result<Tensor> {
+    let s = key_mask.first().map_or(t, Vec::len);
+    let past = s - t;
+    let mut m = Vec::with_capacity(key_mask.len() * t * s);
+    for row in key_mask {
+        for i in 0..t {
+            m.extend((0..s).map(|j| if j <= past + i && row[j] != 0 { 0f32 } else { -1e9 }));
+        }
+    }
+    Tensor::from_vec(m, (key_mask.len(), 1, t, s), dev)
+}
+
+/// Each of `kv` heads repeated `rep` times in place: `[B, kv, S, hd]` → `[B, kv·rep, S, hd]`
+/// (head h reads key/value head h / rep).
+pub fn repeat_kv(x: &Tensor, rep: usize) -> candle_core::Result<Tensor> {
+    if rep == 1 {
+        return Ok(x.clone());
+    }
+    let (b, kv, s, hd) = x.dims4()?;
+    x.unsqueeze(2)?.expand((b, kv, rep, s, hd))?.reshape((b, kv * rep, s, hd))
+}
+
+/// softmax(q·kᵀ/√hd + mask)·v for q `[B, H, T, hd]`, k and v `[B, H, S, hd]`, mask `[B, 1, T, S]`:
+/// `[B, H, T, hd]`.
+pub fn attend(q: &Tensor, k: &Tensor, v: &Tensor, mask: &Tensor) -> candle_core::Result<Tensor> {
+    let hd = q.dim(D::Minus1)?;
+    let scores = (q.contiguous()?.matmul(&k.t()?.contiguous()?)? / (hd as f64).sqrt())?;
+    let p = softmax(&scores.broadcast_add(mask)?)?;
+    p.matmul(&v.contiguous()?)
+}
+
+/// `[B, T, heads·hd]` → `[B, heads, T, hd]`.
+pub fn split_heads(x: &Tensor, heads: usize) -> candle_core::Result<Tensor> {
+    let (b, t, w) = x.dims3()?;
+    x.reshape((b, t, heads, w / heads))?.transpose(1, 2)?.contiguous()
+}
+
+/// `[B, heads, T, hd]` → `[B, T, heads·hd]`.
+pub fn merge_heads(x: &Tensor) -> candle_core::Result<Tensor> {
+    let (b, h, t, hd) = x.dims4()?;
+    x.transpose(1, 2)?.contiguous()?.reshape((b, t, h * hd))
+}

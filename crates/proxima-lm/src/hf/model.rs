@@ -1,0 +1,285 @@
+//! A causal language model from a Hugging Face checkpoint, its weights as trainable candle
+//! variables: the Llama family (Llama, SmolLM, Qwen2 with its q/k/v biases, Qwen3 with its q/k
+//! norms; tied embeddings or an `lm_head`) and GPT-2. [`CausalLm::forward`] gives the logits of
+//! every position `[B, T, V]` for a batch of token ids with their positions and which keys each
+//! row may read (padding), with an optional key/value cache for generation; the same logits as
+//! `transformers`' model in float32 (the tests compare them to 1e-4).
+
+use super::checkpoint::{load_weights, save_dir};
+use super::config::{Arch, HfConfig};
+use super::layers::{
+    attend, attention_mask, gelu_tanh, layer_norm, linear, merge_heads, repeat_kv, rms_norm, rope_tables, rotate, silu,
+    split_heads,
+};
+use candle_core::{DType, Device, Tensor, Var};
+use proxima::{ProximaError, Result};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// The keys and values each layer has seen, `[B, kv_heads, S, hd]` per layer, and which of the S
+/// positions are real tokens per row.
+#[derive(Clone, Debug, Default)]
+pub struct KvCache {
+    layers: Vec<(Tensor, Tensor)>,
+    /// Per row, 1 for each cached position that is a token (0 for padding).
+    pub key_mask: Vec<Vec<u8>>,
+}
+
+impl KvCache {
+    /// Positions cached so far (S).
+    pub fn len(&self) -> usize {
+        self.key_mask.first().map_or(0, Vec::len)
+    }
+
+    /// Whether nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A decoder-only language model with its parameters as variables.
+pub struct CausalLm {
+    cfg: HfConfig,
+    params: Vec<(String, Var)>,
+    index: HashMap<String, usize>,
+    dtypes: HashMap<String, DType>,
+    rope: Option<(Tensor, Tensor)>,
+    source: Option<PathBuf>,
+}
+
+impl CausalLm {
+    /// Loads the model in `dir` (`config.json` and the safetensors weights) as f32 variables.
+    ///
+    /// # Errors
+    /// [`HfConfig::load`]'s and [`load_weights`]'s.
+    pub fn load(dir: &Path) -> Result<CausalLm> {
+        let cfg = HfConfig::load(dir)?;
+        let mut weights = load_weights(dir, &cfg)?;
+        let mut params = Vec::new();
+        for (name, _) in cfg.param_shapes() {
+            let t = weights.tensors.remove(&name).expect("load_weights checked every name");
+            params.push((name, Var::from_tensor(&t)?));
+        }
+        let mut lm = CausalLm::from_params(cfg, params)?;
+        lm.dtypes = weights.dtypes;
+        lm.source = Some(dir.to_path_buf());
+        Ok(lm)
+    }
+
+    /// A model of `cfg` with the given parameters (in [`HfConfig::param_shapes`]' order).
+    ///
+    /// # Errors
+    /// `InvalidArgument` when a name or shape differs from the config's.
+    pub fn from_params(cfg: HfConfig, params: Vec<(String, Var)>) -> Result<CausalLm> {
+        let want = cfg.param_shapes();
+        if want.len() != params.len()
+            || want.iter().zip(&params).any(|((n, s), (m, v))| n != m || v.dims() != s.as_slice())
+        {
+            return Err(ProximaError::InvalidArgument(format!(
+                "{} parameters that are not the {} of this {} config",
+                params.len(),
+                want.len(),
+                cfg.model_type
+            )));
+        }
+        let index = params.iter().enumerate().map(|(i, (n, _))| (n.clone(), i)).collect();
+        let rope = match cfg.arch {
+            Arch::Llama { .. } => Some(rope_tables(cfg.max_positions, cfg.head_dim, cfg.rope_theta, &Device::Cpu)?),
+            Arch::Gpt2 => None,
+        };
+        Ok(CausalLm { cfg, params, index, dtypes: HashMap::new(), rope, source: None })
+    }
+
+    /// The config.
+    pub fn config(&self) -> &HfConfig {
+        &self.cfg
+    }
+
+    /// The parameters with `transformers`' names, in a fixed order.
+    pub fn named_params(&self) -> &[(String, Var)] {
+        &self.params
+    }
+
+    /// Writes the model as a Hugging Face directory (`config.json`, `model.safetensors` in the
+    /// dtypes it was loaded with, the source's tokenizer files), atomically file by file.
+    ///
+    /// # Errors
+    /// [`save_dir`]'s.
+    pub fn save(&self, dir: &Path) -> Result<()> {
+        let params: Vec<(String, Tensor)> =
+            self.params.iter().map(|(n, v)| (n.clone(), v.as_tensor().clone())).collect();
+        save_dir(dir, &self.cfg, &params, &self.dtypes, self.source.as_deref())
+    }
+
+    fn p(&self, name: &str) -> &Tensor {
+        self.params[self.index[name]].1.as_tensor()
+    }
+
+    fn opt(&self, name: &str) -> Option<&Tensor> {
+        self.index.get(name).map(|&i| self.params[i].1.as_tensor())
+    }
+
+    /// The logits `[B, T, V]` of `tokens` `[B, T]` at `positions` `[B, T]` (each token's position
+    /// in its own sequence: 0 at its first real token), reading the keys `key_mask` allows (per
+    /// row, 1 for a real token: the cached positions then these T), after the cache's positions
+    /// when `cache` is given (which then grows by T).
+    ///
+    /// # Errors
+    /// `InvalidArgument` for mismatched sizes, a token id ≥ V or a position ≥ the model's
+    /// maximum; tensor errors.
+    pub fn forward(
+        &self,
+        tokens: &[Vec<u32>],
+        positions: &[Vec<u32>],
+        key_mask: &[Vec<u8>],
+        mut cache: Option<&mut KvCache>,
+    ) -> Result<Tensor> {
+        let (b, t) = (tokens.len(), tokens.first().map_or(0, Vec::len));
+        let past = cache.as_ref().map_or(0, |c| c.len());
+        self.check_inputs(tokens, positions, key_mask, past)?;
+        if let Some(c) = cache.as_deref_mut() {
+            c.key_mask = key_mask.to_vec();
+        }
+        let dev = Device::Cpu;
+        let ids = Tensor::from_vec(tokens.concat(), (b, t), &dev)?;
+        let pos = Tensor::from_vec(positions.concat(), b * t, &dev)?;
+        let mask = attention_mask(key_mask, t, &dev)?;
+        let logits = match self.cfg.arch {
+            Arch::Llama { .. } => self.llama(&ids, &pos, &mask, cache)?,
+            Arch::Gpt2 => self.gpt2(&ids, &pos, &mask, cache)?,
+        };
+        Ok(logits)
+    }
+
+    fn check_inputs(
+        &self,
+        tokens: &[Vec<u32>],
+        positions: &[Vec<u32>],
+        key_mask: &[Vec<u8>],
+        past: usize,
+    ) -> Result<()> {
+        let t = tokens.first().map_or(0, Vec::len);
+        let bad = |m: String| Err(ProximaError::InvalidArgument(m));
+        if tokens.is_empty() || t == 0 {
+            return bad("no tokens".into());
+        }
+        if tokens.iter().any(|r| r.len() != t)
+            || positions.len() != tokens.len()
+            || positions.iter().any(|r| r.len() != t)
+        {
+            return bad("tokens and positions must be B rows of the same length T".into());
+        }
+        if key_mask.len() != tokens.len() || key_mask.iter().any(|r| r.len() != past + t) {
+            return bad(format!("the key mask must be B rows of {} (cached {past} + {t})", past + t));
+        }
+        if let Some(id) = tokens.iter().flatten().find(|&&id| id as usize >= self.cfg.vocab_size) {
+            return bad(format!("token id {id} is outside the vocabulary of {}", self.cfg.vocab_size));
+        }
+        if let Some(p) = positions.iter().flatten().find(|&&p| p as usize >= self.cfg.max_positions) {
+            return bad(format!("position {p} is past the model's {} positions", self.cfg.max_positions));
+        }
+        Ok(())
+    }
+
+    /// The Llama family's forward pass.
+    fn llama(&self, ids: &Tensor, pos: &Tensor, mask: &Tensor, mut cache: Option<&mut KvCache>) -> Result<Tensor> {
+        let c = &self.cfg;
+        let (b, t) = ids.dims2()?;
+        let (cos, sin) = self.rope.as_ref().expect("built for the Llama family");
+        let cos = cos.index_select(pos, 0)?.reshape((b, 1, t, c.head_dim))?;
+        let sin = sin.index_select(pos, 0)?.reshape((b, 1, t, c.head_dim))?;
+        let mut x =
+            self.p("model.embed_tokens.weight").embedding(&ids.flatten_all()?)?.reshape((b, t, c.hidden_size))?;
+        for l in 0..c.num_layers {
+            let p = format!("model.layers.{l}");
+            let h = rms_norm(&x, self.p(&format!("{p}.input_layernorm.weight")), c.norm_eps)?;
+            let attn = self.llama_attention(&p, &h, (&cos, &sin), mask, l, cache.as_deref_mut())?;
+            x = (x + attn)?;
+            let h = rms_norm(&x, self.p(&format!("{p}.post_attention_layernorm.weight")), c.norm_eps)?;
+            let gate = silu(&linear(&h, self.p(&format!("{p}.mlp.gate_proj.weight")), None)?)?;
+            let up = linear(&h, self.p(&format!("{p}.mlp.up_proj.weight")), None)?;
+            x = (x + linear(&(gate * up)?, self.p(&format!("{p}.mlp.down_proj.weight")), None)?)?;
+        }
+        let x = rms_norm(&x, self.p("model.norm.weight"), c.norm_eps)?;
+        let head = self.opt("lm_head.weight").unwrap_or_else(|| self.p("model.embed_tokens.weight"));
+        Ok(linear(&x, head, None)?)
+    }
+
+    /// One Llama attention block on the normed input `h` `[B, T, d]`.
+    fn llama_attention(
+        &self,
+        p: &str,
+        h: &Tensor,
+        (cos, sin): (&Tensor, &Tensor),
+        mask: &Tensor,
+        layer: usize,
+        cache: Option<&mut KvCache>,
+    ) -> Result<Tensor> {
+        let c = &self.cfg;
+        let proj = |name: &str, heads: usize| -> candle_core::Result<Tensor> {
+            let w = self.p(&format!("{p}.self_attn.{name}.weight"));
+            split_heads(&linear(h, w, self.opt(&format!("{p}.self_attn.{name}.bias")))?, heads)
+        };
+        let (mut q, mut k, v) =
+            (proj("q_proj", c.num_heads)?, proj("k_proj", c.num_kv_heads)?, proj("v_proj", c.num_kv_heads)?);
+        if let Arch::Llama { qk_norm: true, .. } = c.arch {
+            q = rms_norm(&q, self.p(&format!("{p}.self_attn.q_norm.weight")), c.norm_eps)?;
+            k = rms_norm(&k, self.p(&format!("{p}.self_attn.k_norm.weight")), c.norm_eps)?;
+        }
+        let (q, k) = (rotate(&q, cos, sin)?, rotate(&k, cos, sin)?);
+        let (k, v) = extend_cache(cache, layer, k, v)?;
+        let rep = c.num_heads / c.num_kv_heads;
+        let o = attend(&q, &repeat_kv(&k, rep)?, &repeat_kv(&v, rep)?, mask)?;
+        Ok(linear(&merge_heads(&o)?, self.p(&format!("{p}.self_attn.o_proj.weight")), None)?)
+    }
+
+    /// GPT-2's forward pass.
+    fn gpt2(&self, ids: &Tensor, pos: &Tensor, mask: &Tensor, mut cache: Option<&mut KvCache>) -> Result<Tensor> {
+        let c = &self.cfg;
+        let (b, t) = ids.dims2()?;
+        let d = c.hidden_size;
+        let wte = self.p("transformer.wte.weight");
+        let emb = wte.embedding(&ids.flatten_all()?)?.add(&self.p("transformer.wpe.weight").embedding(pos)?)?;
+        let mut x = emb.reshape((b, t, d))?;
+        // Conv1D: y = x·W + b with W `[in, out]`.
+        let conv = |x: &Tensor, name: &str| -> candle_core::Result<Tensor> {
+            x.broadcast_matmul(self.p(&format!("{name}.weight")))?.broadcast_add(self.p(&format!("{name}.bias")))
+        };
+        for l in 0..c.num_layers {
+            let p = format!("transformer.h.{l}");
+            let ln = |x: &Tensor, n: &str| {
+                layer_norm(x, self.p(&format!("{p}.{n}.weight")), self.p(&format!("{p}.{n}.bias")), c.norm_eps)
+            };
+            let qkv = conv(&ln(&x, "ln_1")?, &format!("{p}.attn.c_attn"))?;
+            let part = |i: usize| split_heads(&qkv.narrow(2, i * d, d)?, c.num_heads);
+            let (k, v) = extend_cache(cache.as_deref_mut(), l, part(1)?, part(2)?)?;
+            let o = attend(&part(0)?, &k, &v, mask)?;
+            x = (x + conv(&merge_heads(&o)?, &format!("{p}.attn.c_proj"))?)?;
+            let h = gelu_tanh(&conv(&ln(&x, "ln_2")?, &format!("{p}.mlp.c_fc"))?)?;
+            x = (x + conv(&h, &format!("{p}.mlp.c_proj"))?)?;
+        }
+        let x = layer_norm(&x, self.p("transformer.ln_f.weight"), self.p("transformer.ln_f.bias"), c.norm_eps)?;
+        let head = self.opt("lm_head.weight").unwrap_or(wte);
+        Ok(linear(&x, head, None)?)
+    }
+}
+
+/// Layer `layer`'s keys and values with the cache's before them (the cache then holds both).
+fn extend_cache(
+    cache: Option<&mut KvCache>,
+    layer: usize,
+    k: Tensor,
+    v: Tensor,
+) -> candle_core::Result<(Tensor, Tensor)> {
+    let Some(c) = cache else { return Ok((k, v)) };
+    let (k, v) = match c.layers.get(layer) {
+        Some((pk, pv)) => (Tensor::cat(&[pk, &k], 2)?, Tensor::cat(&[pv, &v], 2)?),
+        None => (k, v),
+    };
+    if c.layers.len() > layer {
+        c.layers[layer] = (k.clone(), v.clone());
+    } else {
+        c.layers.push((k.clone(), v.clone()));
+    }
+    Ok((k, v))
+}

@@ -1,0 +1,81 @@
+"""Tiny random Hugging Face models and their reference outputs from ``transformers``, for
+``tests/hf_models.rs``.
+
+    python hf_reference.py make DIR            # DIR/{llama,qwen2,qwen3,gpt2}/ + DIR/reference.json
+    python hf_reference.py logits MODEL_DIR    # prints the logits of the reference batch as JSON
+
+Each model has a few layers and a width ≤ 64 (Llama-, Qwen2- and Qwen3-shaped with grouped-query
+attention; GPT-2), random weights from a fixed seed, saved with ``save_pretrained``. The reference
+batch is two rows, the second left-padded (TRL's and ``generate``'s layout), with positions counted
+from each row's first real token; the reference holds the logits at every position and the tokens
+of greedy decoding (``generate(do_sample=False)``)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import torch
+from transformers import (AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
+                          Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
+
+VOCAB = 96
+ROWS = [[5, 17, 42, 8, 91, 3, 60], [0, 0, 33, 12, 7, 70, 2]]  # row 1: two padding tokens first
+MASK = [[1] * 7, [0, 0, 1, 1, 1, 1, 1]]
+NEW_TOKENS = 6
+
+
+def models():
+    common = dict(vocab_size=VOCAB, max_position_embeddings=64, pad_token_id=0, eos_token_id=None, bos_token_id=None)
+    llama = dict(common, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2)
+    yield "llama", LlamaForCausalLM(LlamaConfig(**llama, tie_word_embeddings=False, rms_norm_eps=1e-6))
+    yield "qwen2", Qwen2ForCausalLM(Qwen2Config(**llama, tie_word_embeddings=True))
+    yield "qwen3", Qwen3ForCausalLM(Qwen3Config(**llama, head_dim=16, tie_word_embeddings=True))
+    yield "gpt2", GPT2LMHeadModel(GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=64,
+                                             pad_token_id=0, eos_token_id=None, bos_token_id=None))
+
+
+def randomize(model, seed):
+    """Weights larger than the init's 0.02 (so the logits differ clearly between positions), the norms'
+    gains away from 1."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            scale = 0.3 if p.dim() == 1 else 0.15
+            p.copy_(torch.randn(p.shape, generator=g) * scale + (1.0 if "norm" in name or "ln_" in name else 0.0)
+                    * (p.dim() == 1 and "bias" not in name))
+
+
+def logits(model):
+    ids, mask = torch.tensor(ROWS), torch.tensor(MASK)
+    pos = (mask.cumsum(-1) - 1).clamp(min=0)
+    with torch.no_grad():
+        return model(input_ids=ids, attention_mask=mask, position_ids=pos).logits
+
+
+def make(out: str) -> None:
+    torch.manual_seed(0)
+    ref = {"rows": ROWS, "mask": MASK, "models": {}}
+    for i, (name, model) in enumerate(models()):
+        randomize(model, 100 + i)
+        model.eval()
+        model.save_pretrained(f"{out}/{name}")
+        ids, mask = torch.tensor(ROWS), torch.tensor(MASK)
+        with torch.no_grad():
+            gen = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=NEW_TOKENS, do_sample=False,
+                                 pad_token_id=0)
+        ref["models"][name] = {"logits": logits(model).tolist(), "greedy": gen[:, len(ROWS[0]):].tolist()}
+    json.dump(ref, open(f"{out}/reference.json", "w"))
+
+
+def main() -> None:
+    if sys.argv[1] == "make":
+        make(sys.argv[2])
+    else:
+        model = AutoModelForCausalLM.from_pretrained(sys.argv[2], dtype=torch.float32)
+        print(json.dumps(logits(model.eval()).tolist()))
+
+
+if __name__ == "__main__":
+    main()
