@@ -5,7 +5,8 @@
 //! `transformers` with Proxima's logits.
 
 use candle_core::{Tensor, Var};
-use proxima_lm::hf::{CausalLm, KvCache};
+use proxima_lm::hf::{generate, CausalLm, HfTokenizer, SamplingConfig};
+use rand::SeedableRng;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -71,28 +72,17 @@ fn logits_of(v: &Value) -> Vec<Vec<Vec<f64>>> {
     serde_json::from_value(v.clone()).unwrap()
 }
 
-/// Greedy decoding of `new` tokens through the cache: the prompt once, then one token per step.
+/// Greedy decoding of `new` tokens with [`generate`], from the prompts without their padding.
 fn greedy(lm: &CausalLm, prompt: &[Vec<u32>], mask: &[Vec<u8>], new: usize) -> Vec<Vec<u32>> {
-    let mut cache = KvCache::default();
-    let mut key_mask = mask.to_vec();
-    let mut pos = positions(mask);
-    let mut next_pos: Vec<u32> = pos.iter().map(|r| r.last().unwrap() + 1).collect();
-    let mut logits = lm.forward(prompt, &pos, &key_mask, Some(&mut cache)).unwrap();
-    let mut out = vec![Vec::new(); prompt.len()];
-    for _ in 0..new {
-        let t = logits.dim(1).unwrap();
-        let last = logits.narrow(1, t - 1, 1).unwrap().squeeze(1).unwrap();
-        let tok: Vec<u32> = last.argmax(1).unwrap().to_vec1().unwrap();
-        for (o, &x) in out.iter_mut().zip(&tok) {
-            o.push(x);
-        }
-        key_mask.iter_mut().for_each(|r| r.push(1));
-        pos = next_pos.iter().map(|&p| vec![p]).collect();
-        next_pos.iter_mut().for_each(|p| *p += 1);
-        let ids: Vec<Vec<u32>> = tok.iter().map(|&x| vec![x]).collect();
-        logits = lm.forward(&ids, &pos, &key_mask, Some(&mut cache)).unwrap();
-    }
-    out
+    let prompts: Vec<Vec<u32>> = prompt
+        .iter()
+        .zip(mask)
+        .map(|(p, m)| p.iter().zip(m).filter(|(_, &m)| m == 1).map(|(&t, _)| t).collect())
+        .collect();
+    let cfg = SamplingConfig { max_new_tokens: new, do_sample: false, ..SamplingConfig::default() };
+    let out = generate(lm, &prompts, &cfg, &mut rand_chacha::ChaCha8Rng::seed_from_u64(0)).unwrap();
+    assert!(out.truncated.iter().all(|&t| t), "no stop tokens: every row runs to the end");
+    out.tokens
 }
 
 #[test]
@@ -116,6 +106,29 @@ fn logits_and_greedy_tokens_equal_transformers() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The tokenizer encodes and decodes as `transformers`' `AutoTokenizer` (special tokens added or
+/// not), and reads the end-of-sequence and padding ids from the tokenizer's config.
+#[test]
+#[ignore = "needs a Python with torch and transformers (PROXIMA_PYTHON; .ci/run installs them)"]
+fn the_tokenizer_encodes_as_transformers() {
+    let (dir, reference) = reference();
+    let t = &reference["tokenizer"];
+    let tok = HfTokenizer::load(&dir.join("llama")).unwrap();
+    for (i, text) in t["texts"].as_array().unwrap().iter().enumerate() {
+        let text = text.as_str().unwrap();
+        let with: Vec<u32> = serde_json::from_value(t["with_special"][i].clone()).unwrap();
+        let plain: Vec<u32> = serde_json::from_value(t["plain"][i].clone()).unwrap();
+        assert_eq!(tok.encode(text, true).unwrap(), with, "{text:?} with special tokens");
+        assert_eq!(tok.encode(text, false).unwrap(), plain, "{text:?}");
+        assert_eq!(tok.decode(&with, true).unwrap(), t["decoded"][i].as_str().unwrap(), "{text:?} decoded");
+    }
+    assert_eq!(tok.eos_token_ids, vec![t["eos"].as_u64().unwrap() as u32]);
+    assert_eq!(u64::from(tok.pad_token_id), t["pad"].as_u64().unwrap());
+    let e = HfTokenizer::load(&dir.join("gpt2")).err().unwrap().to_string();
+    assert!(e.contains("tokenizer.json"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 #[ignore = "needs a Python with torch and transformers (PROXIMA_PYTHON; .ci/run installs them)"]
 fn a_model_proxima_writes_loads_in_transformers() {
@@ -133,6 +146,9 @@ fn a_model_proxima_writes_loads_in_transformers() {
         }
         let out = dir.join(format!("{name}-written"));
         lm.save(&out).unwrap();
+        if name == "llama" {
+            assert!(HfTokenizer::load(&out).is_ok(), "the tokenizer's files go along");
+        }
         let py = Command::new(python()).arg(script()).arg("logits").arg(&out).output().unwrap();
         assert!(py.status.success(), "{name}: transformers could not load it: {}", String::from_utf8_lossy(&py.stderr));
         let theirs: Vec<Vec<Vec<f64>>> = serde_json::from_slice(&py.stdout).unwrap();
@@ -195,4 +211,33 @@ fn a_model_round_trips_and_bad_inputs_are_errors() {
     std::fs::remove_dir_all(&dir).unwrap();
     let e = CausalLm::load(&dir).err().unwrap().to_string();
     assert!(e.contains("config.json"), "{e}");
+}
+
+/// Sampling is reproducible from its seed, stops at a stop token (kept last), and refuses what
+/// does not fit the model.
+#[test]
+fn sampling_is_seeded_and_stops_where_asked() {
+    let dir = std::env::temp_dir().join(format!("proxima-hf-sample-{}", std::process::id()));
+    let lm = tiny(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let prompts = vec![vec![1u32, 2, 3], vec![4u32]];
+    let cfg =
+        SamplingConfig { max_new_tokens: 8, temperature: 1.5, top_k: 10, top_p: 0.95, ..SamplingConfig::default() };
+    let run = |seed: u64, cfg: &SamplingConfig| {
+        generate(&lm, &prompts, cfg, &mut rand_chacha::ChaCha8Rng::seed_from_u64(seed)).unwrap()
+    };
+    let (a, b, c) = (run(1, &cfg), run(1, &cfg), run(2, &cfg));
+    assert_eq!(a, b);
+    assert_ne!(a.tokens, c.tokens, "another seed, other tokens");
+    assert!(a.tokens.iter().all(|t| t.len() == 8));
+    let stop = a.tokens[0][2];
+    let stopped = run(1, &SamplingConfig { stop_token_ids: vec![stop], ..cfg.clone() });
+    let at = a.tokens[0].iter().position(|&t| t == stop).unwrap();
+    assert_eq!(stopped.tokens[0], a.tokens[0][..=at].to_vec(), "cut after the stop token");
+    assert!(!stopped.truncated[0]);
+    let long = SamplingConfig { max_new_tokens: 10, ..cfg.clone() };
+    let e = generate(&lm, &prompts, &long, &mut rand_chacha::ChaCha8Rng::seed_from_u64(0)).unwrap_err().to_string();
+    assert!(e.contains("exceed the model's 12 positions"), "{e}");
+    let e = generate(&lm, &[vec![]], &cfg, &mut rand_chacha::ChaCha8Rng::seed_from_u64(0)).unwrap_err().to_string();
+    assert!(e.contains("at least one token"), "{e}");
 }

@@ -54,9 +54,33 @@ def logits(model):
         return model(input_ids=ids, attention_mask=mask, position_ids=pos).logits
 
 
+TEXTS = ["12+34=46", "the cat sat", "7 + 8 = 15<eos>", "unknown ☃ char"]
+
+
+def tokenizer(out: str) -> dict:
+    """A BPE tokenizer of 96 tokens trained on a small corpus, saved with its config as
+    ``transformers`` saves one, and the encodings of TEXTS by ``AutoTokenizer``."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    corpus = [f"{a}+{b}={a + b}" for a in range(30) for b in range(30)] + ["the cat sat on the mat"] * 20
+    tok.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=VOCAB, special_tokens=["<pad>", "<unk>", "<eos>", "<bos>"]))
+    tok.post_processor = processors.TemplateProcessing(single="<bos> $A", special_tokens=[("<bos>", 3)])
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>", bos_token="<bos>",
+                                   unk_token="<unk>")
+    fast.save_pretrained(out)
+    auto = AutoTokenizer.from_pretrained(out)
+    return {"texts": TEXTS, "with_special": [auto(t)["input_ids"] for t in TEXTS],
+            "plain": [auto(t, add_special_tokens=False)["input_ids"] for t in TEXTS],
+            "decoded": [auto.decode(auto(t)["input_ids"], skip_special_tokens=True) for t in TEXTS],
+            "eos": auto.eos_token_id, "pad": auto.pad_token_id}
+
+
 def make(out: str) -> None:
     torch.manual_seed(0)
-    ref = {"rows": ROWS, "mask": MASK, "models": {}}
+    ref = {"rows": ROWS, "mask": MASK, "models": {}, "tokenizer": tokenizer(f"{out}/llama")}
     for i, (name, model) in enumerate(models()):
         randomize(model, 100 + i)
         model.eval()

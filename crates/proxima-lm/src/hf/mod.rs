@@ -5,8 +5,12 @@
 
 pub mod checkpoint;
 pub mod config;
+pub mod generate;
 pub mod layers;
 pub mod model;
+pub mod tokenizer;
 
 pub use config::{Arch, HfConfig};
+pub use generate::{generate, Completions, SamplingConfig};
 pub use model::{CausalLm, KvCache};
+pub use tokenizer::HfTokenizer;
