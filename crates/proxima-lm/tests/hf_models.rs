@@ -5,7 +5,9 @@
 //! `transformers` with Proxima's logits.
 
 use candle_core::{Tensor, Var};
-use proxima_lm::hf::{generate, CausalLm, HfTokenizer, SamplingConfig};
+use proxima_lm::hf::grpo::micro_batch_loss;
+use proxima_lm::hf::grpo_trainer::completion_log_probs;
+use proxima_lm::hf::{generate, CausalLm, GrpoArgs, HfTokenizer, LossType, SamplingConfig};
 use rand::SeedableRng;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -240,4 +242,53 @@ fn sampling_is_seeded_and_stops_where_asked() {
     assert!(e.contains("exceed the model's 12 positions"), "{e}");
     let e = generate(&lm, &[vec![]], &cfg, &mut rand_chacha::ChaCha8Rng::seed_from_u64(0)).unwrap_err().to_string();
     assert!(e.contains("at least one token"), "{e}");
+}
+
+/// The GRPO loss (TRL's `dapo`, with clipped ratios on both sides and the k3 term) and its
+/// gradient with respect to every parameter equal PyTorch's in float64 on the same model.
+#[test]
+#[ignore = "needs a Python with torch and transformers (PROXIMA_PYTHON; .ci/run installs them)"]
+fn the_grpo_gradient_equals_pytorchs_in_float64() {
+    let (dir, _) = reference();
+    for name in ["llama", "qwen2", "qwen3", "gpt2"] {
+        let py = Command::new(python()).arg(script()).arg("grpo").arg(dir.join(name)).output().unwrap();
+        assert!(py.status.success(), "{}", String::from_utf8_lossy(&py.stderr));
+        let want: Value = serde_json::from_slice(&py.stdout).unwrap();
+        let b = &want["batch"];
+        let lm = CausalLm::load(&dir.join(name)).unwrap();
+        let (prompts, completions) = (rows::<u32>(&b["prompts"]), rows::<u32>(&b["completions"]));
+        let (logp, mask) =
+            completion_log_probs(&lm, &prompts, &completions, 0, b["temperature"].as_f64().unwrap()).unwrap();
+        let offset = |k: &str| {
+            Tensor::new(serde_json::from_value::<Vec<Vec<f32>>>(b[k].clone()).unwrap(), &candle_core::Device::Cpu)
+                .unwrap()
+        };
+        let old = (logp.detach() + offset("old_offset")).unwrap();
+        let refp = (logp.detach() + offset("ref_offset")).unwrap();
+        let adv = Tensor::new(
+            serde_json::from_value::<Vec<f32>>(b["advantages"].clone()).unwrap(),
+            &candle_core::Device::Cpu,
+        )
+        .unwrap();
+        let args = GrpoArgs {
+            loss_type: LossType::Dapo,
+            beta: 0.04,
+            epsilon: 0.2,
+            epsilon_high: Some(0.28),
+            ..GrpoArgs::default()
+        };
+        let (loss, _) = micro_batch_loss(&logp, Some(&old), Some(&refp), &mask, &adv, &args, 4.0).unwrap();
+        let l = f64::from(loss.to_scalar::<f32>().unwrap());
+        assert!((l - want["loss"].as_f64().unwrap()).abs() < 1e-5, "{name}: loss {l} vs {}", want["loss"]);
+        let grads = loss.backward().unwrap();
+        for (pname, var) in lm.named_params() {
+            let theirs: Vec<f64> = serde_json::from_value(want["grads"][pname].clone())
+                .unwrap_or_else(|_| panic!("{name}: no gradient for {pname}"));
+            let ours = grads.get(var.as_tensor()).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+            let scale = theirs.iter().fold(0f64, |m, v| m.max(v.abs()));
+            let worst = ours.iter().zip(&theirs).fold(0f64, |m, (a, b)| m.max((f64::from(*a) - b).abs()));
+            assert!(worst <= 1e-4 * scale + 1e-7, "{name} {pname}: gradient off by {worst} (scale {scale})");
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }

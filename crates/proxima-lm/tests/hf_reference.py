@@ -3,6 +3,7 @@
 
     python hf_reference.py make DIR            # DIR/{llama,qwen2,qwen3,gpt2}/ + DIR/reference.json
     python hf_reference.py logits MODEL_DIR    # prints the logits of the reference batch as JSON
+    python hf_reference.py grpo MODEL_DIR      # prints TRL's GRPO loss on GRPO_BATCH and its gradient, float64
 
 Each model has a few layers and a width ≤ 64 (Llama-, Qwen2- and Qwen3-shaped with grouped-query
 attention; GPT-2), random weights from a fixed seed, saved with ``save_pretrained``. The reference
@@ -93,9 +94,49 @@ def make(out: str) -> None:
     json.dump(ref, open(f"{out}/reference.json", "w"))
 
 
+# A GRPO micro-batch: prompts left-padded, completions right-padded (pad 0); log π_old and log π_ref are
+# the current log-probabilities plus fixed offsets (ratios inside and outside the clip range).
+GRPO_BATCH = {
+    "prompts": [[5, 17, 42], [33, 12]], "completions": [[8, 91, 3], [7]], "advantages": [0.9, -0.6],
+    "old_offset": [[0.1, -0.3, 0.05], [0.25, 0.0, 0.0]], "ref_offset": [[-0.2, 0.1, 0.3], [0.05, 0.0, 0.0]],
+    "temperature": 0.7, "beta": 0.04, "epsilon": 0.2, "epsilon_high": 0.28,
+}
+
+
+def grpo(model_dir: str) -> None:
+    """TRL's per-token loss (``_compute_loss``) with loss_type "dapo" over the batch's tokens, in float64, and
+    the gradient of every parameter."""
+    b = GRPO_BATCH
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float64).eval()
+    p, c = max(map(len, b["prompts"])), max(map(len, b["completions"]))
+    ids, attn, comp, mask = [], [], [], []
+    for pr, co in zip(b["prompts"], b["completions"]):
+        ids.append([0] * (p - len(pr)) + pr + co + [0] * (c - len(co)))
+        attn.append([0] * (p - len(pr)) + [1] * (len(pr) + len(co)) + [0] * (c - len(co)))
+        comp.append(co + [0] * (c - len(co)))
+        mask.append([1.0] * len(co) + [0.0] * (c - len(co)))
+    ids, attn = torch.tensor(ids), torch.tensor(attn)
+    pos = (attn.cumsum(-1) - 1).clamp(min=0)
+    logits = model(input_ids=ids, attention_mask=attn, position_ids=pos).logits[:, p - 1:p - 1 + c] / b["temperature"]
+    logp = torch.log_softmax(logits, -1).gather(-1, torch.tensor(comp).unsqueeze(-1)).squeeze(-1)
+    mask = torch.tensor(mask, dtype=torch.float64)
+    old = logp.detach() + torch.tensor(b["old_offset"], dtype=torch.float64)
+    ref = logp.detach() + torch.tensor(b["ref_offset"], dtype=torch.float64)
+    adv = torch.tensor(b["advantages"], dtype=torch.float64).unsqueeze(1)
+    coef_1 = torch.exp(logp - old)
+    coef_2 = torch.clamp(coef_1, 1 - b["epsilon"], 1 + b["epsilon_high"])
+    per_token = -torch.min(coef_1 * adv, coef_2 * adv) + b["beta"] * (torch.exp(ref - logp) - (ref - logp) - 1)
+    loss = (per_token * mask).sum() / mask.sum()
+    loss.backward()
+    grads = {n: q.grad.flatten().tolist() for n, q in model.named_parameters() if q.grad is not None}
+    print(json.dumps({"batch": b, "loss": loss.item(), "grads": grads}))
+
+
 def main() -> None:
     if sys.argv[1] == "make":
         make(sys.argv[2])
+    elif sys.argv[1] == "grpo":
+        grpo(sys.argv[2])
     else:
         model = AutoModelForCausalLM.from_pretrained(sys.argv[2], dtype=torch.float32)
         print(json.dumps(logits(model.eval()).tolist()))

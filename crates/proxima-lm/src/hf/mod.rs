@@ -6,11 +6,15 @@
 pub mod checkpoint;
 pub mod config;
 pub mod generate;
+pub mod grpo;
+pub mod grpo_trainer;
 pub mod layers;
 pub mod model;
 pub mod tokenizer;
 
 pub use config::{Arch, HfConfig};
 pub use generate::{generate, Completions, SamplingConfig};
+pub use grpo::{GrpoArgs, LossType, RewardFunction, ScaleRewards};
+pub use grpo_trainer::GrpoTrainer;
 pub use model::{CausalLm, KvCache};
 pub use tokenizer::HfTokenizer;

@@ -90,6 +90,22 @@ impl CausalLm {
         Ok(CausalLm { cfg, params, index, dtypes: HashMap::new(), rope, source: None })
     }
 
+    /// A copy of the model whose parameters are new variables with the same values (a frozen
+    /// reference π_ref: nothing trains it).
+    ///
+    /// # Errors
+    /// Tensor errors.
+    pub fn frozen_copy(&self) -> Result<CausalLm> {
+        let params = self
+            .params
+            .iter()
+            .map(|(n, v)| Ok((n.clone(), Var::from_tensor(&v.as_tensor().copy()?)?)))
+            .collect::<Result<Vec<_>>>()?;
+        let mut lm = CausalLm::from_params(self.cfg.clone(), params)?;
+        (lm.dtypes, lm.source) = (self.dtypes.clone(), self.source.clone());
+        Ok(lm)
+    }
+
     /// The config.
     pub fn config(&self) -> &HfConfig {
         &self.cfg

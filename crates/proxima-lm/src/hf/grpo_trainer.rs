@@ -1,0 +1,365 @@
+//! The GRPO trainer on a Hugging Face model ([`GrpoTrainer`], TRL's `GRPOTrainer`): prompts from
+//! a dataset (a `prompt` column of text, the other columns passed to the reward functions),
+//! generation batches sampled with the model's own weights (no separate generator to keep in
+//! sync), the loss of [`super::grpo`], Adam with TRL's linear decay, and the logs TRL writes.
+
+use super::generate::{generate, SamplingConfig};
+use super::grpo::{advantages, micro_batch_loss, GrpoArgs, GrpoMetrics, RewardFunction};
+use super::model::CausalLm;
+use super::tokenizer::HfTokenizer;
+use crate::grpo::token_log_probs;
+use crate::grpo_step::add_grads;
+use candle_core::{Device, Tensor};
+use proxima::optim::{Gradients, LrSchedule, Optimizer, Params};
+use proxima::policy::candle::host_gradients;
+use proxima::{ProximaError, Result};
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use serde_json::{Map, Value};
+
+/// One sampled, scored generation batch (rows prompt-major: row i belongs to prompt i / G).
+struct GenerationBatch {
+    prompt_ids: Vec<Vec<u32>>,
+    completion_ids: Vec<Vec<u32>>,
+    /// Per row, whether its tokens count in the loss (false: a truncated completion under
+    /// `mask_truncated_completions`).
+    counted: Vec<bool>,
+    advantages: Vec<f64>,
+    /// log π_θold of each completion token, when the batch is used more than once.
+    old_logp: Option<Vec<Tensor>>,
+    /// log π_ref of each completion token, when β > 0.
+    ref_logp: Option<Vec<Tensor>>,
+    /// Completion tokens in the loss over the whole batch (DAPO's normaliser).
+    tokens: f64,
+}
+
+/// TRL's `GRPOTrainer` on a [`CausalLm`].
+pub struct GrpoTrainer {
+    /// π_θ, trained in place.
+    pub model: CausalLm,
+    reference: Option<CausalLm>,
+    tokenizer: HfTokenizer,
+    reward_funcs: Vec<Box<dyn RewardFunction>>,
+    /// The settings.
+    pub args: GrpoArgs,
+    dataset: Vec<Map<String, Value>>,
+    opt: Optimizer,
+    rng: ChaCha8Rng,
+    order: Vec<usize>,
+    cursor: usize,
+    /// Optimiser steps taken.
+    pub global_step: u64,
+    /// One row per generation batch, TRL's keys ([`GrpoMetrics::to_json`]).
+    pub log_history: Vec<Value>,
+}
+
+impl GrpoTrainer {
+    /// A trainer of `model` on `dataset` (rows with a `prompt` string) with `reward_funcs`.
+    ///
+    /// # Errors
+    /// `Config` for bad `args` ([`GrpoArgs::check`]), no reward function, an empty dataset or a
+    /// row without a text `prompt`.
+    pub fn new(
+        model: CausalLm,
+        tokenizer: HfTokenizer,
+        reward_funcs: Vec<Box<dyn RewardFunction>>,
+        args: GrpoArgs,
+        dataset: Vec<Map<String, Value>>,
+    ) -> Result<GrpoTrainer> {
+        args.check(reward_funcs.len())?;
+        if reward_funcs.is_empty() {
+            return Err(ProximaError::Config("GRPO needs at least one reward function".into()));
+        }
+        if dataset.is_empty() {
+            return Err(ProximaError::Config("the training dataset is empty".into()));
+        }
+        if let Some(i) = dataset.iter().position(|row| !row.get("prompt").is_some_and(Value::is_string)) {
+            return Err(ProximaError::Config(format!("dataset row {i} has no text `prompt` column")));
+        }
+        let reference = if args.beta > 0.0 { Some(model.frozen_copy()?) } else { None };
+        let sizes: Vec<usize> = model.named_params().iter().map(|(_, v)| v.elem_count()).collect();
+        let opt = Optimizer::adam(&sizes, args.learning_rate, args.adam_epsilon);
+        let rng = ChaCha8Rng::seed_from_u64(args.seed);
+        Ok(GrpoTrainer {
+            model,
+            reference,
+            tokenizer,
+            reward_funcs,
+            args,
+            dataset,
+            opt,
+            rng,
+            order: Vec::new(),
+            cursor: 0,
+            global_step: 0,
+            log_history: Vec::new(),
+        })
+    }
+
+    /// Trains until `max_steps` optimiser steps.
+    ///
+    /// # Errors
+    /// As [`GrpoTrainer::step`].
+    pub fn train(&mut self) -> Result<()> {
+        while self.global_step < self.args.max_steps {
+            self.step()?;
+        }
+        Ok(())
+    }
+
+    /// One generation batch: sample, score, and `num_iterations` passes over it.
+    ///
+    /// # Errors
+    /// A reward function's error; `InvalidArgument` for a prompt too long for the model; `NonFinite`
+    /// from the optimiser.
+    pub fn step(&mut self) -> Result<GrpoMetrics> {
+        let (batch, mut metrics) = self.generation_batch()?;
+        let (mut acc, mut micro) = (Vec::new(), 0usize);
+        let params: Vec<_> = self.model.named_params().to_vec();
+        let rows = batch.prompt_ids.len();
+        for _ in 0..self.args.num_iterations {
+            metrics.loss = 0.0;
+            for start in (0..rows).step_by(self.args.per_device_train_batch_size) {
+                let r = start..(start + self.args.per_device_train_batch_size).min(rows);
+                let (loss, kl) = self.micro_batch(&batch, r)?;
+                metrics.loss += f64::from(loss.to_scalar::<f32>()?);
+                metrics.kl = kl;
+                add_grads(&mut acc, host_gradients(&params, &loss.backward()?)?);
+                micro += 1;
+                if micro % self.args.gradient_accumulation_steps == 0 && self.global_step < self.args.max_steps {
+                    let schedule = LrSchedule::Linear { initial: self.args.learning_rate, total: self.args.max_steps };
+                    self.opt.lr = schedule.at(self.global_step);
+                    let info = self.opt.step(
+                        Params::Vars { vars: &params, grads: Gradients::Host(&acc) },
+                        Some(self.args.max_grad_norm),
+                    )?;
+                    (metrics.grad_norm, metrics.learning_rate) = (info.grad_norm, self.opt.lr);
+                    self.global_step += 1;
+                    acc.clear();
+                }
+            }
+        }
+        metrics.global_step = self.global_step;
+        self.log_history.push(metrics.to_json());
+        Ok(metrics)
+    }
+
+    /// The next `n` prompts of the (per-epoch shuffled) dataset.
+    fn next_prompts(&mut self, n: usize) -> Vec<usize> {
+        (0..n)
+            .map(|_| {
+                if self.cursor == self.order.len() {
+                    self.order = (0..self.dataset.len()).collect();
+                    if self.args.shuffle_dataset {
+                        self.order.shuffle(&mut self.rng);
+                    }
+                    self.cursor = 0;
+                }
+                self.cursor += 1;
+                self.order[self.cursor - 1]
+            })
+            .collect()
+    }
+
+    /// Samples G completions for each of the generation batch's prompts and scores them.
+    fn generation_batch(&mut self) -> Result<(GenerationBatch, GrpoMetrics)> {
+        let g = self.args.num_generations;
+        let picks = self.next_prompts(self.args.generation_batch_size() / g);
+        let rows: Vec<usize> = picks.iter().flat_map(|&i| std::iter::repeat_n(i, g)).collect();
+        let texts: Vec<String> =
+            rows.iter().map(|&i| self.dataset[i]["prompt"].as_str().unwrap_or("").to_string()).collect();
+        let mut prompt_ids = Vec::with_capacity(rows.len());
+        for t in &texts {
+            let ids = self.tokenizer.encode(t, true)?;
+            let keep = self.args.max_prompt_length.map_or(ids.len(), |m| m.min(ids.len()));
+            prompt_ids.push(ids[ids.len() - keep..].to_vec());
+        }
+        let sampling = SamplingConfig {
+            max_new_tokens: self.args.max_completion_length,
+            do_sample: true,
+            temperature: self.args.temperature,
+            top_k: self.args.top_k,
+            top_p: self.args.top_p,
+            stop_token_ids: self.tokenizer.eos_token_ids.clone(),
+            pad_token_id: self.tokenizer.pad_token_id,
+        };
+        let out = generate(&self.model, &prompt_ids, &sampling, &mut self.rng)?;
+        let completions = out.tokens.iter().map(|c| self.tokenizer.decode(c, true)).collect::<Result<Vec<_>>>()?;
+        let columns: Vec<Map<String, Value>> = rows.iter().map(|&i| self.dataset[i].clone()).collect();
+        let per_func = self.score(&texts, &completions, &columns)?;
+        let weights = self.args.reward_weights.clone().unwrap_or_else(|| vec![1.0; per_func.len()]);
+        let (rewards, adv) = advantages(&per_func, &weights, g, self.args.scale_rewards);
+        let counted: Vec<bool> = out.truncated.iter().map(|&t| !(t && self.args.mask_truncated_completions)).collect();
+        let tokens = out.tokens.iter().zip(&counted).filter(|(_, &c)| c).map(|(t, _)| t.len() as f64).sum();
+        let mut batch = GenerationBatch {
+            prompt_ids,
+            completion_ids: out.tokens,
+            counted,
+            advantages: adv,
+            old_logp: None,
+            ref_logp: None,
+            tokens,
+        };
+        let reused =
+            self.args.num_iterations > 1 || self.args.steps_per_generation() > self.args.gradient_accumulation_steps;
+        if reused {
+            batch.old_logp = Some(self.all_log_probs(&self.model, &batch)?);
+        }
+        if let Some(reference) = &self.reference {
+            batch.ref_logp = Some(self.all_log_probs(reference, &batch)?);
+        }
+        let metrics = self.batch_metrics(&per_func, &rewards, &batch, &out.truncated);
+        Ok((batch, metrics))
+    }
+
+    /// Each reward function's rewards for the batch.
+    fn score(
+        &mut self,
+        prompts: &[String],
+        completions: &[String],
+        columns: &[Map<String, Value>],
+    ) -> Result<Vec<Vec<Option<f64>>>> {
+        let mut out = Vec::with_capacity(self.reward_funcs.len());
+        for f in &mut self.reward_funcs {
+            let r = f.call(prompts, completions, columns)?;
+            if r.len() != completions.len() {
+                return Err(ProximaError::InvalidArgument(format!(
+                    "reward function `{}` returned {} rewards for {} completions",
+                    f.name(),
+                    r.len(),
+                    completions.len()
+                )));
+            }
+            out.push(r.into_iter().map(|x| x.filter(|v| !v.is_nan())).collect());
+        }
+        Ok(out)
+    }
+
+    fn batch_metrics(
+        &self,
+        per_func: &[Vec<Option<f64>>],
+        rewards: &[f64],
+        batch: &GenerationBatch,
+        truncated: &[bool],
+    ) -> GrpoMetrics {
+        let g = self.args.num_generations;
+        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+        let scored: Vec<f64> = rewards.iter().copied().filter(|r| !r.is_nan()).collect();
+        let stds: Vec<f64> = rewards
+            .chunks(g)
+            .map(|c| {
+                let m = mean(c);
+                (c.iter().map(|r| (r - m).powi(2)).sum::<f64>() / (c.len() as f64 - 1.0)).sqrt()
+            })
+            .collect();
+        GrpoMetrics {
+            reward: mean(&scored),
+            reward_std: mean(&stds),
+            rewards: self
+                .reward_funcs
+                .iter()
+                .zip(per_func)
+                .map(|(f, r)| (f.name(), mean(&r.iter().flatten().copied().collect::<Vec<_>>())))
+                .collect(),
+            mean_length: mean(&batch.completion_ids.iter().map(|c| c.len() as f64).collect::<Vec<_>>()),
+            clipped_ratio: mean(&truncated.iter().map(|&t| f64::from(u8::from(t))).collect::<Vec<_>>()),
+            frac_reward_zero_std: mean(&stds.iter().map(|&s| f64::from(u8::from(s.abs() < 1e-8))).collect::<Vec<_>>()),
+            ..GrpoMetrics::default()
+        }
+    }
+
+    /// log π of every completion token of the batch under `model`, per micro-batch (no gradient).
+    fn all_log_probs(&self, model: &CausalLm, batch: &GenerationBatch) -> Result<Vec<Tensor>> {
+        let rows = batch.prompt_ids.len();
+        (0..rows)
+            .step_by(self.args.per_device_train_batch_size)
+            .map(|s| {
+                let r = s..(s + self.args.per_device_train_batch_size).min(rows);
+                Ok(completion_log_probs(
+                    model,
+                    &batch.prompt_ids[r.clone()],
+                    &batch.completion_ids[r],
+                    self.tokenizer.pad_token_id,
+                    self.args.temperature,
+                )?
+                .0
+                .detach())
+            })
+            .collect()
+    }
+
+    /// The loss of rows `r` of the batch (one micro-batch).
+    fn micro_batch(&self, batch: &GenerationBatch, r: std::ops::Range<usize>) -> Result<(Tensor, f64)> {
+        let k = r.start / self.args.per_device_train_batch_size;
+        let (logp, mask) = completion_log_probs(
+            &self.model,
+            &batch.prompt_ids[r.clone()],
+            &batch.completion_ids[r.clone()],
+            self.tokenizer.pad_token_id,
+            self.args.temperature,
+        )?;
+        let counted: Vec<f32> = batch.counted[r.clone()].iter().map(|&c| f32::from(u8::from(c))).collect();
+        let mask = mask.broadcast_mul(&Tensor::from_vec(counted, (r.len(), 1), &Device::Cpu)?)?;
+        let adv: Vec<f32> = batch.advantages[r.clone()].iter().map(|&a| a as f32).collect();
+        let adv = Tensor::from_vec(adv, r.len(), &Device::Cpu)?;
+        micro_batch_loss(
+            &logp,
+            batch.old_logp.as_ref().map(|v| &v[k]),
+            batch.ref_logp.as_ref().map(|v| &v[k]),
+            &mask,
+            &adv,
+            &self.args,
+            batch.tokens,
+        )
+    }
+
+    /// Writes the model as a Hugging Face directory (TRL's `save_model`).
+    ///
+    /// # Errors
+    /// [`CausalLm::save`]'s.
+    pub fn save_model(&self, dir: &std::path::Path) -> Result<()> {
+        self.model.save(dir)
+    }
+}
+
+/// log π(completion token | prefix) `[B, C]` (differentiable) and the completion mask `[B, C]` for
+/// prompts (left-padded) followed by completions (right-padded) in one forward pass, the logits
+/// divided by `temperature` (as TRL computes them).
+///
+/// # Errors
+/// [`CausalLm::forward`]'s.
+pub fn completion_log_probs(
+    model: &CausalLm,
+    prompts: &[Vec<u32>],
+    completions: &[Vec<u32>],
+    pad: u32,
+    temperature: f64,
+) -> Result<(Tensor, Tensor)> {
+    let p = prompts.iter().map(Vec::len).max().unwrap_or(0);
+    let c = completions.iter().map(Vec::len).max().unwrap_or(0).max(1);
+    let (mut ids, mut key_mask, mut comp, mut mask) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (pr, co) in prompts.iter().zip(completions) {
+        let (lp, rc) = (p - pr.len(), c - co.len());
+        ids.push([vec![pad; lp], pr.clone(), co.clone(), vec![pad; rc]].concat());
+        key_mask.push([vec![0u8; lp], vec![1u8; pr.len() + co.len()], vec![0u8; rc]].concat());
+        comp.extend(co.iter().copied().chain(std::iter::repeat_n(pad, rc)));
+        mask.extend(std::iter::repeat_n(1f32, co.len()).chain(std::iter::repeat_n(0f32, rc)));
+    }
+    let pos: Vec<Vec<u32>> = key_mask
+        .iter()
+        .map(|m| {
+            m.iter()
+                .scan(0u32, |n, &k| {
+                    *n += u32::from(k);
+                    Some(n.saturating_sub(1))
+                })
+                .collect()
+        })
+        .collect();
+    let logits = model.forward(&ids, &pos, &key_mask, None)?;
+    let b = prompts.len();
+    let logits = (logits.narrow(1, p - 1, c)? / temperature)?;
+    let comp = Tensor::from_vec(comp, (b, c), &Device::Cpu)?;
+    Ok((token_log_probs(&logits, &comp)?, Tensor::from_vec(mask, (b, c), &Device::Cpu)?))
+}
