@@ -4,7 +4,7 @@
 function's parameters (names, order, which have defaults) as its ``__text_signature__`` gives them.
 """
 
-from typing import Callable, Optional, Sequence, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -72,3 +72,15 @@ class Model:
     def config_toml(self) -> str: ...
     @property
     def has_env(self) -> bool: ...
+
+class _GrpoTrainer:
+    """GRPO on a Hugging Face model directory (the engine of ``proxima.lm.GRPOTrainer``)."""
+
+    def __init__(
+        self, model_dir: str, args_json: str, rows: list[str], reward_funcs: list[tuple[str, Callable[..., Any]]]
+    ) -> None: ...
+    def step(self) -> str: ...
+    def is_done(self) -> bool: ...
+    @property
+    def global_step(self) -> int: ...
+    def save_model(self, dir: str) -> None: ...

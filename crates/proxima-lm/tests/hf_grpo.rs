@@ -51,6 +51,7 @@ impl RewardFunction for Fraction {
         &mut self,
         _prompts: &[String],
         completions: &[String],
+        _ids: &[Vec<u32>],
         columns: &[Map<String, Value>],
     ) -> Result<Vec<Option<f64>>> {
         Ok(completions
@@ -123,7 +124,13 @@ fn bad_inputs_are_errors() {
         fn name(&self) -> String {
             "short".into()
         }
-        fn call(&mut self, _: &[String], _: &[String], _: &[Map<String, Value>]) -> Result<Vec<Option<f64>>> {
+        fn call(
+            &mut self,
+            _: &[String],
+            _: &[String],
+            _: &[Vec<u32>],
+            _: &[Map<String, Value>],
+        ) -> Result<Vec<Option<f64>>> {
             Ok(vec![Some(1.0)])
         }
     }

@@ -1,6 +1,7 @@
 //! `proxima._proxima`: the extension module under the `proxima` Python package (maturin builds
-//! it from `pyproject.toml`). It holds one class, [`model::Model`] — a training run or a loaded
-//! policy — and the error mapping; the package's Python layer (`python/proxima/`) gives it
+//! it from `pyproject.toml`). It holds [`model::Model`] — a training run or a loaded policy —,
+//! [`lm::PyGrpoTrainer`] — GRPO on a Hugging Face model, `proxima.lm`'s engine — and the error
+//! mapping; the package's Python layer (`python/proxima/`) gives it
 //! Stable-Baselines3's API (constructors, keyword checks, spaces, callbacks, evaluation).
 //!
 //! Everything heavy runs in Rust with the GIL released; envs written in Python take it back for
@@ -8,6 +9,7 @@
 
 mod envs;
 mod errors;
+mod lm;
 mod model;
 mod settings;
 
@@ -18,6 +20,7 @@ use pyo3::prelude::*;
 fn _proxima(m: &Bound<'_, PyModule>) -> PyResult<()> {
     proxima_gym::register(); // `gym:ID` ids make Gymnasium envs in this interpreter
     m.add_class::<model::Model>()?;
+    m.add_class::<lm::PyGrpoTrainer>()?;
     m.add("NATIVE_ENV_IDS", proxima::env::NATIVE_ENV_IDS.to_vec())?;
     m.add("PRESETS", proxima::config::PRESETS.to_vec())?;
     m.add("CONFIG_KEYS", proxima::config::Config::keys())?;

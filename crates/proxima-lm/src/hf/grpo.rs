@@ -187,9 +187,10 @@ impl GrpoArgs {
     }
 }
 
-/// A reward function, as TRL calls one: the prompts, the completions (text), and the dataset's
-/// other columns for each completion; one reward per completion, `None` where it does not apply.
-pub trait RewardFunction {
+/// A reward function, as TRL calls one: the prompts, the completions (text and token ids), and the
+/// dataset's other columns for each completion; one reward per completion, `None` where it does
+/// not apply. `Send`: the trainer runs on whichever thread trains.
+pub trait RewardFunction: Send {
     /// The name the logs use (`rewards/{name}/mean`).
     fn name(&self) -> String;
 
@@ -201,6 +202,7 @@ pub trait RewardFunction {
         &mut self,
         prompts: &[String],
         completions: &[String],
+        completion_ids: &[Vec<u32>],
         columns: &[Map<String, Value>],
     ) -> Result<Vec<Option<f64>>>;
 }

@@ -187,7 +187,7 @@ impl GrpoTrainer {
         let out = generate(&self.model, &prompt_ids, &sampling, &mut self.rng)?;
         let completions = out.tokens.iter().map(|c| self.tokenizer.decode(c, true)).collect::<Result<Vec<_>>>()?;
         let columns: Vec<Map<String, Value>> = rows.iter().map(|&i| self.dataset[i].clone()).collect();
-        let per_func = self.score(&texts, &completions, &columns)?;
+        let per_func = self.score(&texts, &completions, &out.tokens, &columns)?;
         let weights = self.args.reward_weights.clone().unwrap_or_else(|| vec![1.0; per_func.len()]);
         let (rewards, adv) = advantages(&per_func, &weights, g, self.args.scale_rewards);
         let counted: Vec<bool> = out.truncated.iter().map(|&t| !(t && self.args.mask_truncated_completions)).collect();
@@ -218,11 +218,12 @@ impl GrpoTrainer {
         &mut self,
         prompts: &[String],
         completions: &[String],
+        ids: &[Vec<u32>],
         columns: &[Map<String, Value>],
     ) -> Result<Vec<Vec<Option<f64>>>> {
         let mut out = Vec::with_capacity(self.reward_funcs.len());
         for f in &mut self.reward_funcs {
-            let r = f.call(prompts, completions, columns)?;
+            let r = f.call(prompts, completions, ids, columns)?;
             if r.len() != completions.len() {
                 return Err(ProximaError::InvalidArgument(format!(
                     "reward function `{}` returned {} rewards for {} completions",

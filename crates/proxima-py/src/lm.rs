@@ -1,0 +1,153 @@
+//! `proxima.lm`'s engine: GRPO on a Hugging Face model directory ([`proxima_lm::hf::GrpoTrainer`])
+//! with reward functions that are Python callables, called as TRL calls them
+//! (`func(prompts=..., completions=..., completion_ids=..., **columns)`, one list entry per
+//! completion). The trainer works with the GIL released; a reward function's exception is raised
+//! as itself.
+
+use crate::errors::IntoPy;
+use proxima::ProximaError;
+use proxima_lm::hf::{CausalLm, GrpoArgs, GrpoTrainer, HfTokenizer, RewardFunction};
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use serde_json::{Map, Value};
+use std::sync::{Arc, Mutex};
+
+/// A Python callable as a reward function; its exception is kept in `error`.
+struct PyReward {
+    func: Py<PyAny>,
+    name: String,
+    error: Arc<Mutex<Option<PyErr>>>,
+}
+
+impl RewardFunction for PyReward {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn call(
+        &mut self,
+        prompts: &[String],
+        completions: &[String],
+        completion_ids: &[Vec<u32>],
+        columns: &[Map<String, Value>],
+    ) -> proxima::Result<Vec<Option<f64>>> {
+        let r = Python::attach(|py| -> PyResult<Vec<Option<f64>>> {
+            let kwargs = PyDict::new(py);
+            let json = py.import("json")?;
+            for key in columns.first().map(|c| c.keys().cloned().collect::<Vec<_>>()).unwrap_or_default() {
+                if key != "prompt" {
+                    let values: Vec<Value> =
+                        columns.iter().map(|c| c.get(&key).cloned().unwrap_or(Value::Null)).collect();
+                    let text = serde_json::to_string(&values).expect("JSON values serialise");
+                    kwargs.set_item(&key, json.call_method1("loads", (text,))?)?;
+                }
+            }
+            kwargs.set_item("prompts", prompts.to_vec())?;
+            kwargs.set_item("completions", completions.to_vec())?;
+            kwargs.set_item("completion_ids", completion_ids.to_vec())?;
+            let out = self.func.bind(py).call((), Some(&kwargs))?;
+            out.extract::<Vec<Option<f64>>>().map_err(|_| {
+                pyo3::exceptions::PyTypeError::new_err(format!(
+                    "reward function `{}` must return a list of floats (or None), one per completion; it returned {}",
+                    self.name,
+                    out.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+                ))
+            })
+        });
+        r.map_err(|e| {
+            let msg = e.to_string();
+            if let Ok(mut slot) = self.error.lock() {
+                *slot = Some(e);
+            }
+            ProximaError::Env(format!("reward function `{}` raised {msg}", self.name))
+        })
+    }
+}
+
+/// GRPO on a Hugging Face model (the engine of `proxima.lm.GRPOTrainer`).
+#[pyclass(name = "_GrpoTrainer", module = "proxima._proxima")]
+pub struct PyGrpoTrainer {
+    inner: Mutex<GrpoTrainer>,
+    error: Arc<Mutex<Option<PyErr>>>,
+}
+
+impl PyGrpoTrainer {
+    /// `r`'s error, or the reward function's own exception where one caused it.
+    fn raise<T>(&self, r: proxima::Result<T>) -> PyResult<T> {
+        r.map_err(|e| self.error.lock().ok().and_then(|mut s| s.take()).unwrap_or_else(|| crate::errors::to_py(e)))
+    }
+
+    fn trainer(&self) -> PyResult<std::sync::MutexGuard<'_, GrpoTrainer>> {
+        self.inner.try_lock().map_err(|_| PyRuntimeError::new_err("the trainer is busy (training in another thread)"))
+    }
+}
+
+#[pymethods]
+impl PyGrpoTrainer {
+    /// `model_dir`: a Hugging Face model directory; `args_json`: the `GRPOConfig` fields Proxima
+    /// reads, as JSON; `rows`: the dataset, one JSON object per row; `reward_funcs`: (name,
+    /// callable) pairs.
+    #[new]
+    fn new(
+        py: Python<'_>,
+        model_dir: std::path::PathBuf,
+        args_json: &str,
+        rows: Vec<String>,
+        reward_funcs: Vec<(String, Py<PyAny>)>,
+    ) -> PyResult<Self> {
+        let args: GrpoArgs = serde_json::from_str(args_json)
+            .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("GRPOConfig: {e}")))?;
+        let mut dataset = Vec::with_capacity(rows.len());
+        for (i, row) in rows.iter().enumerate() {
+            match serde_json::from_str::<Value>(row) {
+                Ok(Value::Object(m)) => dataset.push(m),
+                _ => {
+                    return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                        "dataset row {i} is not a JSON object"
+                    )))
+                }
+            }
+        }
+        let error = Arc::new(Mutex::new(None));
+        let funcs: Vec<Box<dyn RewardFunction>> = reward_funcs
+            .into_iter()
+            .map(|(name, func)| Box::new(PyReward { func, name, error: error.clone() }) as Box<dyn RewardFunction>)
+            .collect();
+        let trainer = py
+            .detach(|| -> proxima::Result<GrpoTrainer> {
+                let model = CausalLm::load(&model_dir)?;
+                let tokenizer = HfTokenizer::load(&model_dir)?;
+                GrpoTrainer::new(model, tokenizer, funcs, args, dataset)
+            })
+            .py()?;
+        Ok(PyGrpoTrainer { inner: Mutex::new(trainer), error })
+    }
+
+    /// One generation batch and its optimiser steps; its log row as JSON.
+    fn step(&self, py: Python<'_>) -> PyResult<String> {
+        let mut guard = self.trainer()?;
+        let tr: &mut GrpoTrainer = &mut guard;
+        let r = py.detach(|| tr.step());
+        Ok(self.raise(r)?.to_json().to_string())
+    }
+
+    /// Whether `max_steps` optimiser steps are done.
+    fn is_done(&self) -> PyResult<bool> {
+        let tr = self.trainer()?;
+        Ok(tr.global_step >= tr.args.max_steps)
+    }
+
+    /// Optimiser steps taken.
+    #[getter]
+    fn global_step(&self) -> PyResult<u64> {
+        Ok(self.trainer()?.global_step)
+    }
+
+    /// Writes the model (and the tokenizer's files) as a Hugging Face directory.
+    fn save_model(&self, py: Python<'_>, dir: std::path::PathBuf) -> PyResult<()> {
+        let tr = self.trainer()?;
+        let model = &tr.model;
+        py.detach(|| model.save(&dir)).py()
+    }
+}

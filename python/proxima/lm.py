@@ -1,0 +1,264 @@
+"""GRPO on Hugging Face language models with TRL's API: ``GRPOConfig`` and ``GRPOTrainer``.
+
+    from proxima.lm import GRPOConfig, GRPOTrainer
+
+    def reward_len(completions, **kwargs):
+        return [-abs(20 - len(c)) for c in completions]
+
+    trainer = GRPOTrainer(model="path/to/SmolLM2-135M", reward_funcs=reward_len,
+                          args=GRPOConfig(output_dir="out", max_steps=100), train_dataset=dataset)
+    trainer.train()
+    trainer.save_model()        # a Hugging Face directory: transformers' from_pretrained loads it
+
+The model is a local Hugging Face directory (``config.json``, safetensors weights, ``tokenizer.json``) of a Llama,
+SmolLM, Qwen2, Qwen3 or GPT-2 model, or a ``transformers`` model object (saved to a temporary directory first). It
+trains in Rust on the CPU, generating its own completions with its current weights (no separate generator to keep in
+sync). A reward function is called as TRL calls it: ``func(prompts=..., completions=..., completion_ids=...,
+**columns)`` with one entry per completion, the dataset's other columns passed by name; it returns one float (or
+``None``) per completion.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import math
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple, Optional, Union
+
+from ._proxima import _GrpoTrainer
+
+__all__ = ["GRPOConfig", "GRPOTrainer", "TrainOutput", "TrainerState"]
+
+# TRL `GRPOConfig` fields that Proxima does not implement: an error names them rather than ignoring them.
+_UNSUPPORTED = {
+    "use_vllm": "generation runs in-process with the trained weights",
+    "vllm_mode": "generation runs in-process with the trained weights",
+    "use_liger_kernel": "the loss is Proxima's own",
+    "importance_sampling_level": "only token-level importance ratios ('token')",
+    "delta": "two-sided clipping is not implemented",
+    "min_p": "min-p sampling is not implemented",
+    "repetition_penalty": "repetition penalties are not implemented",
+    "sync_ref_model": "the reference model stays the initial one",
+    "num_generations_eval": "evaluation during training is not implemented",
+    "multi_objective_aggregation": "only 'sum_then_normalize'",
+}
+
+
+@dataclasses.dataclass
+class GRPOConfig:
+    """TRL's ``GRPOConfig``: the fields Proxima reads, with TRL's defaults.
+
+    :param output_dir: where ``save_model()`` writes by default
+    :param learning_rate: Adam's step size, decayed linearly to 0 over the run
+    :param max_steps: optimiser steps to take; -1 (the default) means ``num_train_epochs`` passes over the prompts
+    :param num_train_epochs: passes over the dataset when ``max_steps`` is -1
+    :param per_device_train_batch_size: completions per micro-batch
+    :param gradient_accumulation_steps: micro-batches per optimiser step
+    :param steps_per_generation: micro-batches per generation batch (None: ``gradient_accumulation_steps``)
+    :param num_generations: completions sampled per prompt (G ≥ 2)
+    :param num_iterations: passes over each generation batch (μ); > 1 uses the importance ratio to π_old
+    :param beta: weight of the k3 KL penalty to the initial model (0: no reference model is kept)
+    :param epsilon: the lower clip of the ratio
+    :param epsilon_high: the upper clip (None: ``epsilon``; DAPO recommends 0.28)
+    :param loss_type: "dapo" (default), "grpo", "bnpo" or "dr_grpo", as TRL defines them
+    :param scale_rewards: "group" (default), "batch" or "none": what the advantages are divided by
+    :param max_prompt_length: prompts longer than this keep their last tokens (None: whole)
+    :param max_completion_length: new tokens per completion at most
+    :param temperature: sampling temperature (the log-probabilities use it too, as TRL's)
+    :param top_p: nucleus sampling (1.0: off)
+    :param top_k: top-k sampling (0: off)
+    :param mask_truncated_completions: completions cut at ``max_completion_length`` count in no loss
+    :param reward_weights: one weight per reward function (None: all 1)
+    :param max_grad_norm: the gradient-norm clip
+    :param adam_epsilon: Adam's ε
+    :param seed: seeds the prompt order and the sampling
+    :param shuffle_dataset: shuffle the prompts each epoch
+    :param logging_steps: print a log row every this many optimiser steps (0: never)
+    """
+
+    output_dir: str = "trainer_output"
+    learning_rate: float = 1e-6
+    max_steps: int = -1
+    num_train_epochs: float = 3.0
+    per_device_train_batch_size: int = 8
+    gradient_accumulation_steps: int = 1
+    steps_per_generation: Optional[int] = None
+    num_generations: int = 8
+    num_iterations: int = 1
+    beta: float = 0.0
+    epsilon: float = 0.2
+    epsilon_high: Optional[float] = None
+    loss_type: str = "dapo"
+    scale_rewards: str = "group"
+    max_prompt_length: Optional[int] = 512
+    max_completion_length: int = 512
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    mask_truncated_completions: bool = False
+    reward_weights: Optional[list[float]] = None
+    max_grad_norm: float = 1.0
+    adam_epsilon: float = 1e-8
+    seed: int = 42
+    shuffle_dataset: bool = True
+    logging_steps: int = 10
+
+    def __post_init__(self) -> None:
+        if self.loss_type not in ("dapo", "grpo", "bnpo", "dr_grpo"):
+            raise ValueError(f"loss_type must be 'dapo', 'grpo', 'bnpo' or 'dr_grpo', not {self.loss_type!r}")
+        if isinstance(self.scale_rewards, bool):  # TRL's older boolean form
+            self.scale_rewards = "group" if self.scale_rewards else "none"
+        if self.scale_rewards not in ("group", "batch", "none"):
+            raise ValueError(f"scale_rewards must be 'group', 'batch' or 'none', not {self.scale_rewards!r}")
+
+
+_dataclass_init = GRPOConfig.__init__
+
+
+@functools.wraps(_dataclass_init)
+def _checked_init(self: GRPOConfig, *args: Any, **kwargs: Any) -> None:
+    for key in kwargs:
+        if key in _UNSUPPORTED:
+            raise NotImplementedError(f"GRPOConfig({key}=...): not supported by Proxima ({_UNSUPPORTED[key]})")
+    _dataclass_init(self, *args, **kwargs)
+
+
+GRPOConfig.__init__ = _checked_init  # type: ignore[method-assign]
+
+
+class TrainerState:
+    """What the trainer has done: ``global_step`` (optimiser steps) and ``log_history`` (one dict per generation
+    batch, TRL's keys: ``reward``, ``reward_std``, ``rewards/{name}/mean``, ``completions/mean_length``, ``kl``, ...)."""
+
+    def __init__(self) -> None:
+        self.global_step = 0
+        self.log_history: list[dict[str, Any]] = []
+
+
+class TrainOutput(NamedTuple):
+    """What ``train()`` returns, as ``transformers``' ``TrainOutput``."""
+
+    global_step: int
+    training_loss: float
+    metrics: dict[str, Any]
+
+
+def _rows(dataset: Any) -> list[dict[str, Any]]:
+    """The dataset's rows as dicts: a ``datasets.Dataset``, a list of dicts, or a path to a JSONL file."""
+    if isinstance(dataset, (str, os.PathLike)):
+        with open(dataset, encoding="utf-8") as f:
+            rows = []
+            for i, line in enumerate(f):
+                if line.strip():
+                    try:
+                        rows.append(json.loads(line))
+                    except json.JSONDecodeError as e:
+                        raise ValueError(f"{dataset}: line {i + 1} is not JSON: {e}") from None
+            return rows
+    if isinstance(dataset, Iterable):
+        return [dict(row) for row in dataset]
+    raise TypeError(f"train_dataset must be a datasets.Dataset, a list of dicts or a JSONL path, not {type(dataset).__name__}")
+
+
+def _model_dir(model: Any, processing_class: Any, keep: list) -> str:
+    if isinstance(model, (str, os.PathLike)):
+        if not os.path.isdir(model):
+            raise ValueError(
+                f"model {str(model)!r} is not a directory: Proxima loads a local Hugging Face model directory "
+                "(config.json, *.safetensors, tokenizer.json); download one with `huggingface-cli download ID --local-dir DIR`"
+            )
+        return os.fspath(model)
+    if hasattr(model, "save_pretrained"):
+        tmp = tempfile.TemporaryDirectory(prefix="proxima-lm-")
+        keep.append(tmp)
+        model.save_pretrained(tmp.name)
+        if processing_class is None:
+            raise ValueError("a transformers model object needs its tokenizer: pass processing_class=tokenizer")
+        processing_class.save_pretrained(tmp.name)
+        return tmp.name
+    raise TypeError(f"model must be a directory path or a transformers model, not {type(model).__name__}")
+
+
+class GRPOTrainer:
+    """TRL's ``GRPOTrainer`` on Proxima.
+
+    :param model: a local Hugging Face model directory, or a ``transformers`` ``PreTrainedModel`` (with
+        ``processing_class``)
+    :param reward_funcs: a callable or a list of callables ``(prompts, completions, **kwargs) -> list[float | None]``;
+        their weighted sum (``args.reward_weights``) is the reward
+    :param args: a :class:`GRPOConfig` (None: the defaults)
+    :param train_dataset: rows with a text ``prompt`` column (a ``datasets.Dataset``, a list of dicts or a JSONL
+        path); the other columns go to the reward functions by name
+    :param processing_class: the tokenizer, only needed with a model object (the directory's ``tokenizer.json`` is
+        used otherwise)
+    """
+
+    def __init__(
+        self,
+        model: Union[str, os.PathLike, Any],
+        reward_funcs: Union[Callable[..., list], list[Callable[..., list]]],
+        args: Optional[GRPOConfig] = None,
+        train_dataset: Any = None,
+        processing_class: Any = None,
+    ) -> None:
+        self.args = args if args is not None else GRPOConfig()
+        funcs = reward_funcs if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
+        for f in funcs:
+            if not callable(f):
+                raise NotImplementedError(
+                    f"reward function {f!r}: only Python callables are supported (not reward-model ids)"
+                )
+        if train_dataset is None:
+            raise ValueError("GRPOTrainer needs a train_dataset with a `prompt` column")
+        rows = _rows(train_dataset)
+        for i, row in enumerate(rows):
+            if not isinstance(row.get("prompt"), str):
+                kind = "a list of messages (conversational)" if isinstance(row.get("prompt"), list) else "missing"
+                raise (NotImplementedError if isinstance(row.get("prompt"), list) else ValueError)(
+                    f"dataset row {i}: the `prompt` must be text; it is {kind}"
+                )
+        self._tmp: list = []
+        model_dir = _model_dir(model, processing_class, self._tmp)
+        self.state = TrainerState()
+        fields = dataclasses.asdict(self.args)
+        for key in ("output_dir", "num_train_epochs", "logging_steps"):
+            fields.pop(key)
+        fields["max_steps"] = self._max_steps(len(rows))
+        try:
+            lines = [json.dumps(row) for row in rows]
+        except TypeError as e:
+            raise TypeError(f"the dataset's columns must be JSON values (str, numbers, lists, dicts): {e}") from None
+        names = [getattr(f, "__name__", type(f).__name__) for f in funcs]
+        self._engine = _GrpoTrainer(model_dir, json.dumps(fields), lines, list(zip(names, funcs)))
+
+    def _max_steps(self, n_rows: int) -> int:
+        a = self.args
+        if a.max_steps > 0:
+            return a.max_steps
+        per_step = a.per_device_train_batch_size * a.gradient_accumulation_steps
+        return max(1, math.ceil(a.num_train_epochs * n_rows * a.num_generations * a.num_iterations / per_step))
+
+    def train(self) -> TrainOutput:
+        """Trains for ``max_steps`` optimiser steps (or ``num_train_epochs``). Returns a :class:`TrainOutput`."""
+        losses = []
+        next_log = self.args.logging_steps
+        while not self._engine.is_done():
+            row = json.loads(self._engine.step())
+            self.state.global_step = row["step"]
+            self.state.log_history.append(row)
+            losses.append(row["loss"])
+            if self.args.logging_steps > 0 and self.state.global_step >= next_log:
+                print({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}, file=sys.stdout)
+                next_log += self.args.logging_steps
+        loss = sum(losses) / max(len(losses), 1)
+        return TrainOutput(self.state.global_step, loss, {"train_loss": loss})
+
+    def save_model(self, output_dir: Optional[str] = None) -> None:
+        """Writes the model and its tokenizer's files to ``output_dir`` (default ``args.output_dir``) as a Hugging
+        Face directory that ``transformers``' ``from_pretrained`` loads."""
+        self._engine.save_model(output_dir if output_dir is not None else self.args.output_dir)

@@ -1,0 +1,128 @@
+"""``proxima.lm``: GRPO on a Hugging Face model with TRL's API, on a tiny random Qwen2-shaped model and a
+character tokenizer made here with ``transformers`` and ``tokenizers``: a reward function written in Python
+steers it, the saved model loads in ``transformers`` with the trained weights, and bad inputs are clear errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import transformers
+
+from proxima.lm import GRPOConfig, GRPOTrainer
+
+LETTERS = "abcdefghij"
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    """A 1-layer Qwen2-shaped model over <pad>, <eos> and ten letters, with a character tokenizer."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    d = tmp_path_factory.mktemp("tiny-qwen2")
+    vocab = {"<pad>": 0, "<eos>": 1, **{c: i + 2 for i, c in enumerate(LETTERS)}}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<pad>"))
+    tok.pre_tokenizer = pre_tokenizers.Split(pattern="", behavior="isolated")
+    tok.decoder = decoders.Fuse()
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>")
+    fast.save_pretrained(d)
+    torch.manual_seed(0)
+    cfg = transformers.Qwen2Config(vocab_size=len(vocab), hidden_size=32, intermediate_size=48, num_hidden_layers=1,
+                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
+                                   tie_word_embeddings=True, eos_token_id=1, pad_token_id=0)
+    model = transformers.Qwen2ForCausalLM(cfg)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() > 1:
+                p.normal_(0, 0.2)
+    model.save_pretrained(d)
+    return d
+
+
+def dataset():
+    return [{"prompt": p, "target": "e"} for p in ("abc", "hij", "dd")]
+
+
+def fraction(completions, target, **kwargs):
+    """The share of each completion's letters that are its row's target letter (TRL's calling convention)."""
+    assert "completion_ids" in kwargs and "prompts" in kwargs
+    return [c.count(t) / max(len(c), 1) for c, t in zip(completions, target)]
+
+
+def args(tmp_path, **kw):
+    base = dict(output_dir=str(tmp_path / "out"), learning_rate=3e-2, max_steps=30, per_device_train_batch_size=8,
+                num_generations=4, max_completion_length=6, seed=1, logging_steps=0)
+    base.update(kw)
+    return GRPOConfig(**base)
+
+
+def test_a_python_reward_steers_the_model_and_the_result_loads_in_transformers(model_dir, tmp_path):
+    trainer = GRPOTrainer(model=str(model_dir), reward_funcs=fraction, args=args(tmp_path), train_dataset=dataset())
+    out = trainer.train()
+    rewards = [row["reward"] for row in trainer.state.log_history]
+    assert out.global_step == 30 == trainer.state.global_step
+    assert sum(rewards[:5]) / 5 < 0.3 and sum(rewards[-5:]) / 5 > 0.6, rewards
+    assert "rewards/fraction/mean" in trainer.state.log_history[-1]
+    trainer.save_model()
+    saved = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "out")
+    tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "out")
+    ids = tok("abc", return_tensors="pt")["input_ids"]
+    greedy = saved.generate(ids, max_new_tokens=4, do_sample=False, pad_token_id=0)
+    assert tok.decode(greedy[0, 3:], skip_special_tokens=True).count("e") >= 3
+
+
+def test_a_jsonl_dataset_and_two_weighted_reward_functions(model_dir, tmp_path):
+    path = tmp_path / "prompts.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in dataset()))
+    calls = []
+
+    def length(completions, **kwargs):
+        calls.append(len(completions))
+        return [float(len(c)) for c in completions]
+
+    trainer = GRPOTrainer(model=model_dir, reward_funcs=[fraction, length], train_dataset=path,
+                          args=args(tmp_path, max_steps=2, reward_weights=[1.0, 0.1], loss_type="grpo", beta=0.04))
+    trainer.train()
+    assert calls == [8, 8] and trainer.state.global_step == 2
+    assert {"rewards/fraction/mean", "rewards/length/mean", "kl"} <= set(trainer.state.log_history[-1])
+
+
+def test_bad_inputs_are_clear_errors(model_dir, tmp_path):
+    with pytest.raises(ValueError, match="not a directory"):
+        GRPOTrainer(model="HuggingFaceTB/SmolLM2-135M", reward_funcs=fraction, train_dataset=dataset())
+    with pytest.raises(NotImplementedError, match="conversational"):
+        GRPOTrainer(model=model_dir, reward_funcs=fraction, train_dataset=[{"prompt": [{"role": "user", "content": "a"}]}])
+    with pytest.raises(ValueError, match="row 0: the `prompt` must be text"):
+        GRPOTrainer(model=model_dir, reward_funcs=fraction, train_dataset=[{"question": "a"}])
+    with pytest.raises(NotImplementedError, match="use_vllm"):
+        GRPOConfig(use_vllm=True)
+    with pytest.raises(ValueError, match="loss_type"):
+        GRPOConfig(loss_type="sapo")
+    with pytest.raises(ValueError, match="multiple of num_generations"):
+        GRPOTrainer(model=model_dir, reward_funcs=fraction, train_dataset=dataset(),
+                    args=args(tmp_path, per_device_train_batch_size=6))
+
+    class Boom(Exception):
+        pass
+
+    def boom(completions, **kwargs):
+        raise Boom("the reward server is down")
+
+    trainer = GRPOTrainer(model=model_dir, reward_funcs=boom, train_dataset=dataset(), args=args(tmp_path))
+    with pytest.raises(Boom, match="the reward server is down"):
+        trainer.train()
+
+    def wrong(completions, **kwargs):
+        return "1.0"
+
+    trainer = GRPOTrainer(model=model_dir, reward_funcs=wrong, train_dataset=dataset(), args=args(tmp_path))
+    with pytest.raises(TypeError, match="must return a list of floats"):
+        trainer.train()
+
+    def short(completions, **kwargs):
+        return [1.0]
+
+    trainer = GRPOTrainer(model=model_dir, reward_funcs=short, train_dataset=dataset(), args=args(tmp_path))
+    with pytest.raises(ValueError, match="returned 1 rewards for 8 completions"):
+        trainer.train()
