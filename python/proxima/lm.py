@@ -1,4 +1,5 @@
-"""GRPO on Hugging Face language models with TRL's API: ``GRPOConfig`` and ``GRPOTrainer``.
+"""GRPO and SFT on Hugging Face language models with TRL's API: ``GRPOConfig``/``GRPOTrainer`` and
+``SFTConfig``/``SFTTrainer``.
 
     from proxima.lm import GRPOConfig, GRPOTrainer
 
@@ -30,9 +31,9 @@ import tempfile
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple, Optional, Union
 
-from ._proxima import _GrpoTrainer
+from ._proxima import _GrpoTrainer, _SftTrainer
 
-__all__ = ["GRPOConfig", "GRPOTrainer", "TrainOutput", "TrainerState"]
+__all__ = ["GRPOConfig", "GRPOTrainer", "SFTConfig", "SFTTrainer", "TrainOutput", "TrainerState"]
 
 # TRL `GRPOConfig` fields that Proxima does not implement: an error names them rather than ignoring them.
 _UNSUPPORTED = {
@@ -184,6 +185,22 @@ def _model_dir(model: Any, processing_class: Any, keep: list) -> str:
     raise TypeError(f"model must be a directory path or a transformers model, not {type(model).__name__}")
 
 
+def _train_loop(engine: Any, state: TrainerState, logging_steps: int) -> TrainOutput:
+    """Steps ``engine`` until it is done, keeping ``state`` and printing a row every ``logging_steps`` steps."""
+    losses = []
+    next_log = logging_steps
+    while not engine.is_done():
+        row = json.loads(engine.step())
+        state.global_step = row["step"]
+        state.log_history.append(row)
+        losses.append(row["loss"])
+        if logging_steps > 0 and state.global_step >= next_log:
+            print({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}, file=sys.stdout)
+            next_log += logging_steps
+    loss = sum(losses) / max(len(losses), 1)
+    return TrainOutput(state.global_step, loss, {"train_loss": loss})
+
+
 class GRPOTrainer:
     """TRL's ``GRPOTrainer`` on Proxima.
 
@@ -245,20 +262,83 @@ class GRPOTrainer:
 
     def train(self) -> TrainOutput:
         """Trains for ``max_steps`` optimiser steps (or ``num_train_epochs``). Returns a :class:`TrainOutput`."""
-        losses = []
-        next_log = self.args.logging_steps
-        while not self._engine.is_done():
-            row = json.loads(self._engine.step())
-            self.state.global_step = row["step"]
-            self.state.log_history.append(row)
-            losses.append(row["loss"])
-            if self.args.logging_steps > 0 and self.state.global_step >= next_log:
-                print({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}, file=sys.stdout)
-                next_log += self.args.logging_steps
-        loss = sum(losses) / max(len(losses), 1)
-        return TrainOutput(self.state.global_step, loss, {"train_loss": loss})
+        return _train_loop(self._engine, self.state, self.args.logging_steps)
 
     def save_model(self, output_dir: Optional[str] = None) -> None:
         """Writes the model and its tokenizer's files to ``output_dir`` (default ``args.output_dir``) as a Hugging
         Face directory that ``transformers``' ``from_pretrained`` loads."""
+        self._engine.save_model(output_dir if output_dir is not None else self.args.output_dir)
+
+
+@dataclasses.dataclass
+class SFTConfig:
+    """TRL's ``SFTConfig``: the fields Proxima reads, with TRL's defaults.
+
+    :param output_dir: where ``save_model()`` writes by default
+    :param learning_rate: Adam's step size, decayed linearly to 0 over the run
+    :param max_steps: optimiser steps to take; -1 (the default) means ``num_train_epochs`` passes over the rows
+    :param num_train_epochs: passes over the dataset when ``max_steps`` is -1
+    :param per_device_train_batch_size: rows per micro-batch
+    :param gradient_accumulation_steps: micro-batches per optimiser step
+    :param max_length: rows longer than this (in tokens) are cut at the end (None: not cut)
+    :param max_grad_norm: the gradient-norm clip
+    :param adam_epsilon: Adam's ε
+    :param seed: seeds the row order
+    :param shuffle_dataset: shuffle the rows each epoch
+    :param logging_steps: print a log row every this many optimiser steps (0: never)
+    """
+
+    output_dir: str = "trainer_output"
+    learning_rate: float = 2e-5
+    max_steps: int = -1
+    num_train_epochs: float = 3.0
+    per_device_train_batch_size: int = 8
+    gradient_accumulation_steps: int = 1
+    max_length: Optional[int] = 1024
+    max_grad_norm: float = 1.0
+    adam_epsilon: float = 1e-8
+    seed: int = 42
+    shuffle_dataset: bool = True
+    logging_steps: int = 10
+
+
+class SFTTrainer:
+    """TRL's ``SFTTrainer`` on Proxima: the loss on the ``completion`` tokens (and the EOS appended to each) of rows
+    with ``prompt`` and ``completion`` columns, or on every token of rows with a ``text`` column.
+
+    :param model: a local Hugging Face model directory, or a ``transformers`` ``PreTrainedModel`` (with
+        ``processing_class``)
+    :param args: an :class:`SFTConfig` (None: the defaults)
+    :param train_dataset: a ``datasets.Dataset``, a list of dicts or a JSONL path
+    :param processing_class: the tokenizer, only needed with a model object
+    """
+
+    def __init__(self, model: Union[str, os.PathLike, Any], args: Optional[SFTConfig] = None,
+                 train_dataset: Any = None, processing_class: Any = None) -> None:
+        self.args = args if args is not None else SFTConfig()
+        if train_dataset is None:
+            raise ValueError("SFTTrainer needs a train_dataset (prompt/completion or text rows)")
+        rows = _rows(train_dataset)
+        self._tmp: list = []
+        model_dir = _model_dir(model, processing_class, self._tmp)
+        self.state = TrainerState()
+        fields = dataclasses.asdict(self.args)
+        for key in ("output_dir", "num_train_epochs", "logging_steps"):
+            fields.pop(key)
+        a = self.args
+        per_step = a.per_device_train_batch_size * a.gradient_accumulation_steps
+        fields["max_steps"] = a.max_steps if a.max_steps > 0 else max(1, math.ceil(a.num_train_epochs * len(rows) / per_step))
+        try:
+            lines = [json.dumps(row) for row in rows]
+        except TypeError as e:
+            raise TypeError(f"the dataset's columns must be JSON values (str, numbers, lists, dicts): {e}") from None
+        self._engine = _SftTrainer(model_dir, json.dumps(fields), lines)
+
+    def train(self) -> TrainOutput:
+        """Trains for ``max_steps`` optimiser steps (or ``num_train_epochs``). Returns a :class:`TrainOutput`."""
+        return _train_loop(self._engine, self.state, self.args.logging_steps)
+
+    def save_model(self, output_dir: Optional[str] = None) -> None:
+        """Writes the model and its tokenizer's files to ``output_dir`` (default ``args.output_dir``) as a Hugging
+        Face directory."""
         self._engine.save_model(output_dir if output_dir is not None else self.args.output_dir)

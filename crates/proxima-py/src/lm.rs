@@ -1,12 +1,12 @@
-//! `proxima.lm`'s engine: GRPO on a Hugging Face model directory ([`proxima_lm::hf::GrpoTrainer`])
-//! with reward functions that are Python callables, called as TRL calls them
+//! `proxima.lm`'s engines: SFT ([`proxima_lm::hf::SftTrainer`]) and GRPO
+//! ([`proxima_lm::hf::GrpoTrainer`]) on a Hugging Face model directory, GRPO's reward functions that are Python callables, called as TRL calls them
 //! (`func(prompts=..., completions=..., completion_ids=..., **columns)`, one list entry per
 //! completion). The trainer works with the GIL released; a reward function's exception is raised
 //! as itself.
 
 use crate::errors::IntoPy;
 use proxima::ProximaError;
-use proxima_lm::hf::{CausalLm, GrpoArgs, GrpoTrainer, HfTokenizer, RewardFunction};
+use proxima_lm::hf::{CausalLm, GrpoArgs, GrpoTrainer, HfTokenizer, RewardFunction, SftArgs, SftTrainer};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -150,4 +150,69 @@ impl PyGrpoTrainer {
         let model = &tr.model;
         py.detach(|| model.save(&dir)).py()
     }
+}
+
+/// SFT on a Hugging Face model (the engine of `proxima.lm.SFTTrainer`).
+#[pyclass(name = "_SftTrainer", module = "proxima._proxima")]
+pub struct PySftTrainer {
+    inner: Mutex<SftTrainer>,
+}
+
+#[pymethods]
+impl PySftTrainer {
+    /// `model_dir`: a Hugging Face model directory; `args_json`: the `SFTConfig` fields Proxima
+    /// reads, as JSON; `rows`: the dataset, one JSON object per row.
+    #[new]
+    fn new(py: Python<'_>, model_dir: std::path::PathBuf, args_json: &str, rows: Vec<String>) -> PyResult<Self> {
+        let args: SftArgs = serde_json::from_str(args_json)
+            .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("SFTConfig: {e}")))?;
+        let dataset = parse_rows(&rows)?;
+        let trainer = py
+            .detach(|| -> proxima::Result<SftTrainer> {
+                SftTrainer::new(CausalLm::load(&model_dir)?, HfTokenizer::load(&model_dir)?, args, &dataset)
+            })
+            .py()?;
+        Ok(PySftTrainer { inner: Mutex::new(trainer) })
+    }
+
+    /// One optimiser step; its log row as JSON.
+    fn step(&self, py: Python<'_>) -> PyResult<String> {
+        let mut guard = self
+            .inner
+            .try_lock()
+            .map_err(|_| PyRuntimeError::new_err("the trainer is busy (training in another thread)"))?;
+        let tr: &mut SftTrainer = &mut guard;
+        py.detach(|| tr.step()).py()?;
+        Ok(tr.log_history.last().map(|r| r.to_string()).unwrap_or_default())
+    }
+
+    /// Whether `max_steps` optimiser steps are done.
+    fn is_done(&self) -> PyResult<bool> {
+        let tr = self
+            .inner
+            .try_lock()
+            .map_err(|_| PyRuntimeError::new_err("the trainer is busy (training in another thread)"))?;
+        Ok(tr.global_step >= tr.args.max_steps)
+    }
+
+    /// Writes the model (and the tokenizer's files) as a Hugging Face directory.
+    fn save_model(&self, py: Python<'_>, dir: std::path::PathBuf) -> PyResult<()> {
+        let tr = self
+            .inner
+            .try_lock()
+            .map_err(|_| PyRuntimeError::new_err("the trainer is busy (training in another thread)"))?;
+        let model = &tr.model;
+        py.detach(|| model.save(&dir)).py()
+    }
+}
+
+/// The dataset's rows, each a JSON object.
+fn parse_rows(rows: &[String]) -> PyResult<Vec<Map<String, Value>>> {
+    rows.iter()
+        .enumerate()
+        .map(|(i, row)| match serde_json::from_str::<Value>(row) {
+            Ok(Value::Object(m)) => Ok(m),
+            _ => Err(pyo3::exceptions::PyValueError::new_err(format!("dataset row {i} is not a JSON object"))),
+        })
+        .collect()
 }

@@ -3,6 +3,7 @@
 //! generation batches sampled with the model's own weights (no separate generator to keep in
 //! sync), the loss of [`super::grpo`], Adam with TRL's linear decay, and the logs TRL writes.
 
+use super::data::{first_without_text, EpochSampler};
 use super::generate::{generate, SamplingConfig};
 use super::grpo::{advantages, micro_batch_loss, GrpoArgs, GrpoMetrics, RewardFunction};
 use super::model::CausalLm;
@@ -13,7 +14,6 @@ use candle_core::{Device, Tensor};
 use proxima::optim::{Gradients, LrSchedule, Optimizer, Params};
 use proxima::policy::candle::host_gradients;
 use proxima::{ProximaError, Result};
-use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde_json::{Map, Value};
@@ -46,8 +46,7 @@ pub struct GrpoTrainer {
     dataset: Vec<Map<String, Value>>,
     opt: Optimizer,
     rng: ChaCha8Rng,
-    order: Vec<usize>,
-    cursor: usize,
+    sampler: EpochSampler,
     /// Optimiser steps taken.
     pub global_step: u64,
     /// One row per generation batch, TRL's keys ([`GrpoMetrics::to_json`]).
@@ -74,7 +73,7 @@ impl GrpoTrainer {
         if dataset.is_empty() {
             return Err(ProximaError::Config("the training dataset is empty".into()));
         }
-        if let Some(i) = dataset.iter().position(|row| !row.get("prompt").is_some_and(Value::is_string)) {
+        if let Some(i) = first_without_text(&dataset, "prompt") {
             return Err(ProximaError::Config(format!("dataset row {i} has no text `prompt` column")));
         }
         let reference = if args.beta > 0.0 { Some(model.frozen_copy()?) } else { None };
@@ -90,8 +89,7 @@ impl GrpoTrainer {
             dataset,
             opt,
             rng,
-            order: Vec::new(),
-            cursor: 0,
+            sampler: EpochSampler::default(),
             global_step: 0,
             log_history: Vec::new(),
         })
@@ -145,27 +143,15 @@ impl GrpoTrainer {
         Ok(metrics)
     }
 
-    /// The next `n` prompts of the (per-epoch shuffled) dataset.
-    fn next_prompts(&mut self, n: usize) -> Vec<usize> {
-        (0..n)
-            .map(|_| {
-                if self.cursor == self.order.len() {
-                    self.order = (0..self.dataset.len()).collect();
-                    if self.args.shuffle_dataset {
-                        self.order.shuffle(&mut self.rng);
-                    }
-                    self.cursor = 0;
-                }
-                self.cursor += 1;
-                self.order[self.cursor - 1]
-            })
-            .collect()
-    }
-
     /// Samples G completions for each of the generation batch's prompts and scores them.
     fn generation_batch(&mut self) -> Result<(GenerationBatch, GrpoMetrics)> {
         let g = self.args.num_generations;
-        let picks = self.next_prompts(self.args.generation_batch_size() / g);
+        let picks = self.sampler.next(
+            self.args.generation_batch_size() / g,
+            self.dataset.len(),
+            self.args.shuffle_dataset,
+            &mut self.rng,
+        );
         let rows: Vec<usize> = picks.iter().flat_map(|&i| std::iter::repeat_n(i, g)).collect();
         let texts: Vec<String> =
             rows.iter().map(|&i| self.dataset[i]["prompt"].as_str().unwrap_or("").to_string()).collect();

@@ -5,11 +5,13 @@
 
 pub mod checkpoint;
 pub mod config;
+pub mod data;
 pub mod generate;
 pub mod grpo;
 pub mod grpo_trainer;
 pub mod layers;
 pub mod model;
+pub mod sft;
 pub mod tokenizer;
 
 pub use config::{Arch, HfConfig};
@@ -17,4 +19,5 @@ pub use generate::{generate, Completions, SamplingConfig};
 pub use grpo::{GrpoArgs, LossType, RewardFunction, ScaleRewards};
 pub use grpo_trainer::GrpoTrainer;
 pub use model::{CausalLm, KvCache};
+pub use sft::{SftArgs, SftTrainer};
 pub use tokenizer::HfTokenizer;

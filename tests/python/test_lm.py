@@ -1,6 +1,7 @@
-"""``proxima.lm``: GRPO on a Hugging Face model with TRL's API, on a tiny random Qwen2-shaped model and a
-character tokenizer made here with ``transformers`` and ``tokenizers``: a reward function written in Python
-steers it, the saved model loads in ``transformers`` with the trained weights, and bad inputs are clear errors."""
+"""``proxima.lm``: SFT and GRPO on a Hugging Face model with TRL's API, on a tiny random Qwen2-shaped model and a
+character tokenizer made here with ``transformers`` and ``tokenizers``: SFT learns the completions it is shown, a
+reward function written in Python steers GRPO, the saved models load in ``transformers`` with the trained weights,
+and bad inputs are clear errors."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 import torch
 import transformers
 
-from proxima.lm import GRPOConfig, GRPOTrainer
+from proxima.lm import GRPOConfig, GRPOTrainer, SFTConfig, SFTTrainer
 
 LETTERS = "abcdefghij"
 
@@ -126,3 +127,23 @@ def test_bad_inputs_are_clear_errors(model_dir, tmp_path):
     trainer = GRPOTrainer(model=model_dir, reward_funcs=short, train_dataset=dataset(), args=args(tmp_path))
     with pytest.raises(ValueError, match="returned 1 rewards for 8 completions"):
         trainer.train()
+
+
+def test_sft_learns_its_completions_and_the_result_generates_them_in_transformers(model_dir, tmp_path):
+    rows = [{"prompt": "ab", "completion": "cde"}, {"prompt": "ij", "completion": "jji"}, {"prompt": "ff", "completion": "a"}]
+    path = tmp_path / "sft.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows))
+    trainer = SFTTrainer(model_dir, args=SFTConfig(output_dir=str(tmp_path / "sft"), learning_rate=1e-2, max_steps=150,
+                                                   per_device_train_batch_size=3, seed=3, logging_steps=0),
+                         train_dataset=path)
+    out = trainer.train()
+    assert out.global_step == 150 and trainer.state.log_history[-1]["loss"] < 0.05
+    trainer.save_model()
+    model = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "sft")
+    tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "sft")
+    for r in rows:
+        ids = tok(r["prompt"], return_tensors="pt")["input_ids"]
+        gen = model.generate(ids, max_new_tokens=6, do_sample=False, pad_token_id=0, eos_token_id=1)
+        assert tok.decode(gen[0, ids.shape[1]:], skip_special_tokens=True) == r["completion"]
+    with pytest.raises(ValueError, match="SFT needs text `prompt` and `completion` columns"):
+        SFTTrainer(model_dir, train_dataset=[{"prompt": "ab"}])

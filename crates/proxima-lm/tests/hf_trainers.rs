@@ -1,8 +1,13 @@
-//! GRPO on a Hugging Face model, end to end without Python: a tiny random Qwen2-shaped model with
-//! a character tokenizer learns to write what a reward function asks for.
+//! The trainers on a Hugging Face model, end to end without Python, on a tiny random Qwen2-shaped
+//! model with a character tokenizer: GRPO learns to write what a reward function asks for, SFT
+//! learns the completions it is shown.
 
 use proxima::Result;
-use proxima_lm::hf::{CausalLm, GrpoArgs, GrpoTrainer, HfConfig, HfTokenizer, LossType, RewardFunction};
+use proxima_lm::hf::{
+    generate, CausalLm, GrpoArgs, GrpoTrainer, HfConfig, HfTokenizer, LossType, RewardFunction, SamplingConfig,
+    SftArgs, SftTrainer,
+};
+use rand::SeedableRng;
 use serde_json::{json, Map, Value};
 use std::path::Path;
 
@@ -151,5 +156,49 @@ fn bad_inputs_are_errors() {
     .unwrap();
     let e = tr.step().unwrap_err().to_string();
     assert!(e.contains("reward function `short` returned 1 rewards for 4 completions"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// SFT on prompt–completion rows: the loss falls and greedy decoding writes each completion and
+/// stops (the EOS is learned too); rows of `text` train as well; bad rows are errors.
+#[test]
+fn sft_learns_the_completions_it_is_shown() {
+    let dir = std::env::temp_dir().join(format!("proxima-hf-sft-{}", std::process::id()));
+    model_dir(&dir);
+    let rows: Vec<Map<String, Value>> = [("ab", "cde"), ("ij", "jji"), ("ff", "a")]
+        .iter()
+        .map(|(p, c)| json!({"prompt": p, "completion": c}).as_object().unwrap().clone())
+        .collect();
+    let tok = || HfTokenizer::load(&dir).unwrap();
+    let args =
+        SftArgs { learning_rate: 1e-2, max_steps: 150, per_device_train_batch_size: 3, seed: 3, ..SftArgs::default() };
+    let mut tr = SftTrainer::new(CausalLm::load(&dir).unwrap(), tok(), args.clone(), &rows).unwrap();
+    tr.train().unwrap();
+    let loss = |i: usize| tr.log_history[i]["loss"].as_f64().unwrap();
+    assert!(loss(0) > 1.5 && loss(149) < 0.05, "loss {} → {}", loss(0), loss(149));
+    let t = tok();
+    let prompts: Vec<Vec<u32>> = ["ab", "ij", "ff"].iter().map(|p| t.encode(p, true).unwrap()).collect();
+    let greedy =
+        SamplingConfig { max_new_tokens: 6, do_sample: false, stop_token_ids: vec![1], ..SamplingConfig::default() };
+    let out = generate(&tr.model, &prompts, &greedy, &mut rand_chacha::ChaCha8Rng::seed_from_u64(0)).unwrap();
+    let texts: Vec<String> = out.tokens.iter().map(|c| t.decode(c, true).unwrap()).collect();
+    assert_eq!(texts, ["cde", "jji", "a"]);
+    assert!(out.truncated.iter().all(|&x| !x), "each completion ends with EOS");
+    let text_rows: Vec<Map<String, Value>> = vec![json!({"text": "abcabc"}).as_object().unwrap().clone()];
+    let mut lm =
+        SftTrainer::new(CausalLm::load(&dir).unwrap(), tok(), SftArgs { max_steps: 2, ..args.clone() }, &text_rows)
+            .unwrap();
+    lm.train().unwrap();
+    let bad = |rows: Vec<Value>| {
+        let rows: Vec<Map<String, Value>> = rows.into_iter().map(|r| r.as_object().unwrap().clone()).collect();
+        SftTrainer::new(CausalLm::load(&dir).unwrap(), tok(), args.clone(), &rows)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    };
+    assert!(bad(vec![json!({"prompt": "ab"})]).contains("SFT needs text `prompt` and `completion` columns"));
+    assert!(bad(vec![]).contains("empty"));
+    assert!(bad(vec![json!({"text": "abcdefghijabcdefghijabcdefghijabcdefghij"})])
+        .contains("longer than the model's 32 positions"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
