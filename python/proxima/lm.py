@@ -33,7 +33,7 @@ from typing import Any, NamedTuple, Optional, Union
 
 from ._proxima import _GrpoTrainer, _SftTrainer
 
-__all__ = ["GRPOConfig", "GRPOTrainer", "SFTConfig", "SFTTrainer", "TrainOutput", "TrainerState"]
+__all__ = ["GRPOConfig", "GRPOTrainer", "LoraConfig", "SFTConfig", "SFTTrainer", "TrainOutput", "TrainerState"]
 
 # TRL `GRPOConfig` fields that Proxima does not implement: an error names them rather than ignoring them.
 _UNSUPPORTED = {
@@ -132,6 +132,36 @@ def _checked_init(self: GRPOConfig, *args: Any, **kwargs: Any) -> None:
 GRPOConfig.__init__ = _checked_init  # type: ignore[method-assign]
 
 
+@dataclasses.dataclass
+class LoraConfig:
+    """PEFT's ``LoraConfig`` (the fields Proxima reads); a ``peft.LoraConfig`` works as well.
+
+    :param r: the adapters' rank
+    :param lora_alpha: the update is scaled by ``lora_alpha / r``
+    :param target_modules: the projections to adapt by name (``["q_proj", "v_proj"]``), or ``"all-linear"``;
+        None: PEFT's default for the model type (``q_proj``, ``v_proj``; GPT-2's ``c_attn``)
+    """
+
+    r: int = 8
+    lora_alpha: float = 8
+    target_modules: Optional[Union[list[str], str]] = None
+
+
+def _lora_fields(peft_config: Any) -> Optional[dict[str, Any]]:
+    """A LoRA config (Proxima's, PEFT's, or a dict) as the engine's fields."""
+    if peft_config is None:
+        return None
+    get = peft_config.get if isinstance(peft_config, dict) else lambda k, d=None: getattr(peft_config, k, d)
+    if str(get("peft_type", "LORA")).upper().rsplit(".", 1)[-1] != "LORA":
+        raise NotImplementedError(f"peft_config: only LoRA adapters are supported, not {get('peft_type')}")
+    for key, default in (("lora_dropout", 0.0), ("use_dora", False), ("use_rslora", False)):
+        if get(key, default) not in (default, None):
+            raise NotImplementedError(f"peft_config.{key}={get(key)!r} is not supported (only {default!r})")
+    targets = get("target_modules", None)
+    targets = [targets] if isinstance(targets, str) else sorted(targets or [])
+    return {"r": int(get("r", 8)), "lora_alpha": float(get("lora_alpha", 8)), "target_modules": targets}
+
+
 class TrainerState:
     """What the trainer has done: ``global_step`` (optimiser steps) and ``log_history`` (one dict per generation
     batch, TRL's keys: ``reward``, ``reward_std``, ``rewards/{name}/mean``, ``completions/mean_length``, ``kl``, ...)."""
@@ -213,6 +243,8 @@ class GRPOTrainer:
         path); the other columns go to the reward functions by name
     :param processing_class: the tokenizer, only needed with a model object (the directory's ``tokenizer.json`` is
         used otherwise)
+    :param peft_config: LoRA adapters to train instead of the whole model (a :class:`LoraConfig` or a
+        ``peft.LoraConfig``); generation reads the adapted model, ``save_model`` writes the merged weights
     """
 
     def __init__(
@@ -222,6 +254,7 @@ class GRPOTrainer:
         args: Optional[GRPOConfig] = None,
         train_dataset: Any = None,
         processing_class: Any = None,
+        peft_config: Any = None,
     ) -> None:
         self.args = args if args is not None else GRPOConfig()
         funcs = reward_funcs if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
@@ -246,6 +279,7 @@ class GRPOTrainer:
         for key in ("output_dir", "num_train_epochs", "logging_steps"):
             fields.pop(key)
         fields["max_steps"] = self._max_steps(len(rows))
+        fields["peft_config"] = _lora_fields(peft_config)
         try:
             lines = [json.dumps(row) for row in rows]
         except TypeError as e:
@@ -311,10 +345,12 @@ class SFTTrainer:
     :param args: an :class:`SFTConfig` (None: the defaults)
     :param train_dataset: a ``datasets.Dataset``, a list of dicts or a JSONL path
     :param processing_class: the tokenizer, only needed with a model object
+    :param peft_config: LoRA adapters to train instead of the whole model (a :class:`LoraConfig` or a
+        ``peft.LoraConfig``); ``save_model`` writes the merged weights
     """
 
     def __init__(self, model: Union[str, os.PathLike, Any], args: Optional[SFTConfig] = None,
-                 train_dataset: Any = None, processing_class: Any = None) -> None:
+                 train_dataset: Any = None, processing_class: Any = None, peft_config: Any = None) -> None:
         self.args = args if args is not None else SFTConfig()
         if train_dataset is None:
             raise ValueError("SFTTrainer needs a train_dataset (prompt/completion or text rows)")
@@ -328,6 +364,7 @@ class SFTTrainer:
         a = self.args
         per_step = a.per_device_train_batch_size * a.gradient_accumulation_steps
         fields["max_steps"] = a.max_steps if a.max_steps > 0 else max(1, math.ceil(a.num_train_epochs * len(rows) / per_step))
+        fields["peft_config"] = _lora_fields(peft_config)
         try:
             lines = [json.dumps(row) for row in rows]
         except TypeError as e:

@@ -11,7 +11,7 @@ import pytest
 import torch
 import transformers
 
-from proxima.lm import GRPOConfig, GRPOTrainer, SFTConfig, SFTTrainer
+from proxima.lm import GRPOConfig, GRPOTrainer, LoraConfig, SFTConfig, SFTTrainer
 
 LETTERS = "abcdefghij"
 
@@ -147,3 +147,27 @@ def test_sft_learns_its_completions_and_the_result_generates_them_in_transformer
         assert tok.decode(gen[0, ids.shape[1]:], skip_special_tokens=True) == r["completion"]
     with pytest.raises(ValueError, match="SFT needs text `prompt` and `completion` columns"):
         SFTTrainer(model_dir, train_dataset=[{"prompt": "ab"}])
+
+
+def test_lora_trains_only_adapters_and_saves_merged_weights(model_dir, tmp_path):
+    rows = [{"prompt": "ab", "completion": "eee"}, {"prompt": "ij", "completion": "eee"}]
+    lora = LoraConfig(r=4, lora_alpha=16, target_modules="all-linear")
+    trainer = SFTTrainer(model_dir, args=SFTConfig(output_dir=str(tmp_path / "lora"), learning_rate=3e-2, max_steps=40,
+                                                   per_device_train_batch_size=2, seed=3, logging_steps=0),
+                         train_dataset=rows, peft_config=lora)
+    trainer.train()
+    losses = [r["loss"] for r in trainer.state.log_history]
+    assert losses[0] > 2.5 and losses[-1] < 1.8, losses
+    trainer.save_model()
+    base = transformers.AutoModelForCausalLM.from_pretrained(model_dir)
+    tuned = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "lora")
+    changed = [n for (n, p), (_, q) in zip(base.named_parameters(), tuned.named_parameters()) if not torch.equal(p, q)]
+    assert changed and all("proj" in n for n in changed), changed  # merged adapters: the projections only
+    g = GRPOTrainer(model_dir, reward_funcs=fraction, train_dataset=dataset(), args=args(tmp_path, max_steps=2),
+                    peft_config={"r": 2, "lora_alpha": 4, "target_modules": ["q_proj", "v_proj"]})
+    g.train()
+    with pytest.raises(NotImplementedError, match="lora_dropout"):
+        GRPOTrainer(model_dir, reward_funcs=fraction, train_dataset=dataset(), peft_config={"r": 2, "lora_dropout": 0.05})
+    with pytest.raises(ValueError, match="name no linear layer"):
+        GRPOTrainer(model_dir, reward_funcs=fraction, train_dataset=dataset(), args=args(tmp_path),
+                    peft_config=LoraConfig(target_modules=["c_attn"]))

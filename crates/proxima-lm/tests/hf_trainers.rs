@@ -4,8 +4,8 @@
 
 use proxima::Result;
 use proxima_lm::hf::{
-    generate, CausalLm, GrpoArgs, GrpoTrainer, HfConfig, HfTokenizer, LossType, RewardFunction, SamplingConfig,
-    SftArgs, SftTrainer,
+    generate, CausalLm, GrpoArgs, GrpoTrainer, HfConfig, HfTokenizer, LoraConfig, LossType, RewardFunction,
+    SamplingConfig, SftArgs, SftTrainer,
 };
 use rand::SeedableRng;
 use serde_json::{json, Map, Value};
@@ -24,7 +24,19 @@ fn model_dir(dir: &Path) {
     let params = cfg
         .param_shapes()
         .into_iter()
-        .map(|(n, s)| (n, candle_core::Var::randn(0f32, 0.2, s, &candle_core::Device::Cpu).unwrap()))
+        .map(|(n, s)| {
+            // Seeded: the same model every run.
+            let mut rng =
+                rand_chacha::ChaCha8Rng::seed_from_u64(n.len() as u64 * 7919 + s.iter().product::<usize>() as u64);
+            let v: Vec<f32> = (0..s.iter().product::<usize>())
+                .map(|_| rand_distr::Distribution::sample(&rand_distr::Normal::new(0f32, 0.2).unwrap(), &mut rng))
+                .collect();
+            (
+                n,
+                candle_core::Var::from_tensor(&candle_core::Tensor::from_vec(v, s, &candle_core::Device::Cpu).unwrap())
+                    .unwrap(),
+            )
+        })
         .collect();
     CausalLm::from_params(cfg, params).unwrap().save(dir).unwrap();
     let mut v = Map::new();
@@ -200,5 +212,78 @@ fn sft_learns_the_completions_it_is_shown() {
     assert!(bad(vec![]).contains("empty"));
     assert!(bad(vec![json!({"text": "abcdefghijabcdefghijabcdefghijabcdefghij"})])
         .contains("longer than the model's 32 positions"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// LoRA adapters: only they train (the base weights stay the file's, bit for bit), the loss falls,
+/// generation and the loss read the adapted model, and the saved model (adapters merged) gives
+/// the adapted model's logits.
+#[test]
+fn with_lora_only_the_adapters_move() {
+    let dir = std::env::temp_dir().join(format!("proxima-hf-lora-{}", std::process::id()));
+    model_dir(&dir);
+    let lora = LoraConfig { r: 4, lora_alpha: 16.0, target_modules: vec!["all-linear".into()] };
+    let rows: Vec<Map<String, Value>> = [("ab", "eee"), ("ij", "eee"), ("ff", "eee")]
+        .iter()
+        .map(|(p, c)| json!({"prompt": p, "completion": c}).as_object().unwrap().clone())
+        .collect();
+    let args = SftArgs {
+        learning_rate: 3e-2,
+        max_steps: 60,
+        per_device_train_batch_size: 3,
+        seed: 3,
+        peft_config: Some(lora.clone()),
+        ..SftArgs::default()
+    };
+    let mut sft =
+        SftTrainer::new(CausalLm::load(&dir).unwrap(), HfTokenizer::load(&dir).unwrap(), args, &rows).unwrap();
+    sft.train().unwrap();
+    let loss = |i: usize| sft.log_history[i]["loss"].as_f64().unwrap();
+    assert!(loss(0) > 2.5 && loss(59) < 1.7, "loss {} → {}", loss(0), loss(59));
+    let args = GrpoArgs {
+        learning_rate: 3e-2,
+        max_steps: 5,
+        per_device_train_batch_size: 8,
+        num_generations: 4,
+        max_completion_length: 6,
+        seed: 1,
+        peft_config: Some(lora),
+        ..GrpoArgs::default()
+    };
+    let mut tr = trainer(&dir, args);
+    let n_trainable: usize = tr.model.trainable_params().iter().map(|(_, v)| v.elem_count()).sum();
+    let n_all: usize = tr.model.named_params().iter().map(|(_, v)| v.elem_count()).sum();
+    assert!(n_trainable * 3 < n_all, "{n_trainable} adapter values of {n_all}");
+    tr.train().unwrap();
+    let base = CausalLm::load(&dir).unwrap();
+    let values = |m: &CausalLm| -> Vec<Vec<f32>> {
+        m.named_params().iter().map(|(_, v)| v.as_tensor().flatten_all().unwrap().to_vec1().unwrap()).collect()
+    };
+    assert_eq!(values(&tr.model), values(&base), "the base weights did not move");
+    let out = dir.join("merged");
+    tr.save_model(&out).unwrap();
+    let merged = CausalLm::load(&out).unwrap();
+    let (tok, pos, mask) = (vec![vec![2u32, 3, 4, 5]], vec![vec![0u32, 1, 2, 3]], vec![vec![1u8; 4]]);
+    let a = tr.model.forward(&tok, &pos, &mask, None).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    let b = merged.forward(&tok, &pos, &mask, None).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    let c = base.forward(&tok, &pos, &mask, None).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    let worst = a.iter().zip(&b).fold(0f32, |m, (x, y)| m.max((x - y).abs()));
+    assert!(worst < 1e-4, "merged logits off by {worst}");
+    assert!(a.iter().zip(&c).any(|(x, y)| (x - y).abs() > 0.1), "the adapters changed the model");
+    let e = GrpoTrainer::new(
+        CausalLm::load(&dir).unwrap(),
+        HfTokenizer::load(&dir).unwrap(),
+        vec![Box::new(Fraction)],
+        GrpoArgs {
+            num_generations: 4,
+            peft_config: Some(LoraConfig { target_modules: vec!["c_attn".into()], ..LoraConfig::default() }),
+            ..GrpoArgs::default()
+        },
+        vec![json!({"prompt": "abc"}).as_object().unwrap().clone()],
+    )
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(e.contains("name no linear layer of this qwen2 model"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

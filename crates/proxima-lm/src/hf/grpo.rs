@@ -95,6 +95,8 @@ pub struct GrpoArgs {
     pub seed: u64,
     /// Shuffle the prompts each epoch (true).
     pub shuffle_dataset: bool,
+    /// LoRA adapters to train instead of the whole model (TRL's `peft_config`; `None`: full).
+    pub peft_config: Option<crate::hf::lora::LoraConfig>,
 }
 
 impl Default for GrpoArgs {
@@ -123,6 +125,7 @@ impl Default for GrpoArgs {
             adam_epsilon: 1e-8,
             seed: 42,
             shuffle_dataset: true,
+            peft_config: None,
         }
     }
 }

@@ -77,9 +77,13 @@ impl GrpoTrainer {
             return Err(ProximaError::Config(format!("dataset row {i} has no text `prompt` column")));
         }
         let reference = if args.beta > 0.0 { Some(model.frozen_copy()?) } else { None };
-        let sizes: Vec<usize> = model.named_params().iter().map(|(_, v)| v.elem_count()).collect();
+        let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
+        let mut model = model;
+        if let Some(lora) = &args.peft_config {
+            model.add_lora(lora, &mut rng)?;
+        }
+        let sizes: Vec<usize> = model.trainable_params().iter().map(|(_, v)| v.elem_count()).collect();
         let opt = Optimizer::adam(&sizes, args.learning_rate, args.adam_epsilon);
-        let rng = ChaCha8Rng::seed_from_u64(args.seed);
         Ok(GrpoTrainer {
             model,
             reference,
@@ -114,7 +118,7 @@ impl GrpoTrainer {
     pub fn step(&mut self) -> Result<GrpoMetrics> {
         let (batch, mut metrics) = self.generation_batch()?;
         let (mut acc, mut micro) = (Vec::new(), 0usize);
-        let params: Vec<_> = self.model.named_params().to_vec();
+        let params = self.model.trainable_params();
         let rows = batch.prompt_ids.len();
         for _ in 0..self.args.num_iterations {
             metrics.loss = 0.0;

@@ -11,6 +11,7 @@ use super::layers::{
     attend, attention_mask, gelu_tanh, layer_norm, linear, merge_heads, repeat_kv, rms_norm, rope_tables, rotate, silu,
     split_heads,
 };
+use super::lora::{Lora, LoraConfig};
 use candle_core::{DType, Device, Tensor, Var};
 use proxima::{ProximaError, Result};
 use std::collections::HashMap;
@@ -45,6 +46,7 @@ pub struct CausalLm {
     dtypes: HashMap<String, DType>,
     rope: Option<(Tensor, Tensor)>,
     source: Option<PathBuf>,
+    lora: Option<Lora>,
 }
 
 impl CausalLm {
@@ -87,7 +89,7 @@ impl CausalLm {
             Arch::Llama { .. } => Some(rope_tables(cfg.max_positions, cfg.head_dim, cfg.rope_theta, &Device::Cpu)?),
             Arch::Gpt2 => None,
         };
-        Ok(CausalLm { cfg, params, index, dtypes: HashMap::new(), rope, source: None })
+        Ok(CausalLm { cfg, params, index, dtypes: HashMap::new(), rope, source: None, lora: None })
     }
 
     /// A copy of the model whose parameters are new variables with the same values (a frozen
@@ -106,6 +108,28 @@ impl CausalLm {
         Ok(lm)
     }
 
+    /// Adds LoRA adapters ([`Lora`]): from now on only they train ([`CausalLm::trainable_params`]),
+    /// the forward pass (and so generation) reads W + (α/r)·B·A without merging, and
+    /// [`CausalLm::save`] writes the merged weights.
+    ///
+    /// # Errors
+    /// `Config` from [`Lora::new`], or when the model has adapters already.
+    pub fn add_lora<R: rand::Rng + ?Sized>(&mut self, cfg: &LoraConfig, rng: &mut R) -> Result<()> {
+        if self.lora.is_some() {
+            return Err(ProximaError::Config("the model has LoRA adapters already".into()));
+        }
+        self.lora = Some(Lora::new(&self.cfg, cfg, rng)?);
+        Ok(())
+    }
+
+    /// What trains: the LoRA adapters' variables when the model has them, else every parameter.
+    pub fn trainable_params(&self) -> Vec<(String, Var)> {
+        match &self.lora {
+            Some(l) => l.named_params(),
+            None => self.params.clone(),
+        }
+    }
+
     /// The config.
     pub fn config(&self) -> &HfConfig {
         &self.cfg
@@ -117,13 +141,24 @@ impl CausalLm {
     }
 
     /// Writes the model as a Hugging Face directory (`config.json`, `model.safetensors` in the
-    /// dtypes it was loaded with, the source's tokenizer files), atomically file by file.
+    /// dtypes it was loaded with, LoRA adapters merged into their weights, the source's tokenizer
+    /// files), atomically file by file.
     ///
     /// # Errors
     /// [`save_dir`]'s.
     pub fn save(&self, dir: &Path) -> Result<()> {
-        let params: Vec<(String, Tensor)> =
-            self.params.iter().map(|(n, v)| (n.clone(), v.as_tensor().clone())).collect();
+        let transposed = self.cfg.arch == Arch::Gpt2;
+        let params = self
+            .params
+            .iter()
+            .map(|(n, v)| {
+                let t = match (&self.lora, n.strip_suffix(".weight")) {
+                    (Some(l), Some(module)) => l.merged(module, v.as_tensor(), transposed)?,
+                    _ => v.as_tensor().clone(),
+                };
+                Ok((n.clone(), t))
+            })
+            .collect::<Result<Vec<(String, Tensor)>>>()?;
         save_dir(dir, &self.cfg, &params, &self.dtypes, self.source.as_deref())
     }
 
@@ -212,9 +247,9 @@ impl CausalLm {
             let attn = self.llama_attention(&p, &h, (&cos, &sin), mask, l, cache.as_deref_mut())?;
             x = (x + attn)?;
             let h = rms_norm(&x, self.p(&format!("{p}.post_attention_layernorm.weight")), c.norm_eps)?;
-            let gate = silu(&linear(&h, self.p(&format!("{p}.mlp.gate_proj.weight")), None)?)?;
-            let up = linear(&h, self.p(&format!("{p}.mlp.up_proj.weight")), None)?;
-            x = (x + linear(&(gate * up)?, self.p(&format!("{p}.mlp.down_proj.weight")), None)?)?;
+            let gate = silu(&self.lin(&format!("{p}.mlp.gate_proj"), &h)?)?;
+            let up = self.lin(&format!("{p}.mlp.up_proj"), &h)?;
+            x = (x + self.lin(&format!("{p}.mlp.down_proj"), &(gate * up)?)?)?;
         }
         let x = rms_norm(&x, self.p("model.norm.weight"), c.norm_eps)?;
         let head = self.opt("lm_head.weight").unwrap_or_else(|| self.p("model.embed_tokens.weight"));
@@ -232,9 +267,8 @@ impl CausalLm {
         cache: Option<&mut KvCache>,
     ) -> Result<Tensor> {
         let c = &self.cfg;
-        let proj = |name: &str, heads: usize| -> candle_core::Result<Tensor> {
-            let w = self.p(&format!("{p}.self_attn.{name}.weight"));
-            split_heads(&linear(h, w, self.opt(&format!("{p}.self_attn.{name}.bias")))?, heads)
+        let proj = |name: &str, heads: usize| -> Result<Tensor> {
+            Ok(split_heads(&self.lin(&format!("{p}.self_attn.{name}"), h)?, heads)?)
         };
         let (mut q, mut k, v) =
             (proj("q_proj", c.num_heads)?, proj("k_proj", c.num_kv_heads)?, proj("v_proj", c.num_kv_heads)?);
@@ -246,7 +280,21 @@ impl CausalLm {
         let (k, v) = extend_cache(cache, layer, k, v)?;
         let rep = c.num_heads / c.num_kv_heads;
         let o = attend(&q, &repeat_kv(&k, rep)?, &repeat_kv(&v, rep)?, mask)?;
-        Ok(linear(&merge_heads(&o)?, self.p(&format!("{p}.self_attn.o_proj.weight")), None)?)
+        self.lin(&format!("{p}.self_attn.o_proj"), &merge_heads(&o)?)
+    }
+
+    /// The projection `module` of `x`: `x·Wᵀ (+ b)` (GPT-2's Conv1D: `x·W + b`, W `[in, out]`), plus
+    /// its LoRA update where it has an adapter.
+    fn lin(&self, module: &str, x: &Tensor) -> Result<Tensor> {
+        let (w, b) = (self.p(&format!("{module}.weight")), self.opt(&format!("{module}.bias")));
+        let y = match self.cfg.arch {
+            Arch::Gpt2 => x.broadcast_matmul(w)?.broadcast_add(b.expect("GPT-2's projections have biases"))?,
+            Arch::Llama { .. } => linear(x, w, b)?,
+        };
+        Ok(match self.lora.as_ref().map(|l| l.delta(module, x)).transpose()?.flatten() {
+            Some(d) => (y + d)?,
+            None => y,
+        })
     }
 
     /// GPT-2's forward pass.
@@ -257,10 +305,7 @@ impl CausalLm {
         let wte = self.p("transformer.wte.weight");
         let emb = wte.embedding(&ids.flatten_all()?)?.add(&self.p("transformer.wpe.weight").embedding(pos)?)?;
         let mut x = emb.reshape((b, t, d))?;
-        // Conv1D: y = x·W + b with W `[in, out]`.
-        let conv = |x: &Tensor, name: &str| -> candle_core::Result<Tensor> {
-            x.broadcast_matmul(self.p(&format!("{name}.weight")))?.broadcast_add(self.p(&format!("{name}.bias")))
-        };
+        let conv = |x: &Tensor, name: &str| self.lin(name, x);
         for l in 0..c.num_layers {
             let p = format!("transformer.h.{l}");
             let ln = |x: &Tensor, n: &str| {

@@ -40,6 +40,8 @@ pub struct SftArgs {
     pub seed: u64,
     /// Shuffle the rows each epoch.
     pub shuffle_dataset: bool,
+    /// LoRA adapters to train instead of the whole model (TRL's `peft_config`; `None`: full).
+    pub peft_config: Option<crate::hf::lora::LoraConfig>,
 }
 
 impl Default for SftArgs {
@@ -54,6 +56,7 @@ impl Default for SftArgs {
             adam_epsilon: 1e-8,
             seed: 42,
             shuffle_dataset: true,
+            peft_config: None,
         }
     }
 }
@@ -120,9 +123,13 @@ impl SftTrainer {
                 model.config().max_positions
             )));
         }
-        let sizes: Vec<usize> = model.named_params().iter().map(|(_, v)| v.elem_count()).collect();
+        let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
+        let mut model = model;
+        if let Some(lora) = &args.peft_config {
+            model.add_lora(lora, &mut rng)?;
+        }
+        let sizes: Vec<usize> = model.trainable_params().iter().map(|(_, v)| v.elem_count()).collect();
         let opt = Optimizer::adam(&sizes, args.learning_rate, args.adam_epsilon);
-        let rng = ChaCha8Rng::seed_from_u64(args.seed);
         Ok(SftTrainer {
             model,
             tokenizer,
@@ -155,7 +162,7 @@ impl SftTrainer {
         let (bs, accum) = (self.args.per_device_train_batch_size, self.args.gradient_accumulation_steps);
         let picks = self.sampler.next(bs * accum, self.examples.len(), self.args.shuffle_dataset, &mut self.rng);
         let total: usize = picks.iter().map(|&i| self.examples[i].labels.iter().filter(|&&l| l).count()).sum();
-        let params: Vec<_> = self.model.named_params().to_vec();
+        let params = self.model.trainable_params();
         let (mut acc, mut loss_sum) = (Vec::new(), 0.0);
         for chunk in picks.chunks(bs) {
             let rows: Vec<&Example> = chunk.iter().map(|&i| &self.examples[i]).collect();
