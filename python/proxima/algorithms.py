@@ -1019,6 +1019,23 @@ def _int(h: dict[str, Any], key: str) -> int:
     return int(v)
 
 
+def _lstm_kwarg(h: dict[str, Any], key: str) -> Setting:
+    """A recurrent policy's keyword of `h` as its config value, checked as sb3-contrib's constructor would take it: a
+    whole number for the sizes, a bool (or numpy bool) for the switches, a string for the cell; anything else a
+    TypeError (or ValueError) naming the key, never a silent cast (``bool("false")`` is True)."""
+    kind = _LSTM_KWARGS[key]
+    if kind is int:
+        return _int(h, key)
+    v = h[key]
+    if kind is bool:
+        if not isinstance(v, (bool, np.bool_)):
+            raise TypeError(f"{key} must be a bool, got {v!r} ({type(v).__name__})")
+        return bool(v)
+    if not isinstance(v, str):
+        raise TypeError(f"{key} must be a string, got {v!r} ({type(v).__name__})")
+    return v
+
+
 def _float(h: dict[str, Any], key: str) -> float:
     """Keyword `key` of `h` as a float: an int, a float or a numpy number; a bool, a string or
     anything else is a TypeError naming the key."""
@@ -1249,7 +1266,9 @@ class RecurrentPPO(PPO):
 
     def _policy_settings(self, policy_kwargs: Optional[dict[str, Any]]) -> dict[str, Setting]:
         kwargs = dict(policy_kwargs or {})
-        lstm = {k: _LSTM_KWARGS[k](kwargs.pop(k)) for k in list(kwargs) if k in _LSTM_KWARGS}
+        lstm = {k: _lstm_kwarg(kwargs, k) for k in list(kwargs) if k in _LSTM_KWARGS}
+        for k in lstm:
+            kwargs.pop(k)
         return {**_policy_settings(kwargs, also=_LSTM_KWARGS), **lstm}
 
     def learn(self, total_timesteps: int, callback: MaybeCallback = None, log_interval: int = 1,

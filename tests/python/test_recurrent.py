@@ -104,6 +104,16 @@ def test_bad_recurrent_inputs_are_clear_exceptions(trained):
     assert all(np.isfinite(s).all() for s in after_start), "an episode start zeroes the state, NaN included"
     with pytest.raises(ValueError, match="episode_start of 3 values"):
         trained.predict(np.zeros(2, np.float32), episode_start=np.ones(3, bool))
+    # Sizes that would take the machine's memory, and keyword values sb3-contrib would refuse, are refused.
+    for size in (100_000, 2**62):
+        with pytest.raises(ValueError, match="recurrent weights per stack exceed"):
+            proxima.RecurrentPPO("MlpLstmPolicy", Cue(), policy_kwargs=dict(lstm_hidden_size=size))
+    with pytest.raises(ValueError, match="lstm_hidden_size must be a whole number"):
+        proxima.RecurrentPPO("MlpLstmPolicy", Cue(), policy_kwargs=dict(lstm_hidden_size=2.5))
+    with pytest.raises(TypeError, match="shared_lstm must be a bool"):
+        proxima.RecurrentPPO("MlpLstmPolicy", Cue(), policy_kwargs=dict(shared_lstm="false", enable_critic_lstm=False))
+    with pytest.raises(TypeError, match="recurrent_cell must be a string"):
+        proxima.RecurrentPPO("MlpLstmPolicy", Cue(), policy_kwargs=dict(recurrent_cell=1))
 
 
 def test_loading_across_recurrent_and_feed_forward_classes_is_refused(trained, tmp_path):
@@ -182,3 +192,21 @@ def test_cnn_lstm_policy_trains_predicts_with_states_and_reloads(tmp_path):
     assert (again == action).all() and all((x == y).all() for x, y in zip(again_states, states))
     with pytest.raises(ValueError, match="CnnLstmPolicy.*needs image observations"):
         proxima.RecurrentPPO("CnnLstmPolicy", Cue())
+
+
+@pytest.mark.parametrize("backend", ["candle", "auto"])
+def test_a_loaded_model_acts_with_the_arithmetic_it_trained_with(backend, tmp_path):
+    """Loaded without an env, a model runs its recurrent layers as it trained them (step by step on candle, or on
+    the fused kernels): the same states, bit for bit, as the model that was saved."""
+    model = proxima.RecurrentPPO("MlpLstmPolicy", [Cue() for _ in range(4)], backend=backend, **KW).learn(1024)
+    model.save(tmp_path / "m")
+    loaded = proxima.RecurrentPPO.load(tmp_path / "m")
+    assert loaded.backend == backend
+    rng = np.random.default_rng(0)
+    state_a = state_b = None
+    for t in range(20):
+        obs = rng.normal(size=(4, 2)).astype(np.float32)
+        start = np.full(4, t == 0)
+        _, state_a = model.predict(obs, state=state_a, episode_start=start, deterministic=True)
+        _, state_b = loaded.predict(obs, state=state_b, episode_start=start, deterministic=True)
+        assert all(np.array_equal(a, b) for a, b in zip(state_a, state_b)), t

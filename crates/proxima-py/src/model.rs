@@ -431,8 +431,11 @@ impl Model {
             .unwrap_or_else(|| "cleanrl".into());
         let rng = ChaCha8Rng::seed_from_u64(0x9e37_79b9);
         let Some(env) = env else {
-            // Auto: the fused kernels (MLP or CNN), candle for PPG's auxiliary head.
-            let policy = ck.build_network(proxima::policy::Backend::Auto).py()?;
+            // The backend the run trained on (its checkpoint records it), so a model acts with the
+            // arithmetic it learned with; `auto` for a file saved before the record.
+            let backend =
+                ck.meta.extra.get("backend").and_then(|b| b.parse().ok()).unwrap_or(proxima::policy::Backend::Auto);
+            let policy = ck.build_network(backend).py()?;
             let norm = saved_normalizer(&ck).py()?;
             return Ok(Model::new(State::Loaded(Box::new(Loaded { policy, norm, ck })), rng));
         };

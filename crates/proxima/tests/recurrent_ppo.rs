@@ -252,6 +252,17 @@ fn bad_recurrent_settings_are_clear_errors() {
     assert!(err(&["backend=fused"]).is_empty(), "the recurrent layers run on the fused kernels");
     assert!(err(&["shared_lstm=true"]).contains("either shares the actor's LSTM or has its own"));
     assert!(err(&["enable_critic_lstm=false"]).contains("not supported yet"));
+    // Sizes that would allocate the machine's memory away (or overflow) are refused up front.
+    for sets in [
+        &["lstm_hidden_size=100000"][..],
+        &["lstm_hidden_size=8192"],
+        &["n_lstm_layers=1000"],
+        &["lstm_hidden_size=4611686018427387904"],
+        &["lstm_hidden_size=2048", "n_lstm_layers=5"],
+    ] {
+        assert!(err(sets).contains("recurrent weights per stack exceed"), "{sets:?}: {}", err(sets));
+    }
+    assert!(err(&["lstm_hidden_size=4096"]).is_empty(), "4·4096² = 2²⁶ weights fit");
     // cleanrl: n_envs 4, n_steps 128; 192 is not whole sequences, 384 is 3 envs' (not dividing 4).
     for bs in ["batch_size=192", "batch_size=384", "batch_size=64"] {
         assert!(err(&[bs]).contains("minibatches of whole sequences"), "{bs}: {}", err(&[bs]));

@@ -20,6 +20,8 @@ pub const MAX_THREADS: usize = 1024;
 pub const MAX_HIDDEN_WEIGHTS: usize = 1 << 26;
 /// Largest hidden-layer width accepted.
 pub const MAX_WIDTH: usize = 1 << 16;
+/// Most stacked recurrent layers accepted (`n_lstm_layers`).
+pub const MAX_RECURRENT_LAYERS: usize = 256;
 
 /// The largest |log_std_init| accepted: σ = e^±20 keeps σ² (≈ 2e17, or its reciprocal) inside
 /// f32's range in the Gaussian's log-probability and its gradient.
@@ -132,6 +134,19 @@ impl Config {
         if self.lstm_hidden_size == 0 || self.n_lstm_layers == 0 {
             return bad(format!(
                 "lstm_hidden_size = {} and n_lstm_layers = {}: both must be positive",
+                self.lstm_hidden_size, self.n_lstm_layers
+            ));
+        }
+        // The hidden-to-hidden weights of one stack: G·H·H per layer and G·H·H from the layer below
+        // (G = 4 gates at most), held with their gradient and Adam's moments like a hidden layer's.
+        let (h, layers) = (self.lstm_hidden_size as u128, self.n_lstm_layers as u128);
+        let weights = 4 * h * h * (2 * layers - 1);
+        if self.lstm_hidden_size > MAX_WIDTH
+            || self.n_lstm_layers > MAX_RECURRENT_LAYERS
+            || weights > MAX_HIDDEN_WEIGHTS as u128
+        {
+            return bad(format!(
+                "lstm_hidden_size = {} with n_lstm_layers = {}: {weights} recurrent weights per stack exceed {MAX_HIDDEN_WEIGHTS} (lstm_hidden_size ≤ {MAX_WIDTH}, n_lstm_layers ≤ {MAX_RECURRENT_LAYERS})",
                 self.lstm_hidden_size, self.n_lstm_layers
             ));
         }
