@@ -31,9 +31,9 @@ import tempfile
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple, Optional, Union
 
-from ._proxima import _GrpoTrainer, _SftTrainer
+from ._proxima import _CausalLm, _GrpoTrainer, _SftTrainer
 
-__all__ = ["GRPOConfig", "GRPOTrainer", "LoraConfig", "SFTConfig", "SFTTrainer", "TrainOutput", "TrainerState"]
+__all__ = ["CausalLM", "GRPOConfig", "GRPOTrainer", "LoraConfig", "SFTConfig", "SFTTrainer", "TrainOutput", "TrainerState"]
 
 # TRL `GRPOConfig` fields that Proxima does not implement: an error names them rather than ignoring them.
 _UNSUPPORTED = {
@@ -379,3 +379,53 @@ class SFTTrainer:
         """Writes the model and its tokenizer's files to ``output_dir`` (default ``args.output_dir``) as a Hugging
         Face directory."""
         self._engine.save_model(output_dir if output_dir is not None else self.args.output_dir)
+
+
+class CausalLM:
+    """A Hugging Face causal language model (a local directory) loaded for generation in Rust: batched, with a
+    key/value cache, greedy or sampled.
+
+    :param path: the model directory (``config.json``, safetensors weights)
+    """
+
+    def __init__(self, path: Union[str, os.PathLike]) -> None:
+        self._path = os.fspath(path)
+        self._engine = _CausalLm(self._path)
+        with open(os.path.join(self._path, "config.json"), encoding="utf-8") as f:
+            eos = json.load(f).get("eos_token_id")
+        self._eos = [eos] if isinstance(eos, int) else list(eos or [])
+
+    @classmethod
+    def from_pretrained(cls, path: Union[str, os.PathLike]) -> "CausalLM":
+        """``transformers``' name for loading: the same as ``CausalLM(path)``."""
+        return cls(path)
+
+    def generate(self, input_ids: list[list[int]], max_new_tokens: int = 20, do_sample: bool = False,
+                 temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
+                 eos_token_id: Optional[Union[int, list[int]]] = None, pad_token_id: int = 0,
+                 seed: int = 0) -> list[list[int]]:
+        """The new tokens for each prompt (a list of token ids per row, no padding), the stop token last where one
+        came. As ``transformers``' ``generate`` (greedy unless ``do_sample``; temperature, then top-k, then top-p),
+        but it returns the completions only, as lists.
+
+        :param input_ids: the prompts, one list of token ids each (at least one token)
+        :param max_new_tokens: tokens to generate at most per row
+        :param do_sample: sample (True) or take the most likely token (False)
+        :param temperature: the logits are divided by it before sampling (> 0)
+        :param top_k: keep the k most likely tokens (0: all)
+        :param top_p: keep the smallest set of most likely tokens whose probability reaches top_p (1.0: all)
+        :param eos_token_id: the token(s) that end a row (default: the config's ``eos_token_id``)
+        :param pad_token_id: the token left padding is made of (never attended to)
+        :param seed: seeds the sampling (the same seed gives the same tokens)
+        """
+        rows = [list(map(int, r)) for r in input_ids]
+        for name, v, kind in (("max_new_tokens", max_new_tokens, int), ("top_k", top_k, int), ("seed", seed, int),
+                              ("pad_token_id", pad_token_id, int), ("temperature", temperature, (int, float)),
+                              ("top_p", top_p, (int, float))):
+            if isinstance(v, bool) or not isinstance(v, kind):
+                raise TypeError(f"{name} must be a number, got {v!r}")
+        stops = self._eos if eos_token_id is None else ([eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id))
+        sampling = dict(max_new_tokens=max_new_tokens, do_sample=bool(do_sample), temperature=float(temperature),
+                        top_k=top_k, top_p=float(top_p), stop_token_ids=stops, pad_token_id=pad_token_id)
+        tokens, _ = self._engine.generate(rows, json.dumps(sampling), seed)
+        return tokens

@@ -11,7 +11,7 @@ import pytest
 import torch
 import transformers
 
-from proxima.lm import GRPOConfig, GRPOTrainer, LoraConfig, SFTConfig, SFTTrainer
+from proxima.lm import CausalLM, GRPOConfig, GRPOTrainer, LoraConfig, SFTConfig, SFTTrainer
 
 LETTERS = "abcdefghij"
 
@@ -171,3 +171,27 @@ def test_lora_trains_only_adapters_and_saves_merged_weights(model_dir, tmp_path)
     with pytest.raises(ValueError, match="name no linear layer"):
         GRPOTrainer(model_dir, reward_funcs=fraction, train_dataset=dataset(), args=args(tmp_path),
                     peft_config=LoraConfig(target_modules=["c_attn"]))
+
+
+def test_generate_equals_transformers_greedy_and_is_seeded(model_dir):
+    ours = CausalLM.from_pretrained(model_dir)
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(model_dir)
+    prompts = [[2, 3, 4], [5, 6, 7, 8, 9]]
+    got = ours.generate(prompts, max_new_tokens=5)  # stops at the config's EOS (1), kept last, as generate does
+    for p, g in zip(prompts, got):
+        ids = torch.tensor([p])
+        want = theirs.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=5, do_sample=False,
+                               pad_token_id=0)[0, len(p):].tolist()
+        assert g == (want[: want.index(1) + 1] if 1 in want else want)
+    a = ours.generate(prompts, max_new_tokens=8, do_sample=True, temperature=1.5, seed=4, eos_token_id=[])
+    assert a == ours.generate(prompts, max_new_tokens=8, do_sample=True, temperature=1.5, seed=4, eos_token_id=[])
+    assert a != ours.generate(prompts, max_new_tokens=8, do_sample=True, temperature=1.5, seed=5, eos_token_id=[])
+    stop = a[0][1]
+    cut = ours.generate(prompts, max_new_tokens=8, do_sample=True, temperature=1.5, seed=4, eos_token_id=stop)
+    assert cut[0] == a[0][: a[0].index(stop) + 1]
+    with pytest.raises(ValueError, match="at least one token"):
+        ours.generate([[]])
+    with pytest.raises(ValueError, match="temperature"):
+        ours.generate(prompts, do_sample=True, temperature=0.0)
+    with pytest.raises(TypeError, match="max_new_tokens"):
+        ours.generate(prompts, max_new_tokens="8")

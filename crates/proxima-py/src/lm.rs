@@ -6,7 +6,9 @@
 
 use crate::errors::IntoPy;
 use proxima::ProximaError;
-use proxima_lm::hf::{CausalLm, GrpoArgs, GrpoTrainer, HfTokenizer, RewardFunction, SftArgs, SftTrainer};
+use proxima_lm::hf::{
+    generate, CausalLm, GrpoArgs, GrpoTrainer, HfTokenizer, RewardFunction, SamplingConfig, SftArgs, SftTrainer,
+};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -215,4 +217,55 @@ fn parse_rows(rows: &[String]) -> PyResult<Vec<Map<String, Value>>> {
             _ => Err(pyo3::exceptions::PyValueError::new_err(format!("dataset row {i} is not a JSON object"))),
         })
         .collect()
+}
+
+/// A Hugging Face model for generation (the engine of `proxima.lm.CausalLM`).
+#[pyclass(name = "_CausalLm", module = "proxima._proxima")]
+pub struct PyCausalLm {
+    inner: CausalLm,
+}
+
+#[pymethods]
+impl PyCausalLm {
+    /// Loads the model in `model_dir` (`config.json` and safetensors weights).
+    #[new]
+    fn new(py: Python<'_>, model_dir: std::path::PathBuf) -> PyResult<Self> {
+        Ok(PyCausalLm { inner: py.detach(|| CausalLm::load(&model_dir)).py()? })
+    }
+
+    /// New tokens for each prompt (token ids), and whether each row ran to `max_new_tokens`
+    /// without a stop token; `sampling_json`: [`proxima_lm::hf::SamplingConfig`]'s fields.
+    fn generate(
+        &self,
+        py: Python<'_>,
+        prompts: Vec<Vec<u32>>,
+        sampling_json: &str,
+        seed: u64,
+    ) -> PyResult<(Vec<Vec<u32>>, Vec<bool>)> {
+        let v: Value =
+            serde_json::from_str(sampling_json).map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+        let field = |k: &str| v.get(k).cloned().unwrap_or(Value::Null);
+        let d = SamplingConfig::default();
+        let cfg = SamplingConfig {
+            max_new_tokens: field("max_new_tokens").as_u64().map_or(d.max_new_tokens, |n| n as usize),
+            do_sample: field("do_sample").as_bool().unwrap_or(d.do_sample),
+            temperature: field("temperature").as_f64().unwrap_or(d.temperature),
+            top_k: field("top_k").as_u64().map_or(d.top_k, |n| n as usize),
+            top_p: field("top_p").as_f64().unwrap_or(d.top_p),
+            stop_token_ids: serde_json::from_value(field("stop_token_ids")).unwrap_or_default(),
+            pad_token_id: field("pad_token_id").as_u64().map_or(d.pad_token_id, |n| n as u32),
+        };
+        let model = &self.inner;
+        let out = py
+            .detach(|| {
+                generate(
+                    model,
+                    &prompts,
+                    &cfg,
+                    &mut <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(seed),
+                )
+            })
+            .py()?;
+        Ok((out.tokens, out.truncated))
+    }
 }
