@@ -7,15 +7,13 @@ use super::data::{first_without_text, EpochSampler};
 use super::generate::{generate, SamplingConfig};
 use super::grpo::{advantages, micro_batch_loss, GrpoArgs, GrpoMetrics, RewardFunction};
 use super::model::CausalLm;
+use super::optimize::TrainerOptim;
 use super::tokenizer::HfTokenizer;
 use crate::grpo::token_log_probs;
 use crate::grpo_step::add_grads;
 use candle_core::{Device, Tensor};
-use proxima::optim::{Gradients, LrSchedule, Optimizer, Params};
 use proxima::policy::candle::host_gradients;
 use proxima::{ProximaError, Result};
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
 use serde_json::{Map, Value};
 
 /// One sampled, scored generation batch (rows prompt-major: row i belongs to prompt i / G).
@@ -44,8 +42,7 @@ pub struct GrpoTrainer {
     /// The settings.
     pub args: GrpoArgs,
     dataset: Vec<Map<String, Value>>,
-    opt: Optimizer,
-    rng: ChaCha8Rng,
+    opt: TrainerOptim,
     sampler: EpochSampler,
     /// Optimiser steps taken.
     pub global_step: u64,
@@ -77,13 +74,9 @@ impl GrpoTrainer {
             return Err(ProximaError::Config(format!("dataset row {i} has no text `prompt` column")));
         }
         let reference = if args.beta > 0.0 { Some(model.frozen_copy()?) } else { None };
-        let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
         let mut model = model;
-        if let Some(lora) = &args.peft_config {
-            model.add_lora(lora, &mut rng)?;
-        }
-        let sizes: Vec<usize> = model.trainable_params().iter().map(|(_, v)| v.elem_count()).collect();
-        let opt = Optimizer::adam(&sizes, args.learning_rate, args.adam_epsilon);
+        let hyper = (args.learning_rate, args.adam_epsilon, args.max_grad_norm);
+        let opt = TrainerOptim::new(&mut model, args.peft_config.as_ref(), hyper, args.max_steps, args.seed)?;
         Ok(GrpoTrainer {
             model,
             reference,
@@ -92,7 +85,6 @@ impl GrpoTrainer {
             args,
             dataset,
             opt,
-            rng,
             sampler: EpochSampler::default(),
             global_step: 0,
             log_history: Vec::new(),
@@ -130,13 +122,8 @@ impl GrpoTrainer {
                 add_grads(&mut acc, host_gradients(&params, &loss.backward()?)?);
                 micro += 1;
                 if micro % self.args.gradient_accumulation_steps == 0 && self.global_step < self.args.max_steps {
-                    let schedule = LrSchedule::Linear { initial: self.args.learning_rate, total: self.args.max_steps };
-                    self.opt.lr = schedule.at(self.global_step);
-                    let info = self.opt.step(
-                        Params::Vars { vars: &params, grads: Gradients::Host(&acc) },
-                        Some(self.args.max_grad_norm),
-                    )?;
-                    (metrics.grad_norm, metrics.learning_rate) = (info.grad_norm, self.opt.lr);
+                    let (info, lr) = self.opt.step(&self.model, &acc, self.global_step)?;
+                    (metrics.grad_norm, metrics.learning_rate) = (info.grad_norm, lr);
                     self.global_step += 1;
                     acc.clear();
                 }
@@ -154,7 +141,7 @@ impl GrpoTrainer {
             self.args.generation_batch_size() / g,
             self.dataset.len(),
             self.args.shuffle_dataset,
-            &mut self.rng,
+            &mut self.opt.rng,
         );
         let rows: Vec<usize> = picks.iter().flat_map(|&i| std::iter::repeat_n(i, g)).collect();
         let texts: Vec<String> =
@@ -174,7 +161,7 @@ impl GrpoTrainer {
             stop_token_ids: self.tokenizer.eos_token_ids.clone(),
             pad_token_id: self.tokenizer.pad_token_id,
         };
-        let out = generate(&self.model, &prompt_ids, &sampling, &mut self.rng)?;
+        let out = generate(&self.model, &prompt_ids, &sampling, &mut self.opt.rng)?;
         let completions = out.tokens.iter().map(|c| self.tokenizer.decode(c, true)).collect::<Result<Vec<_>>>()?;
         let columns: Vec<Map<String, Value>> = rows.iter().map(|&i| self.dataset[i].clone()).collect();
         let per_func = self.score(&texts, &completions, &out.tokens, &columns)?;

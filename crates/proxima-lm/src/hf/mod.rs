@@ -12,6 +12,7 @@ pub mod grpo_trainer;
 pub mod layers;
 pub mod lora;
 pub mod model;
+pub mod optimize;
 pub mod sft;
 pub mod tokenizer;
 

@@ -7,15 +7,13 @@
 
 use super::data::{first_without_text, EpochSampler};
 use super::model::CausalLm;
+use super::optimize::TrainerOptim;
 use super::tokenizer::HfTokenizer;
 use crate::grpo::token_log_probs;
 use crate::grpo_step::add_grads;
 use candle_core::{Device, Tensor};
-use proxima::optim::{Gradients, LrSchedule, Optimizer, Params};
 use proxima::policy::candle::host_gradients;
 use proxima::{ProximaError, Result};
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
 use serde_json::{Map, Value};
 
 /// TRL's `SFTConfig`, the fields Proxima reads, with TRL's defaults.
@@ -75,8 +73,7 @@ pub struct SftTrainer {
     /// The settings.
     pub args: SftArgs,
     examples: Vec<Example>,
-    opt: Optimizer,
-    rng: ChaCha8Rng,
+    opt: TrainerOptim,
     sampler: EpochSampler,
     /// Optimiser steps taken.
     pub global_step: u64,
@@ -123,20 +120,15 @@ impl SftTrainer {
                 model.config().max_positions
             )));
         }
-        let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
         let mut model = model;
-        if let Some(lora) = &args.peft_config {
-            model.add_lora(lora, &mut rng)?;
-        }
-        let sizes: Vec<usize> = model.trainable_params().iter().map(|(_, v)| v.elem_count()).collect();
-        let opt = Optimizer::adam(&sizes, args.learning_rate, args.adam_epsilon);
+        let hyper = (args.learning_rate, args.adam_epsilon, args.max_grad_norm);
+        let opt = TrainerOptim::new(&mut model, args.peft_config.as_ref(), hyper, args.max_steps, args.seed)?;
         Ok(SftTrainer {
             model,
             tokenizer,
             args,
             examples,
             opt,
-            rng,
             sampler: EpochSampler::default(),
             global_step: 0,
             log_history: Vec::new(),
@@ -160,7 +152,7 @@ impl SftTrainer {
     /// Tensor errors; `NonFinite` from the optimiser.
     pub fn step(&mut self) -> Result<f64> {
         let (bs, accum) = (self.args.per_device_train_batch_size, self.args.gradient_accumulation_steps);
-        let picks = self.sampler.next(bs * accum, self.examples.len(), self.args.shuffle_dataset, &mut self.rng);
+        let picks = self.sampler.next(bs * accum, self.examples.len(), self.args.shuffle_dataset, &mut self.opt.rng);
         let total: usize = picks.iter().map(|&i| self.examples[i].labels.iter().filter(|&&l| l).count()).sum();
         let params = self.model.trainable_params();
         let (mut acc, mut loss_sum) = (Vec::new(), 0.0);
@@ -170,13 +162,9 @@ impl SftTrainer {
             loss_sum += f64::from(loss.to_scalar::<f32>()?);
             add_grads(&mut acc, host_gradients(&params, &loss.backward()?)?);
         }
-        self.opt.lr =
-            LrSchedule::Linear { initial: self.args.learning_rate, total: self.args.max_steps }.at(self.global_step);
-        let info = self
-            .opt
-            .step(Params::Vars { vars: &params, grads: Gradients::Host(&acc) }, Some(self.args.max_grad_norm))?;
+        let (info, lr) = self.opt.step(&self.model, &acc, self.global_step)?;
         self.global_step += 1;
-        self.log_history.push(serde_json::json!({"step": self.global_step, "loss": loss_sum, "learning_rate": self.opt.lr, "grad_norm": info.grad_norm, "num_tokens": total}));
+        self.log_history.push(serde_json::json!({"step": self.global_step, "loss": loss_sum, "learning_rate": lr, "grad_norm": info.grad_norm, "num_tokens": total}));
         Ok(loss_sum)
     }
 

@@ -165,7 +165,7 @@ impl Geometry {
 }
 
 /// The contiguous f32 values of a CPU storage with `len` values.
-fn values<'a>(s: &'a CpuStorage, l: &Layout, len: usize, op: &str) -> candle_core::Result<&'a [f32]> {
+pub(crate) fn values<'a>(s: &'a CpuStorage, l: &Layout, len: usize, op: &str) -> candle_core::Result<&'a [f32]> {
     let CpuStorage::F32(v) = s else { candle_core::bail!("{op}: f32 only, got {:?}", s.dtype()) };
     match l.contiguous_offsets() {
         Some((start, end)) if end - start == len => Ok(&v[start..end]),
@@ -175,7 +175,7 @@ fn values<'a>(s: &'a CpuStorage, l: &Layout, len: usize, op: &str) -> candle_cor
 }
 
 /// Reads a tensor's contiguous f32 values (CPU) and passes them to `f`.
-fn with_values<T>(t: &Tensor, op: &str, f: impl FnOnce(&[f32]) -> T) -> candle_core::Result<T> {
+pub(crate) fn with_values<T>(t: &Tensor, op: &str, f: impl FnOnce(&[f32]) -> T) -> candle_core::Result<T> {
     let t = t.contiguous()?;
     let (storage, layout) = t.storage_and_layout();
     let Storage::Cpu(s) = &*storage else { candle_core::bail!("{op}: CPU only") };

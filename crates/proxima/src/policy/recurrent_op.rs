@@ -8,9 +8,9 @@
 //! step comes back on the host (it carries no gradient, as in sb3-contrib, where the rollout's
 //! states are stored and not back-propagated into).
 
+use super::conv::{values, with_values};
 use crate::error::{ProximaError, Result};
-use candle_core::backend::BackendStorage;
-use candle_core::{CpuStorage, CustomOp2, Layout, Shape, Storage, Tensor};
+use candle_core::{CpuStorage, CustomOp2, Layout, Shape, Tensor};
 use proxima_kernels::recurrent::{backward, forward, Layer, Tape};
 use std::sync::{Arc, Mutex};
 
@@ -72,21 +72,12 @@ pub(crate) fn sequence(
     Ok((out, (std::mem::take(&mut r.h), std::mem::take(&mut r.c))))
 }
 
-/// The contiguous f32 values of a CPU storage with `len` values.
-fn values<'a>(s: &'a CpuStorage, l: &Layout, len: usize) -> candle_core::Result<&'a [f32]> {
-    let CpuStorage::F32(v) = s else { candle_core::bail!("recurrent layer: f32 only, got {:?}", s.dtype()) };
-    match l.contiguous_offsets() {
-        Some((start, end)) if end - start == len => Ok(&v[start..end]),
-        _ => candle_core::bail!("recurrent layer: a contiguous input of {len} values expected"),
-    }
-}
+/// The op's name in errors.
+const OP: &str = "recurrent layer";
 
 /// A tensor's contiguous f32 values (CPU), copied.
 fn host(t: &Tensor) -> candle_core::Result<Vec<f32>> {
-    let t = t.contiguous()?;
-    let (storage, layout) = t.storage_and_layout();
-    let Storage::Cpu(s) = &*storage else { candle_core::bail!("recurrent layer: CPU only") };
-    Ok(values(s, layout, t.elem_count())?.to_vec())
+    with_values(t, OP, <[f32]>::to_vec)
 }
 
 impl CustomOp2 for SequenceOp {
@@ -102,8 +93,8 @@ impl CustomOp2 for SequenceOp {
         l2: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
         let layer = &self.layer;
-        let x = values(s1, l1, layer.rows() * layer.input)?;
-        let params = values(s2, l2, layer.n_params())?;
+        let x = values(s1, l1, layer.rows() * layer.input, OP)?;
+        let params = values(s2, l2, layer.n_params(), OP)?;
         let mut guard =
             self.record.lock().map_err(|_| candle_core::Error::Msg("recurrent layer: poisoned record".into()))?;
         let r = &mut *guard;

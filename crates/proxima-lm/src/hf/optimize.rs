@@ -1,0 +1,56 @@
+//! What the Hugging Face trainers share: Adam over the trainable parameters (the LoRA adapters
+//! when the model has them, else every weight) with TRL's defaults — the learning rate decayed
+//! linearly to 0 over `max_steps` (`lr_scheduler_type` "linear", no warm-up) and the global
+//! gradient-norm clip — and the seeded RNG that draws the adapters, the data order and the samples.
+
+use super::lora::LoraConfig;
+use super::model::CausalLm;
+use proxima::optim::{Gradients, LrSchedule, Optimizer, Params, StepInfo};
+use proxima::Result;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+/// Adam with its schedule, and the trainer's RNG.
+pub struct TrainerOptim {
+    opt: Optimizer,
+    schedule: LrSchedule,
+    max_grad_norm: f64,
+    /// Seeded from the trainer's `seed`.
+    pub rng: ChaCha8Rng,
+}
+
+impl TrainerOptim {
+    /// Adds `peft`'s adapters to `model` (drawn from the RNG seeded with `seed`), then Adam over what
+    /// trains: learning rate `lr` decayed linearly over `max_steps`, ε `eps`.
+    ///
+    /// # Errors
+    /// [`CausalLm::add_lora`]'s.
+    pub fn new(
+        model: &mut CausalLm,
+        peft: Option<&LoraConfig>,
+        (lr, eps, max_grad_norm): (f64, f64, f64),
+        max_steps: u64,
+        seed: u64,
+    ) -> Result<TrainerOptim> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        if let Some(lora) = peft {
+            model.add_lora(lora, &mut rng)?;
+        }
+        let sizes: Vec<usize> = model.trainable_params().iter().map(|(_, v)| v.elem_count()).collect();
+        let opt = Optimizer::adam(&sizes, lr, eps);
+        Ok(TrainerOptim { opt, schedule: LrSchedule::Linear { initial: lr, total: max_steps }, max_grad_norm, rng })
+    }
+
+    /// One Adam step of `model`'s trainable parameters on `grads` (in their order), at the learning
+    /// rate of step `done`; returns the step's measurements and the learning rate used.
+    ///
+    /// # Errors
+    /// `NonFinite` from the optimiser (the parameters are then left as they were).
+    pub fn step(&mut self, model: &CausalLm, grads: &[Option<Vec<f32>>], done: u64) -> Result<(StepInfo, f64)> {
+        self.opt.lr = self.schedule.at(done);
+        let params = model.trainable_params();
+        let info =
+            self.opt.step(Params::Vars { vars: &params, grads: Gradients::Host(grads) }, Some(self.max_grad_norm))?;
+        Ok((info, self.opt.lr))
+    }
+}
