@@ -239,8 +239,11 @@ class GRPOTrainer:
     :param reward_funcs: a callable or a list of callables ``(prompts, completions, **kwargs) -> list[float | None]``;
         their weighted sum (``args.reward_weights``) is the reward
     :param args: a :class:`GRPOConfig` (None: the defaults)
-    :param train_dataset: rows with a text ``prompt`` column (a ``datasets.Dataset``, a list of dicts or a JSONL
-        path); the other columns go to the reward functions by name
+    :param train_dataset: rows with a ``prompt`` column (a ``datasets.Dataset``, a list of dicts or a JSONL path):
+        text, or a conversation (a list of ``{"role", "content"}`` messages, rendered by the tokenizer's chat template
+        with the generation prompt; the reward functions then get the messages as ``prompts`` and each completion as
+        ``[{"role": "assistant", "content": ...}]``, as TRL passes them); the other columns go to the reward
+        functions by name
     :param processing_class: the tokenizer, only needed with a model object (the directory's ``tokenizer.json`` is
         used otherwise)
     :param peft_config: LoRA adapters to train instead of the whole model (a :class:`LoraConfig` or a
@@ -267,11 +270,9 @@ class GRPOTrainer:
             raise ValueError("GRPOTrainer needs a train_dataset with a `prompt` column")
         rows = _rows(train_dataset)
         for i, row in enumerate(rows):
-            if not isinstance(row.get("prompt"), str):
-                kind = "a list of messages (conversational)" if isinstance(row.get("prompt"), list) else "missing"
-                raise (NotImplementedError if isinstance(row.get("prompt"), list) else ValueError)(
-                    f"dataset row {i}: the `prompt` must be text; it is {kind}"
-                )
+            p = row.get("prompt")
+            if not (isinstance(p, str) or (isinstance(p, list) and all(isinstance(m, dict) for m in p))):
+                raise ValueError(f"dataset row {i}: the `prompt` must be text or a list of messages ({{'role', 'content'}} dicts)")
         self._tmp: list = []
         model_dir = _model_dir(model, processing_class, self._tmp)
         self.state = TrainerState()

@@ -92,9 +92,9 @@ def test_a_jsonl_dataset_and_two_weighted_reward_functions(model_dir, tmp_path):
 def test_bad_inputs_are_clear_errors(model_dir, tmp_path):
     with pytest.raises(ValueError, match="not a directory"):
         GRPOTrainer(model="HuggingFaceTB/SmolLM2-135M", reward_funcs=fraction, train_dataset=dataset())
-    with pytest.raises(NotImplementedError, match="conversational"):
+    with pytest.raises(ValueError, match="no chat_template"):
         GRPOTrainer(model=model_dir, reward_funcs=fraction, train_dataset=[{"prompt": [{"role": "user", "content": "a"}]}])
-    with pytest.raises(ValueError, match="row 0: the `prompt` must be text"):
+    with pytest.raises(ValueError, match="row 0: the `prompt` must be text or a list of messages"):
         GRPOTrainer(model=model_dir, reward_funcs=fraction, train_dataset=[{"question": "a"}])
     with pytest.raises(NotImplementedError, match="use_vllm"):
         GRPOConfig(use_vllm=True)
@@ -195,3 +195,26 @@ def test_generate_equals_transformers_greedy_and_is_seeded(model_dir):
         ours.generate(prompts, do_sample=True, temperature=0.0)
     with pytest.raises(TypeError, match="max_new_tokens"):
         ours.generate(prompts, max_new_tokens="8")
+
+
+def test_conversational_prompts_go_through_the_chat_template(model_dir, tmp_path):
+    """Messages are rendered by the tokenizer's chat template; the reward functions get them back, and each
+    completion as one assistant message, as TRL passes them."""
+    import shutil
+
+    chat_dir = tmp_path / "chat"
+    shutil.copytree(model_dir, chat_dir)
+    config = json.loads((chat_dir / "tokenizer_config.json").read_text())
+    config["chat_template"] = "{% for m in messages %}{{ m['content'] }}{% endfor %}{% if add_generation_prompt %}j{% endif %}"
+    (chat_dir / "tokenizer_config.json").write_text(json.dumps(config))
+    seen = {}
+
+    def conversational(prompts, completions, target, **kwargs):
+        seen["prompt"], seen["completion"] = prompts[0], completions[0]
+        return [c[0]["content"].count(t) / max(len(c[0]["content"]), 1) for c, t in zip(completions, target)]
+
+    rows = [{"prompt": [{"role": "user", "content": p}], "target": "e"} for p in ("abc", "hij")]
+    trainer = GRPOTrainer(chat_dir, reward_funcs=conversational, train_dataset=rows, args=args(tmp_path, max_steps=2))
+    trainer.train()
+    assert seen["prompt"][0]["role"] == "user" and seen["prompt"][0]["content"] in ("abc", "hij")
+    assert seen["completion"][0]["role"] == "assistant" and isinstance(seen["completion"][0]["content"], str)

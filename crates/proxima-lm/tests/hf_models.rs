@@ -126,6 +126,20 @@ fn the_tokenizer_encodes_as_transformers() {
     }
     assert_eq!(tok.eos_token_ids, vec![t["eos"].as_u64().unwrap() as u32]);
     assert_eq!(u64::from(tok.pad_token_id), t["pad"].as_u64().unwrap());
+    // The chat template renders as transformers' apply_chat_template, with and without the generation prompt.
+    let (chats, texts) = (t["chats"].as_array().unwrap(), t["chat_texts"].as_array().unwrap());
+    for (i, chat) in chats.iter().enumerate() {
+        for (j, g) in [true, false].iter().enumerate() {
+            assert_eq!(
+                tok.apply_chat_template(chat, *g).unwrap(),
+                texts[2 * i + j].as_str().unwrap(),
+                "chat {i}, generation prompt {g}"
+            );
+        }
+    }
+    let bad = serde_json::json!([{"role": "tool", "content": "x"}]);
+    let e = tok.apply_chat_template(&bad, true).unwrap_err().to_string();
+    assert!(e.contains("Unknown role: tool"), "{e}");
     let e = HfTokenizer::load(&dir.join("gpt2")).err().unwrap().to_string();
     assert!(e.contains("tokenizer.json"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();

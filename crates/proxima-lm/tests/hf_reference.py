@@ -56,6 +56,19 @@ def logits(model):
 
 
 TEXTS = ["12+34=46", "the cat sat", "7 + 8 = 15<eos>", "unknown ☃ char"]
+# A ChatML-style template with what templates use: bos_token, loop.first, a system default, .strip(), .startswith(),
+# raise_exception and add_generation_prompt.
+CHAT_TEMPLATE = (
+    "{{ bos_token }}{%- if messages[0]['role'] != 'system' %}{{ '<|im_start|>system\nYou add.<|im_end|>\n' }}{%- endif %}"
+    "{%- for message in messages %}"
+    "{%- if message['role'] not in ['system', 'user', 'assistant'] %}{{ raise_exception('Unknown role: ' + message['role']) }}{%- endif %}"
+    "{%- if loop.first and message['content'].startswith(' ') %}{{ '(leading space)' }}{%- endif %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'].strip() + '<|im_end|>\n' }}"
+    "{%- endfor %}{%- if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{%- endif %}"
+)
+CHATS = [[{"role": "user", "content": " 12+34= "}],
+         [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "the cat"},
+          {"role": "assistant", "content": "sat\n"}, {"role": "user", "content": "on?"}]]
 
 
 def tokenizer(out: str) -> dict:
@@ -71,9 +84,11 @@ def tokenizer(out: str) -> dict:
     tok.post_processor = processors.TemplateProcessing(single="<bos> $A", special_tokens=[("<bos>", 3)])
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>", bos_token="<bos>",
                                    unk_token="<unk>")
+    fast.chat_template = CHAT_TEMPLATE
     fast.save_pretrained(out)
     auto = AutoTokenizer.from_pretrained(out)
-    return {"texts": TEXTS, "with_special": [auto(t)["input_ids"] for t in TEXTS],
+    chats = [auto.apply_chat_template(m, tokenize=False, add_generation_prompt=g) for m in CHATS for g in (True, False)]
+    return {"texts": TEXTS, "with_special": [auto(t)["input_ids"] for t in TEXTS], "chats": CHATS, "chat_texts": chats,
             "plain": [auto(t, add_special_tokens=False)["input_ids"] for t in TEXTS],
             "decoded": [auto.decode(auto(t)["input_ids"], skip_special_tokens=True) for t in TEXTS],
             "eos": auto.eos_token_id, "pad": auto.pad_token_id}

@@ -135,7 +135,9 @@ fn bad_inputs_are_errors() {
         .unwrap_or_default()
     };
     assert!(new(vec![]).contains("dataset is empty"));
-    assert!(new(vec![json!({"text": "abc"})]).contains("row 0 has no text `prompt`"));
+    assert!(new(vec![json!({"text": "abc"})]).contains("row 0 has no `prompt` column of text or of messages"));
+    let chat = new(vec![json!({"prompt": [{"role": "user", "content": "abc"}]})]);
+    assert!(chat.contains("no chat_template"), "{chat}");
     struct Short;
     impl RewardFunction for Short {
         fn name(&self) -> String {

@@ -45,8 +45,18 @@ impl RewardFunction for PyReward {
                     kwargs.set_item(&key, json.call_method1("loads", (text,))?)?;
                 }
             }
-            kwargs.set_item("prompts", prompts.to_vec())?;
-            kwargs.set_item("completions", completions.to_vec())?;
+            // A conversational dataset: the prompts as their messages and each completion as one
+            // assistant message, as TRL passes them.
+            if columns.first().is_some_and(|c| c.get("prompt").is_some_and(Value::is_array)) {
+                let messages: Vec<Value> = columns.iter().map(|c| c["prompt"].clone()).collect();
+                let replies: Vec<Value> =
+                    completions.iter().map(|c| serde_json::json!([{"role": "assistant", "content": c}])).collect();
+                kwargs.set_item("prompts", json.call_method1("loads", (Value::Array(messages).to_string(),))?)?;
+                kwargs.set_item("completions", json.call_method1("loads", (Value::Array(replies).to_string(),))?)?;
+            } else {
+                kwargs.set_item("prompts", prompts.to_vec())?;
+                kwargs.set_item("completions", completions.to_vec())?;
+            }
             kwargs.set_item("completion_ids", completion_ids.to_vec())?;
             let out = self.func.bind(py).call((), Some(&kwargs))?;
             out.extract::<Vec<Option<f64>>>().map_err(|_| {

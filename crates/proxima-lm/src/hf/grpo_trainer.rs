@@ -3,7 +3,7 @@
 //! generation batches sampled with the model's own weights (no separate generator to keep in
 //! sync), the loss of [`super::grpo`], Adam with TRL's linear decay, and the logs TRL writes.
 
-use super::data::{first_without_text, EpochSampler};
+use super::data::EpochSampler;
 use super::generate::{generate, SamplingConfig};
 use super::grpo::{advantages, micro_batch_loss, GrpoArgs, GrpoMetrics, RewardFunction};
 use super::model::CausalLm;
@@ -70,8 +70,16 @@ impl GrpoTrainer {
         if dataset.is_empty() {
             return Err(ProximaError::Config("the training dataset is empty".into()));
         }
-        if let Some(i) = first_without_text(&dataset, "prompt") {
-            return Err(ProximaError::Config(format!("dataset row {i} has no text `prompt` column")));
+        if let Some(i) =
+            dataset.iter().position(|row| !matches!(row.get("prompt"), Some(Value::String(_) | Value::Array(_))))
+        {
+            return Err(ProximaError::Config(format!(
+                "dataset row {i} has no `prompt` column of text or of messages ([{{\"role\": ..., \"content\": ...}}])"
+            )));
+        }
+        // A conversational dataset needs the chat template: render the first one now.
+        if let Some(row) = dataset.iter().find(|row| row["prompt"].is_array()) {
+            tokenizer.apply_chat_template(&row["prompt"], true)?;
         }
         let reference = if args.beta > 0.0 { Some(model.frozen_copy()?) } else { None };
         let mut model = model;
@@ -144,11 +152,16 @@ impl GrpoTrainer {
             &mut self.opt.rng,
         );
         let rows: Vec<usize> = picks.iter().flat_map(|&i| std::iter::repeat_n(i, g)).collect();
-        let texts: Vec<String> =
-            rows.iter().map(|&i| self.dataset[i]["prompt"].as_str().unwrap_or("").to_string()).collect();
-        let mut prompt_ids = Vec::with_capacity(rows.len());
-        for t in &texts {
-            let ids = self.tokenizer.encode(t, true)?;
+        let (mut texts, mut prompt_ids) = (Vec::with_capacity(rows.len()), Vec::with_capacity(rows.len()));
+        for &i in &rows {
+            // Text as it is (with the tokenizer's special tokens); messages through the chat template,
+            // which writes its own (as TRL tokenizes them).
+            let (t, special) = match &self.dataset[i]["prompt"] {
+                Value::Array(_) => (self.tokenizer.apply_chat_template(&self.dataset[i]["prompt"], true)?, false),
+                p => (p.as_str().unwrap_or("").to_string(), true),
+            };
+            let ids = self.tokenizer.encode(&t, special)?;
+            texts.push(t);
             let keep = self.args.max_prompt_length.map_or(ids.len(), |m| m.min(ids.len()));
             prompt_ids.push(ids[ids.len() - keep..].to_vec());
         }

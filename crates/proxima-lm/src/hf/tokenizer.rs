@@ -16,6 +16,8 @@ pub struct HfTokenizer {
     pub pad_token_id: u32,
     /// `tokenizer_config.json`'s `chat_template`, or the `chat_template.jinja` file's text.
     pub chat_template: Option<String>,
+    /// `tokenizer_config.json`'s `bos_token` (the chat templates read it).
+    pub bos_token: Option<String>,
 }
 
 fn read_json(path: &Path) -> Result<Option<Value>> {
@@ -70,7 +72,8 @@ impl HfTokenizer {
             Some(t) => Some(t.to_string()),
             None => std::fs::read_to_string(dir.join("chat_template.jinja")).ok(),
         };
-        Ok(HfTokenizer { inner, eos_token_ids, pad_token_id, chat_template })
+        let bos_token = token_text(tc.get("bos_token"));
+        Ok(HfTokenizer { inner, eos_token_ids, pad_token_id, chat_template, bos_token })
     }
 
     /// The ids of `text` (with the tokenizer's own special tokens, e.g. a BOS, when
@@ -99,5 +102,65 @@ impl HfTokenizer {
     /// The vocabulary's size, added tokens included.
     pub fn vocab_size(&self) -> usize {
         self.inner.get_vocab_size(true)
+    }
+}
+
+/// A Python string method Jinja templates call (`.strip()`, `.startswith(...)`, ...), as
+/// `transformers`' Jinja environment provides them.
+fn string_method(s: &str, name: &str, args: &[minijinja::Value]) -> Option<minijinja::Value> {
+    let arg = |i: usize| args.get(i).and_then(|a| a.as_str().map(String::from));
+    let chars = |i: usize| arg(i).map(|c| c.chars().collect::<Vec<char>>());
+    Some(match name {
+        "strip" => chars(0).map_or(s.trim().into(), |c| s.trim_matches(|x| c.contains(&x)).into()),
+        "lstrip" => chars(0).map_or(s.trim_start().into(), |c| s.trim_start_matches(|x| c.contains(&x)).into()),
+        "rstrip" => chars(0).map_or(s.trim_end().into(), |c| s.trim_end_matches(|x| c.contains(&x)).into()),
+        "startswith" => s.starts_with(&arg(0)?).into(),
+        "endswith" => s.ends_with(&arg(0)?).into(),
+        "upper" => s.to_uppercase().into(),
+        "lower" => s.to_lowercase().into(),
+        "replace" => s.replace(&arg(0)?, &arg(1)?).into(),
+        "split" => match arg(0) {
+            Some(sep) => s.split(sep.as_str()).map(minijinja::Value::from).collect::<Vec<_>>().into(),
+            None => s.split_whitespace().map(minijinja::Value::from).collect::<Vec<_>>().into(),
+        },
+        _ => return None,
+    })
+}
+
+impl HfTokenizer {
+    /// The text of a conversation through the tokenizer's chat template, as `transformers`'
+    /// `apply_chat_template(messages, tokenize=False, add_generation_prompt=...)` renders it:
+    /// `messages` a list of `{"role", "content"}` objects; the template sees them with
+    /// `add_generation_prompt`, `bos_token`, `eos_token` and `raise_exception`.
+    ///
+    /// # Errors
+    /// `Config` when the tokenizer has no chat template or the template does not parse;
+    /// `InvalidArgument` when it fails on these messages (its `raise_exception` message included).
+    pub fn apply_chat_template(&self, messages: &Value, add_generation_prompt: bool) -> Result<String> {
+        let template = self.chat_template.as_deref().ok_or_else(|| ProximaError::Config("the tokenizer has no chat_template (tokenizer_config.json or chat_template.jinja): conversational prompts need one".into()))?;
+        let mut env = minijinja::Environment::new();
+        env.set_unknown_method_callback(|_state, value, name, args| {
+            match value.as_str().and_then(|s| string_method(s, name, args)) {
+                Some(v) => Ok(v),
+                None => Err(minijinja::Error::new(
+                    minijinja::ErrorKind::UnknownMethod,
+                    format!("no method {name} on {}", value.kind()),
+                )),
+            }
+        });
+        env.add_function("raise_exception", |msg: String| -> std::result::Result<String, minijinja::Error> {
+            Err(minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, msg))
+        });
+        env.add_template("chat", template).map_err(|e| ProximaError::Config(format!("chat_template: {e}")))?;
+        let token = |id: Option<u32>| id.and_then(|i| self.inner.id_to_token(i)).unwrap_or_default();
+        let ctx = minijinja::context! {
+            messages => minijinja::Value::from_serialize(messages),
+            add_generation_prompt => add_generation_prompt,
+            bos_token => self.bos_token.clone().unwrap_or_default(),
+            eos_token => token(self.eos_token_ids.first().copied()),
+        };
+        env.get_template("chat")
+            .and_then(|t| t.render(ctx))
+            .map_err(|e| ProximaError::InvalidArgument(format!("chat_template on these messages: {e}")))
     }
 }
