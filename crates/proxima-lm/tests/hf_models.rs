@@ -221,6 +221,27 @@ fn a_model_round_trips_and_bad_inputs_are_errors() {
     let a = lm.forward(&tok, &pos, &mask, None).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
     let b = again.forward(&tok, &pos, &mask, None).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
     assert_eq!(a, b);
+    // Step by step through a growing cache and through one allocated at its length: the logits of a whole pass.
+    let whole = lm
+        .forward(&tok, &pos, &mask, None)
+        .unwrap()
+        .narrow(1, 2, 1)
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .to_vec1::<f32>()
+        .unwrap();
+    for mut cache in [proxima_lm::hf::KvCache::default(), proxima_lm::hf::KvCache::with_capacity(3)] {
+        lm.forward(&[vec![1u32, 5]], &[vec![0u32, 1]], &[vec![1u8; 2]], Some(&mut cache)).unwrap();
+        let last = lm.forward(&[vec![19u32]], &[vec![2u32]], &[vec![1u8; 3]], Some(&mut cache)).unwrap();
+        let last = last.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        let worst = last.iter().zip(&whole).fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+        assert!(worst < 1e-5, "cached step off by {worst}");
+    }
+    let mut full = proxima_lm::hf::KvCache::with_capacity(2);
+    lm.forward(&[vec![1u32, 5]], &[vec![0u32, 1]], &[vec![1u8; 2]], Some(&mut full)).unwrap();
+    let e = lm.forward(&[vec![19u32]], &[vec![2u32]], &[vec![1u8; 3]], Some(&mut full)).unwrap_err().to_string();
+    assert!(e.contains("the key/value cache holds 2 positions, 3 were asked for"), "{e}");
     let err = |t: &[Vec<u32>], p: &[Vec<u32>], m: &[Vec<u8>]| lm.forward(t, p, m, None).err().unwrap().to_string();
     assert!(err(&[vec![1, 20, 3]], &pos, &mask).contains("token id 20 is outside the vocabulary of 20"));
     assert!(err(&tok, &[vec![0, 1, 12]], &mask).contains("position 12 is past the model's 12 positions"));

@@ -96,7 +96,8 @@ pub fn generate<R: Rng + ?Sized>(
         pos.push([vec![0u32; pad], (0..p.len() as u32).collect()].concat());
     }
     let mut next_pos: Vec<u32> = prompts.iter().map(|p| p.len() as u32).collect();
-    let mut cache = KvCache::default();
+    // Every position this call reads, allocated once.
+    let mut cache = KvCache::with_capacity(longest + cfg.max_new_tokens);
     let mut logits = lm.forward(&ids, &pos, &key_mask, Some(&mut cache))?;
     let mut out = Completions { tokens: vec![Vec::new(); prompts.len()], truncated: vec![true; prompts.len()] };
     for _ in 0..cfg.max_new_tokens {

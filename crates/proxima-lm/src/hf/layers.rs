@@ -95,23 +95,19 @@ pub fn attention_mask(key_mask: &[Vec<u8>], t: usize, dev: &Device) -> candle_co
     Tensor::from_vec(m, (key_mask.len(), 1, t, s), dev)
 }
 
-/// Each of `kv` heads repeated `rep` times in place: `[B, kv, S, hd]` → `[B, kv·rep, S, hd]`
-/// (head h reads key/value head h / rep).
-pub fn repeat_kv(x: &Tensor, rep: usize) -> candle_core::Result<Tensor> {
-    if rep == 1 {
-        return Ok(x.clone());
-    }
-    let (b, kv, s, hd) = x.dims4()?;
-    x.unsqueeze(2)?.expand((b, kv, rep, s, hd))?.reshape((b, kv * rep, s, hd))
-}
-
-/// softmax(q·kᵀ/√hd + mask)·v for q `[B, H, T, hd]`, k and v `[B, H, S, hd]`, mask `[B, 1, T, S]`:
-/// `[B, H, T, hd]`.
+/// softmax(q·kᵀ/√hd + mask)·v for q `[B, H, T, hd]`, k and v `[B, KV, S, hd]` (grouped-query
+/// attention: query head h reads key/value head h / (H / KV), as `transformers`' `repeat_kv`
+/// repeats them), mask `[B, 1, T, S]`: `[B, H, T, hd]`. The query heads of one key/value head are
+/// stacked as rows of one product, so k and v are read in place (no repeated copy, and a cache's
+/// views need no copy either).
 pub fn attend(q: &Tensor, k: &Tensor, v: &Tensor, mask: &Tensor) -> candle_core::Result<Tensor> {
-    let hd = q.dim(D::Minus1)?;
-    let scores = (q.contiguous()?.matmul(&k.t()?.contiguous()?)? / (hd as f64).sqrt())?;
-    let p = softmax(&scores.broadcast_add(mask)?)?;
-    p.matmul(&v.contiguous()?)
+    let (b, h, t, hd) = q.dims4()?;
+    let (kv, s) = (k.dim(1)?, k.dim(2)?);
+    let rep = h / kv;
+    let q = q.contiguous()?.reshape((b, kv, rep * t, hd))?;
+    let scores = (q.matmul(&k.t()?)? / (hd as f64).sqrt())?.reshape((b, h, t, s))?;
+    let p = softmax(&scores.broadcast_add(mask)?)?.reshape((b, kv, rep * t, s))?;
+    p.matmul(v)?.reshape((b, h, t, hd))
 }
 
 /// `[B, T, heads·hd]` → `[B, heads, T, hd]`.

@@ -8,7 +8,7 @@
 use super::checkpoint::{load_weights, save_dir};
 use super::config::{Arch, HfConfig};
 use super::layers::{
-    attend, attention_mask, gelu_tanh, layer_norm, linear, merge_heads, repeat_kv, rms_norm, rope_tables, rotate, silu,
+    attend, attention_mask, gelu_tanh, layer_norm, linear, merge_heads, rms_norm, rope_tables, rotate, silu,
     split_heads,
 };
 use super::lora::{Lora, LoraConfig};
@@ -18,15 +18,32 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// The keys and values each layer has seen, `[B, kv_heads, S, hd]` per layer, and which of the S
-/// positions are real tokens per row.
+/// positions are real tokens per row. With a capacity ([`KvCache::with_capacity`]) each layer's
+/// buffers are allocated once at that length and written in place (generation: no new buffer per
+/// token); without, they grow by concatenation. Either way the cached keys carry no gradient into
+/// the forward passes that read them (the cache is for generation, not for training).
 #[derive(Clone, Debug, Default)]
 pub struct KvCache {
-    layers: Vec<(Tensor, Tensor)>,
+    layers: Vec<LayerCache>,
     /// Per row, 1 for each cached position that is a token (0 for padding).
     pub key_mask: Vec<Vec<u8>>,
+    capacity: usize,
+}
+
+/// One layer's keys and values, and how many positions of them are written.
+#[derive(Clone, Debug)]
+struct LayerCache {
+    k: Tensor,
+    v: Tensor,
+    used: usize,
 }
 
 impl KvCache {
+    /// A cache that holds at most `positions` positions, allocated once.
+    pub fn with_capacity(positions: usize) -> KvCache {
+        KvCache { capacity: positions, ..KvCache::default() }
+    }
+
     /// Positions cached so far (S).
     pub fn len(&self) -> usize {
         self.key_mask.first().map_or(0, Vec::len)
@@ -278,8 +295,7 @@ impl CausalLm {
         }
         let (q, k) = (rotate(&q, cos, sin)?, rotate(&k, cos, sin)?);
         let (k, v) = extend_cache(cache, layer, k, v)?;
-        let rep = c.num_heads / c.num_kv_heads;
-        let o = attend(&q, &repeat_kv(&k, rep)?, &repeat_kv(&v, rep)?, mask)?;
+        let o = attend(&q, &k, &v, mask)?;
         self.lin(&format!("{p}.self_attn.o_proj"), &merge_heads(&o)?)
     }
 
@@ -333,14 +349,31 @@ fn extend_cache(
     v: Tensor,
 ) -> candle_core::Result<(Tensor, Tensor)> {
     let Some(c) = cache else { return Ok((k, v)) };
-    let (k, v) = match c.layers.get(layer) {
-        Some((pk, pv)) => (Tensor::cat(&[pk, &k], 2)?, Tensor::cat(&[pv, &v], 2)?),
-        None => (k, v),
-    };
-    if c.layers.len() > layer {
-        c.layers[layer] = (k.clone(), v.clone());
-    } else {
-        c.layers.push((k.clone(), v.clone()));
+    let t = k.dim(2)?;
+    if c.capacity == 0 {
+        let (k, v) = match c.layers.get(layer) {
+            Some(lc) => (Tensor::cat(&[&lc.k, &k], 2)?, Tensor::cat(&[&lc.v, &v], 2)?),
+            None => (k, v),
+        };
+        let lc = LayerCache { k: k.clone(), v: v.clone(), used: k.dim(2)? };
+        if c.layers.len() > layer {
+            c.layers[layer] = lc;
+        } else {
+            c.layers.push(lc);
+        }
+        return Ok((k, v));
     }
-    Ok((k, v))
+    if c.layers.len() <= layer {
+        let (b, h, _, d) = k.dims4()?;
+        let zeros = || Tensor::zeros((b, h, c.capacity, d), k.dtype(), k.device());
+        c.layers.push(LayerCache { k: zeros()?, v: zeros()?, used: 0 });
+    }
+    let lc = &mut c.layers[layer];
+    if lc.used + t > c.capacity {
+        candle_core::bail!("the key/value cache holds {} positions, {} were asked for", c.capacity, lc.used + t);
+    }
+    lc.k.slice_set(&k.detach().contiguous()?, 2, lc.used)?;
+    lc.v.slice_set(&v.detach().contiguous()?, 2, lc.used)?;
+    lc.used += t;
+    Ok((lc.k.narrow(2, 0, lc.used)?, lc.v.narrow(2, 0, lc.used)?))
 }
