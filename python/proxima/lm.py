@@ -1,5 +1,5 @@
-"""GRPO and SFT on Hugging Face language models with TRL's API: ``GRPOConfig``/``GRPOTrainer`` and
-``SFTConfig``/``SFTTrainer``.
+"""GRPO, DPO and SFT on Hugging Face language models with TRL's API: ``GRPOConfig``/``GRPOTrainer``,
+``DPOConfig``/``DPOTrainer`` and ``SFTConfig``/``SFTTrainer``.
 
     from proxima.lm import GRPOConfig, GRPOTrainer
 
@@ -31,9 +31,9 @@ import tempfile
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple, Optional, Union
 
-from ._proxima import _CausalLm, _GrpoTrainer, _SftTrainer
+from ._proxima import _CausalLm, _GrpoTrainer, _Trainer
 
-__all__ = ["CausalLM", "GRPOConfig", "GRPOTrainer", "LoraConfig", "SFTConfig", "SFTTrainer", "TrainOutput", "TrainerState"]
+__all__ = ["CausalLM", "DPOConfig", "DPOTrainer", "GRPOConfig", "GRPOTrainer", "LoraConfig", "SFTConfig", "SFTTrainer", "TrainOutput", "TrainerState"]
 
 # TRL `GRPOConfig` fields that Proxima does not implement: an error names them rather than ignoring them.
 _UNSUPPORTED = {
@@ -215,6 +215,23 @@ def _model_dir(model: Any, processing_class: Any, keep: list) -> str:
     raise TypeError(f"model must be a directory path or a transformers model, not {type(model).__name__}")
 
 
+def _engine_args(args: Any, rows: list[dict[str, Any]], peft_config: Any) -> tuple[str, list[str]]:
+    """The engine's settings (``args``' fields less the Python-side ones, ``max_steps`` from ``num_train_epochs``
+    when it is -1, the LoRA fields) as JSON, and the rows as JSON lines."""
+    fields = dataclasses.asdict(args)
+    for key in ("output_dir", "num_train_epochs", "logging_steps"):
+        fields.pop(key)
+    per_step = args.per_device_train_batch_size * args.gradient_accumulation_steps
+    if args.max_steps <= 0:
+        fields["max_steps"] = max(1, math.ceil(args.num_train_epochs * len(rows) / max(per_step, 1)))
+    fields["peft_config"] = _lora_fields(peft_config)
+    try:
+        lines = [json.dumps(row) for row in rows]
+    except TypeError as e:
+        raise TypeError(f"the dataset's columns must be JSON values (str, numbers, lists, dicts): {e}") from None
+    return json.dumps(fields), lines
+
+
 def _train_loop(engine: Any, state: TrainerState, logging_steps: int) -> TrainOutput:
     """Steps ``engine`` until it is done, keeping ``state`` and printing a row every ``logging_steps`` steps."""
     losses = []
@@ -359,18 +376,92 @@ class SFTTrainer:
         self._tmp: list = []
         model_dir = _model_dir(model, processing_class, self._tmp)
         self.state = TrainerState()
-        fields = dataclasses.asdict(self.args)
-        for key in ("output_dir", "num_train_epochs", "logging_steps"):
-            fields.pop(key)
-        a = self.args
-        per_step = a.per_device_train_batch_size * a.gradient_accumulation_steps
-        fields["max_steps"] = a.max_steps if a.max_steps > 0 else max(1, math.ceil(a.num_train_epochs * len(rows) / per_step))
-        fields["peft_config"] = _lora_fields(peft_config)
-        try:
-            lines = [json.dumps(row) for row in rows]
-        except TypeError as e:
-            raise TypeError(f"the dataset's columns must be JSON values (str, numbers, lists, dicts): {e}") from None
-        self._engine = _SftTrainer(model_dir, json.dumps(fields), lines)
+        self._engine = _Trainer("sft", model_dir, *_engine_args(self.args, rows, peft_config))
+
+    def train(self) -> TrainOutput:
+        """Trains for ``max_steps`` optimiser steps (or ``num_train_epochs``). Returns a :class:`TrainOutput`."""
+        return _train_loop(self._engine, self.state, self.args.logging_steps)
+
+    def save_model(self, output_dir: Optional[str] = None) -> None:
+        """Writes the model and its tokenizer's files to ``output_dir`` (default ``args.output_dir``) as a Hugging
+        Face directory."""
+        self._engine.save_model(output_dir if output_dir is not None else self.args.output_dir)
+
+
+@dataclasses.dataclass
+class DPOConfig:
+    """TRL's ``DPOConfig``: the fields Proxima reads, with TRL's defaults.
+
+    :param output_dir: where ``save_model()`` writes by default
+    :param learning_rate: Adam's step size, decayed linearly to 0 over the run
+    :param beta: how far the model may move from the reference (higher: less); IPO's τ
+    :param loss_type: "sigmoid" (DPO, the default), "hinge" or "ipo", as TRL defines them (a one-entry list too)
+    :param max_steps: optimiser steps to take; -1 (the default) means ``num_train_epochs`` passes over the pairs
+    :param num_train_epochs: passes over the dataset when ``max_steps`` is -1
+    :param per_device_train_batch_size: pairs per micro-batch
+    :param gradient_accumulation_steps: micro-batches per optimiser step
+    :param max_length: prompt + answer longer than this (in tokens) is cut at the end (None: not cut)
+    :param max_grad_norm: the gradient-norm clip
+    :param adam_epsilon: Adam's ε
+    :param seed: seeds the pair order (and LoRA's initial adapters)
+    :param shuffle_dataset: shuffle the pairs each epoch
+    :param logging_steps: print a log row every this many optimiser steps (0: never)
+    """
+
+    output_dir: str = "trainer_output"
+    learning_rate: float = 1e-6
+    beta: float = 0.1
+    loss_type: Union[str, list[str]] = "sigmoid"
+    max_steps: int = -1
+    num_train_epochs: float = 3.0
+    per_device_train_batch_size: int = 8
+    gradient_accumulation_steps: int = 1
+    max_length: Optional[int] = 1024
+    max_grad_norm: float = 1.0
+    adam_epsilon: float = 1e-8
+    seed: int = 42
+    shuffle_dataset: bool = True
+    logging_steps: int = 10
+
+    def __post_init__(self) -> None:
+        if isinstance(self.loss_type, (list, tuple)):
+            if len(self.loss_type) != 1:
+                raise NotImplementedError(f"loss_type={self.loss_type!r}: one loss type at a time (no loss_weights)")
+            self.loss_type = self.loss_type[0]
+        if self.loss_type not in ("sigmoid", "hinge", "ipo"):
+            raise ValueError(f"loss_type must be 'sigmoid', 'hinge' or 'ipo', not {self.loss_type!r}")
+
+
+class DPOTrainer:
+    """TRL's ``DPOTrainer`` on Proxima: Direct Preference Optimization on rows with ``prompt``, ``chosen`` and
+    ``rejected`` columns, against a frozen copy of the initial model as the reference (with LoRA, the model without
+    its adapters). Logs TRL's ``rewards/chosen``, ``rewards/rejected``, ``rewards/accuracies``, ``rewards/margins``,
+    ``logps/chosen`` and ``logps/rejected``.
+
+    :param model: a local Hugging Face model directory, or a ``transformers`` ``PreTrainedModel`` (with
+        ``processing_class``)
+    :param ref_model: must be None: the reference is the initial model
+    :param args: a :class:`DPOConfig` (None: the defaults)
+    :param train_dataset: a ``datasets.Dataset``, a list of dicts or a JSONL path; the three columns all text (the
+        end-of-sequence token is appended to the answers) or all conversations (lists of ``{"role", "content"}``
+        messages, rendered by the tokenizer's chat template)
+    :param processing_class: the tokenizer, only needed with a model object
+    :param peft_config: LoRA adapters to train instead of the whole model (a :class:`LoraConfig` or a
+        ``peft.LoraConfig``); ``save_model`` writes the merged weights
+    """
+
+    def __init__(self, model: Union[str, os.PathLike, Any], ref_model: Any = None, args: Optional[DPOConfig] = None,
+                 train_dataset: Any = None, processing_class: Any = None, peft_config: Any = None) -> None:
+        if ref_model is not None:
+            raise NotImplementedError("ref_model: the reference is a frozen copy of the initial model; pass None")
+        self.args = args if args is not None else DPOConfig()
+        if train_dataset is None:
+            raise ValueError("DPOTrainer needs a train_dataset with `prompt`, `chosen` and `rejected` columns")
+        rows = _rows(train_dataset)
+        self._tmp: list = []
+        model_dir = _model_dir(model, processing_class, self._tmp)
+        self.state = TrainerState()
+        self._engine = _Trainer("dpo", model_dir, *_engine_args(self.args, rows, peft_config))
 
     def train(self) -> TrainOutput:
         """Trains for ``max_steps`` optimiser steps (or ``num_train_epochs``). Returns a :class:`TrainOutput`."""

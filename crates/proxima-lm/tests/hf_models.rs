@@ -5,6 +5,7 @@
 //! `transformers` with Proxima's logits.
 
 use candle_core::{Tensor, Var};
+use proxima_lm::hf::dpo::{dpo_loss, pair_log_probs, DpoArgs, DpoLossType, PairIds};
 use proxima_lm::hf::grpo::micro_batch_loss;
 use proxima_lm::hf::grpo_trainer::completion_log_probs;
 use proxima_lm::hf::{generate, CausalLm, GrpoArgs, HfTokenizer, LossType, SamplingConfig};
@@ -334,6 +335,54 @@ fn the_grpo_gradient_equals_pytorchs_in_float64() {
             let scale = theirs.iter().fold(0f64, |m, v| m.max(v.abs()));
             let worst = ours.iter().zip(&theirs).fold(0f64, |m, (a, b)| m.max((f64::from(*a) - b).abs()));
             assert!(worst <= 1e-4 * scale + 1e-7, "{name} {pname}: gradient off by {worst} (scale {scale})");
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The DPO losses (TRL's `sigmoid`, `hinge` and `ipo`) and their gradients with respect to every
+/// parameter equal PyTorch's in float64 on the same model; the answers' log-probabilities are
+/// summed over their own tokens only (the pairs have answers of different lengths).
+#[test]
+#[ignore = "needs a Python with torch and transformers (PROXIMA_PYTHON; .ci/run installs them)"]
+fn the_dpo_gradients_equal_pytorchs_in_float64() {
+    let (dir, _) = reference();
+    for name in ["llama", "qwen2", "gpt2"] {
+        let py = Command::new(python()).arg(script()).arg("dpo").arg(dir.join(name)).output().unwrap();
+        assert!(py.status.success(), "{}", String::from_utf8_lossy(&py.stderr));
+        let want: Value = serde_json::from_slice(&py.stdout).unwrap();
+        let b = &want["batch"];
+        let lm = CausalLm::load(&dir.join(name)).unwrap();
+        let (prompts, chosen, rejected) =
+            (rows::<u32>(&b["prompts"]), rows::<u32>(&b["chosen"]), rows::<u32>(&b["rejected"]));
+        let pairs: Vec<PairIds> = (0..prompts.len())
+            .map(|i| PairIds { prompt: prompts[i].clone(), chosen: chosen[i].clone(), rejected: rejected[i].clone() })
+            .collect();
+        let refs: Vec<&PairIds> = pairs.iter().collect();
+        for (loss_type, key) in
+            [(DpoLossType::Sigmoid, "sigmoid"), (DpoLossType::Hinge, "hinge"), (DpoLossType::Ipo, "ipo")]
+        {
+            let (logp, counts) = pair_log_probs(&lm, &refs, 0).unwrap();
+            let offset = serde_json::from_value::<Vec<f32>>(b["ref_offset"].clone()).unwrap();
+            let refp = (logp.detach() + Tensor::new(offset, &candle_core::Device::Cpu).unwrap()).unwrap();
+            let args = DpoArgs { loss_type, beta: b["beta"].as_f64().unwrap(), ..DpoArgs::default() };
+            let loss = (dpo_loss(&logp, &refp, &counts, &args).unwrap() / pairs.len() as f64).unwrap();
+            let l = f64::from(loss.to_scalar::<f32>().unwrap());
+            let theirs = &want[key];
+            assert!(
+                (l - theirs["loss"].as_f64().unwrap()).abs() < 1e-5,
+                "{name} {key}: loss {l} vs {}",
+                theirs["loss"]
+            );
+            let grads = loss.backward().unwrap();
+            for (pname, var) in lm.named_params() {
+                let g: Vec<f64> = serde_json::from_value(theirs["grads"][pname].clone())
+                    .unwrap_or_else(|_| panic!("{name}: no gradient for {pname}"));
+                let ours = grads.get(var.as_tensor()).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+                let scale = g.iter().fold(0f64, |m, v| m.max(v.abs()));
+                let worst = ours.iter().zip(&g).fold(0f64, |m, (a, b)| m.max((f64::from(*a) - b).abs()));
+                assert!(worst <= 1e-4 * scale + 1e-7, "{name} {key} {pname}: gradient off by {worst} (scale {scale})");
+            }
         }
     }
     std::fs::remove_dir_all(&dir).unwrap();

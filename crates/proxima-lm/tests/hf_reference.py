@@ -4,6 +4,7 @@
     python hf_reference.py make DIR            # DIR/{llama,qwen2,qwen3,gpt2}/ + DIR/reference.json
     python hf_reference.py logits MODEL_DIR    # prints the logits of the reference batch as JSON
     python hf_reference.py grpo MODEL_DIR      # prints TRL's GRPO loss on GRPO_BATCH and its gradient, float64
+    python hf_reference.py dpo MODEL_DIR       # TRL's DPO losses (sigmoid, hinge, ipo) on DPO_BATCH, gradients, float64
 
 Each model has a few layers and a width ≤ 64 (Llama-, Qwen2- and Qwen3-shaped with grouped-query
 attention; GPT-2), random weights from a fixed seed, saved with ``save_pretrained``. The reference
@@ -147,11 +148,59 @@ def grpo(model_dir: str) -> None:
     print(json.dumps({"batch": b, "loss": loss.item(), "grads": grads}))
 
 
+DPO_BATCH = {
+    "prompts": [[5, 17, 42], [33, 12]], "chosen": [[8, 91, 3], [7]], "rejected": [[60, 2], [70, 9, 11, 4]],
+    "ref_offset": [0.3, -0.2, 0.15, 0.4], "beta": 0.1,
+}
+
+
+def dpo(model_dir: str) -> None:
+    """TRL's DPO losses (``_compute_loss``'s "sigmoid", "hinge" and "ipo") on DPO_BATCH in float64, the reference's
+    log-probabilities being the policy's plus ``ref_offset``; each loss and the gradient of every parameter."""
+    b = DPO_BATCH
+    out = {"batch": b}
+    for loss_type in ("sigmoid", "hinge", "ipo"):
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float64).eval()
+        prompts, answers = b["prompts"] * 2, b["chosen"] + b["rejected"]
+        p, c = max(map(len, prompts)), max(map(len, answers))
+        ids, attn, comp, mask = [], [], [], []
+        for pr, co in zip(prompts, answers):
+            ids.append([0] * (p - len(pr)) + pr + co + [0] * (c - len(co)))
+            attn.append([0] * (p - len(pr)) + [1] * (len(pr) + len(co)) + [0] * (c - len(co)))
+            comp.append(co + [0] * (c - len(co)))
+            mask.append([1.0] * len(co) + [0.0] * (c - len(co)))
+        ids, attn = torch.tensor(ids), torch.tensor(attn)
+        pos = (attn.cumsum(-1) - 1).clamp(min=0)
+        logits = model(input_ids=ids, attention_mask=attn, position_ids=pos).logits[:, p - 1:p - 1 + c]
+        logp = torch.log_softmax(logits, -1).gather(-1, torch.tensor(comp).unsqueeze(-1)).squeeze(-1)
+        mask = torch.tensor(mask, dtype=torch.float64)
+        logps = (logp * mask).sum(1)
+        ref = logps.detach() + torch.tensor(b["ref_offset"], dtype=torch.float64)
+        ratio = logps - ref
+        n = len(b["prompts"])
+        if loss_type == "ipo":
+            ratio = ratio / mask.sum(1).clamp(min=1.0)
+        delta = ratio[:n] - ratio[n:]
+        if loss_type == "sigmoid":
+            per_pair = -torch.nn.functional.logsigmoid(b["beta"] * delta)
+        elif loss_type == "hinge":
+            per_pair = torch.relu(1 - b["beta"] * delta)
+        else:
+            per_pair = (delta - 1 / (2 * b["beta"])) ** 2
+        loss = per_pair.mean()
+        loss.backward()
+        grads = {k: q.grad.flatten().tolist() for k, q in model.named_parameters() if q.grad is not None}
+        out[loss_type] = {"loss": loss.item(), "grads": grads}
+    print(json.dumps(out))
+
+
 def main() -> None:
     if sys.argv[1] == "make":
         make(sys.argv[2])
     elif sys.argv[1] == "grpo":
         grpo(sys.argv[2])
+    elif sys.argv[1] == "dpo":
+        dpo(sys.argv[2])
     else:
         model = AutoModelForCausalLM.from_pretrained(sys.argv[2], dtype=torch.float32)
         print(json.dumps(logits(model.eval()).tolist()))

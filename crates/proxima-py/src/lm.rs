@@ -1,5 +1,6 @@
-//! `proxima.lm`'s engines: SFT ([`proxima_lm::hf::SftTrainer`]) and GRPO
-//! ([`proxima_lm::hf::GrpoTrainer`]) on a Hugging Face model directory, GRPO's reward functions that are Python callables, called as TRL calls them
+//! `proxima.lm`'s engines: SFT and DPO ([`proxima_lm::hf::SftTrainer`],
+//! [`proxima_lm::hf::DpoTrainer`]) and GRPO ([`proxima_lm::hf::GrpoTrainer`]) on a Hugging Face
+//! model directory, GRPO's reward functions that are Python callables, called as TRL calls them
 //! (`func(prompts=..., completions=..., completion_ids=..., **columns)`, one list entry per
 //! completion). The trainer works with the GIL released; a reward function's exception is raised
 //! as itself.
@@ -7,7 +8,8 @@
 use crate::errors::IntoPy;
 use proxima::ProximaError;
 use proxima_lm::hf::{
-    generate, CausalLm, GrpoArgs, GrpoTrainer, HfTokenizer, RewardFunction, SamplingConfig, SftArgs, SftTrainer,
+    generate, CausalLm, DpoArgs, DpoTrainer, GrpoArgs, GrpoTrainer, HfTokenizer, RewardFunction, SamplingConfig,
+    SftArgs, SftTrainer,
 };
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -164,56 +166,103 @@ impl PyGrpoTrainer {
     }
 }
 
-/// SFT on a Hugging Face model (the engine of `proxima.lm.SFTTrainer`).
-#[pyclass(name = "_SftTrainer", module = "proxima._proxima")]
-pub struct PySftTrainer {
-    inner: Mutex<SftTrainer>,
+/// The trainers that need no Python callback.
+enum Engine {
+    Sft(SftTrainer),
+    Dpo(DpoTrainer),
+}
+
+impl Engine {
+    fn step(&mut self) -> proxima::Result<String> {
+        let row = match self {
+            Engine::Sft(t) => t.step().map(|_| t.log_history.last().cloned())?,
+            Engine::Dpo(t) => Some(t.step()?.to_json()),
+        };
+        Ok(row.map(|r| r.to_string()).unwrap_or_default())
+    }
+
+    fn is_done(&self) -> bool {
+        match self {
+            Engine::Sft(t) => t.global_step >= t.args.max_steps,
+            Engine::Dpo(t) => t.global_step >= t.args.max_steps,
+        }
+    }
+
+    fn model(&self) -> &CausalLm {
+        match self {
+            Engine::Sft(t) => &t.model,
+            Engine::Dpo(t) => &t.model,
+        }
+    }
+}
+
+/// SFT or DPO on a Hugging Face model (the engine of `proxima.lm.SFTTrainer` and `DPOTrainer`).
+#[pyclass(name = "_Trainer", module = "proxima._proxima")]
+pub struct PyTrainer {
+    inner: Mutex<Engine>,
+}
+
+impl PyTrainer {
+    fn engine(&self) -> PyResult<std::sync::MutexGuard<'_, Engine>> {
+        self.inner.try_lock().map_err(|_| PyRuntimeError::new_err("the trainer is busy (training in another thread)"))
+    }
+}
+
+fn config<T: serde::de::DeserializeOwned>(name: &str, json: &str) -> PyResult<T> {
+    serde_json::from_str(json).map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("{name}: {e}")))
 }
 
 #[pymethods]
-impl PySftTrainer {
-    /// `model_dir`: a Hugging Face model directory; `args_json`: the `SFTConfig` fields Proxima
-    /// reads, as JSON; `rows`: the dataset, one JSON object per row.
+impl PyTrainer {
+    /// `kind`: "sft" or "dpo"; `model_dir`: a Hugging Face model directory; `args_json`: the
+    /// `SFTConfig` or `DPOConfig` fields Proxima reads, as JSON; `rows`: the dataset, one JSON
+    /// object per row.
     #[new]
-    fn new(py: Python<'_>, model_dir: std::path::PathBuf, args_json: &str, rows: Vec<String>) -> PyResult<Self> {
-        let args: SftArgs = serde_json::from_str(args_json)
-            .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("SFTConfig: {e}")))?;
+    fn new(
+        py: Python<'_>,
+        kind: &str,
+        model_dir: std::path::PathBuf,
+        args_json: &str,
+        rows: Vec<String>,
+    ) -> PyResult<Self> {
         let dataset = parse_rows(&rows)?;
-        let trainer = py
-            .detach(|| -> proxima::Result<SftTrainer> {
-                SftTrainer::new(CausalLm::load(&model_dir)?, HfTokenizer::load(&model_dir)?, args, &dataset)
-            })
-            .py()?;
-        Ok(PySftTrainer { inner: Mutex::new(trainer) })
+        let engine = match kind {
+            "sft" => {
+                let args: SftArgs = config("SFTConfig", args_json)?;
+                py.detach(|| -> proxima::Result<Engine> {
+                    let (model, tok) = (CausalLm::load(&model_dir)?, HfTokenizer::load(&model_dir)?);
+                    Ok(Engine::Sft(SftTrainer::new(model, tok, args, &dataset)?))
+                })
+            }
+            "dpo" => {
+                let args: DpoArgs = config("DPOConfig", args_json)?;
+                py.detach(|| -> proxima::Result<Engine> {
+                    let (model, tok) = (CausalLm::load(&model_dir)?, HfTokenizer::load(&model_dir)?);
+                    Ok(Engine::Dpo(DpoTrainer::new(model, &tok, args, &dataset)?))
+                })
+            }
+            other => return Err(pyo3::exceptions::PyValueError::new_err(format!("no trainer {other:?} (sft, dpo)"))),
+        }
+        .py()?;
+        Ok(PyTrainer { inner: Mutex::new(engine) })
     }
 
     /// One optimiser step; its log row as JSON.
     fn step(&self, py: Python<'_>) -> PyResult<String> {
-        let mut guard = self
-            .inner
-            .try_lock()
-            .map_err(|_| PyRuntimeError::new_err("the trainer is busy (training in another thread)"))?;
-        let tr: &mut SftTrainer = &mut guard;
-        py.detach(|| tr.step()).py()?;
-        Ok(tr.log_history.last().map(|r| r.to_string()).unwrap_or_default())
+        let mut guard = self.engine()?;
+        let engine: &mut Engine = &mut guard;
+        py.detach(|| engine.step()).py()
     }
 
     /// Whether `max_steps` optimiser steps are done.
     fn is_done(&self) -> PyResult<bool> {
-        let tr = self
-            .inner
-            .try_lock()
-            .map_err(|_| PyRuntimeError::new_err("the trainer is busy (training in another thread)"))?;
-        Ok(tr.global_step >= tr.args.max_steps)
+        Ok(self.engine()?.is_done())
     }
 
     /// Writes the model (and the tokenizer's files) as a Hugging Face directory.
     fn save_model(&self, py: Python<'_>, dir: std::path::PathBuf) -> PyResult<()> {
-        let tr = self
-            .inner
-            .try_lock()
-            .map_err(|_| PyRuntimeError::new_err("the trainer is busy (training in another thread)"))?;
-        let model = &tr.model;
+        let guard = self.engine()?;
+        let model = guard.model();
         py.detach(|| model.save(&dir)).py()
     }
 }

@@ -1,11 +1,12 @@
 //! Causal language models from Hugging Face checkpoints (a directory with `config.json`,
 //! safetensors weights, `tokenizer.json`): read ([`config`], [`checkpoint`]), built as trainable
 //! candle variables ([`model`], on the differentiable pieces of [`layers`]), and written back in
-//! the same format.
+//! the same format; trained by SFT ([`sft`]), DPO ([`dpo`]) and GRPO ([`grpo_trainer`]).
 
 pub mod checkpoint;
 pub mod config;
 pub mod data;
+pub mod dpo;
 pub mod generate;
 pub mod grpo;
 pub mod grpo_trainer;
@@ -17,6 +18,7 @@ pub mod sft;
 pub mod tokenizer;
 
 pub use config::{Arch, HfConfig};
+pub use dpo::{DpoArgs, DpoLossType, DpoTrainer};
 pub use generate::{generate, Completions, SamplingConfig};
 pub use grpo::{GrpoArgs, LossType, RewardFunction, ScaleRewards};
 pub use grpo_trainer::GrpoTrainer;
