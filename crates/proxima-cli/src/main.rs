@@ -6,6 +6,7 @@
 //! proxima eval RUN_DIR_OR_CHECKPOINT [--episodes N] [--deterministic] [--json] [--render FILE]
 //! proxima ablation [--envs …] [--variants …] [--seeds …] --out DIR   # the paper's comparison
 //! proxima lm sft|rm|grpo|ppo|dpo|resume|eval …                       # language models (proxima-lm)
+//! proxima lm grpo --model DIR --dataset F.jsonl --reward MOD:FUNC    # GRPO on a Hugging Face model
 //! proxima envs                                                       # native envs and presets
 //! proxima bench-env ENV_ID [--steps N]                               # an env's own steps/s
 //! ```
@@ -56,7 +57,8 @@ enum Command {
     /// scores: random policy 0, best setting 1) and one learning-curve PNG per env.
     Ablation(AblationArgs),
     /// PPO for language models on two-digit addition: sft, rm (reward model), grpo, ppo
-    /// (RLHF-PPO), dpo, resume (an interrupted run), eval.
+    /// (RLHF-PPO), dpo, resume (an interrupted run), eval; and `lm grpo --model DIR --dataset
+    /// FILE.jsonl --reward MODULE:FUNCTION`, GRPO on a Hugging Face model.
     Lm {
         #[command(subcommand)]
         command: lm::LmCommand,
@@ -94,7 +96,7 @@ fn main() -> ExitCode {
         .with_target(false)
         .without_time()
         .init();
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(lm::route(std::env::args_os().collect()));
     match dispatch(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => match e.downcast_ref::<signals::Interrupted>() {

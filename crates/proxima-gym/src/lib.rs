@@ -1,4 +1,5 @@
-//! The bridge from Proxima to Python Gymnasium environments, through PyO3.
+//! The bridge from Proxima to Python Gymnasium environments, through PyO3 (and to reward
+//! functions written in Python, [`reward`]).
 //!
 //! `proxima train gym:ENV_ID` (CLI built with `--features gym`) trains on anything registered in
 //! the user's Gymnasium: the text after `gym:` goes to `gymnasium.make` unchanged, so
@@ -28,6 +29,7 @@ mod atari;
 pub mod atari_worker;
 mod dict_obs;
 mod masks;
+pub mod reward;
 mod subproc;
 mod vector;
 pub use atari::{make_atari_env, AleGame};
@@ -157,14 +159,38 @@ pub(crate) fn python_for_workers() -> Result<String> {
     })
 }
 
-/// Initialises the embedded interpreter once with the user's `sys.path`, and returns the user's
-/// Python executable (without the `embed` feature the bridge runs inside the user's
-/// interpreter: nothing to do, `None`).
+/// Initialises the embedded interpreter once with the user's `sys.path`, checks that gymnasium
+/// imports there, and returns the user's Python executable (without the `embed` feature the
+/// bridge runs inside the user's interpreter: nothing to do, `None`).
 pub(crate) fn init() -> Result<Option<String>> {
+    let Some(info) = interpreter()? else { return Ok(None) };
+    if let Some(tb) = &info.import_error {
+        return Err(EnvError::Env(format!("`import gymnasium` fails in {}:\n{}", info.executable, tb.trim_end())));
+    }
+    if !info.has_gymnasium {
+        return Err(EnvError::Env(format!(
+            "the Python at {} has no `gymnasium` module: run `{} -m pip install gymnasium` (and e.g. `gymnasium[mujoco]` for MuJoCo), or point PROXIMA_PYTHON at a Python that has it",
+            info.executable, info.executable
+        )));
+    }
+    Ok(Some(info.executable))
+}
+
+/// Initialises the embedded interpreter once with the user's `sys.path` (gymnasium not needed);
+/// nothing to do without the `embed` feature.
+///
+/// # Errors
+/// `Env` when the user's Python cannot be run or is of another version than the embedded one.
+pub fn init_interpreter() -> Result<()> {
+    interpreter().map(|_| ())
+}
+
+/// The user's Python as probed, once, after setting the embedded interpreter's `sys.path` to its.
+fn interpreter() -> Result<Option<PythonInfo>> {
     if !cfg!(feature = "embed") {
         return Ok(None);
     }
-    static INIT: OnceLock<std::result::Result<String, String>> = OnceLock::new();
+    static INIT: OnceLock<std::result::Result<PythonInfo, String>> = OnceLock::new();
     INIT.get_or_init(|| {
         let exe = python_executable();
         let info = probe_python(&exe).map_err(|e| match e {
@@ -175,26 +201,16 @@ pub(crate) fn init() -> Result<Option<String>> {
             let sys = py.import("sys").map_err(|e| e.to_string())?;
             let vi = sys.getattr("version_info").map_err(|e| e.to_string())?;
             let (maj, min): (u32, u32) = (vi.getattr("major").and_then(|x| x.extract()).map_err(|e| e.to_string())?, vi.getattr("minor").and_then(|x| x.extract()).map_err(|e| e.to_string())?);
-            // The version first: installing gymnasium into a Python of another version would not help.
             if (maj, min) != info.version {
                 return Err(format!(
                     "proxima embeds Python {maj}.{min}, but {} is Python {}.{}; use a {maj}.{min} virtualenv (PROXIMA_PYTHON) or rebuild proxima against that Python (PYO3_PYTHON)",
                     info.executable, info.version.0, info.version.1
                 ));
             }
-            if let Some(tb) = &info.import_error {
-                return Err(format!("`import gymnasium` fails in {}:\n{}", info.executable, tb.trim_end()));
-            }
-            if !info.has_gymnasium {
-                return Err(format!(
-                    "the Python at {} has no `gymnasium` module: run `{} -m pip install gymnasium` (and e.g. `gymnasium[mujoco]` for MuJoCo), or point PROXIMA_PYTHON at a Python that has it",
-                    info.executable, info.executable
-                ));
-            }
             sys.setattr("path", info.path.clone()).map_err(|e| e.to_string())?;
             Ok(())
         })?;
-        Ok(info.executable.clone())
+        Ok(info)
     })
     .clone()
     .map(Some)

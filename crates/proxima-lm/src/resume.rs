@@ -8,7 +8,7 @@
 //! ends with the files of an uninterrupted one.
 
 use crate::model::TinyLm;
-use candle_core::{Device, Tensor};
+use candle_core::{Device, Tensor, Var};
 use proxima::io::{read_f32_safetensors, write_f32_safetensors, F32Tensors, NamedTensor};
 use proxima::optim::Optimizer;
 use proxima::{ProximaError, Result};
@@ -33,15 +33,27 @@ fn checkpoint_path(dir: &Path, step: usize) -> PathBuf {
     dir.join("checkpoints").join(format!("step_{step:06}.safetensors"))
 }
 
+/// What a checkpoint stores of a model: its named parameters, in a fixed order.
+pub trait Parameters {
+    /// (name, variable) pairs.
+    fn parameters(&self) -> Vec<(String, Var)>;
+}
+
+impl Parameters for TinyLm {
+    fn parameters(&self) -> Vec<(String, Var)> {
+        self.named_params()
+    }
+}
+
 /// A fingerprint of models' weights (64-bit FNV-1a over their f32 bits, hex): equal weights, equal
 /// fingerprint; what a checkpoint records of the frozen models a run reads.
 ///
 /// # Errors
 /// Tensor errors.
-pub fn fingerprint(models: &[&TinyLm]) -> Result<String> {
+pub fn fingerprint<P: Parameters + ?Sized>(models: &[&P]) -> Result<String> {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for m in models {
-        for (_, var) in m.named_params() {
+        for (_, var) in m.parameters() {
             for x in var.as_tensor().flatten_all()?.to_dtype(candle_core::DType::F32)?.to_vec1::<f32>()? {
                 for b in x.to_bits().to_le_bytes() {
                     h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
@@ -62,10 +74,10 @@ fn checkpoint_step(path: &Path) -> Option<usize> {
 ///
 /// # Errors
 /// `Io`; tensor errors reading the weights.
-pub fn save_checkpoint(
+pub fn save_checkpoint<P: Parameters + ?Sized>(
     dir: &Path,
     step: usize,
-    models: &[(&str, &TinyLm)],
+    models: &[(&str, &P)],
     optimizers: &[(&str, &Optimizer)],
     state: &serde_json::Value,
 ) -> Result<()> {
@@ -73,7 +85,7 @@ pub fn save_checkpoint(
     std::fs::create_dir_all(&ckpts).map_err(|e| ProximaError::io(&ckpts, e))?;
     let mut owned: Vec<(String, Vec<usize>, Vec<f32>)> = Vec::new();
     for (m, model) in models {
-        for (name, var) in model.named_params() {
+        for (name, var) in model.parameters() {
             let v = var.as_tensor().flatten_all()?.to_dtype(candle_core::DType::F32)?.to_vec1::<f32>()?;
             owned.push((format!("{m}.{name}"), var.dims().to_vec(), v));
         }
@@ -160,8 +172,8 @@ impl LmCheckpoint {
     ///
     /// # Errors
     /// `Checkpoint` for a missing tensor or one of another shape.
-    pub fn restore_model(&self, name: &str, model: &TinyLm) -> Result<()> {
-        for (p, var) in model.named_params() {
+    pub fn restore_model<P: Parameters + ?Sized>(&self, name: &str, model: &P) -> Result<()> {
+        for (p, var) in model.parameters() {
             let key = format!("{name}.{p}");
             let (shape, v) = self.file.get(&key).ok_or_else(|| self.file.error(format!("missing tensor `{key}`")))?;
             if shape != var.dims() {

@@ -367,3 +367,48 @@ fn dpo_learns_the_preferences_it_is_shown() {
     assert!(e.contains("longer than the model's 32 positions"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A GRPO run stopped after a checkpoint and continued in a new trainer ends bit for bit as the
+/// uninterrupted run (weights, logs), with LoRA and without; a changed model directory is refused.
+#[test]
+fn grpo_resumes_exactly_from_a_checkpoint() {
+    let dir = std::env::temp_dir().join(format!("proxima-hf-grpo-resume-{}", std::process::id()));
+    model_dir(&dir);
+    let lora = LoraConfig { r: 4, lora_alpha: 16.0, target_modules: vec!["all-linear".into()] };
+    for peft in [None, Some(lora)] {
+        let args = GrpoArgs {
+            learning_rate: 3e-2,
+            max_steps: 6,
+            per_device_train_batch_size: 8,
+            num_generations: 4,
+            max_completion_length: 6,
+            beta: 0.04,
+            seed: 1,
+            peft_config: peft.clone(),
+            ..GrpoArgs::default()
+        };
+        let inputs = proxima_lm::hf::resume::initial_fingerprint(&CausalLm::load(&dir).unwrap()).unwrap();
+        let mut whole = trainer(&dir, args.clone());
+        whole.train().unwrap();
+        let run = dir.join("run");
+        let mut first = trainer(&dir, args.clone());
+        for _ in 0..3 {
+            first.step().unwrap();
+        }
+        first.save_checkpoint(&run, &inputs).unwrap();
+        let ck = proxima_lm::resume::latest_checkpoint(&run).unwrap().unwrap();
+        let mut second = trainer(&dir, args.clone());
+        second.restore_checkpoint(&ck, &inputs).unwrap();
+        assert_eq!(second.global_step, 3);
+        second.train().unwrap();
+        let values = |m: &CausalLm| -> Vec<Vec<f32>> {
+            m.trainable_params().iter().map(|(_, v)| v.as_tensor().flatten_all().unwrap().to_vec1().unwrap()).collect()
+        };
+        assert_eq!(values(&second.model), values(&whole.model), "LoRA: {}", peft.is_some());
+        assert_eq!(second.log_history, whole.log_history);
+        let e = trainer(&dir, args).restore_checkpoint(&ck, "0123456789abcdef").unwrap_err().to_string();
+        assert!(e.contains("holds other weights now"), "{e}");
+        std::fs::remove_dir_all(&run).unwrap();
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -22,7 +22,7 @@ pub fn to_py(e: ProximaError) -> PyErr {
     match e {
         ProximaError::Unsupported(_) => PyNotImplementedError::new_err(msg),
         ProximaError::Io { .. } => PyOSError::new_err(msg),
-        ProximaError::Env(_) | ProximaError::Tensor(_) => PyRuntimeError::new_err(msg),
+        ProximaError::Env(_) | ProximaError::UserCode(_) | ProximaError::Tensor(_) => PyRuntimeError::new_err(msg),
         _ => PyValueError::new_err(msg),
     }
 }

@@ -7,26 +7,25 @@
 
 use crate::errors::IntoPy;
 use proxima::ProximaError;
+use proxima_gym::reward::PythonReward;
 use proxima_lm::hf::{
     generate, CausalLm, DpoArgs, DpoTrainer, GrpoArgs, GrpoTrainer, HfTokenizer, RewardFunction, SamplingConfig,
     SftArgs, SftTrainer,
 };
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
 use serde_json::{Map, Value};
 use std::sync::{Arc, Mutex};
 
 /// A Python callable as a reward function; its exception is kept in `error`.
 struct PyReward {
-    func: Py<PyAny>,
-    name: String,
+    func: PythonReward,
     error: Arc<Mutex<Option<PyErr>>>,
 }
 
 impl RewardFunction for PyReward {
     fn name(&self) -> String {
-        self.name.clone()
+        self.func.name().to_string()
     }
 
     fn call(
@@ -36,45 +35,12 @@ impl RewardFunction for PyReward {
         completion_ids: &[Vec<u32>],
         columns: &[Map<String, Value>],
     ) -> proxima::Result<Vec<Option<f64>>> {
-        let r = Python::attach(|py| -> PyResult<Vec<Option<f64>>> {
-            let kwargs = PyDict::new(py);
-            let json = py.import("json")?;
-            for key in columns.first().map(|c| c.keys().cloned().collect::<Vec<_>>()).unwrap_or_default() {
-                if key != "prompt" {
-                    let values: Vec<Value> =
-                        columns.iter().map(|c| c.get(&key).cloned().unwrap_or(Value::Null)).collect();
-                    let text = serde_json::to_string(&values).expect("JSON values serialise");
-                    kwargs.set_item(&key, json.call_method1("loads", (text,))?)?;
-                }
-            }
-            // A conversational dataset: the prompts as their messages and each completion as one
-            // assistant message, as TRL passes them.
-            if columns.first().is_some_and(|c| c.get("prompt").is_some_and(Value::is_array)) {
-                let messages: Vec<Value> = columns.iter().map(|c| c["prompt"].clone()).collect();
-                let replies: Vec<Value> =
-                    completions.iter().map(|c| serde_json::json!([{"role": "assistant", "content": c}])).collect();
-                kwargs.set_item("prompts", json.call_method1("loads", (Value::Array(messages).to_string(),))?)?;
-                kwargs.set_item("completions", json.call_method1("loads", (Value::Array(replies).to_string(),))?)?;
-            } else {
-                kwargs.set_item("prompts", prompts.to_vec())?;
-                kwargs.set_item("completions", completions.to_vec())?;
-            }
-            kwargs.set_item("completion_ids", completion_ids.to_vec())?;
-            let out = self.func.bind(py).call((), Some(&kwargs))?;
-            out.extract::<Vec<Option<f64>>>().map_err(|_| {
-                pyo3::exceptions::PyTypeError::new_err(format!(
-                    "reward function `{}` must return a list of floats (or None), one per completion; it returned {}",
-                    self.name,
-                    out.get_type().name().map(|n| n.to_string()).unwrap_or_default()
-                ))
-            })
-        });
-        r.map_err(|e| {
+        self.func.call(prompts, completions, completion_ids, columns).map_err(|e| {
             let msg = e.to_string();
             if let Ok(mut slot) = self.error.lock() {
                 *slot = Some(e);
             }
-            ProximaError::Env(format!("reward function `{}` raised {msg}", self.name))
+            ProximaError::UserCode(format!("reward function `{}` raised {msg}", self.func.name()))
         })
     }
 }
@@ -126,7 +92,10 @@ impl PyGrpoTrainer {
         let error = Arc::new(Mutex::new(None));
         let funcs: Vec<Box<dyn RewardFunction>> = reward_funcs
             .into_iter()
-            .map(|(name, func)| Box::new(PyReward { func, name, error: error.clone() }) as Box<dyn RewardFunction>)
+            .map(|(name, func)| {
+                Box::new(PyReward { func: PythonReward::new(func, name), error: error.clone() })
+                    as Box<dyn RewardFunction>
+            })
             .collect();
         let trainer = py
             .detach(|| -> proxima::Result<GrpoTrainer> {

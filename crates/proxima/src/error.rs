@@ -30,6 +30,10 @@ pub enum ProximaError {
     /// with its traceback).
     #[error("environment error: {0}")]
     Env(String),
+    /// An exception raised by the user's code that a trainer calls (a reward function written in
+    /// Python), with its traceback.
+    #[error("{0}")]
+    UserCode(String),
     /// An operation the object does not support.
     #[error("unsupported: {0}")]
     Unsupported(String),

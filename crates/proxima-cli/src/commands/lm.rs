@@ -1,5 +1,5 @@
 //! `proxima lm sft|rm|grpo|ppo|dpo|resume|eval`: PPO, GRPO and DPO for language models on the
-//! addition task (issues 6 and 14).
+//! addition task; `lm grpo --model DIR` is GRPO on a Hugging Face model ([`super::lm_hf`]).
 //! Every flag of a training command is a field of its settings struct in `proxima_lm::args`
 //! (`#[command(flatten)]`), so the two cannot drift apart.
 
@@ -17,7 +17,7 @@ type CommandFn<'a> = dyn FnMut(&Path, &mut dyn FnMut(&Progress) -> bool) -> prox
 /// Options every training subcommand shares besides its settings.
 #[derive(Args)]
 pub struct Common {
-    /// Run directory (default: runs/lm-addition__<command>__<seed>__<unix time>).
+    /// Run directory (default: a new one under runs/, named after the command, seed and time).
     #[arg(long)]
     run_dir: Option<PathBuf>,
     /// No progress bar.
@@ -42,7 +42,8 @@ pub enum LmCommand {
         #[command(flatten)]
         common: Common,
     },
-    /// GRPO with the verifiable reward (exact match), from the SFT policy, KL (k3) to it.
+    /// GRPO with the verifiable reward (exact match), from the SFT policy, KL (k3) to it. With
+    /// --model DIR instead: GRPO on a Hugging Face model (`proxima lm grpo --model DIR --help`).
     Grpo {
         #[command(flatten)]
         args: GrpoArgs,
@@ -62,6 +63,19 @@ pub enum LmCommand {
     Dpo {
         #[command(flatten)]
         args: DpoArgs,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// GRPO on a Hugging Face model with reward functions written in Python (`lm grpo --model`
+    /// is routed here), resumable with `proxima lm resume RUN_DIR`.
+    #[command(
+        name = "grpo-hf",
+        hide = true,
+        override_usage = "proxima lm grpo --model DIR --dataset FILE.jsonl --reward MODULE:FUNCTION [OPTIONS]"
+    )]
+    GrpoHf {
+        #[command(flatten)]
+        flags: super::lm_hf::HfGrpoFlags,
         #[command(flatten)]
         common: Common,
     },
@@ -134,6 +148,13 @@ fn run_command(
     claim: &dyn Fn(Option<PathBuf>, &str) -> Result<PathBuf>,
     f: &mut CommandFn<'_>,
 ) -> Result<()> {
+    check_run_dir(common)?;
+    let dir = claim(common.run_dir.clone(), &format!("lm-addition__{name}__{seed}"))?;
+    with_bar(name, &dir, steps, common.quiet, f)
+}
+
+/// Refuses a `--run-dir` that holds a reinforcement-learning run or any files.
+fn check_run_dir(common: &Common) -> Result<()> {
     if let Some(d) = &common.run_dir {
         if d.is_dir() && crate::rundirs::is_rl_run(d) {
             anyhow::bail!(
@@ -149,8 +170,7 @@ fn run_command(
             );
         }
     }
-    let dir = claim(common.run_dir.clone(), &format!("lm-addition__{name}__{seed}"))?;
-    with_bar(name, &dir, steps, common.quiet, f)
+    Ok(())
 }
 
 /// Runs `f` into `dir` with a progress bar, then reports. A first SIGINT/SIGTERM stops the run
@@ -220,6 +240,10 @@ pub fn dispatch(cmd: LmCommand, claim: impl Fn(Option<PathBuf>, &str) -> Result<
                 run::run_dpo(&args, &mut weights, dir, None, p)
             })
         }
+        LmCommand::GrpoHf { flags, common } => {
+            check_run_dir(&common)?;
+            super::lm_hf::exec(flags, common.run_dir, common.quiet, &claim)
+        }
         LmCommand::Resume { run_dir, quiet } => resume(&run_dir, quiet, &mut weights),
         LmCommand::Eval { path, prompt, json, reference, seed } => {
             eval(&path, &prompt, json, reference.as_deref(), seed)
@@ -251,6 +275,9 @@ fn resume(dir: &Path, quiet: bool, weights: &mut Weights) -> Result<()> {
     let cfg: serde_json::Value =
         serde_json::from_str(&text).with_context(|| format!("{}: malformed", path.display()))?;
     let command = cfg["command"].as_str().unwrap_or_default().to_string();
+    if command == super::lm_hf::COMMAND {
+        return super::lm_hf::resume(dir, cfg, quiet);
+    }
     let args = cfg["args"].clone();
     let parse = |what: &str| anyhow::anyhow!("{}: malformed `args` of lm {what}", path.display());
     if !["sft", "rm", "grpo", "ppo", "dpo"].contains(&command.as_str()) {
@@ -357,4 +384,18 @@ fn eval_target(path: &Path) -> Result<PathBuf> {
             "{shown}: holds no model yet (the run stopped before its first checkpoint); continue it with `proxima lm resume {shown}`"
         ),
     }
+}
+
+/// The command line with `lm grpo … --model …` routed to the Hugging Face trainer's (hidden)
+/// `lm grpo-hf` subcommand: `proxima lm grpo --model DIR --dataset F --reward M:F` is GRPO on
+/// that model, `proxima lm grpo --sft RUN` the addition task's.
+pub fn route(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let is = |i: usize, s: &str| args.get(i).is_some_and(|a| a == s);
+    let has_model = args.iter().any(|a| a == "--model" || a.to_string_lossy().starts_with("--model="));
+    if is(1, "lm") && is(2, "grpo") && has_model {
+        let mut routed = args.clone();
+        routed[2] = "grpo-hf".into();
+        return routed;
+    }
+    args
 }

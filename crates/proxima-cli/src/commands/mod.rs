@@ -6,4 +6,5 @@ pub mod bench_env;
 pub mod eval;
 pub mod export;
 pub mod lm;
+pub mod lm_hf;
 pub mod train;

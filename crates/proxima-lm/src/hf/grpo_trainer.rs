@@ -8,6 +8,7 @@ use super::generate::{generate, SamplingConfig};
 use super::grpo::{advantages, micro_batch_loss, GrpoArgs, GrpoMetrics, RewardFunction};
 use super::model::CausalLm;
 use super::optimize::TrainerOptim;
+use super::resume::TrainerProgress;
 use super::tokenizer::HfTokenizer;
 use crate::grpo::token_log_probs;
 use crate::grpo_step::add_grads;
@@ -303,6 +304,33 @@ impl GrpoTrainer {
             &self.args,
             batch.tokens,
         )
+    }
+
+    /// Writes a checkpoint of the run so far into `dir/checkpoints/` ([`super::resume`]);
+    /// `inputs` is [`super::resume::initial_fingerprint`] of the model it started from.
+    ///
+    /// # Errors
+    /// `Io`; tensor errors.
+    pub fn save_checkpoint(&self, dir: &std::path::Path, inputs: &str) -> Result<()> {
+        let p = TrainerProgress {
+            model: &self.model,
+            global_step: self.global_step,
+            sampler: &self.sampler,
+            log_history: &self.log_history,
+            inputs,
+        };
+        super::resume::save(dir, &p, &self.opt)
+    }
+
+    /// Continues the run of checkpoint `ck` (this trainer built as that run's was, on the model it
+    /// started from): parameters, Adam, RNG, row order, steps and logs as they were then.
+    ///
+    /// # Errors
+    /// [`super::resume::restore`]'s.
+    pub fn restore_checkpoint(&mut self, ck: &crate::resume::LmCheckpoint, inputs: &str) -> Result<()> {
+        (self.sampler, self.global_step, self.log_history) =
+            super::resume::restore(ck, &self.model, &mut self.opt, inputs)?;
+        Ok(())
     }
 
     /// Writes the model as a Hugging Face directory (TRL's `save_model`).

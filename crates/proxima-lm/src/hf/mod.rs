@@ -14,6 +14,7 @@ pub mod layers;
 pub mod lora;
 pub mod model;
 pub mod optimize;
+pub mod resume;
 pub mod sft;
 pub mod tokenizer;
 

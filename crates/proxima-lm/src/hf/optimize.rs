@@ -41,6 +41,16 @@ impl TrainerOptim {
         Ok(TrainerOptim { opt, schedule: LrSchedule::Linear { initial: lr, total: max_steps }, max_grad_norm, rng })
     }
 
+    /// Adam's state: moments, step count, step size (what a checkpoint saves).
+    pub fn adam(&self) -> &Optimizer {
+        &self.opt
+    }
+
+    /// Adam's state, to restore from a checkpoint.
+    pub fn adam_mut(&mut self) -> &mut Optimizer {
+        &mut self.opt
+    }
+
     /// One Adam step of `model`'s trainable parameters on `grads` (in their order), at the learning
     /// rate of step `done`; returns the step's measurements and the learning rate used.
     ///

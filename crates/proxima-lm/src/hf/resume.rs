@@ -1,0 +1,90 @@
+//! Exact resume of the Hugging Face trainers, in the checkpoint format of [`crate::resume`]: the
+//! trainable parameters (`model.*`: every weight, or only the LoRA adapters, the base weights
+//! being the model directory's), Adam's moments, step count and step size (`adam.*`), and as
+//! JSON the trainer's RNG, its row sampler, the optimiser steps taken, the log history and the
+//! fingerprint of the initial weights (a model directory changed since is refused).
+
+use super::data::EpochSampler;
+use super::model::CausalLm;
+use super::optimize::TrainerOptim;
+use crate::resume::{fingerprint, save_checkpoint, LmCheckpoint, Parameters};
+use candle_core::Var;
+use proxima::{ProximaError, Result};
+use serde_json::Value;
+use std::path::Path;
+
+/// A model's base weights (with LoRA, not its adapters): what its fingerprint covers.
+impl Parameters for CausalLm {
+    fn parameters(&self) -> Vec<(String, Var)> {
+        self.named_params().to_vec()
+    }
+}
+
+/// The parameters a trainer changes: every weight, or the LoRA adapters.
+struct Trainable<'a>(&'a CausalLm);
+
+impl Parameters for Trainable<'_> {
+    fn parameters(&self) -> Vec<(String, Var)> {
+        self.0.trainable_params()
+    }
+}
+
+/// The fingerprint of `model`'s base weights ([`crate::resume::fingerprint`]).
+///
+/// # Errors
+/// Tensor errors.
+pub fn initial_fingerprint(model: &CausalLm) -> Result<String> {
+    fingerprint(&[model])
+}
+
+/// A trainer's state between optimiser steps, as saved and restored.
+pub struct TrainerProgress<'a> {
+    /// The model being trained.
+    pub model: &'a CausalLm,
+    /// Optimiser steps taken.
+    pub global_step: u64,
+    /// The row order and position.
+    pub sampler: &'a EpochSampler,
+    /// One row per logged step.
+    pub log_history: &'a [Value],
+    /// [`initial_fingerprint`] of the model the run started from.
+    pub inputs: &'a str,
+}
+
+/// Writes the checkpoint of `p` into `dir/checkpoints/step_<global_step>.safetensors` (atomically;
+/// older ones removed).
+///
+/// # Errors
+/// `Io`; tensor errors.
+pub fn save(dir: &Path, p: &TrainerProgress<'_>, opt: &TrainerOptim) -> Result<()> {
+    let state = serde_json::json!({
+        "rng": opt.rng, "sampler": p.sampler, "global_step": p.global_step,
+        "log_history": p.log_history, "inputs": p.inputs,
+    });
+    save_checkpoint(dir, p.global_step as usize, &[("model", &Trainable(p.model))], &[("adam", opt.adam())], &state)
+}
+
+/// Restores `model`'s trainable parameters and `opt` from `ck`; returns the sampler, the steps
+/// taken and the log history to continue with.
+///
+/// # Errors
+/// `Checkpoint` when the run started from other weights than `inputs` says (the model directory
+/// changed), for LoRA settings other than the checkpoint's, or a damaged checkpoint.
+pub fn restore(
+    ck: &LmCheckpoint,
+    model: &CausalLm,
+    opt: &mut TrainerOptim,
+    inputs: &str,
+) -> Result<(EpochSampler, u64, Vec<Value>)> {
+    let saved: String = ck.get("inputs")?;
+    if saved != inputs {
+        return Err(ProximaError::Checkpoint(
+            "the model directory this run started from holds other weights now; resuming would not continue the same run"
+                .into(),
+        ));
+    }
+    ck.restore_model("model", &Trainable(model))?;
+    ck.restore_optimizer("adam", opt.adam_mut())?;
+    opt.rng = ck.get("rng")?;
+    Ok((ck.get("sampler")?, ck.get("global_step")?, ck.get("log_history")?))
+}
