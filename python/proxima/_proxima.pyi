@@ -73,11 +73,17 @@ class Model:
     @property
     def has_env(self) -> bool: ...
 
-class _GrpoTrainer:
-    """GRPO on a Hugging Face model directory (the engine of ``proxima.lm.GRPOTrainer``)."""
+class _RewardedTrainer:
+    """GRPO or RLHF-PPO on a Hugging Face model directory (the engine of ``proxima.lm.GRPOTrainer`` and
+    ``PPOTrainer``)."""
 
     def __init__(
-        self, model_dir: str, args_json: str, rows: list[str], reward_funcs: list[tuple[str, Callable[..., Any]]]
+        self,
+        kind: str,
+        model_dir: str,
+        args_json: str,
+        rows: list[str],
+        reward_funcs: list[tuple[str, Callable[..., Any]]],
     ) -> None: ...
     def step(self) -> str: ...
     def is_done(self) -> bool: ...

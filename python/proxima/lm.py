@@ -1,5 +1,5 @@
-"""GRPO, DPO and SFT on Hugging Face language models with TRL's API: ``GRPOConfig``/``GRPOTrainer``,
-``DPOConfig``/``DPOTrainer`` and ``SFTConfig``/``SFTTrainer``.
+"""GRPO, RLHF-PPO, DPO and SFT on Hugging Face language models with TRL's API: ``GRPOConfig``/``GRPOTrainer``,
+``PPOConfig``/``PPOTrainer``, ``DPOConfig``/``DPOTrainer`` and ``SFTConfig``/``SFTTrainer``.
 
     from proxima.lm import GRPOConfig, GRPOTrainer
 
@@ -31,9 +31,9 @@ import tempfile
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple, Optional, Union
 
-from ._proxima import _CausalLm, _GrpoTrainer, _Trainer
+from ._proxima import _CausalLm, _RewardedTrainer, _Trainer
 
-__all__ = ["CausalLM", "DPOConfig", "DPOTrainer", "GRPOConfig", "GRPOTrainer", "LoraConfig", "SFTConfig", "SFTTrainer", "TrainOutput", "TrainerState"]
+__all__ = ["CausalLM", "DPOConfig", "DPOTrainer", "GRPOConfig", "GRPOTrainer", "LoraConfig", "PPOConfig", "PPOTrainer", "SFTConfig", "SFTTrainer", "TrainOutput", "TrainerState"]
 
 # TRL `GRPOConfig` fields that Proxima does not implement: an error names them rather than ignoring them.
 _UNSUPPORTED = {
@@ -225,11 +225,15 @@ def _engine_args(args: Any, rows: list[dict[str, Any]], peft_config: Any) -> tup
     if args.max_steps <= 0:
         fields["max_steps"] = max(1, math.ceil(args.num_train_epochs * len(rows) / max(per_step, 1)))
     fields["peft_config"] = _lora_fields(peft_config)
+    return json.dumps(fields), _json_lines(rows)
+
+
+def _json_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """The rows as JSON lines, for the engine."""
     try:
-        lines = [json.dumps(row) for row in rows]
+        return [json.dumps(row) for row in rows]
     except TypeError as e:
         raise TypeError(f"the dataset's columns must be JSON values (str, numbers, lists, dicts): {e}") from None
-    return json.dumps(fields), lines
 
 
 def _train_loop(engine: Any, state: TrainerState, logging_steps: int) -> TrainOutput:
@@ -240,7 +244,7 @@ def _train_loop(engine: Any, state: TrainerState, logging_steps: int) -> TrainOu
         row = json.loads(engine.step())
         state.global_step = row["step"]
         state.log_history.append(row)
-        losses.append(row["loss"])
+        losses.append(row["loss"] if "loss" in row else row["loss/policy_avg"] + row["loss/value_avg"])
         if logging_steps > 0 and state.global_step >= next_log:
             print({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}, file=sys.stdout)
             next_log += logging_steps
@@ -298,12 +302,9 @@ class GRPOTrainer:
             fields.pop(key)
         fields["max_steps"] = self._max_steps(len(rows))
         fields["peft_config"] = _lora_fields(peft_config)
-        try:
-            lines = [json.dumps(row) for row in rows]
-        except TypeError as e:
-            raise TypeError(f"the dataset's columns must be JSON values (str, numbers, lists, dicts): {e}") from None
+        lines = _json_lines(rows)
         names = [getattr(f, "__name__", type(f).__name__) for f in funcs]
-        self._engine = _GrpoTrainer(model_dir, json.dumps(fields), lines, list(zip(names, funcs)))
+        self._engine = _RewardedTrainer("grpo", model_dir, json.dumps(fields), lines, list(zip(names, funcs)))
 
     def _max_steps(self, n_rows: int) -> int:
         a = self.args
@@ -385,6 +386,139 @@ class SFTTrainer:
     def save_model(self, output_dir: Optional[str] = None) -> None:
         """Writes the model and its tokenizer's files to ``output_dir`` (default ``args.output_dir``) as a Hugging
         Face directory."""
+        self._engine.save_model(output_dir if output_dir is not None else self.args.output_dir)
+
+
+@dataclasses.dataclass
+class PPOConfig:
+    """TRL's ``PPOConfig`` (with ``OnPolicyConfig``'s fields): the ones Proxima reads, with TRL's defaults.
+
+    :param output_dir: where ``save_model()`` writes by default
+    :param learning_rate: Adam's step size, decayed linearly to 0 over the updates
+    :param total_episodes: completions to train on (None: ``num_train_epochs`` passes over the prompts); one update
+        takes ``per_device_train_batch_size * gradient_accumulation_steps * num_mini_batches`` of them
+    :param num_train_epochs: passes over the prompts when ``total_episodes`` is None
+    :param per_device_train_batch_size: completions per micro-batch
+    :param gradient_accumulation_steps: micro-batches per optimiser step (one mini-batch)
+    :param num_mini_batches: mini-batches per update
+    :param num_ppo_epochs: passes over each update's completions
+    :param whiten_rewards: whiten the per-token rewards before GAE
+    :param kl_coef: β of the per-token KL penalty to the initial model
+    :param kl_estimator: "k1" (log π_θold − log π_ref) or "k3"
+    :param cliprange: ε of the ratio clip
+    :param vf_coef: the value loss's weight c₁
+    :param cliprange_value: the value clip
+    :param gamma: the discount γ
+    :param lam: GAE's λ
+    :param response_length: new tokens per completion at most
+    :param temperature: sampling temperature (the log-probabilities use it too, as TRL's)
+    :param missing_eos_penalty: subtracted from the score of a completion that does not end with the EOS token
+    :param stop_token: "eos" (generation stops at the tokenizer's EOS; None is read the same way)
+    :param max_grad_norm: the gradient-norm clip
+    :param adam_epsilon: Adam's ε
+    :param seed: seeds the prompt order, the sampling and the mini-batch shuffles
+    :param shuffle_dataset: shuffle the prompts each epoch
+    :param logging_steps: print a log row every this many updates (0: never)
+    """
+
+    output_dir: str = "trainer_output"
+    learning_rate: float = 3e-6
+    total_episodes: Optional[int] = None
+    num_train_epochs: float = 3.0
+    per_device_train_batch_size: int = 8
+    gradient_accumulation_steps: int = 1
+    num_mini_batches: int = 1
+    num_ppo_epochs: int = 4
+    whiten_rewards: bool = False
+    kl_coef: float = 0.05
+    kl_estimator: str = "k1"
+    cliprange: float = 0.2
+    vf_coef: float = 0.1
+    cliprange_value: float = 0.2
+    gamma: float = 1.0
+    lam: float = 0.95
+    response_length: int = 53
+    temperature: float = 0.7
+    missing_eos_penalty: Optional[float] = None
+    stop_token: Optional[str] = "eos"
+    max_grad_norm: float = 1.0
+    adam_epsilon: float = 1e-8
+    seed: int = 42
+    shuffle_dataset: bool = True
+    logging_steps: int = 10
+
+    def __post_init__(self) -> None:
+        if self.kl_estimator not in ("k1", "k3"):
+            raise ValueError(f"kl_estimator must be 'k1' or 'k3', not {self.kl_estimator!r}")
+        if self.stop_token not in (None, "eos"):
+            raise NotImplementedError(f"stop_token={self.stop_token!r}: generation stops at the EOS token only")
+
+
+class PPOTrainer:
+    """TRL's ``PPOTrainer`` on Proxima (RLHF-PPO): one completion per prompt sampled with the model's own weights,
+    scored by reward functions written in Python (in place of TRL's reward model), a per-token KL penalty to the
+    initial model, GAE on a value head over the policy's last hidden state (trained with it), and
+    ``num_ppo_epochs`` passes of the clipped surrogate and the clipped value loss. Logs TRL's ``objective/scores``,
+    ``objective/kl``, ``objective/rlhf_reward``, ``loss/policy_avg``, ``loss/value_avg``, ``policy/approxkl_avg``,
+    ``policy/clipfrac_avg``, ``val/clipfrac_avg``, ``val/ratio``.
+
+    :param args: a :class:`PPOConfig` (None: the defaults)
+    :param processing_class: the tokenizer, only needed with a model object
+    :param model: a local Hugging Face model directory, or a ``transformers`` ``PreTrainedModel``
+    :param ref_model: must be None: the reference is the initial model
+    :param reward_funcs: a callable or a list of callables ``(prompts, completions, **kwargs) -> list[float]`` (their
+        sum is the score; every completion must get a number)
+    :param train_dataset: rows with a ``prompt`` column (text or messages); the other columns go to the reward functions
+    :param value_model: must be None: the value head sits on the policy
+    :param peft_config: LoRA adapters to train instead of the whole model (the value head trains too)
+    :param reward_model: a callable is taken as a reward function; a reward model network is not supported
+    """
+
+    def __init__(self, args: Optional[PPOConfig] = None, processing_class: Any = None,
+                 model: Union[str, os.PathLike, Any] = None, ref_model: Any = None,
+                 reward_funcs: Union[Callable[..., list], list[Callable[..., list]], None] = None,
+                 train_dataset: Any = None, value_model: Any = None, peft_config: Any = None,
+                 reward_model: Any = None) -> None:
+        if ref_model is not None:
+            raise NotImplementedError("ref_model: the reference is a frozen copy of the initial model; pass None")
+        if value_model is not None:
+            raise NotImplementedError("value_model: the value head sits on the policy's last hidden state; pass None")
+        if reward_model is not None:
+            if not callable(reward_model) or hasattr(reward_model, "parameters"):
+                raise NotImplementedError("reward_model: a reward model network is not supported; pass reward_funcs (callables)")
+            reward_funcs = [reward_model] + list(reward_funcs or [])
+        funcs = reward_funcs if isinstance(reward_funcs, (list, tuple)) else [reward_funcs] if reward_funcs else []
+        if not funcs:
+            raise ValueError("PPOTrainer needs reward_funcs: one or more callables (prompts, completions, **kwargs)")
+        for f in funcs:
+            if not callable(f):
+                raise NotImplementedError(f"reward function {f!r}: only Python callables are supported")
+        if model is None or train_dataset is None:
+            raise ValueError("PPOTrainer needs a model and a train_dataset with a `prompt` column")
+        self.args = args if args is not None else PPOConfig()
+        rows = _rows(train_dataset)
+        self._tmp: list = []
+        model_dir = _model_dir(model, processing_class, self._tmp)
+        self.state = TrainerState()
+        a = self.args
+        fields = dataclasses.asdict(a)
+        for key in ("output_dir", "num_train_epochs", "logging_steps", "total_episodes", "stop_token"):
+            fields.pop(key)
+        per_update = a.per_device_train_batch_size * a.gradient_accumulation_steps * a.num_mini_batches
+        episodes = a.total_episodes if a.total_episodes is not None else math.ceil(a.num_train_epochs * len(rows))
+        fields["max_steps"] = max(1, math.ceil(episodes / max(per_update, 1)))
+        fields["peft_config"] = _lora_fields(peft_config)
+        lines = _json_lines(rows)
+        names = [getattr(f, "__name__", type(f).__name__) for f in funcs]
+        self._engine = _RewardedTrainer("ppo", model_dir, json.dumps(fields), lines, list(zip(names, funcs)))
+
+    def train(self) -> TrainOutput:
+        """Trains for the updates ``total_episodes`` (or ``num_train_epochs``) asks for. Returns a :class:`TrainOutput`."""
+        return _train_loop(self._engine, self.state, self.args.logging_steps)
+
+    def save_model(self, output_dir: Optional[str] = None) -> None:
+        """Writes the policy (not its value head) and its tokenizer's files to ``output_dir`` (default
+        ``args.output_dir``) as a Hugging Face directory."""
         self._engine.save_model(output_dir if output_dir is not None else self.args.output_dir)
 
 

@@ -1,4 +1,4 @@
-"""``proxima.lm``: SFT, DPO and GRPO on a Hugging Face model with TRL's API, on a tiny random Qwen2-shaped model and a
+"""``proxima.lm``: SFT, DPO, GRPO and RLHF-PPO on a Hugging Face model with TRL's API, on a tiny random Qwen2-shaped model and a
 character tokenizer made here with ``transformers`` and ``tokenizers``: SFT learns the completions it is shown, DPO
 the preferences, a reward function written in Python steers GRPO, the saved models load in ``transformers`` with the trained weights,
 and bad inputs are clear errors."""
@@ -11,7 +11,8 @@ import pytest
 import torch
 import transformers
 
-from proxima.lm import CausalLM, DPOConfig, DPOTrainer, GRPOConfig, GRPOTrainer, LoraConfig, SFTConfig, SFTTrainer
+from proxima.lm import (CausalLM, DPOConfig, DPOTrainer, GRPOConfig, GRPOTrainer, LoraConfig, PPOConfig, PPOTrainer,
+                        SFTConfig, SFTTrainer)
 
 LETTERS = "abcdefghij"
 
@@ -261,3 +262,48 @@ def test_dpo_bad_inputs_are_clear_errors(model_dir, tmp_path):
         DPOTrainer(model_dir, args=DPOConfig(beta=0.0), train_dataset=[{"prompt": "a", "chosen": "b", "rejected": "c"}])
     with pytest.raises(ValueError, match="longer than the model's 32 positions"):
         DPOTrainer(model_dir, train_dataset=[{"prompt": "abcdefghij" * 4, "chosen": "b", "rejected": "c"}])
+
+
+def test_ppo_with_a_python_reward_learns_and_the_result_loads_in_transformers(model_dir, tmp_path):
+    cfg = PPOConfig(output_dir=str(tmp_path / "ppo"), learning_rate=1e-2, total_episodes=40 * 16,
+                    per_device_train_batch_size=4, gradient_accumulation_steps=2, num_mini_batches=2,
+                    response_length=6, temperature=1.0, seed=1, logging_steps=0)
+    trainer = PPOTrainer(args=cfg, model=model_dir, reward_funcs=fraction, train_dataset=dataset())
+    out = trainer.train()
+    scores = [r["objective/scores"] for r in trainer.state.log_history]
+    assert out.global_step == 40 and scores[0] < 0.3 and sum(scores[-5:]) / 5 > 0.6, scores
+    assert {"objective/kl", "loss/value_avg", "policy/clipfrac_avg", "val/ratio"} <= set(trainer.state.log_history[-1])
+    trainer.save_model()
+    model = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "ppo")
+    tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "ppo")
+    ids = tok("abc", return_tensors="pt")["input_ids"]
+    gen = model.generate(ids, max_new_tokens=6, do_sample=False, pad_token_id=0, eos_token_id=1)
+    text = tok.decode(gen[0, ids.shape[1]:], skip_special_tokens=True)
+    assert text and text.count("e") / len(text) > 0.5, text
+
+
+def test_ppo_bad_inputs_are_clear_errors(model_dir):
+    with pytest.raises(NotImplementedError, match="value_model"):
+        PPOTrainer(model=model_dir, reward_funcs=fraction, train_dataset=dataset(), value_model=model_dir)
+    with pytest.raises(NotImplementedError, match="reward model network"):
+        PPOTrainer(model=model_dir, reward_model=torch.nn.Linear(2, 1), train_dataset=dataset())
+    with pytest.raises(ValueError, match="needs reward_funcs"):
+        PPOTrainer(model=model_dir, train_dataset=dataset())
+    with pytest.raises(ValueError, match="kl_estimator"):
+        PPOConfig(kl_estimator="k2")
+
+    def boom(completions, **kwargs):
+        raise KeyError("from the reward")
+
+    trainer = PPOTrainer(args=PPOConfig(total_episodes=8, response_length=4, logging_steps=0), model=model_dir,
+                         reward_funcs=boom, train_dataset=dataset())
+    with pytest.raises(KeyError, match="from the reward"):
+        trainer.train()
+
+    def none(completions, **kwargs):
+        return [None] * len(completions)
+
+    trainer = PPOTrainer(args=PPOConfig(total_episodes=8, response_length=4, logging_steps=0), model=model_dir,
+                         reward_funcs=none, train_dataset=dataset())
+    with pytest.raises(ValueError, match="PPO needs a score for every completion"):
+        trainer.train()

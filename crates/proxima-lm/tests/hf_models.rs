@@ -7,7 +7,8 @@
 use candle_core::{Tensor, Var};
 use proxima_lm::hf::dpo::{dpo_loss, pair_log_probs, DpoArgs, DpoLossType, PairIds};
 use proxima_lm::hf::grpo::micro_batch_loss;
-use proxima_lm::hf::grpo_trainer::completion_log_probs;
+use proxima_lm::hf::grpo_trainer::{completion_hidden, completion_log_probs};
+use proxima_lm::hf::ppo;
 use proxima_lm::hf::{generate, CausalLm, GrpoArgs, HfTokenizer, LossType, SamplingConfig};
 use rand::SeedableRng;
 use serde_json::Value;
@@ -383,6 +384,75 @@ fn the_dpo_gradients_equal_pytorchs_in_float64() {
                 let worst = ours.iter().zip(&g).fold(0f64, |m, (a, b)| m.max((f64::from(*a) - b).abs()));
                 assert!(worst <= 1e-4 * scale + 1e-7, "{name} {key} {pname}: gradient off by {worst} (scale {scale})");
             }
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The PPO loss (clipped surrogate + vf_coef · clipped value loss over the completion tokens, as
+/// TRL's `PPOTrainer`) with a value head on the last hidden state, and its gradient with respect
+/// to every parameter and the head, equal PyTorch's in float64; some ratios and values clip.
+#[test]
+#[ignore = "needs a Python with torch and transformers (PROXIMA_PYTHON; .ci/run installs them)"]
+fn the_ppo_gradient_equals_pytorchs_in_float64() {
+    let (dir, _) = reference();
+    for name in ["llama", "qwen3", "gpt2"] {
+        let py = Command::new(python()).arg(script()).arg("ppo").arg(dir.join(name)).output().unwrap();
+        assert!(py.status.success(), "{}", String::from_utf8_lossy(&py.stderr));
+        let want: Value = serde_json::from_slice(&py.stdout).unwrap();
+        let b = &want["batch"];
+        let lm = CausalLm::load(&dir.join(name)).unwrap();
+        let (prompts, completions) = (rows::<u32>(&b["prompts"]), rows::<u32>(&b["completions"]));
+        let (hidden, comp, mask) = completion_hidden(&lm, &prompts, &completions, 0).unwrap();
+        let f = |k: &str| b[k].as_f64().unwrap();
+        let logp = ppo::log_probs(&lm, &hidden, &comp, f("temperature")).unwrap();
+        let d = lm.config().hidden_size;
+        let w: Vec<f32> = (0..d).map(|i| (0.05 * ((i + 1) as f64).sin()) as f32).collect();
+        let dev = candle_core::Device::Cpu;
+        let head = ppo::ValueHead {
+            weight: candle_core::Var::from_tensor(&Tensor::from_vec(w, (1, d), &dev).unwrap()).unwrap(),
+            bias: candle_core::Var::from_tensor(&Tensor::new(&[f("v_bias") as f32], &dev).unwrap()).unwrap(),
+        };
+        let values = head.forward(&hidden).unwrap();
+        let c = comp.dim(1).unwrap();
+        let padded = |k: &str| {
+            let rows: Vec<Vec<f32>> = serde_json::from_value(b[k].clone()).unwrap();
+            let flat: Vec<f32> =
+                rows.iter().flat_map(|r| r.iter().copied().chain(std::iter::repeat_n(0.0, c - r.len()))).collect();
+            Tensor::from_vec(flat, (rows.len(), c), &dev).unwrap()
+        };
+        let old = (logp.detach() + padded("old_offset")).unwrap();
+        let old_v = (values.detach() + padded("value_offset")).unwrap();
+        let (adv, ret) = (padded("advantages"), padded("returns"));
+        let args = ppo::PpoArgs {
+            cliprange: f("cliprange"),
+            cliprange_value: f("cliprange_value"),
+            vf_coef: f("vf_coef"),
+            ..ppo::PpoArgs::default()
+        };
+        let m = ppo::MicroBatch {
+            logp: &logp,
+            values: &values,
+            old_logp: &old,
+            old_values: &old_v,
+            advantages: &adv,
+            returns: &ret,
+            mask: &mask,
+        };
+        let (loss, stats) = ppo::micro_batch_loss(&m, &args).unwrap();
+        assert!(stats.clipfrac > 0.0 && stats.vf_clipfrac > 0.0, "{name}: both clips act: {stats:?}");
+        let l = f64::from(loss.to_scalar::<f32>().unwrap());
+        assert!((l - want["loss"].as_f64().unwrap()).abs() < 1e-5, "{name}: loss {l} vs {}", want["loss"]);
+        let grads = loss.backward().unwrap();
+        let mut params: Vec<(String, candle_core::Var)> = lm.named_params().to_vec();
+        params.extend(head.named_params());
+        for (pname, var) in &params {
+            let theirs: Vec<f64> = serde_json::from_value(want["grads"][pname].clone())
+                .unwrap_or_else(|_| panic!("{name}: no gradient for {pname}"));
+            let ours = grads.get(var.as_tensor()).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+            let scale = theirs.iter().fold(0f64, |m, v| m.max(v.abs()));
+            let worst = ours.iter().zip(&theirs).fold(0f64, |m, (a, b)| m.max((f64::from(*a) - b).abs()));
+            assert!(worst <= 1e-4 * scale + 1e-7, "{name} {pname}: gradient off by {worst} (scale {scale})");
         }
     }
     std::fs::remove_dir_all(&dir).unwrap();

@@ -4,6 +4,7 @@
     python hf_reference.py make DIR            # DIR/{llama,qwen2,qwen3,gpt2}/ + DIR/reference.json
     python hf_reference.py logits MODEL_DIR    # prints the logits of the reference batch as JSON
     python hf_reference.py grpo MODEL_DIR      # prints TRL's GRPO loss on GRPO_BATCH and its gradient, float64
+    python hf_reference.py ppo MODEL_DIR       # TRL's PPO loss with a value head on PPO_BATCH, gradients, float64
     python hf_reference.py dpo MODEL_DIR       # TRL's DPO losses (sigmoid, hinge, ipo) on DPO_BATCH, gradients, float64
 
 Each model has a few layers and a width ≤ 64 (Llama-, Qwen2- and Qwen3-shaped with grouped-query
@@ -15,6 +16,7 @@ of greedy decoding (``generate(do_sample=False)``)."""
 from __future__ import annotations
 
 import json
+import math
 import sys
 
 import torch
@@ -194,6 +196,56 @@ def dpo(model_dir: str) -> None:
     print(json.dumps(out))
 
 
+PPO_BATCH = {
+    "prompts": [[5, 17, 42], [33, 12]], "completions": [[8, 91, 3], [7, 60]],
+    "old_offset": [[-0.3, 0.3, 0.05], [0.1, 0.0]], "value_offset": [[0.3, -0.05, -0.3], [0.1, 0.0]],
+    "advantages": [[0.9, -0.6, 1.2], [-1.1, 0.4]], "returns": [[-1.0, 0.5, 1.0], [0.3, -0.4]],
+    "temperature": 0.7, "cliprange": 0.2, "cliprange_value": 0.2, "vf_coef": 0.1, "v_bias": 0.1,
+}
+
+
+def v_head_weight(d: int) -> list[float]:
+    """The value head's weight of the PPO test, by formula (the Rust side builds the same)."""
+    return [0.05 * math.sin(i + 1.0) for i in range(d)]
+
+
+def ppo(model_dir: str) -> None:
+    """TRL's PPO loss (``PPOTrainer.train``'s pg_loss + vf_coef · vf_loss over the completion tokens) with a value
+    head on the last hidden state, in float64; its value and the gradient of every parameter and of the head."""
+    b = PPO_BATCH
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float64).eval()
+    p, c = max(map(len, b["prompts"])), max(map(len, b["completions"]))
+    ids, attn, comp, mask = [], [], [], []
+    for pr, co in zip(b["prompts"], b["completions"]):
+        ids.append([0] * (p - len(pr)) + pr + co + [0] * (c - len(co)))
+        attn.append([0] * (p - len(pr)) + [1] * (len(pr) + len(co)) + [0] * (c - len(co)))
+        comp.append(co + [0] * (c - len(co)))
+        mask.append([1.0] * len(co) + [0.0] * (c - len(co)))
+    ids, attn = torch.tensor(ids), torch.tensor(attn)
+    pos = (attn.cumsum(-1) - 1).clamp(min=0)
+    hidden = model.base_model(input_ids=ids, attention_mask=attn, position_ids=pos).last_hidden_state[:, p - 1:p - 1 + c]
+    logits = model.lm_head(hidden) / b["temperature"]
+    logp = torch.log_softmax(logits, -1).gather(-1, torch.tensor(comp).unsqueeze(-1)).squeeze(-1)
+    w = torch.tensor(v_head_weight(hidden.shape[-1]), dtype=torch.float64, requires_grad=True)
+    bias = torch.tensor(b["v_bias"], dtype=torch.float64, requires_grad=True)
+    values = hidden @ w + bias
+    pad = lambda rows: torch.tensor([r + [0.0] * (c - len(r)) for r in rows], dtype=torch.float64)
+    mask = torch.tensor(mask, dtype=torch.float64)
+    old = logp.detach() + pad(b["old_offset"])
+    old_v = values.detach() + pad(b["value_offset"])
+    adv, ret = pad(b["advantages"]), pad(b["returns"])
+    masked_mean = lambda x: (x * mask).sum() / mask.sum()
+    ratio = torch.exp(logp - old)
+    pg = torch.max(-adv * ratio, -adv * torch.clamp(ratio, 1 - b["cliprange"], 1 + b["cliprange"]))
+    v_clip = torch.clamp(values, old_v - b["cliprange_value"], old_v + b["cliprange_value"])
+    vf = 0.5 * masked_mean(torch.max((values - ret) ** 2, (v_clip - ret) ** 2))
+    loss = masked_mean(pg) + b["vf_coef"] * vf
+    loss.backward()
+    grads = {n: q.grad.flatten().tolist() for n, q in model.named_parameters() if q.grad is not None}
+    grads["v_head.weight"], grads["v_head.bias"] = w.grad.tolist(), [bias.grad.item()]
+    print(json.dumps({"batch": b, "loss": loss.item(), "grads": grads}))
+
+
 def main() -> None:
     if sys.argv[1] == "make":
         make(sys.argv[2])
@@ -201,6 +253,8 @@ def main() -> None:
         grpo(sys.argv[2])
     elif sys.argv[1] == "dpo":
         dpo(sys.argv[2])
+    elif sys.argv[1] == "ppo":
+        ppo(sys.argv[2])
     else:
         model = AutoModelForCausalLM.from_pretrained(sys.argv[2], dtype=torch.float32)
         print(json.dumps(logits(model.eval()).tolist()))

@@ -20,7 +20,7 @@ use pyo3::prelude::*;
 fn _proxima(m: &Bound<'_, PyModule>) -> PyResult<()> {
     proxima_gym::register(); // `gym:ID` ids make Gymnasium envs in this interpreter
     m.add_class::<model::Model>()?;
-    m.add_class::<lm::PyGrpoTrainer>()?;
+    m.add_class::<lm::PyRewardedTrainer>()?;
     m.add_class::<lm::PyTrainer>()?;
     m.add_class::<lm::PyCausalLm>()?;
     m.add("NATIVE_ENV_IDS", proxima::env::NATIVE_ENV_IDS.to_vec())?;

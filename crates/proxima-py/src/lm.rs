@@ -1,16 +1,16 @@
-//! `proxima.lm`'s engines: SFT and DPO ([`proxima_lm::hf::SftTrainer`],
-//! [`proxima_lm::hf::DpoTrainer`]) and GRPO ([`proxima_lm::hf::GrpoTrainer`]) on a Hugging Face
-//! model directory, GRPO's reward functions that are Python callables, called as TRL calls them
-//! (`func(prompts=..., completions=..., completion_ids=..., **columns)`, one list entry per
-//! completion). The trainer works with the GIL released; a reward function's exception is raised
-//! as itself.
+//! `proxima.lm`'s engines on a Hugging Face model directory: SFT and DPO
+//! ([`proxima_lm::hf::SftTrainer`], [`proxima_lm::hf::DpoTrainer`]), and GRPO and RLHF-PPO
+//! ([`proxima_lm::hf::GrpoTrainer`], [`proxima_lm::hf::PpoTrainer`]) with reward functions that
+//! are Python callables, called as TRL calls them (`func(prompts=..., completions=...,
+//! completion_ids=..., **columns)`, one list entry per completion). The trainers work with the
+//! GIL released; a reward function's exception is raised as itself.
 
 use crate::errors::IntoPy;
 use proxima::ProximaError;
 use proxima_gym::reward::PythonReward;
 use proxima_lm::hf::{
-    generate, CausalLm, DpoArgs, DpoTrainer, GrpoArgs, GrpoTrainer, HfTokenizer, RewardFunction, SamplingConfig,
-    SftArgs, SftTrainer,
+    generate, CausalLm, DpoArgs, DpoTrainer, GrpoArgs, GrpoTrainer, HfTokenizer, PpoArgs, PpoTrainer, RewardFunction,
+    SamplingConfig, SftArgs, SftTrainer,
 };
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -45,50 +45,69 @@ impl RewardFunction for PyReward {
     }
 }
 
-/// GRPO on a Hugging Face model (the engine of `proxima.lm.GRPOTrainer`).
-#[pyclass(name = "_GrpoTrainer", module = "proxima._proxima")]
-pub struct PyGrpoTrainer {
-    inner: Mutex<GrpoTrainer>,
+/// The trainers rewarded by Python functions.
+enum Rewarded {
+    Grpo(GrpoTrainer),
+    Ppo(PpoTrainer),
+}
+
+impl Rewarded {
+    fn step(&mut self) -> proxima::Result<String> {
+        Ok(match self {
+            Rewarded::Grpo(t) => t.step()?.to_json().to_string(),
+            Rewarded::Ppo(t) => t.step()?.to_string(),
+        })
+    }
+
+    fn steps(&self) -> (u64, u64) {
+        match self {
+            Rewarded::Grpo(t) => (t.global_step, t.args.max_steps),
+            Rewarded::Ppo(t) => (t.global_step, t.args.max_steps),
+        }
+    }
+
+    fn model(&self) -> &CausalLm {
+        match self {
+            Rewarded::Grpo(t) => &t.model,
+            Rewarded::Ppo(t) => &t.model,
+        }
+    }
+}
+
+/// GRPO or RLHF-PPO on a Hugging Face model (the engine of `proxima.lm.GRPOTrainer` and
+/// `PPOTrainer`).
+#[pyclass(name = "_RewardedTrainer", module = "proxima._proxima")]
+pub struct PyRewardedTrainer {
+    inner: Mutex<Rewarded>,
     error: Arc<Mutex<Option<PyErr>>>,
 }
 
-impl PyGrpoTrainer {
+impl PyRewardedTrainer {
     /// `r`'s error, or the reward function's own exception where one caused it.
     fn raise<T>(&self, r: proxima::Result<T>) -> PyResult<T> {
         r.map_err(|e| self.error.lock().ok().and_then(|mut s| s.take()).unwrap_or_else(|| crate::errors::to_py(e)))
     }
 
-    fn trainer(&self) -> PyResult<std::sync::MutexGuard<'_, GrpoTrainer>> {
+    fn trainer(&self) -> PyResult<std::sync::MutexGuard<'_, Rewarded>> {
         self.inner.try_lock().map_err(|_| PyRuntimeError::new_err("the trainer is busy (training in another thread)"))
     }
 }
 
 #[pymethods]
-impl PyGrpoTrainer {
-    /// `model_dir`: a Hugging Face model directory; `args_json`: the `GRPOConfig` fields Proxima
-    /// reads, as JSON; `rows`: the dataset, one JSON object per row; `reward_funcs`: (name,
-    /// callable) pairs.
+impl PyRewardedTrainer {
+    /// `kind`: "grpo" or "ppo"; `model_dir`: a Hugging Face model directory; `args_json`: the
+    /// `GRPOConfig` or `PPOConfig` fields Proxima reads, as JSON; `rows`: the dataset, one JSON
+    /// object per row; `reward_funcs`: (name, callable) pairs.
     #[new]
     fn new(
         py: Python<'_>,
+        kind: &str,
         model_dir: std::path::PathBuf,
         args_json: &str,
         rows: Vec<String>,
         reward_funcs: Vec<(String, Py<PyAny>)>,
     ) -> PyResult<Self> {
-        let args: GrpoArgs = serde_json::from_str(args_json)
-            .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("GRPOConfig: {e}")))?;
-        let mut dataset = Vec::with_capacity(rows.len());
-        for (i, row) in rows.iter().enumerate() {
-            match serde_json::from_str::<Value>(row) {
-                Ok(Value::Object(m)) => dataset.push(m),
-                _ => {
-                    return Err(pyo3::exceptions::PyValueError::new_err(format!(
-                        "dataset row {i} is not a JSON object"
-                    )))
-                }
-            }
-        }
+        let dataset = parse_rows(&rows)?;
         let error = Arc::new(Mutex::new(None));
         let funcs: Vec<Box<dyn RewardFunction>> = reward_funcs
             .into_iter()
@@ -97,40 +116,51 @@ impl PyGrpoTrainer {
                     as Box<dyn RewardFunction>
             })
             .collect();
-        let trainer = py
-            .detach(|| -> proxima::Result<GrpoTrainer> {
-                let model = CausalLm::load(&model_dir)?;
-                let tokenizer = HfTokenizer::load(&model_dir)?;
-                GrpoTrainer::new(model, tokenizer, funcs, args, dataset)
-            })
-            .py()?;
-        Ok(PyGrpoTrainer { inner: Mutex::new(trainer), error })
+        let trainer = match kind {
+            "grpo" => {
+                let args: GrpoArgs = config("GRPOConfig", args_json)?;
+                py.detach(|| -> proxima::Result<Rewarded> {
+                    let (model, tok) = (CausalLm::load(&model_dir)?, HfTokenizer::load(&model_dir)?);
+                    Ok(Rewarded::Grpo(GrpoTrainer::new(model, tok, funcs, args, dataset)?))
+                })
+            }
+            "ppo" => {
+                let args: PpoArgs = config("PPOConfig", args_json)?;
+                py.detach(|| -> proxima::Result<Rewarded> {
+                    let (model, tok) = (CausalLm::load(&model_dir)?, HfTokenizer::load(&model_dir)?);
+                    Ok(Rewarded::Ppo(PpoTrainer::new(model, tok, funcs, args, dataset)?))
+                })
+            }
+            other => return Err(pyo3::exceptions::PyValueError::new_err(format!("no trainer {other:?} (grpo, ppo)"))),
+        }
+        .py()?;
+        Ok(PyRewardedTrainer { inner: Mutex::new(trainer), error })
     }
 
-    /// One generation batch and its optimiser steps; its log row as JSON.
+    /// One generation batch (GRPO) or update (PPO) and its optimiser steps; its log row as JSON.
     fn step(&self, py: Python<'_>) -> PyResult<String> {
         let mut guard = self.trainer()?;
-        let tr: &mut GrpoTrainer = &mut guard;
+        let tr: &mut Rewarded = &mut guard;
         let r = py.detach(|| tr.step());
-        Ok(self.raise(r)?.to_json().to_string())
+        self.raise(r)
     }
 
-    /// Whether `max_steps` optimiser steps are done.
+    /// Whether `max_steps` steps are done.
     fn is_done(&self) -> PyResult<bool> {
-        let tr = self.trainer()?;
-        Ok(tr.global_step >= tr.args.max_steps)
+        let (done, max) = self.trainer()?.steps();
+        Ok(done >= max)
     }
 
-    /// Optimiser steps taken.
+    /// Steps taken.
     #[getter]
     fn global_step(&self) -> PyResult<u64> {
-        Ok(self.trainer()?.global_step)
+        Ok(self.trainer()?.steps().0)
     }
 
     /// Writes the model (and the tokenizer's files) as a Hugging Face directory.
     fn save_model(&self, py: Python<'_>, dir: std::path::PathBuf) -> PyResult<()> {
-        let tr = self.trainer()?;
-        let model = &tr.model;
+        let guard = self.trainer()?;
+        let model = guard.model();
         py.detach(|| model.save(&dir)).py()
     }
 }

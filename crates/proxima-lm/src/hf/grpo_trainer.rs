@@ -9,6 +9,7 @@ use super::grpo::{advantages, micro_batch_loss, GrpoArgs, GrpoMetrics, RewardFun
 use super::model::CausalLm;
 use super::optimize::TrainerOptim;
 use super::resume::TrainerProgress;
+use super::rollout::{encode_prompt, score};
 use super::tokenizer::HfTokenizer;
 use crate::grpo::token_log_probs;
 use crate::grpo_step::add_grads;
@@ -155,16 +156,9 @@ impl GrpoTrainer {
         let rows: Vec<usize> = picks.iter().flat_map(|&i| std::iter::repeat_n(i, g)).collect();
         let (mut texts, mut prompt_ids) = (Vec::with_capacity(rows.len()), Vec::with_capacity(rows.len()));
         for &i in &rows {
-            // Text as it is (with the tokenizer's special tokens); messages through the chat template,
-            // which writes its own (as TRL tokenizes them).
-            let (t, special) = match &self.dataset[i]["prompt"] {
-                Value::Array(_) => (self.tokenizer.apply_chat_template(&self.dataset[i]["prompt"], true)?, false),
-                p => (p.as_str().unwrap_or("").to_string(), true),
-            };
-            let ids = self.tokenizer.encode(&t, special)?;
+            let (t, ids) = encode_prompt(&self.tokenizer, &self.dataset[i], self.args.max_prompt_length)?;
             texts.push(t);
-            let keep = self.args.max_prompt_length.map_or(ids.len(), |m| m.min(ids.len()));
-            prompt_ids.push(ids[ids.len() - keep..].to_vec());
+            prompt_ids.push(ids);
         }
         let sampling = SamplingConfig {
             max_new_tokens: self.args.max_completion_length,
@@ -178,7 +172,7 @@ impl GrpoTrainer {
         let out = generate(&self.model, &prompt_ids, &sampling, &mut self.opt.rng)?;
         let completions = out.tokens.iter().map(|c| self.tokenizer.decode(c, true)).collect::<Result<Vec<_>>>()?;
         let columns: Vec<Map<String, Value>> = rows.iter().map(|&i| self.dataset[i].clone()).collect();
-        let per_func = self.score(&texts, &completions, &out.tokens, &columns)?;
+        let per_func = score(&mut self.reward_funcs, &texts, &completions, &out.tokens, &columns)?;
         let weights = self.args.reward_weights.clone().unwrap_or_else(|| vec![1.0; per_func.len()]);
         let (rewards, adv) = advantages(&per_func, &weights, g, self.args.scale_rewards);
         let counted: Vec<bool> = out.truncated.iter().map(|&t| !(t && self.args.mask_truncated_completions)).collect();
@@ -202,30 +196,6 @@ impl GrpoTrainer {
         }
         let metrics = self.batch_metrics(&per_func, &rewards, &batch, &out.truncated);
         Ok((batch, metrics))
-    }
-
-    /// Each reward function's rewards for the batch.
-    fn score(
-        &mut self,
-        prompts: &[String],
-        completions: &[String],
-        ids: &[Vec<u32>],
-        columns: &[Map<String, Value>],
-    ) -> Result<Vec<Vec<Option<f64>>>> {
-        let mut out = Vec::with_capacity(self.reward_funcs.len());
-        for f in &mut self.reward_funcs {
-            let r = f.call(prompts, completions, ids, columns)?;
-            if r.len() != completions.len() {
-                return Err(ProximaError::InvalidArgument(format!(
-                    "reward function `{}` returned {} rewards for {} completions",
-                    f.name(),
-                    r.len(),
-                    completions.len()
-                )));
-            }
-            out.push(r.into_iter().map(|x| x.filter(|v| !v.is_nan())).collect());
-        }
-        Ok(out)
     }
 
     fn batch_metrics(
@@ -355,6 +325,23 @@ pub fn completion_log_probs(
     pad: u32,
     temperature: f64,
 ) -> Result<(Tensor, Tensor)> {
+    let (hidden, comp, mask) = completion_hidden(model, prompts, completions, pad)?;
+    let logits = (model.logits(&hidden)? / temperature)?;
+    Ok((token_log_probs(&logits, &comp)?, mask))
+}
+
+/// The last hidden states `[B, C, d]` at the positions that predict each completion token (the
+/// token before it), the completion ids `[B, C]` (right-padded with `pad`) and their mask `[B, C]`,
+/// for prompts (left-padded) followed by completions in one forward pass.
+///
+/// # Errors
+/// [`CausalLm::hidden_states`]'s.
+pub fn completion_hidden(
+    model: &CausalLm,
+    prompts: &[Vec<u32>],
+    completions: &[Vec<u32>],
+    pad: u32,
+) -> Result<(Tensor, Tensor, Tensor)> {
     let p = prompts.iter().map(Vec::len).max().unwrap_or(0);
     let c = completions.iter().map(Vec::len).max().unwrap_or(0).max(1);
     let (mut ids, mut key_mask, mut comp, mut mask) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -376,9 +363,8 @@ pub fn completion_log_probs(
                 .collect()
         })
         .collect();
-    let logits = model.forward(&ids, &pos, &key_mask, None)?;
+    let hidden = model.hidden_states(&ids, &pos, &key_mask, None)?.narrow(1, p - 1, c)?;
     let b = prompts.len();
-    let logits = (logits.narrow(1, p - 1, c)? / temperature)?;
     let comp = Tensor::from_vec(comp, (b, c), &Device::Cpu)?;
-    Ok((token_log_probs(&logits, &comp)?, Tensor::from_vec(mask, (b, c), &Device::Cpu)?))
+    Ok((hidden, comp, Tensor::from_vec(mask, (b, c), &Device::Cpu)?))
 }

@@ -200,6 +200,21 @@ impl CausalLm {
         tokens: &[Vec<u32>],
         positions: &[Vec<u32>],
         key_mask: &[Vec<u8>],
+        cache: Option<&mut KvCache>,
+    ) -> Result<Tensor> {
+        self.logits(&self.hidden_states(tokens, positions, key_mask, cache)?)
+    }
+
+    /// The last hidden states `[B, T, d]` (after the final norm, before the output projection)
+    /// of [`CausalLm::forward`]'s inputs, which it takes and checks the same way.
+    ///
+    /// # Errors
+    /// As [`CausalLm::forward`].
+    pub fn hidden_states(
+        &self,
+        tokens: &[Vec<u32>],
+        positions: &[Vec<u32>],
+        key_mask: &[Vec<u8>],
         mut cache: Option<&mut KvCache>,
     ) -> Result<Tensor> {
         let (b, t) = (tokens.len(), tokens.first().map_or(0, Vec::len));
@@ -212,11 +227,23 @@ impl CausalLm {
         let ids = Tensor::from_vec(tokens.concat(), (b, t), &dev)?;
         let pos = Tensor::from_vec(positions.concat(), b * t, &dev)?;
         let mask = attention_mask(key_mask, t, &dev)?;
-        let logits = match self.cfg.arch {
-            Arch::Llama { .. } => self.llama(&ids, &pos, &mask, cache)?,
-            Arch::Gpt2 => self.gpt2(&ids, &pos, &mask, cache)?,
+        match self.cfg.arch {
+            Arch::Llama { .. } => self.llama(&ids, &pos, &mask, cache),
+            Arch::Gpt2 => self.gpt2(&ids, &pos, &mask, cache),
+        }
+    }
+
+    /// The logits `[B, T, V]` from the last hidden states `[B, T, d]` (the output projection, or
+    /// the tied embedding).
+    ///
+    /// # Errors
+    /// Tensor errors.
+    pub fn logits(&self, hidden: &Tensor) -> Result<Tensor> {
+        let head = match self.cfg.arch {
+            Arch::Llama { .. } => self.opt("lm_head.weight").unwrap_or_else(|| self.p("model.embed_tokens.weight")),
+            Arch::Gpt2 => self.opt("lm_head.weight").unwrap_or_else(|| self.p("transformer.wte.weight")),
         };
-        Ok(logits)
+        Ok(linear(hidden, head, None)?)
     }
 
     fn check_inputs(
@@ -249,7 +276,7 @@ impl CausalLm {
         Ok(())
     }
 
-    /// The Llama family's forward pass.
+    /// The Llama family's forward pass to the last hidden states.
     fn llama(&self, ids: &Tensor, pos: &Tensor, mask: &Tensor, mut cache: Option<&mut KvCache>) -> Result<Tensor> {
         let c = &self.cfg;
         let (b, t) = ids.dims2()?;
@@ -268,9 +295,7 @@ impl CausalLm {
             let up = self.lin(&format!("{p}.mlp.up_proj"), &h)?;
             x = (x + self.lin(&format!("{p}.mlp.down_proj"), &(gate * up)?)?)?;
         }
-        let x = rms_norm(&x, self.p("model.norm.weight"), c.norm_eps)?;
-        let head = self.opt("lm_head.weight").unwrap_or_else(|| self.p("model.embed_tokens.weight"));
-        Ok(linear(&x, head, None)?)
+        Ok(rms_norm(&x, self.p("model.norm.weight"), c.norm_eps)?)
     }
 
     /// One Llama attention block on the normed input `h` `[B, T, d]`.
@@ -313,7 +338,7 @@ impl CausalLm {
         })
     }
 
-    /// GPT-2's forward pass.
+    /// GPT-2's forward pass to the last hidden states.
     fn gpt2(&self, ids: &Tensor, pos: &Tensor, mask: &Tensor, mut cache: Option<&mut KvCache>) -> Result<Tensor> {
         let c = &self.cfg;
         let (b, t) = ids.dims2()?;
@@ -335,9 +360,7 @@ impl CausalLm {
             let h = gelu_tanh(&conv(&ln(&x, "ln_2")?, &format!("{p}.mlp.c_fc"))?)?;
             x = (x + conv(&h, &format!("{p}.mlp.c_proj"))?)?;
         }
-        let x = layer_norm(&x, self.p("transformer.ln_f.weight"), self.p("transformer.ln_f.bias"), c.norm_eps)?;
-        let head = self.opt("lm_head.weight").unwrap_or(wte);
-        Ok(linear(&x, head, None)?)
+        Ok(layer_norm(&x, self.p("transformer.ln_f.weight"), self.p("transformer.ln_f.bias"), c.norm_eps)?)
     }
 }
 

@@ -5,6 +5,7 @@
 
 use super::lora::LoraConfig;
 use super::model::CausalLm;
+use candle_core::Var;
 use proxima::optim::{Gradients, LrSchedule, Optimizer, Params, StepInfo};
 use proxima::Result;
 use rand::SeedableRng;
@@ -13,6 +14,8 @@ use rand_chacha::ChaCha8Rng;
 /// Adam with its schedule, and the trainer's RNG.
 pub struct TrainerOptim {
     opt: Optimizer,
+    /// Parameters trained beside the model's (PPO's value head), after them.
+    extra: Vec<(String, Var)>,
     schedule: LrSchedule,
     max_grad_norm: f64,
     /// Seeded from the trainer's `seed`.
@@ -38,7 +41,23 @@ impl TrainerOptim {
         }
         let sizes: Vec<usize> = model.trainable_params().iter().map(|(_, v)| v.elem_count()).collect();
         let opt = Optimizer::adam(&sizes, lr, eps);
-        Ok(TrainerOptim { opt, schedule: LrSchedule::Linear { initial: lr, total: max_steps }, max_grad_norm, rng })
+        let schedule = LrSchedule::Linear { initial: lr, total: max_steps };
+        Ok(TrainerOptim { opt, extra: Vec::new(), schedule, max_grad_norm, rng })
+    }
+
+    /// Trains `extra` beside the model's parameters (before the first step: Adam is made anew).
+    pub fn add_params(&mut self, model: &CausalLm, extra: Vec<(String, Var)>) {
+        self.extra = extra;
+        let sizes: Vec<usize> = self.params(model).iter().map(|(_, v)| v.elem_count()).collect();
+        self.opt = Optimizer::adam(&sizes, self.opt.lr, self.opt.eps);
+    }
+
+    /// What trains, in the order of the gradients [`TrainerOptim::step`] takes: `model`'s
+    /// trainable parameters, then the extra ones.
+    pub fn params(&self, model: &CausalLm) -> Vec<(String, Var)> {
+        let mut p = model.trainable_params();
+        p.extend(self.extra.iter().cloned());
+        p
     }
 
     /// Adam's state: moments, step count, step size (what a checkpoint saves).
@@ -58,7 +77,7 @@ impl TrainerOptim {
     /// `NonFinite` from the optimiser (the parameters are then left as they were).
     pub fn step(&mut self, model: &CausalLm, grads: &[Option<Vec<f32>>], done: u64) -> Result<(StepInfo, f64)> {
         self.opt.lr = self.schedule.at(done);
-        let params = model.trainable_params();
+        let params = self.params(model);
         let info =
             self.opt.step(Params::Vars { vars: &params, grads: Gradients::Host(grads) }, Some(self.max_grad_norm))?;
         Ok((info, self.opt.lr))

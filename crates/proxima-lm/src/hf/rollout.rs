@@ -1,0 +1,56 @@
+//! What the online trainers (GRPO, PPO) share between sampling and the loss: a dataset row's
+//! prompt as token ids (text with the tokenizer's special tokens; messages through the chat
+//! template, which writes its own, as TRL tokenizes them), and the reward functions' scores of a
+//! batch of completions.
+
+use super::grpo::RewardFunction;
+use super::tokenizer::HfTokenizer;
+use proxima::{ProximaError, Result};
+use serde_json::{Map, Value};
+
+/// The prompt of `row` as text (what reward functions get) and as ids, keeping the last
+/// `max_prompt_length` tokens when it is given.
+///
+/// # Errors
+/// The tokenizer's and chat template's errors.
+pub fn encode_prompt(
+    tok: &HfTokenizer,
+    row: &Map<String, Value>,
+    max_prompt_length: Option<usize>,
+) -> Result<(String, Vec<u32>)> {
+    let (text, special) = match &row["prompt"] {
+        p @ Value::Array(_) => (tok.apply_chat_template(p, true)?, false),
+        p => (p.as_str().unwrap_or("").to_string(), true),
+    };
+    let ids = tok.encode(&text, special)?;
+    let keep = max_prompt_length.map_or(ids.len(), |m| m.min(ids.len()));
+    Ok((text, ids[ids.len() - keep..].to_vec()))
+}
+
+/// Each reward function's rewards for the completions (NaN read as `None`, "not scored").
+///
+/// # Errors
+/// A function's own error; `InvalidArgument` when it returns another number of rewards than
+/// there are completions.
+pub fn score(
+    funcs: &mut [Box<dyn RewardFunction>],
+    prompts: &[String],
+    completions: &[String],
+    ids: &[Vec<u32>],
+    columns: &[Map<String, Value>],
+) -> Result<Vec<Vec<Option<f64>>>> {
+    let mut out = Vec::with_capacity(funcs.len());
+    for f in funcs.iter_mut() {
+        let r = f.call(prompts, completions, ids, columns)?;
+        if r.len() != completions.len() {
+            return Err(ProximaError::InvalidArgument(format!(
+                "reward function `{}` returned {} rewards for {} completions",
+                f.name(),
+                r.len(),
+                completions.len()
+            )));
+        }
+        out.push(r.into_iter().map(|x| x.filter(|v| !v.is_nan())).collect());
+    }
+    Ok(out)
+}
