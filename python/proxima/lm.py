@@ -357,7 +357,8 @@ class SFTConfig:
 
 class SFTTrainer:
     """TRL's ``SFTTrainer`` on Proxima: the loss on the ``completion`` tokens (and the EOS appended to each) of rows
-    with ``prompt`` and ``completion`` columns, or on every token of rows with a ``text`` column.
+    with ``prompt`` and ``completion`` columns (text, or lists of messages rendered by the chat template), or on every
+    token of rows with a ``messages`` conversation (through the chat template) or a ``text`` column.
 
     :param model: a local Hugging Face model directory, or a ``transformers`` ``PreTrainedModel`` (with
         ``processing_class``)

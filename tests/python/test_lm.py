@@ -146,7 +146,7 @@ def test_sft_learns_its_completions_and_the_result_generates_them_in_transformer
         ids = tok(r["prompt"], return_tensors="pt")["input_ids"]
         gen = model.generate(ids, max_new_tokens=6, do_sample=False, pad_token_id=0, eos_token_id=1)
         assert tok.decode(gen[0, ids.shape[1]:], skip_special_tokens=True) == r["completion"]
-    with pytest.raises(ValueError, match="SFT needs text `prompt` and `completion` columns"):
+    with pytest.raises(ValueError, match="SFT needs `prompt` and `completion` columns"):
         SFTTrainer(model_dir, train_dataset=[{"prompt": "ab"}])
 
 

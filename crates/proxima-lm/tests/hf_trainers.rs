@@ -211,7 +211,7 @@ fn sft_learns_the_completions_it_is_shown() {
             .map(|e| e.to_string())
             .unwrap_or_default()
     };
-    assert!(bad(vec![json!({"prompt": "ab"})]).contains("SFT needs text `prompt` and `completion` columns"));
+    assert!(bad(vec![json!({"prompt": "ab"})]).contains("SFT needs `prompt` and `completion` columns"));
     assert!(bad(vec![]).contains("empty"));
     assert!(bad(vec![json!({"text": "abcdefghijabcdefghijabcdefghijabcdefghij"})])
         .contains("longer than the model's 32 positions"));
@@ -461,5 +461,45 @@ fn ppo_learns_what_the_reward_function_asks_for() {
             assert!(mean("objective/kl", 35..40) > 0.1, "the policy moved away from the reference");
         }
     }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Conversational SFT rows through the chat template: a `messages` conversation (the loss on all
+/// its tokens) and a prompt/completion pair of messages (the loss after their common prefix);
+/// greedy decoding from the rendered prompt then writes each answer and its end-of-turn EOS.
+#[test]
+fn sft_learns_conversations_through_the_chat_template() {
+    let dir = std::env::temp_dir().join(format!("proxima-hf-sft-chat-{}", std::process::id()));
+    model_dir(&dir);
+    let template =
+        "{% for m in messages %}{{ m['content'] }}{% if m['role'] == 'assistant' %}<eos>{% endif %}{% endfor %}";
+    std::fs::write(
+        dir.join("tokenizer_config.json"),
+        json!({"eos_token": "<eos>", "pad_token": "<pad>", "chat_template": template}).to_string(),
+    )
+    .unwrap();
+    let msg = |role: &str, c: &str| json!({"role": role, "content": c});
+    let rows: Vec<Map<String, Value>> = vec![
+        json!({"messages": [msg("user", "ab"), msg("assistant", "cde")]}),
+        json!({"prompt": [msg("user", "ij")], "completion": [msg("assistant", "jji")]}),
+    ]
+    .into_iter()
+    .map(|r| r.as_object().unwrap().clone())
+    .collect();
+    let args =
+        SftArgs { learning_rate: 1e-2, max_steps: 150, per_device_train_batch_size: 2, seed: 3, ..SftArgs::default() };
+    let tok = HfTokenizer::load(&dir).unwrap();
+    let mut tr = SftTrainer::new(CausalLm::load(&dir).unwrap(), HfTokenizer::load(&dir).unwrap(), args, &rows).unwrap();
+    tr.train().unwrap();
+    let prompts: Vec<Vec<u32>> = ["ab", "ij"]
+        .iter()
+        .map(|p| tok.encode(&tok.apply_chat_template(&json!([msg("user", p)]), true).unwrap(), false).unwrap())
+        .collect();
+    let greedy =
+        SamplingConfig { max_new_tokens: 6, do_sample: false, stop_token_ids: vec![1], ..SamplingConfig::default() };
+    let out = generate(&tr.model, &prompts, &greedy, &mut rand_chacha::ChaCha8Rng::seed_from_u64(0)).unwrap();
+    let texts: Vec<String> = out.tokens.iter().map(|c| tok.decode(c, true).unwrap()).collect();
+    assert_eq!(texts, ["cde", "jji"]);
+    assert!(out.truncated.iter().all(|&x| !x), "each answer ends with the template's EOS");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -3,7 +3,6 @@
 
 use rand::seq::SliceRandom;
 use rand::Rng;
-use serde_json::{Map, Value};
 
 /// Row indices, epoch after epoch.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -35,9 +34,4 @@ impl EpochSampler {
             })
             .collect()
     }
-}
-
-/// The index of the first row whose `column` is not a string, if any.
-pub fn first_without_text(rows: &[Map<String, Value>], column: &str) -> Option<usize> {
-    rows.iter().position(|row| !row.get(column).is_some_and(Value::is_string))
 }

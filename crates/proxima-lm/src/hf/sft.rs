@@ -1,11 +1,12 @@
 //! Supervised fine-tuning (SFT) of a Hugging Face [`CausalLm`] with TRL's `SFTTrainer` semantics:
 //! rows of `prompt` + `completion` (the loss on the completion's tokens only, TRL's
-//! `completion_only_loss`, the end-of-sequence token appended to each completion) or of `text`
-//! (the loss on every token after the first); the cross-entropy averaged over the loss tokens of
+//! `completion_only_loss`, the end-of-sequence token appended to a text completion; conversational
+//! prompts and completions through the chat template), of `messages` (a conversation through the
+//! chat template) or of `text` (the loss on every token after the first); the cross-entropy averaged over the loss tokens of
 //! all the micro-batches of one optimiser step (as `transformers`' `Trainer` normalises by
 //! `num_items_in_batch`); Adam with linear decay and the gradient-norm clip.
 
-use super::data::{first_without_text, EpochSampler};
+use super::data::EpochSampler;
 use super::model::CausalLm;
 use super::optimize::TrainerOptim;
 use super::tokenizer::HfTokenizer;
@@ -83,7 +84,8 @@ pub struct SftTrainer {
 }
 
 impl SftTrainer {
-    /// A trainer on `dataset`: every row `prompt` + `completion`, or every row `text`.
+    /// A trainer on `dataset`: rows of `prompt` + `completion` (text or messages), `messages`, or
+    /// `text` (as TRL's dataset types).
     ///
     /// # Errors
     /// `Config` for an empty dataset, rows of neither form, zero batch sizes; the tokenizer's
@@ -102,17 +104,16 @@ impl SftTrainer {
                 "per_device_train_batch_size and gradient_accumulation_steps must be positive".into(),
             ));
         }
-        let paired =
-            first_without_text(dataset, "prompt").is_none() && first_without_text(dataset, "completion").is_none();
-        if !paired {
-            if let Some(i) = first_without_text(dataset, "text") {
-                return Err(ProximaError::Config(format!(
-                    "dataset row {i}: SFT needs text `prompt` and `completion` columns, or a text `text` column"
-                )));
-            }
-        }
-        let examples =
-            dataset.iter().map(|row| tokenize(&tokenizer, row, paired, args.max_length)).collect::<Result<Vec<_>>>()?;
+        let examples = dataset
+            .iter()
+            .enumerate()
+            .map(|(i, row)| {
+                tokenize(&tokenizer, row, args.max_length).map_err(|e| match e {
+                    ProximaError::Config(m) => ProximaError::Config(format!("dataset row {i}: {m}")),
+                    e => e,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
         let longest = examples.iter().map(|e| e.ids.len()).max().unwrap_or(0);
         if longest > model.config().max_positions {
             return Err(ProximaError::InvalidArgument(format!(
@@ -177,25 +178,46 @@ impl SftTrainer {
     }
 }
 
-/// A row's ids and loss positions: prompt (special tokens added) + completion + EOS with the loss
-/// on the completion and EOS; or text (special tokens added) + EOS with the loss on all but the first.
-fn tokenize(tok: &HfTokenizer, row: &Map<String, Value>, paired: bool, max_length: Option<usize>) -> Result<Example> {
-    let text = |k: &str| row[k].as_str().unwrap_or("");
+/// A row's ids and loss positions, by its form (TRL's dataset types):
+/// - `prompt` + `completion` text: prompt (special tokens added) + completion + EOS, the loss on
+///   the completion and EOS (`completion_only_loss`);
+/// - `prompt` + `completion` messages: the chat template of the prompt (with the generation
+///   prompt) and of prompt + completion, the loss on the tokens after their common prefix;
+/// - `messages`: the chat template of the conversation, the loss on every token after the first;
+/// - `text`: text (special tokens added) + EOS, the loss on every token after the first.
+fn tokenize(tok: &HfTokenizer, row: &Map<String, Value>, max_length: Option<usize>) -> Result<Example> {
     let eos: Vec<u32> = tok.eos_token_ids.first().copied().into_iter().collect();
-    let (mut ids, mut labels) = if paired {
-        let p = tok.encode(text("prompt"), true)?;
-        let c = [tok.encode(text("completion"), false)?, eos].concat();
-        (p.iter().chain(&c).copied().collect::<Vec<u32>>(), [vec![false; p.len()], vec![true; c.len()]].concat())
-    } else {
-        let t = [tok.encode(text("text"), true)?, eos].concat();
-        let n = t.len();
-        (t, (0..n).map(|i| i > 0).collect())
+    let whole = |ids: Vec<u32>| {
+        let n = ids.len();
+        (ids, (0..n).map(|i| i > 0).collect::<Vec<bool>>())
+    };
+    let (mut ids, mut labels) = match (row.get("prompt"), row.get("completion"), row.get("messages"), row.get("text")) {
+        (Some(Value::String(p)), Some(Value::String(c)), ..) => {
+            let p = tok.encode(p, true)?;
+            let c = [tok.encode(c, false)?, eos].concat();
+            (p.iter().chain(&c).copied().collect::<Vec<u32>>(), [vec![false; p.len()], vec![true; c.len()]].concat())
+        }
+        (Some(p @ Value::Array(pm)), Some(Value::Array(cm)), ..) => {
+            let prompt = tok.encode(&tok.apply_chat_template(p, true)?, false)?;
+            let all = Value::Array([pm.clone(), cm.clone()].concat());
+            let full = tok.encode(&tok.apply_chat_template(&all, false)?, false)?;
+            let start = prompt.iter().zip(&full).take_while(|(a, b)| a == b).count();
+            let n = full.len();
+            (full, (0..n).map(|i| i >= start).collect())
+        }
+        (_, _, Some(m @ Value::Array(_)), _) => whole(tok.encode(&tok.apply_chat_template(m, false)?, false)?),
+        (_, _, _, Some(Value::String(t))) => whole([tok.encode(t, true)?, eos].concat()),
+        _ => {
+            return Err(ProximaError::Config(
+                "SFT needs `prompt` and `completion` columns (text, or lists of messages), a `messages` column (a list of {\"role\", \"content\"} messages) or a text `text` column".into(),
+            ))
+        }
     };
     if let Some(m) = max_length {
         ids.truncate(m);
         labels.truncate(m);
     }
-    if ids.len() < 2 {
+    if ids.len() < 2 || !labels.iter().skip(1).any(|&l| l) {
         return Err(ProximaError::InvalidArgument(format!("a row of {} token(s) has nothing to predict", ids.len())));
     }
     Ok(Example { ids, labels })
