@@ -94,7 +94,7 @@ fn greedy(lm: &CausalLm, prompt: &[Vec<u32>], mask: &[Vec<u8>], new: usize) -> V
 fn logits_and_greedy_tokens_equal_transformers() {
     let (dir, reference) = reference();
     let (tokens, mask) = (rows::<u32>(&reference["rows"]), rows::<u8>(&reference["mask"]));
-    for name in ["llama", "qwen2", "qwen3", "gpt2"] {
+    for name in ["llama", "llama3", "qwen2", "qwen3", "gpt2"] {
         let lm = CausalLm::load(&dir.join(name)).unwrap();
         let logits = lm.forward(&tokens, &positions(&mask), &mask, None).unwrap();
         let want = logits_of(&reference["models"][name]["logits"]);
@@ -152,7 +152,7 @@ fn the_tokenizer_encodes_as_transformers() {
 fn a_model_proxima_writes_loads_in_transformers() {
     let (dir, reference) = reference();
     let (tokens, mask) = (rows::<u32>(&reference["rows"]), rows::<u8>(&reference["mask"]));
-    for name in ["llama", "qwen2", "gpt2"] {
+    for name in ["llama", "llama3", "qwen2", "gpt2"] {
         let mut lm = CausalLm::load(&dir.join(name)).unwrap();
         // LoRA adapters on every projection (written merged), and every weight changed, so the
         // written file is not the one read.

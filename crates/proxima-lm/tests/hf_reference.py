@@ -34,6 +34,11 @@ def models():
     llama = dict(common, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
                  num_key_value_heads=2)
     yield "llama", LlamaForCausalLM(LlamaConfig(**llama, tie_word_embeddings=False, rms_norm_eps=1e-6))
+    # Llama 3.1's RoPE scaling, with a short original context so that both its divided and its interpolated
+    # frequencies occur at head width 8.
+    llama3 = dict(rope_type="llama3", rope_theta=10000.0, factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                  original_max_position_embeddings=16)
+    yield "llama3", LlamaForCausalLM(LlamaConfig(**llama, tie_word_embeddings=True, rope_parameters=llama3))
     yield "qwen2", Qwen2ForCausalLM(Qwen2Config(**llama, tie_word_embeddings=True))
     yield "qwen3", Qwen3ForCausalLM(Qwen3Config(**llama, head_dim=16, tie_word_embeddings=True))
     yield "gpt2", GPT2LMHeadModel(GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=64,

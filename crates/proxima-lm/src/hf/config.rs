@@ -48,12 +48,100 @@ pub struct HfConfig {
     pub norm_eps: f64,
     /// RoPE's base θ (Llama family).
     pub rope_theta: f64,
+    /// How RoPE's frequencies are scaled for longer contexts (`rope_parameters` / `rope_scaling`).
+    pub rope_scaling: RopeScaling,
     /// The output projection is the token embedding (`tie_word_embeddings`).
     pub tie_word_embeddings: bool,
     /// End-of-sequence token ids (`eos_token_id`: one id or a list).
     pub eos_token_ids: Vec<u32>,
     /// The whole file, written back as it was read.
     pub raw: Value,
+}
+
+/// RoPE's frequency scaling, as `transformers`' `ROPE_INIT_FUNCTIONS` compute it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RopeScaling {
+    /// θ^(−2i/d), unscaled.
+    Default,
+    /// Every frequency divided by `factor` (`rope_type` "linear").
+    Linear {
+        /// The divisor.
+        factor: f64,
+    },
+    /// Llama 3.1's: long wavelengths divided by `factor`, short ones kept, those between
+    /// interpolated (`rope_type` "llama3").
+    Llama3 {
+        /// The divisor of the long wavelengths (8).
+        factor: f64,
+        /// Wavelengths above original context / this are divided (1).
+        low_freq_factor: f64,
+        /// Wavelengths below original context / this are kept (4).
+        high_freq_factor: f64,
+        /// The pre-training context (8192).
+        original_max_position_embeddings: f64,
+    },
+}
+
+impl RopeScaling {
+    /// From `rope_parameters` (or the older `rope_scaling`); `max_positions` stands in for a
+    /// missing `original_max_position_embeddings`.
+    ///
+    /// # Errors
+    /// `Config` for another `rope_type` (dynamic, yarn, longrope, ...) or a missing factor.
+    pub fn from_json(rope: Option<&Value>, max_positions: usize) -> Result<RopeScaling> {
+        let Some(r) = rope else { return Ok(RopeScaling::Default) };
+        let kind = r.get("rope_type").or_else(|| r.get("type")).and_then(Value::as_str).unwrap_or("default");
+        let num = |k: &str| -> Result<f64> {
+            r.get(k)
+                .and_then(Value::as_f64)
+                .ok_or_else(|| ProximaError::Config(format!("RoPE scaling `{kind}` needs `{k}`")))
+        };
+        match kind {
+            "default" => Ok(RopeScaling::Default),
+            "linear" => Ok(RopeScaling::Linear { factor: num("factor")? }),
+            "llama3" => Ok(RopeScaling::Llama3 {
+                factor: num("factor")?,
+                low_freq_factor: num("low_freq_factor")?,
+                high_freq_factor: num("high_freq_factor")?,
+                original_max_position_embeddings: r
+                    .get("original_max_position_embeddings")
+                    .and_then(Value::as_f64)
+                    .unwrap_or(max_positions as f64),
+            }),
+            other => Err(ProximaError::Config(format!(
+                "RoPE scaling `{other}` is not supported yet (default, linear and llama3 are)"
+            ))),
+        }
+    }
+
+    /// The inverse frequencies of a head of width `head_dim` with base `theta`, scaled.
+    pub fn inv_freq(&self, head_dim: usize, theta: f64) -> Vec<f64> {
+        let base = (0..head_dim / 2).map(|i| 1.0 / theta.powf(2.0 * i as f64 / head_dim as f64));
+        match *self {
+            RopeScaling::Default => base.collect(),
+            RopeScaling::Linear { factor } => base.map(|f| f / factor).collect(),
+            RopeScaling::Llama3 {
+                factor,
+                low_freq_factor,
+                high_freq_factor,
+                original_max_position_embeddings: old,
+            } => {
+                let (low_wavelen, high_wavelen) = (old / low_freq_factor, old / high_freq_factor);
+                base.map(|f| {
+                    let wavelen = 2.0 * std::f64::consts::PI / f;
+                    if wavelen < high_wavelen {
+                        f
+                    } else if wavelen > low_wavelen {
+                        f / factor
+                    } else {
+                        let smooth = (old / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
+                        (1.0 - smooth) * f / factor + smooth * f
+                    }
+                })
+                .collect()
+            }
+        }
+    }
 }
 
 impl HfConfig {
@@ -120,13 +208,7 @@ impl HfConfig {
             Arch::Llama { .. } => size(&["intermediate_size"])?,
         };
         let rope = raw.get("rope_parameters").or_else(|| raw.get("rope_scaling")).filter(|v| !v.is_null());
-        if let Some(kind) = rope.and_then(|r| r.get("rope_type").or_else(|| r.get("type"))).and_then(Value::as_str) {
-            if kind != "default" {
-                return Err(ProximaError::Config(format!(
-                    "RoPE scaling `{kind}` is not supported yet (only the default rotation)"
-                )));
-            }
-        }
+        let rope_scaling = RopeScaling::from_json(rope, size(&["max_position_embeddings", "n_positions"])?)?;
         let rope_theta = rope
             .and_then(|r| r.get("rope_theta"))
             .or_else(|| raw.get("rope_theta"))
@@ -149,6 +231,7 @@ impl HfConfig {
             max_positions: size(&["max_position_embeddings", "n_positions"])?,
             norm_eps: get(&["rms_norm_eps", "layer_norm_epsilon"]).and_then(Value::as_f64).unwrap_or(1e-5),
             rope_theta,
+            rope_scaling,
             tie_word_embeddings: get(&["tie_word_embeddings"]).and_then(Value::as_bool).unwrap_or(arch == Arch::Gpt2),
             eos_token_ids,
             model_type,

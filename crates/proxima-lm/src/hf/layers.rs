@@ -48,16 +48,12 @@ pub fn linear(x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> candle_core::Result
     }
 }
 
-/// The rotary tables cos and sin `[max_positions, head_dim]` (the frequencies repeated over both
-/// halves, as `transformers` builds `emb = cat(freqs, freqs)`), in f32 from f64 angles.
-pub fn rope_tables(
-    max_positions: usize,
-    head_dim: usize,
-    theta: f64,
-    dev: &Device,
-) -> candle_core::Result<(Tensor, Tensor)> {
-    let half = head_dim / 2;
-    let inv: Vec<f64> = (0..half).map(|i| 1.0 / theta.powf(2.0 * i as f64 / head_dim as f64)).collect();
+/// The rotary tables cos and sin `[max_positions, head_dim]` of the inverse frequencies `inv`
+/// (`head_dim / 2` of them, repeated over both halves, as `transformers` builds
+/// `emb = cat(freqs, freqs)`), in f32.
+pub fn rope_tables(max_positions: usize, inv: &[f64], dev: &Device) -> candle_core::Result<(Tensor, Tensor)> {
+    let half = inv.len();
+    let head_dim = 2 * half;
     let (mut cos, mut sin) =
         (Vec::with_capacity(max_positions * head_dim), Vec::with_capacity(max_positions * head_dim));
     for p in 0..max_positions {

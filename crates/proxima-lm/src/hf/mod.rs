@@ -21,7 +21,7 @@ pub mod rollout;
 pub mod sft;
 pub mod tokenizer;
 
-pub use config::{Arch, HfConfig};
+pub use config::{Arch, HfConfig, RopeScaling};
 pub use dpo::{DpoArgs, DpoLossType, DpoTrainer};
 pub use generate::{generate, Completions, SamplingConfig};
 pub use grpo::{GrpoArgs, LossType, RewardFunction, ScaleRewards};

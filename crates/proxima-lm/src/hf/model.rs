@@ -103,7 +103,10 @@ impl CausalLm {
         }
         let index = params.iter().enumerate().map(|(i, (n, _))| (n.clone(), i)).collect();
         let rope = match cfg.arch {
-            Arch::Llama { .. } => Some(rope_tables(cfg.max_positions, cfg.head_dim, cfg.rope_theta, &Device::Cpu)?),
+            Arch::Llama { .. } => {
+                let inv = cfg.rope_scaling.inv_freq(cfg.head_dim, cfg.rope_theta);
+                Some(rope_tables(cfg.max_positions, &inv, &Device::Cpu)?)
+            }
             Arch::Gpt2 => None,
         };
         Ok(CausalLm { cfg, params, index, dtypes: HashMap::new(), rope, source: None, lora: None })
