@@ -64,12 +64,13 @@ def main() -> None:
             for _ in range(a.prompts * a.steps)]
     common = dict(max_steps=a.steps, per_device_train_batch_size=a.prompts * a.generations,
                   num_generations=a.generations, max_completion_length=a.new, learning_rate=1e-6, beta=0.0,
-                  loss_type="dapo", temperature=1.0, seed=1, logging_steps=0)
+                  loss_type="dapo", temperature=1.0, seed=1)
     if a.only in (None, "proxima"):
         from proxima.lm import GRPOConfig, GRPOTrainer
 
         tr = GRPOTrainer(model=path, reward_funcs=reward_len, train_dataset=rows,
-                         args=GRPOConfig(output_dir=os.path.join(a.out, "proxima"), shuffle_dataset=False, **common))
+                         args=GRPOConfig(output_dir=os.path.join(a.out, "proxima"), shuffle_dataset=False,
+                                         logging_steps=0, **common))
         times = []
         while not tr._engine.is_done():
             t = time.perf_counter()

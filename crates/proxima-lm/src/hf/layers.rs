@@ -39,9 +39,16 @@ pub fn softmax(x: &Tensor) -> candle_core::Result<Tensor> {
     e.broadcast_div(&e.sum_keepdim(D::Minus1)?)
 }
 
-/// `x·Wᵀ (+ b)` over the last dimension, W `[out, in]` (a `torch.nn.Linear`).
+/// `x·Wᵀ (+ b)` over the last dimension, W `[out, in]` (a `torch.nn.Linear`). The leading
+/// dimensions are flattened into one 2-D product: a batched product against a broadcast W would
+/// make the backward pass build W's gradient once per batch row before summing them (B × out × in
+/// values per layer).
 pub fn linear(x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> candle_core::Result<Tensor> {
-    let y = x.broadcast_matmul(&w.t()?)?;
+    let dims = x.dims().to_vec();
+    let rows: usize = dims[..dims.len() - 1].iter().product();
+    let mut out_dims = dims.clone();
+    *out_dims.last_mut().expect("x has a last dimension") = w.dim(0)?;
+    let y = x.reshape((rows, dims[dims.len() - 1]))?.matmul(&w.t()?)?.reshape(out_dims)?;
     match b {
         Some(b) => y.broadcast_add(b),
         None => Ok(y),

@@ -7,6 +7,7 @@
 //! for the Llama family, `c_attn` for GPT-2, or `"all-linear"`).
 
 use super::config::{Arch, HfConfig};
+use super::layers::linear;
 use candle_core::{Device, Tensor, Var};
 use proxima::{ProximaError, Result};
 use rand::Rng;
@@ -105,8 +106,8 @@ impl Lora {
     /// Tensor errors.
     pub fn delta(&self, module: &str, x: &Tensor) -> Result<Option<Tensor>> {
         let Some((a, b)) = self.adapters.get(module) else { return Ok(None) };
-        let ax = x.broadcast_matmul(&a.as_tensor().t()?)?;
-        Ok(Some((ax.broadcast_matmul(&b.as_tensor().t()?)? * self.scale)?))
+        let ax = linear(x, a.as_tensor(), None)?;
+        Ok(Some((linear(&ax, b.as_tensor(), None)? * self.scale)?))
     }
 
     /// The adapters' variables with PEFT's names (`{module}.lora_A.weight`, `{module}.lora_B.weight`).

@@ -332,7 +332,7 @@ impl CausalLm {
     fn lin(&self, module: &str, x: &Tensor) -> Result<Tensor> {
         let (w, b) = (self.p(&format!("{module}.weight")), self.opt(&format!("{module}.bias")));
         let y = match self.cfg.arch {
-            Arch::Gpt2 => x.broadcast_matmul(w)?.broadcast_add(b.expect("GPT-2's projections have biases"))?,
+            Arch::Gpt2 => linear(x, &w.t()?, b)?,
             Arch::Llama { .. } => linear(x, w, b)?,
         };
         Ok(match self.lora.as_ref().map(|l| l.delta(module, x)).transpose()?.flatten() {

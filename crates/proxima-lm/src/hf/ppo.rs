@@ -234,10 +234,7 @@ impl ValueHead {
     /// # Errors
     /// Tensor errors.
     pub fn forward(&self, hidden: &Tensor) -> Result<Tensor> {
-        Ok(hidden
-            .broadcast_matmul(&self.weight.as_tensor().t()?)?
-            .squeeze(D::Minus1)?
-            .broadcast_add(self.bias.as_tensor())?)
+        Ok(super::layers::linear(hidden, self.weight.as_tensor(), Some(self.bias.as_tensor()))?.squeeze(D::Minus1)?)
     }
 
     /// Its parameters, as `v_head.weight` and `v_head.bias`.
