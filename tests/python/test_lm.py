@@ -307,3 +307,15 @@ def test_ppo_bad_inputs_are_clear_errors(model_dir):
                          reward_funcs=none, train_dataset=dataset())
     with pytest.raises(ValueError, match="PPO needs a score for every completion"):
         trainer.train()
+
+
+def test_a_tokenizer_of_another_vocabulary_is_refused(model_dir, tmp_path):
+    import shutil
+
+    other = tmp_path / "other"
+    shutil.copytree(model_dir, other)
+    tok = transformers.AutoTokenizer.from_pretrained(other)
+    tok.add_tokens(["<x1>", "<x2>"])
+    tok.save_pretrained(other)
+    with pytest.raises(ValueError, match="does not match the model's vocabulary of 12"):
+        SFTTrainer(other, train_dataset=[{"prompt": "ab", "completion": "c"}])

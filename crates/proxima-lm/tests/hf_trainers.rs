@@ -154,6 +154,23 @@ fn bad_inputs_are_errors() {
             Ok(vec![Some(1.0)])
         }
     }
+    // A tokenizer with a token past the model's 12-row vocabulary.
+    let other = dir.join("other-tokenizer");
+    std::fs::create_dir_all(&other).unwrap();
+    let mut tok: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("tokenizer.json")).unwrap()).unwrap();
+    tok["added_tokens"].as_array_mut().unwrap().push(json!({"id": 12, "content": "<x>", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true}));
+    std::fs::write(other.join("tokenizer.json"), tok.to_string()).unwrap();
+    let e = GrpoTrainer::new(
+        CausalLm::load(&dir).unwrap(),
+        HfTokenizer::load(&other).unwrap(),
+        vec![Box::new(Fraction)],
+        GrpoArgs { num_generations: 4, ..GrpoArgs::default() },
+        vec![json!({"prompt": "abc"}).as_object().unwrap().clone()],
+    )
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(e.contains("the tokenizer (13 tokens") && e.contains("does not match the model's vocabulary of 12"), "{e}");
     let rows = vec![json!({"prompt": "abc"}).as_object().unwrap().clone()];
     let args = GrpoArgs {
         num_generations: 4,

@@ -212,6 +212,7 @@ impl DpoTrainer {
         args: DpoArgs,
         dataset: &[Map<String, Value>],
     ) -> Result<Self> {
+        tokenizer.check_fits(model.config())?;
         if dataset.is_empty() {
             return Err(ProximaError::Config("the training dataset is empty".into()));
         }

@@ -65,6 +65,7 @@ impl GrpoTrainer {
         args: GrpoArgs,
         dataset: Vec<Map<String, Value>>,
     ) -> Result<GrpoTrainer> {
+        tokenizer.check_fits(model.config())?;
         args.check(reward_funcs.len())?;
         if reward_funcs.is_empty() {
             return Err(ProximaError::Config("GRPO needs at least one reward function".into()));

@@ -62,6 +62,7 @@ impl PpoTrainer {
         args: PpoArgs,
         dataset: Vec<Map<String, Value>>,
     ) -> Result<PpoTrainer> {
+        tokenizer.check_fits(model.config())?;
         args.check()?;
         if reward_funcs.is_empty() {
             return Err(ProximaError::Config("PPO needs at least one reward function".into()));

@@ -96,6 +96,7 @@ impl SftTrainer {
         args: SftArgs,
         dataset: &[Map<String, Value>],
     ) -> Result<SftTrainer> {
+        tokenizer.check_fits(model.config())?;
         if dataset.is_empty() {
             return Err(ProximaError::Config("the training dataset is empty".into()));
         }

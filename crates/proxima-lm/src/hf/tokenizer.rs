@@ -99,6 +99,23 @@ impl HfTokenizer {
             .map_err(|e| ProximaError::InvalidArgument(format!("decoding {ids:?}: {e}")))
     }
 
+    /// Checks that this tokenizer belongs to a model of `cfg`: no token id past the model's
+    /// vocabulary (the model may have more rows than the tokenizer has tokens, as many pad theirs).
+    ///
+    /// # Errors
+    /// `Config` naming both sizes.
+    pub fn check_fits(&self, cfg: &super::config::HfConfig) -> Result<()> {
+        let n = self.vocab_size();
+        let special = self.eos_token_ids.iter().chain([&self.pad_token_id]).copied().max().unwrap_or(0) as usize;
+        if n > cfg.vocab_size || special >= cfg.vocab_size {
+            return Err(ProximaError::Config(format!(
+                "the tokenizer ({n} tokens, special ids up to {special}) does not match the model's vocabulary of {} rows: use the tokenizer saved with this model",
+                cfg.vocab_size
+            )));
+        }
+        Ok(())
+    }
+
     /// The vocabulary's size, added tokens included.
     pub fn vocab_size(&self) -> usize {
         self.inner.get_vocab_size(true)
