@@ -252,7 +252,36 @@ def _train_loop(engine: Any, state: TrainerState, logging_steps: int) -> TrainOu
     return TrainOutput(state.global_step, loss, {"train_loss": loss})
 
 
-class GRPOTrainer:
+def _reward_callables(reward_funcs: Any) -> list[Callable[..., list]]:
+    """``reward_funcs`` (one callable or a list) as a non-empty list of callables."""
+    funcs = list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else [reward_funcs] if reward_funcs else []
+    if not funcs:
+        raise ValueError("reward_funcs: give one or more callables (prompts, completions, **kwargs) -> list[float]")
+    for f in funcs:
+        if not callable(f):
+            raise NotImplementedError(f"reward function {f!r}: only Python callables are supported (not reward-model ids)")
+    return funcs
+
+
+class _TrainerBase:
+    """What every trainer shares: ``train()`` runs the engine to its last step, ``save_model()`` writes the model."""
+
+    args: Any
+    state: TrainerState
+    _engine: Any
+
+    def train(self) -> TrainOutput:
+        """Trains for the steps ``args`` asks for (``max_steps``, or ``num_train_epochs`` passes; PPO: ``total_episodes``).
+        Returns a :class:`TrainOutput`."""
+        return _train_loop(self._engine, self.state, self.args.logging_steps)
+
+    def save_model(self, output_dir: Optional[str] = None) -> None:
+        """Writes the model (PPO: the policy, not its value head) and its tokenizer's files to ``output_dir`` (default
+        ``args.output_dir``) as a Hugging Face directory that ``transformers``' ``from_pretrained`` loads."""
+        self._engine.save_model(output_dir if output_dir is not None else self.args.output_dir)
+
+
+class GRPOTrainer(_TrainerBase):
     """TRL's ``GRPOTrainer`` on Proxima.
 
     :param model: a local Hugging Face model directory, or a ``transformers`` ``PreTrainedModel`` (with
@@ -281,12 +310,7 @@ class GRPOTrainer:
         peft_config: Any = None,
     ) -> None:
         self.args = args if args is not None else GRPOConfig()
-        funcs = reward_funcs if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
-        for f in funcs:
-            if not callable(f):
-                raise NotImplementedError(
-                    f"reward function {f!r}: only Python callables are supported (not reward-model ids)"
-                )
+        funcs = _reward_callables(reward_funcs)
         if train_dataset is None:
             raise ValueError("GRPOTrainer needs a train_dataset with a `prompt` column")
         rows = _rows(train_dataset)
@@ -313,14 +337,6 @@ class GRPOTrainer:
         per_step = a.per_device_train_batch_size * a.gradient_accumulation_steps
         return max(1, math.ceil(a.num_train_epochs * n_rows * a.num_generations * a.num_iterations / per_step))
 
-    def train(self) -> TrainOutput:
-        """Trains for ``max_steps`` optimiser steps (or ``num_train_epochs``). Returns a :class:`TrainOutput`."""
-        return _train_loop(self._engine, self.state, self.args.logging_steps)
-
-    def save_model(self, output_dir: Optional[str] = None) -> None:
-        """Writes the model and its tokenizer's files to ``output_dir`` (default ``args.output_dir``) as a Hugging
-        Face directory that ``transformers``' ``from_pretrained`` loads."""
-        self._engine.save_model(output_dir if output_dir is not None else self.args.output_dir)
 
 
 @dataclasses.dataclass
@@ -355,7 +371,7 @@ class SFTConfig:
     logging_steps: int = 10
 
 
-class SFTTrainer:
+class SFTTrainer(_TrainerBase):
     """TRL's ``SFTTrainer`` on Proxima: the loss on the ``completion`` tokens (and the EOS appended to each) of rows
     with ``prompt`` and ``completion`` columns (text, or lists of messages rendered by the chat template), or on every
     token of rows with a ``messages`` conversation (through the chat template) or a ``text`` column.
@@ -380,14 +396,6 @@ class SFTTrainer:
         self.state = TrainerState()
         self._engine = _Trainer("sft", model_dir, *_engine_args(self.args, rows, peft_config))
 
-    def train(self) -> TrainOutput:
-        """Trains for ``max_steps`` optimiser steps (or ``num_train_epochs``). Returns a :class:`TrainOutput`."""
-        return _train_loop(self._engine, self.state, self.args.logging_steps)
-
-    def save_model(self, output_dir: Optional[str] = None) -> None:
-        """Writes the model and its tokenizer's files to ``output_dir`` (default ``args.output_dir``) as a Hugging
-        Face directory."""
-        self._engine.save_model(output_dir if output_dir is not None else self.args.output_dir)
 
 
 @dataclasses.dataclass
@@ -455,7 +463,7 @@ class PPOConfig:
             raise NotImplementedError(f"stop_token={self.stop_token!r}: generation stops at the EOS token only")
 
 
-class PPOTrainer:
+class PPOTrainer(_TrainerBase):
     """TRL's ``PPOTrainer`` on Proxima (RLHF-PPO): one completion per prompt sampled with the model's own weights,
     scored by reward functions written in Python (in place of TRL's reward model), a per-token KL penalty to the
     initial model, GAE on a value head over the policy's last hidden state (trained with it), and
@@ -488,12 +496,7 @@ class PPOTrainer:
             if not callable(reward_model) or hasattr(reward_model, "parameters"):
                 raise NotImplementedError("reward_model: a reward model network is not supported; pass reward_funcs (callables)")
             reward_funcs = [reward_model] + list(reward_funcs or [])
-        funcs = reward_funcs if isinstance(reward_funcs, (list, tuple)) else [reward_funcs] if reward_funcs else []
-        if not funcs:
-            raise ValueError("PPOTrainer needs reward_funcs: one or more callables (prompts, completions, **kwargs)")
-        for f in funcs:
-            if not callable(f):
-                raise NotImplementedError(f"reward function {f!r}: only Python callables are supported")
+        funcs = _reward_callables(reward_funcs)
         if model is None or train_dataset is None:
             raise ValueError("PPOTrainer needs a model and a train_dataset with a `prompt` column")
         self.args = args if args is not None else PPOConfig()
@@ -513,14 +516,6 @@ class PPOTrainer:
         names = [getattr(f, "__name__", type(f).__name__) for f in funcs]
         self._engine = _RewardedTrainer("ppo", model_dir, json.dumps(fields), lines, list(zip(names, funcs)))
 
-    def train(self) -> TrainOutput:
-        """Trains for the updates ``total_episodes`` (or ``num_train_epochs``) asks for. Returns a :class:`TrainOutput`."""
-        return _train_loop(self._engine, self.state, self.args.logging_steps)
-
-    def save_model(self, output_dir: Optional[str] = None) -> None:
-        """Writes the policy (not its value head) and its tokenizer's files to ``output_dir`` (default
-        ``args.output_dir``) as a Hugging Face directory."""
-        self._engine.save_model(output_dir if output_dir is not None else self.args.output_dir)
 
 
 @dataclasses.dataclass
@@ -567,7 +562,7 @@ class DPOConfig:
             raise ValueError(f"loss_type must be 'sigmoid', 'hinge' or 'ipo', not {self.loss_type!r}")
 
 
-class DPOTrainer:
+class DPOTrainer(_TrainerBase):
     """TRL's ``DPOTrainer`` on Proxima: Direct Preference Optimization on rows with ``prompt``, ``chosen`` and
     ``rejected`` columns, against a frozen copy of the initial model as the reference (with LoRA, the model without
     its adapters). Logs TRL's ``rewards/chosen``, ``rewards/rejected``, ``rewards/accuracies``, ``rewards/margins``,
@@ -598,14 +593,6 @@ class DPOTrainer:
         self.state = TrainerState()
         self._engine = _Trainer("dpo", model_dir, *_engine_args(self.args, rows, peft_config))
 
-    def train(self) -> TrainOutput:
-        """Trains for ``max_steps`` optimiser steps (or ``num_train_epochs``). Returns a :class:`TrainOutput`."""
-        return _train_loop(self._engine, self.state, self.args.logging_steps)
-
-    def save_model(self, output_dir: Optional[str] = None) -> None:
-        """Writes the model and its tokenizer's files to ``output_dir`` (default ``args.output_dir``) as a Hugging
-        Face directory."""
-        self._engine.save_model(output_dir if output_dir is not None else self.args.output_dir)
 
 
 class CausalLM:

@@ -287,7 +287,7 @@ def test_ppo_bad_inputs_are_clear_errors(model_dir):
         PPOTrainer(model=model_dir, reward_funcs=fraction, train_dataset=dataset(), value_model=model_dir)
     with pytest.raises(NotImplementedError, match="reward model network"):
         PPOTrainer(model=model_dir, reward_model=torch.nn.Linear(2, 1), train_dataset=dataset())
-    with pytest.raises(ValueError, match="needs reward_funcs"):
+    with pytest.raises(ValueError, match="reward_funcs: give one or more callables"):
         PPOTrainer(model=model_dir, train_dataset=dataset())
     with pytest.raises(ValueError, match="kl_estimator"):
         PPOConfig(kl_estimator="k2")

@@ -292,6 +292,22 @@ fn sampling_is_seeded_and_stops_where_asked() {
     assert!(e.contains("at least one token"), "{e}");
 }
 
+/// Asserts that `loss` equals PyTorch's `want["loss"]` to 1e-5 and that its gradient with respect
+/// to each of `params` equals `want["grads"][name]` to 1e-4 of that gradient's largest entry.
+fn assert_loss_and_grads(what: &str, loss: &Tensor, params: &[(String, candle_core::Var)], want: &Value) {
+    let l = f64::from(loss.to_scalar::<f32>().unwrap());
+    assert!((l - want["loss"].as_f64().unwrap()).abs() < 1e-5, "{what}: loss {l} vs {}", want["loss"]);
+    let grads = loss.backward().unwrap();
+    for (pname, var) in params {
+        let theirs: Vec<f64> = serde_json::from_value(want["grads"][pname].clone())
+            .unwrap_or_else(|_| panic!("{what}: no gradient for {pname}"));
+        let ours = grads.get(var.as_tensor()).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        let scale = theirs.iter().fold(0f64, |m, v| m.max(v.abs()));
+        let worst = ours.iter().zip(&theirs).fold(0f64, |m, (a, b)| m.max((f64::from(*a) - b).abs()));
+        assert!(worst <= 1e-4 * scale + 1e-7, "{what} {pname}: gradient off by {worst} (scale {scale})");
+    }
+}
+
 /// The GRPO loss (TRL's `dapo`, with clipped ratios on both sides and the k3 term) and its
 /// gradient with respect to every parameter equal PyTorch's in float64 on the same model.
 #[test]
@@ -326,17 +342,7 @@ fn the_grpo_gradient_equals_pytorchs_in_float64() {
             ..GrpoArgs::default()
         };
         let (loss, _) = micro_batch_loss(&logp, Some(&old), Some(&refp), &mask, &adv, &args, 4.0).unwrap();
-        let l = f64::from(loss.to_scalar::<f32>().unwrap());
-        assert!((l - want["loss"].as_f64().unwrap()).abs() < 1e-5, "{name}: loss {l} vs {}", want["loss"]);
-        let grads = loss.backward().unwrap();
-        for (pname, var) in lm.named_params() {
-            let theirs: Vec<f64> = serde_json::from_value(want["grads"][pname].clone())
-                .unwrap_or_else(|_| panic!("{name}: no gradient for {pname}"));
-            let ours = grads.get(var.as_tensor()).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
-            let scale = theirs.iter().fold(0f64, |m, v| m.max(v.abs()));
-            let worst = ours.iter().zip(&theirs).fold(0f64, |m, (a, b)| m.max((f64::from(*a) - b).abs()));
-            assert!(worst <= 1e-4 * scale + 1e-7, "{name} {pname}: gradient off by {worst} (scale {scale})");
-        }
+        assert_loss_and_grads(name, &loss, lm.named_params(), &want);
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -368,22 +374,7 @@ fn the_dpo_gradients_equal_pytorchs_in_float64() {
             let refp = (logp.detach() + Tensor::new(offset, &candle_core::Device::Cpu).unwrap()).unwrap();
             let args = DpoArgs { loss_type, beta: b["beta"].as_f64().unwrap(), ..DpoArgs::default() };
             let loss = (dpo_loss(&logp, &refp, &counts, &args).unwrap() / pairs.len() as f64).unwrap();
-            let l = f64::from(loss.to_scalar::<f32>().unwrap());
-            let theirs = &want[key];
-            assert!(
-                (l - theirs["loss"].as_f64().unwrap()).abs() < 1e-5,
-                "{name} {key}: loss {l} vs {}",
-                theirs["loss"]
-            );
-            let grads = loss.backward().unwrap();
-            for (pname, var) in lm.named_params() {
-                let g: Vec<f64> = serde_json::from_value(theirs["grads"][pname].clone())
-                    .unwrap_or_else(|_| panic!("{name}: no gradient for {pname}"));
-                let ours = grads.get(var.as_tensor()).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
-                let scale = g.iter().fold(0f64, |m, v| m.max(v.abs()));
-                let worst = ours.iter().zip(&g).fold(0f64, |m, (a, b)| m.max((f64::from(*a) - b).abs()));
-                assert!(worst <= 1e-4 * scale + 1e-7, "{name} {key} {pname}: gradient off by {worst} (scale {scale})");
-            }
+            assert_loss_and_grads(&format!("{name} {key}"), &loss, lm.named_params(), &want[key]);
         }
     }
     std::fs::remove_dir_all(&dir).unwrap();
@@ -441,19 +432,9 @@ fn the_ppo_gradient_equals_pytorchs_in_float64() {
         };
         let (loss, stats) = ppo::micro_batch_loss(&m, &args).unwrap();
         assert!(stats.clipfrac > 0.0 && stats.vf_clipfrac > 0.0, "{name}: both clips act: {stats:?}");
-        let l = f64::from(loss.to_scalar::<f32>().unwrap());
-        assert!((l - want["loss"].as_f64().unwrap()).abs() < 1e-5, "{name}: loss {l} vs {}", want["loss"]);
-        let grads = loss.backward().unwrap();
         let mut params: Vec<(String, candle_core::Var)> = lm.named_params().to_vec();
         params.extend(head.named_params());
-        for (pname, var) in &params {
-            let theirs: Vec<f64> = serde_json::from_value(want["grads"][pname].clone())
-                .unwrap_or_else(|_| panic!("{name}: no gradient for {pname}"));
-            let ours = grads.get(var.as_tensor()).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
-            let scale = theirs.iter().fold(0f64, |m, v| m.max(v.abs()));
-            let worst = ours.iter().zip(&theirs).fold(0f64, |m, (a, b)| m.max((f64::from(*a) - b).abs()));
-            assert!(worst <= 1e-4 * scale + 1e-7, "{name} {pname}: gradient off by {worst} (scale {scale})");
-        }
+        assert_loss_and_grads(name, &loss, &params, &want);
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }

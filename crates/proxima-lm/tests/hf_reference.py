@@ -126,23 +126,33 @@ GRPO_BATCH = {
 }
 
 
-def grpo(model_dir: str) -> None:
-    """TRL's per-token loss (``_compute_loss``) with loss_type "dapo" over the batch's tokens, in float64, and
-    the gradient of every parameter."""
-    b = GRPO_BATCH
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float64).eval()
-    p, c = max(map(len, b["prompts"])), max(map(len, b["completions"]))
+def completion_batch(prompts, completions):
+    """Prompts left-padded then completions right-padded with id 0, as Proxima's trainers lay them out: (ids,
+    attention mask, positions from each row's first real token, completion ids, completion mask, P, C)."""
+    p, c = max(map(len, prompts)), max(map(len, completions))
     ids, attn, comp, mask = [], [], [], []
-    for pr, co in zip(b["prompts"], b["completions"]):
+    for pr, co in zip(prompts, completions):
         ids.append([0] * (p - len(pr)) + pr + co + [0] * (c - len(co)))
         attn.append([0] * (p - len(pr)) + [1] * (len(pr) + len(co)) + [0] * (c - len(co)))
         comp.append(co + [0] * (c - len(co)))
         mask.append([1.0] * len(co) + [0.0] * (c - len(co)))
     ids, attn = torch.tensor(ids), torch.tensor(attn)
     pos = (attn.cumsum(-1) - 1).clamp(min=0)
+    return ids, attn, pos, torch.tensor(comp), torch.tensor(mask, dtype=torch.float64), p, c
+
+
+def token_log_probs(logits, comp):
+    return torch.log_softmax(logits, -1).gather(-1, comp.unsqueeze(-1)).squeeze(-1)
+
+
+def grpo(model_dir: str) -> None:
+    """TRL's per-token loss (``_compute_loss``) with loss_type "dapo" over the batch's tokens, in float64, and
+    the gradient of every parameter."""
+    b = GRPO_BATCH
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float64).eval()
+    ids, attn, pos, comp, mask, p, c = completion_batch(b["prompts"], b["completions"])
     logits = model(input_ids=ids, attention_mask=attn, position_ids=pos).logits[:, p - 1:p - 1 + c] / b["temperature"]
-    logp = torch.log_softmax(logits, -1).gather(-1, torch.tensor(comp).unsqueeze(-1)).squeeze(-1)
-    mask = torch.tensor(mask, dtype=torch.float64)
+    logp = token_log_probs(logits, comp)
     old = logp.detach() + torch.tensor(b["old_offset"], dtype=torch.float64)
     ref = logp.detach() + torch.tensor(b["ref_offset"], dtype=torch.float64)
     adv = torch.tensor(b["advantages"], dtype=torch.float64).unsqueeze(1)
@@ -168,19 +178,9 @@ def dpo(model_dir: str) -> None:
     out = {"batch": b}
     for loss_type in ("sigmoid", "hinge", "ipo"):
         model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float64).eval()
-        prompts, answers = b["prompts"] * 2, b["chosen"] + b["rejected"]
-        p, c = max(map(len, prompts)), max(map(len, answers))
-        ids, attn, comp, mask = [], [], [], []
-        for pr, co in zip(prompts, answers):
-            ids.append([0] * (p - len(pr)) + pr + co + [0] * (c - len(co)))
-            attn.append([0] * (p - len(pr)) + [1] * (len(pr) + len(co)) + [0] * (c - len(co)))
-            comp.append(co + [0] * (c - len(co)))
-            mask.append([1.0] * len(co) + [0.0] * (c - len(co)))
-        ids, attn = torch.tensor(ids), torch.tensor(attn)
-        pos = (attn.cumsum(-1) - 1).clamp(min=0)
+        ids, attn, pos, comp, mask, p, c = completion_batch(b["prompts"] * 2, b["chosen"] + b["rejected"])
         logits = model(input_ids=ids, attention_mask=attn, position_ids=pos).logits[:, p - 1:p - 1 + c]
-        logp = torch.log_softmax(logits, -1).gather(-1, torch.tensor(comp).unsqueeze(-1)).squeeze(-1)
-        mask = torch.tensor(mask, dtype=torch.float64)
+        logp = token_log_probs(logits, comp)
         logps = (logp * mask).sum(1)
         ref = logps.detach() + torch.tensor(b["ref_offset"], dtype=torch.float64)
         ratio = logps - ref
@@ -219,23 +219,14 @@ def ppo(model_dir: str) -> None:
     head on the last hidden state, in float64; its value and the gradient of every parameter and of the head."""
     b = PPO_BATCH
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float64).eval()
-    p, c = max(map(len, b["prompts"])), max(map(len, b["completions"]))
-    ids, attn, comp, mask = [], [], [], []
-    for pr, co in zip(b["prompts"], b["completions"]):
-        ids.append([0] * (p - len(pr)) + pr + co + [0] * (c - len(co)))
-        attn.append([0] * (p - len(pr)) + [1] * (len(pr) + len(co)) + [0] * (c - len(co)))
-        comp.append(co + [0] * (c - len(co)))
-        mask.append([1.0] * len(co) + [0.0] * (c - len(co)))
-    ids, attn = torch.tensor(ids), torch.tensor(attn)
-    pos = (attn.cumsum(-1) - 1).clamp(min=0)
+    ids, attn, pos, comp, mask, p, c = completion_batch(b["prompts"], b["completions"])
     hidden = model.base_model(input_ids=ids, attention_mask=attn, position_ids=pos).last_hidden_state[:, p - 1:p - 1 + c]
     logits = model.lm_head(hidden) / b["temperature"]
-    logp = torch.log_softmax(logits, -1).gather(-1, torch.tensor(comp).unsqueeze(-1)).squeeze(-1)
+    logp = token_log_probs(logits, comp)
     w = torch.tensor(v_head_weight(hidden.shape[-1]), dtype=torch.float64, requires_grad=True)
     bias = torch.tensor(b["v_bias"], dtype=torch.float64, requires_grad=True)
     values = hidden @ w + bias
     pad = lambda rows: torch.tensor([r + [0.0] * (c - len(r)) for r in rows], dtype=torch.float64)
-    mask = torch.tensor(mask, dtype=torch.float64)
     old = logp.detach() + pad(b["old_offset"])
     old_v = values.detach() + pad(b["value_offset"])
     adv, ret = pad(b["advantages"]), pad(b["returns"])

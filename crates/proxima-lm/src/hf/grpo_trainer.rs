@@ -9,13 +9,13 @@ use super::grpo::{advantages, micro_batch_loss, GrpoArgs, GrpoMetrics, RewardFun
 use super::model::CausalLm;
 use super::optimize::TrainerOptim;
 use super::resume::TrainerProgress;
-use super::rollout::{encode_prompt, score};
+use super::rollout::{check_prompts, encode_prompt, score};
 use super::tokenizer::HfTokenizer;
 use crate::grpo::token_log_probs;
 use crate::grpo_step::add_grads;
 use candle_core::{Device, Tensor};
 use proxima::policy::candle::host_gradients;
-use proxima::{ProximaError, Result};
+use proxima::Result;
 use serde_json::{Map, Value};
 
 /// One sampled, scored generation batch (rows prompt-major: row i belongs to prompt i / G).
@@ -67,23 +67,7 @@ impl GrpoTrainer {
     ) -> Result<GrpoTrainer> {
         tokenizer.check_fits(model.config())?;
         args.check(reward_funcs.len())?;
-        if reward_funcs.is_empty() {
-            return Err(ProximaError::Config("GRPO needs at least one reward function".into()));
-        }
-        if dataset.is_empty() {
-            return Err(ProximaError::Config("the training dataset is empty".into()));
-        }
-        if let Some(i) =
-            dataset.iter().position(|row| !matches!(row.get("prompt"), Some(Value::String(_) | Value::Array(_))))
-        {
-            return Err(ProximaError::Config(format!(
-                "dataset row {i} has no `prompt` column of text or of messages ([{{\"role\": ..., \"content\": ...}}])"
-            )));
-        }
-        // A conversational dataset needs the chat template: render the first one now.
-        if let Some(row) = dataset.iter().find(|row| row["prompt"].is_array()) {
-            tokenizer.apply_chat_template(&row["prompt"], true)?;
-        }
+        check_prompts("GRPO", reward_funcs.len(), &dataset, &tokenizer)?;
         let reference = if args.beta > 0.0 { Some(model.frozen_copy()?) } else { None };
         let mut model = model;
         let hyper = (args.learning_rate, args.adam_epsilon, args.max_grad_norm);

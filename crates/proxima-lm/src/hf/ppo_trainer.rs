@@ -10,7 +10,7 @@ use super::grpo_trainer::completion_hidden;
 use super::model::CausalLm;
 use super::optimize::TrainerOptim;
 use super::ppo::{gae, log_probs, micro_batch_loss, token_rewards, whiten, LossStats, MicroBatch, PpoArgs, ValueHead};
-use super::rollout::{encode_prompt, score};
+use super::rollout::{check_prompts, encode_prompt, score};
 use super::tokenizer::HfTokenizer;
 use crate::grpo_step::add_grads;
 use candle_core::{DType, Device, Tensor};
@@ -64,17 +64,7 @@ impl PpoTrainer {
     ) -> Result<PpoTrainer> {
         tokenizer.check_fits(model.config())?;
         args.check()?;
-        if reward_funcs.is_empty() {
-            return Err(ProximaError::Config("PPO needs at least one reward function".into()));
-        }
-        if dataset.is_empty() {
-            return Err(ProximaError::Config("the training dataset is empty".into()));
-        }
-        if let Some(i) =
-            dataset.iter().position(|row| !matches!(row.get("prompt"), Some(Value::String(_) | Value::Array(_))))
-        {
-            return Err(ProximaError::Config(format!("dataset row {i} has no `prompt` column of text or of messages")));
-        }
+        check_prompts("PPO", reward_funcs.len(), &dataset, &tokenizer)?;
         let reference = model.frozen_copy()?;
         let mut model = model;
         let hyper = (args.learning_rate, args.adam_epsilon, args.max_grad_norm);

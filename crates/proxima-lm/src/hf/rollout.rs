@@ -8,6 +8,32 @@ use super::tokenizer::HfTokenizer;
 use proxima::{ProximaError, Result};
 use serde_json::{Map, Value};
 
+/// Checks what an online trainer (`what`: "GRPO", "PPO") starts from: at least one reward
+/// function, a dataset with rows, each with a `prompt` of text or of messages, and — when any is
+/// conversational — a chat template that renders it.
+///
+/// # Errors
+/// `Config` naming what is missing (the first row without a prompt); the chat template's errors.
+pub fn check_prompts(what: &str, n_funcs: usize, dataset: &[Map<String, Value>], tok: &HfTokenizer) -> Result<()> {
+    if n_funcs == 0 {
+        return Err(ProximaError::Config(format!("{what} needs at least one reward function")));
+    }
+    if dataset.is_empty() {
+        return Err(ProximaError::Config("the training dataset is empty".into()));
+    }
+    if let Some(i) =
+        dataset.iter().position(|row| !matches!(row.get("prompt"), Some(Value::String(_) | Value::Array(_))))
+    {
+        return Err(ProximaError::Config(format!(
+            "dataset row {i} has no `prompt` column of text or of messages ([{{\"role\": ..., \"content\": ...}}])"
+        )));
+    }
+    if let Some(row) = dataset.iter().find(|row| row["prompt"].is_array()) {
+        tok.apply_chat_template(&row["prompt"], true)?;
+    }
+    Ok(())
+}
+
 /// The prompt of `row` as text (what reward functions get) and as ids, keeping the last
 /// `max_prompt_length` tokens when it is given.
 ///
