@@ -75,7 +75,7 @@ class GRPOConfig:
     :param top_k: top-k sampling (0: off)
     :param mask_truncated_completions: completions cut at ``max_completion_length`` count in no loss
     :param reward_weights: one weight per reward function (None: all 1)
-    :param max_grad_norm: the gradient-norm clip
+    :param max_grad_norm: the gradient-norm clip (≤ 0: no clipping)
     :param adam_epsilon: Adam's ε
     :param seed: seeds the prompt order and the sampling
     :param shuffle_dataset: shuffle the prompts each epoch
@@ -118,18 +118,56 @@ class GRPOConfig:
             raise ValueError(f"scale_rewards must be 'group', 'batch' or 'none', not {self.scale_rewards!r}")
 
 
-_dataclass_init = GRPOConfig.__init__
+def _checked_fields(cls: type) -> type:
+    """Wraps a config dataclass's ``__init__``: a keyword that is not one of its fields is a ``NotImplementedError``
+    naming it (a TRL field Proxima does not implement, with the reason where ``_UNSUPPORTED`` has one, or a typo),
+    and each field's value is checked against its default's type (numbers finite, counts whole and ≥ 0, flags
+    bool), naming the field — rather than failing later without its name."""
+    init = cls.__init__
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+
+    @functools.wraps(init)
+    def checked(self: Any, *args: Any, **kwargs: Any) -> None:
+        for key in kwargs:
+            if key not in fields:
+                why = _UNSUPPORTED.get(key, "not a field Proxima reads: a TRL field it does not implement, or a typo")
+                raise NotImplementedError(f"{cls.__name__}({key}=...): not supported by Proxima ({why})")
+        init(self, *args, **kwargs)
+        for name, f in fields.items():
+            _check_value(cls.__name__, name, getattr(self, name), f)
+
+    cls.__init__ = checked  # type: ignore[method-assign]
+    return cls
 
 
-@functools.wraps(_dataclass_init)
-def _checked_init(self: GRPOConfig, *args: Any, **kwargs: Any) -> None:
-    for key in kwargs:
-        if key in _UNSUPPORTED:
-            raise NotImplementedError(f"GRPOConfig({key}=...): not supported by Proxima ({_UNSUPPORTED[key]})")
-    _dataclass_init(self, *args, **kwargs)
+def _check_value(owner: str, name: str, v: Any, f: "dataclasses.Field[Any]") -> None:
+    """One config value against its field's type (its annotation and default)."""
+    where, default, kind = f"{owner}.{name}", f.default, str(f.type)
+    whole = isinstance(default, int) and not isinstance(default, bool) or ("int" in kind and "float" not in kind)
+    if v is None:
+        if default is not None and "Optional" not in kind:
+            raise TypeError(f"{where} must not be None")
+    elif isinstance(default, bool):
+        if not isinstance(v, bool):
+            raise TypeError(f"{where} must be True or False, got {v!r}")
+    elif isinstance(v, bool) and (whole or isinstance(default, float)):
+        raise TypeError(f"{where} must be a number, got {v!r}")
+    elif isinstance(v, int) and whole:
+        if v < 0 and not (name == "max_steps" and v == -1):
+            raise ValueError(f"{where} must be ≥ 0, got {v}")
+    elif isinstance(v, float):
+        if whole:
+            raise TypeError(f"{where} must be an integer, got {v!r}")
+        if not math.isfinite(v):
+            raise ValueError(f"{where} must be a finite number, got {v!r}")
+    elif isinstance(default, float) and not isinstance(v, int):
+        raise TypeError(f"{where} must be a number, got {v!r}")
+    elif isinstance(v, list) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
+        if not all(math.isfinite(x) for x in v):
+            raise ValueError(f"{where} must hold finite numbers, got {v!r}")
 
 
-GRPOConfig.__init__ = _checked_init  # type: ignore[method-assign]
+_checked_fields(GRPOConfig)
 
 
 @dataclasses.dataclass
@@ -154,9 +192,15 @@ def _lora_fields(peft_config: Any) -> Optional[dict[str, Any]]:
     get = peft_config.get if isinstance(peft_config, dict) else lambda k, d=None: getattr(peft_config, k, d)
     if str(get("peft_type", "LORA")).upper().rsplit(".", 1)[-1] != "LORA":
         raise NotImplementedError(f"peft_config: only LoRA adapters are supported, not {get('peft_type')}")
-    for key, default in (("lora_dropout", 0.0), ("use_dora", False), ("use_rslora", False)):
+    # PEFT fields whose non-default values change the adapters: refused rather than ignored.
+    for key, default in (("lora_dropout", 0.0), ("use_dora", False), ("use_rslora", False), ("bias", "none"),
+                         ("init_lora_weights", True), ("lora_bias", False)):
         if get(key, default) not in (default, None):
             raise NotImplementedError(f"peft_config.{key}={get(key)!r} is not supported (only {default!r})")
+    for key in ("modules_to_save", "layers_to_transform", "layers_pattern", "rank_pattern", "alpha_pattern",
+                "exclude_modules", "target_parameters", "trainable_token_indices"):
+        if get(key, None):
+            raise NotImplementedError(f"peft_config.{key}={get(key)!r} is not supported (only the default, none)")
     targets = get("target_modules", None)
     targets = [targets] if isinstance(targets, str) else sorted(targets or [])
     return {"r": int(get("r", 8)), "lora_alpha": float(get("lora_alpha", 8)), "target_modules": targets}
@@ -221,11 +265,19 @@ def _engine_args(args: Any, rows: list[dict[str, Any]], peft_config: Any) -> tup
     fields = dataclasses.asdict(args)
     for key in ("output_dir", "num_train_epochs", "logging_steps"):
         fields.pop(key)
-    per_step = args.per_device_train_batch_size * args.gradient_accumulation_steps
-    if args.max_steps <= 0:
-        fields["max_steps"] = max(1, math.ceil(args.num_train_epochs * len(rows) / max(per_step, 1)))
+    fields["max_steps"] = _steps(args, len(rows), 1)
     fields["peft_config"] = _lora_fields(peft_config)
     return json.dumps(fields), _json_lines(rows)
+
+
+def _steps(args: Any, n_rows: int, completions_per_row: int) -> int:
+    """``args.max_steps``, or when it is -1 the optimiser steps of ``num_train_epochs`` passes over the rows."""
+    if args.max_steps > 0:
+        return args.max_steps
+    if args.max_steps == 0 or not args.num_train_epochs > 0:
+        raise ValueError(f"max_steps ({args.max_steps}) or num_train_epochs ({args.num_train_epochs}) must be positive")
+    per_step = max(args.per_device_train_batch_size * args.gradient_accumulation_steps, 1)
+    return max(1, math.ceil(args.num_train_epochs * n_rows * completions_per_row / per_step))
 
 
 def _json_lines(rows: list[dict[str, Any]]) -> list[str]:
@@ -331,11 +383,7 @@ class GRPOTrainer(_TrainerBase):
         self._engine = _RewardedTrainer("grpo", model_dir, json.dumps(fields), lines, list(zip(names, funcs)))
 
     def _max_steps(self, n_rows: int) -> int:
-        a = self.args
-        if a.max_steps > 0:
-            return a.max_steps
-        per_step = a.per_device_train_batch_size * a.gradient_accumulation_steps
-        return max(1, math.ceil(a.num_train_epochs * n_rows * a.num_generations * a.num_iterations / per_step))
+        return _steps(self.args, n_rows, self.args.num_generations * self.args.num_iterations)
 
 
 
@@ -350,7 +398,7 @@ class SFTConfig:
     :param per_device_train_batch_size: rows per micro-batch
     :param gradient_accumulation_steps: micro-batches per optimiser step
     :param max_length: rows longer than this (in tokens) are cut at the end (None: not cut)
-    :param max_grad_norm: the gradient-norm clip
+    :param max_grad_norm: the gradient-norm clip (≤ 0: no clipping)
     :param adam_epsilon: Adam's ε
     :param seed: seeds the row order
     :param shuffle_dataset: shuffle the rows each epoch
@@ -369,6 +417,9 @@ class SFTConfig:
     seed: int = 42
     shuffle_dataset: bool = True
     logging_steps: int = 10
+
+
+_checked_fields(SFTConfig)
 
 
 class SFTTrainer(_TrainerBase):
@@ -423,7 +474,7 @@ class PPOConfig:
     :param temperature: sampling temperature (the log-probabilities use it too, as TRL's)
     :param missing_eos_penalty: subtracted from the score of a completion that does not end with the EOS token
     :param stop_token: "eos" (generation stops at the tokenizer's EOS; None is read the same way)
-    :param max_grad_norm: the gradient-norm clip
+    :param max_grad_norm: the gradient-norm clip (≤ 0: no clipping)
     :param adam_epsilon: Adam's ε
     :param seed: seeds the prompt order, the sampling and the mini-batch shuffles
     :param shuffle_dataset: shuffle the prompts each epoch
@@ -461,6 +512,9 @@ class PPOConfig:
             raise ValueError(f"kl_estimator must be 'k1' or 'k3', not {self.kl_estimator!r}")
         if self.stop_token not in (None, "eos"):
             raise NotImplementedError(f"stop_token={self.stop_token!r}: generation stops at the EOS token only")
+
+
+_checked_fields(PPOConfig)
 
 
 class PPOTrainer(_TrainerBase):
@@ -510,6 +564,8 @@ class PPOTrainer(_TrainerBase):
             fields.pop(key)
         per_update = a.per_device_train_batch_size * a.gradient_accumulation_steps * a.num_mini_batches
         episodes = a.total_episodes if a.total_episodes is not None else math.ceil(a.num_train_epochs * len(rows))
+        if episodes <= 0:
+            raise ValueError(f"total_episodes ({a.total_episodes}) or num_train_epochs ({a.num_train_epochs}) must be positive")
         fields["max_steps"] = max(1, math.ceil(episodes / max(per_update, 1)))
         fields["peft_config"] = _lora_fields(peft_config)
         lines = _json_lines(rows)
@@ -531,7 +587,7 @@ class DPOConfig:
     :param per_device_train_batch_size: pairs per micro-batch
     :param gradient_accumulation_steps: micro-batches per optimiser step
     :param max_length: prompt + answer longer than this (in tokens) is cut at the end (None: not cut)
-    :param max_grad_norm: the gradient-norm clip
+    :param max_grad_norm: the gradient-norm clip (≤ 0: no clipping)
     :param adam_epsilon: Adam's ε
     :param seed: seeds the pair order (and LoRA's initial adapters)
     :param shuffle_dataset: shuffle the pairs each epoch
@@ -560,6 +616,9 @@ class DPOConfig:
             self.loss_type = self.loss_type[0]
         if self.loss_type not in ("sigmoid", "hinge", "ipo"):
             raise ValueError(f"loss_type must be 'sigmoid', 'hinge' or 'ipo', not {self.loss_type!r}")
+
+
+_checked_fields(DPOConfig)
 
 
 class DPOTrainer(_TrainerBase):
@@ -638,7 +697,11 @@ class CausalLM:
                               ("top_p", top_p, (int, float))):
             if isinstance(v, bool) or not isinstance(v, kind):
                 raise TypeError(f"{name} must be a number, got {v!r}")
+            if not math.isfinite(v) or (kind is int and v < 0):
+                raise ValueError(f"{name} must be {'an integer ≥ 0' if kind is int else 'a finite number'}, got {v!r}")
         stops = self._eos if eos_token_id is None else ([eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id))
+        if any(isinstance(t, bool) or not isinstance(t, int) or t < 0 for t in stops):
+            raise ValueError(f"eos_token_id must be token ids ≥ 0, got {eos_token_id!r}")
         sampling = dict(max_new_tokens=max_new_tokens, do_sample=bool(do_sample), temperature=float(temperature),
                         top_k=top_k, top_p=float(top_p), stop_token_ids=stops, pad_token_id=pad_token_id)
         tokens, _ = self._engine.generate(rows, json.dumps(sampling), seed)

@@ -319,3 +319,55 @@ def test_a_tokenizer_of_another_vocabulary_is_refused(model_dir, tmp_path):
     tok.save_pretrained(other)
     with pytest.raises(ValueError, match="does not match the model's vocabulary of 12"):
         SFTTrainer(other, train_dataset=[{"prompt": "ab", "completion": "c"}])
+
+
+def test_config_values_and_unknown_fields_are_named():
+    with pytest.raises(ValueError, match=r"GRPOConfig.learning_rate must be a finite number"):
+        GRPOConfig(learning_rate=float("nan"))
+    with pytest.raises(ValueError, match=r"SFTConfig.per_device_train_batch_size must be ≥ 0, got -1"):
+        SFTConfig(per_device_train_batch_size=-1)
+    with pytest.raises(TypeError, match=r"GRPOConfig.num_generations must be an integer"):
+        GRPOConfig(num_generations=2.5)
+    with pytest.raises(ValueError, match=r"GRPOConfig.reward_weights must hold finite numbers"):
+        GRPOConfig(reward_weights=[float("nan")])
+    with pytest.raises(TypeError, match=r"DPOConfig.shuffle_dataset must be True or False"):
+        DPOConfig(shuffle_dataset=1)
+    with pytest.raises(NotImplementedError, match=r"PPOConfig\(reward_model_path=...\): not supported by Proxima"):
+        PPOConfig(reward_model_path="x")
+    with pytest.raises(NotImplementedError, match=r"SFTConfig\(packing=...\): not supported by Proxima"):
+        SFTConfig(packing=True)
+    GRPOConfig(max_prompt_length=None, epsilon_high=0.28, scale_rewards=True, reward_weights=[1, 0.5])
+
+
+def test_step_counts_and_optimiser_settings_are_checked(model_dir, tmp_path):
+    rows = [{"prompt": "ab", "completion": "c"}]
+    with pytest.raises(ValueError, match="num_train_epochs"):
+        SFTTrainer(model_dir, args=SFTConfig(num_train_epochs=0), train_dataset=rows)
+    with pytest.raises(ValueError, match="total_episodes"):
+        PPOTrainer(args=PPOConfig(total_episodes=0), model=model_dir, reward_funcs=fraction, train_dataset=dataset())
+    with pytest.raises(ValueError, match="learning_rate must be a finite number ≥ 0"):
+        DPOTrainer(model_dir, args=DPOConfig(learning_rate=-1.0), train_dataset=[{"prompt": "a", "chosen": "b", "rejected": "c"}])
+    # max_grad_norm 0 means no clipping (transformers' Trainer), not a zero step.
+    trainer = SFTTrainer(model_dir, args=SFTConfig(output_dir=str(tmp_path / "noclip"), max_grad_norm=0.0, max_steps=2,
+                                                   learning_rate=1e-2, logging_steps=0), train_dataset=rows)
+    trainer.train()
+    trainer.save_model()
+    before = transformers.AutoModelForCausalLM.from_pretrained(model_dir).state_dict()
+    after = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "noclip").state_dict()
+    assert max((before[k] - after[k]).abs().max().item() for k in before) > 1e-3
+
+
+def test_generate_and_lora_refuse_what_they_would_ignore(model_dir):
+    lm = CausalLM(model_dir)
+    with pytest.raises(ValueError, match="max_new_tokens must be an integer ≥ 0"):
+        lm.generate([[2]], max_new_tokens=-5)
+    with pytest.raises(ValueError, match="eos_token_id must be token ids ≥ 0"):
+        lm.generate([[2]], eos_token_id=[1, -1])
+    with pytest.raises(ValueError, match="temperature must be a finite number"):
+        lm.generate([[2]], temperature=float("nan"))
+    with pytest.raises(ValueError, match="max_new_tokens must be at least 1"):
+        lm.generate([[2]], max_new_tokens=0)
+    for field, value in (("bias", "all"), ("modules_to_save", ["lm_head"]), ("layers_to_transform", [0]),
+                         ("init_lora_weights", "gaussian"), ("rank_pattern", {"q_proj": 4})):
+        with pytest.raises(NotImplementedError, match=f"peft_config.{field}"):
+            SFTTrainer(model_dir, train_dataset=[{"text": "abc"}], peft_config={"r": 4, field: value})

@@ -58,6 +58,9 @@ pub fn latest_checkpoint(dir: &Path) -> Result<PathBuf> {
     if !dir.is_dir() {
         bail!("{}: no such run directory", dir.display());
     }
+    if is_hf_lm_run(dir) {
+        bail!("{}", hf_run_note(dir));
+    }
     if is_lm_run(dir) {
         bail!(
             "{}: a language-model run directory (`proxima lm`), not a reinforcement-learning one; evaluate it with `proxima lm eval {}`, continue it with `proxima lm resume {}`",
@@ -141,6 +144,20 @@ pub fn resolve_checkpoint(path: &Path) -> Result<PathBuf> {
 /// `proxima train` run).
 pub fn is_lm_run(dir: &Path) -> bool {
     dir.join("config.json").is_file() && !is_rl_run(dir)
+}
+
+/// Whether `dir` holds a run of `proxima lm grpo --model` (its `config.json` says so).
+pub fn is_hf_lm_run(dir: &Path) -> bool {
+    let text = std::fs::read_to_string(dir.join("config.json")).unwrap_or_default();
+    serde_json::from_str::<serde_json::Value>(&text).is_ok_and(|v| v["command"] == crate::commands::lm_hf::COMMAND)
+}
+
+/// What to do with a `proxima lm grpo --model` run directory where a command cannot use it.
+pub fn hf_run_note(dir: &Path) -> String {
+    let d = dir.display();
+    format!(
+        "{d}: a GRPO run on a Hugging Face model (`proxima lm grpo --model`): its trained model is {d}/model, a Hugging Face directory (load it with proxima.lm.CausalLM or transformers' from_pretrained); an unfinished run continues with `proxima lm resume {d}`"
+    )
 }
 
 /// Whether `dir` holds a run of `proxima train` (its `config.toml`, or a multi-seed parent's

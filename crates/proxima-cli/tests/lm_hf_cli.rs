@@ -65,7 +65,7 @@ mod with_python {
         assert_eq!(rows.len(), 400);
         let reward = |i: usize| rows[i]["rewards/fraction/mean"].as_f64().unwrap();
         assert!(reward(0) < 0.3 && reward(399) > 0.6, "reward {} -> {}", reward(0), reward(399));
-        let mut child = grpo(&dir, &steps).args(["--run-dir", "stopped"]).stderr(Stdio::piped()).spawn().unwrap();
+        let child = grpo(&dir, &steps).args(["--run-dir", "stopped"]).stderr(Stdio::piped()).spawn().unwrap();
         let first = dir.join("stopped/checkpoints/step_000005.safetensors");
         let t = Instant::now();
         while !first.exists() && t.elapsed() < Duration::from_secs(60) {
@@ -76,14 +76,50 @@ mod with_python {
         assert_eq!(out.status.code(), Some(130), "{}", text(&out));
         assert!(text(&out).contains("continue with: proxima lm resume"), "{}", text(&out));
         assert!(!dir.join("stopped/model").exists(), "stopped before the end");
-        let resumed =
-            Command::new(BIN).current_dir(&dir).args(["lm", "resume", "stopped", "--quiet"]).output().unwrap();
+        // Resumed from another directory: the reward module is imported from where the run started.
+        let resumed = Command::new(BIN)
+            .current_dir(std::env::temp_dir())
+            .args(["lm", "resume", "--quiet"])
+            .arg(dir.join("stopped"))
+            .output()
+            .unwrap();
         assert!(resumed.status.success(), "{}", text(&resumed));
         assert_eq!(log("stopped"), log("whole"));
         let weights = |run: &str| std::fs::read(dir.join(run).join("model/model.safetensors")).unwrap();
         assert!(weights("stopped") == weights("whole"), "the resumed run's weights differ");
         let again = Command::new(BIN).current_dir(&dir).args(["lm", "resume", "stopped"]).output().unwrap();
         assert!(text(&again).contains("is complete"), "{}", text(&again));
+        for cmd in [&["lm", "eval", "stopped"][..], &["eval", "stopped"]] {
+            let out = Command::new(BIN).current_dir(&dir).args(cmd).output().unwrap();
+            assert_eq!(out.status.code(), Some(1), "{cmd:?}: {}", text(&out));
+            assert!(
+                text(&out).contains("its trained model is stopped/model, a Hugging Face directory"),
+                "{}",
+                text(&out)
+            );
+        }
+        // A run whose dataset changed since is not continued (its prompt order would point past it).
+        let child = grpo(&dir, &steps).args(["--run-dir", "changed"]).stderr(Stdio::piped()).spawn().unwrap();
+        let first = dir.join("changed/checkpoints/step_000005.safetensors");
+        let t = Instant::now();
+        while !first.exists() && t.elapsed() < Duration::from_secs(60) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        unsafe { libc_kill(child.id() as i32, 2) };
+        assert_eq!(child.wait_with_output().unwrap().status.code(), Some(130));
+        std::fs::write(dir.join("data.jsonl"), "{\"prompt\": \"abc\", \"target\": \"e\"}\n").unwrap();
+        let other = Command::new(BIN)
+            .current_dir(std::env::temp_dir())
+            .args(["lm", "resume"])
+            .arg(dir.join("changed"))
+            .output()
+            .unwrap();
+        assert_eq!(other.status.code(), Some(1), "{}", text(&other));
+        assert!(
+            text(&other).contains("the dataset or the settings this run started from differ now"),
+            "{}",
+            text(&other)
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

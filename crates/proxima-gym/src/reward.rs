@@ -23,13 +23,14 @@ impl PythonReward {
     }
 
     /// The function `function` of the module `module` (`spec` = `module:function`, the module
-    /// found on the user's `sys.path` with the current directory first, as `python -c` finds it).
+    /// found on the user's `sys.path` with `dir` first — the directory the run was started in —
+    /// as `python -c` run there finds it).
     ///
     /// # Errors
     /// The text of the error: a malformed spec, no embedded Python or the wrong one
     /// ([`crate::init`]'s, without needing gymnasium), the import's traceback, a missing or
     /// non-callable attribute.
-    pub fn import(spec: &str) -> std::result::Result<PythonReward, String> {
+    pub fn import(spec: &str, dir: &std::path::Path) -> std::result::Result<PythonReward, String> {
         let Some((module, function)) = spec.split_once(':').filter(|(m, f)| !m.is_empty() && !f.is_empty()) else {
             return Err(format!(
                 "--reward {spec:?}: expected MODULE:FUNCTION (a function in MODULE.py or an installed module)"
@@ -38,8 +39,7 @@ impl PythonReward {
         crate::init_interpreter().map_err(|e| e.to_string())?;
         Python::attach(|py| {
             let sys_path = py.import("sys").and_then(|s| s.getattr("path")).map_err(|e| crate::py_err(py, e))?;
-            let cwd = std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default();
-            let _ = sys_path.call_method1("insert", (0, cwd));
+            let _ = sys_path.call_method1("insert", (0, dir.display().to_string()));
             let m = py
                 .import(module)
                 .map_err(|e| format!("--reward {spec}: importing `{module}` failed:\n{}", crate::py_err(py, e)))?;

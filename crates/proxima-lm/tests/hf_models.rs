@@ -94,7 +94,7 @@ fn greedy(lm: &CausalLm, prompt: &[Vec<u32>], mask: &[Vec<u8>], new: usize) -> V
 fn logits_and_greedy_tokens_equal_transformers() {
     let (dir, reference) = reference();
     let (tokens, mask) = (rows::<u32>(&reference["rows"]), rows::<u8>(&reference["mask"]));
-    for name in ["llama", "llama3", "qwen2", "qwen3", "gpt2"] {
+    for name in ["llama", "llama3", "llama_bias", "qwen2", "qwen3", "gpt2"] {
         let lm = CausalLm::load(&dir.join(name)).unwrap();
         let logits = lm.forward(&tokens, &positions(&mask), &mask, None).unwrap();
         let want = logits_of(&reference["models"][name]["logits"]);
@@ -249,6 +249,18 @@ fn a_model_round_trips_and_bad_inputs_are_errors() {
     assert!(err(&tok, &[vec![0, 1, 12]], &mask).contains("position 12 is past the model's 12 positions"));
     assert!(err(&tok, &pos, &[vec![1, 1]]).contains("key mask"));
     assert!(err(&[vec![]], &[vec![]], &[vec![]]).contains("no tokens"));
+    // A tensor the architecture has no place for (an MLP bias the config does not declare).
+    let file = dir.join("model.safetensors");
+    let original = std::fs::read(&file).unwrap();
+    let mut tensors = candle_core::safetensors::load(&file, &candle_core::Device::Cpu).unwrap();
+    tensors.insert(
+        "model.layers.0.mlp.up_proj.bias".into(),
+        Tensor::zeros(24, candle_core::DType::F32, &candle_core::Device::Cpu).unwrap(),
+    );
+    candle_core::safetensors::save(&tensors, &file).unwrap();
+    let e = CausalLm::load(&dir).err().unwrap().to_string();
+    assert!(e.contains("has no place for, e.g. `model.layers.0.mlp.up_proj.bias`"), "{e}");
+    std::fs::write(&file, original).unwrap();
     // A tensor of the wrong shape, then no weights at all, then no config.
     let cfg_text = std::fs::read_to_string(dir.join("config.json")).unwrap();
     std::fs::write(dir.join("config.json"), cfg_text.replace("\"intermediate_size\": 24", "\"intermediate_size\": 25"))

@@ -39,6 +39,7 @@ def models():
     llama3 = dict(rope_type="llama3", rope_theta=10000.0, factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
                   original_max_position_embeddings=16)
     yield "llama3", LlamaForCausalLM(LlamaConfig(**llama, tie_word_embeddings=True, rope_parameters=llama3))
+    yield "llama_bias", LlamaForCausalLM(LlamaConfig(**llama, attention_bias=True, tie_word_embeddings=True))
     yield "qwen2", Qwen2ForCausalLM(Qwen2Config(**llama, tie_word_embeddings=True))
     yield "qwen3", Qwen3ForCausalLM(Qwen3Config(**llama, head_dim=16, tie_word_embeddings=True))
     yield "gpt2", GPT2LMHeadModel(GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=64,

@@ -139,6 +139,10 @@ fn bad_inputs_are_errors() {
     assert!(new(vec![json!({"text": "abc"})]).contains("row 0 has no `prompt` column of text or of messages"));
     let chat = new(vec![json!({"prompt": [{"role": "user", "content": "abc"}]})]);
     assert!(chat.contains("no chat_template"), "{chat}");
+    for malformed in [json!([]), json!([{"foo": "bar"}]), json!([{"role": "user", "content": 3}])] {
+        let e = new(vec![json!({"prompt": "abc"}), json!({"prompt": malformed})]);
+        assert!(e.contains("dataset row 1: a conversation must be a non-empty list"), "{e}");
+    }
     struct Short;
     impl RewardFunction for Short {
         fn name(&self) -> String {
@@ -188,6 +192,38 @@ fn bad_inputs_are_errors() {
     .unwrap();
     let e = tr.step().unwrap_err().to_string();
     assert!(e.contains("reward function `short` returned 1 rewards for 4 completions"), "{e}");
+    struct Infinite;
+    impl RewardFunction for Infinite {
+        fn name(&self) -> String {
+            "infinite".into()
+        }
+        fn call(
+            &mut self,
+            _: &[String],
+            c: &[String],
+            _: &[Vec<u32>],
+            _: &[Map<String, Value>],
+        ) -> Result<Vec<Option<f64>>> {
+            Ok(c.iter().enumerate().map(|(i, _)| Some(if i == 2 { f64::INFINITY } else { 1.0 })).collect())
+        }
+    }
+    let rows = vec![json!({"prompt": "abc"}).as_object().unwrap().clone()];
+    let args = GrpoArgs {
+        num_generations: 4,
+        per_device_train_batch_size: 4,
+        max_completion_length: 4,
+        ..GrpoArgs::default()
+    };
+    let mut tr = GrpoTrainer::new(
+        CausalLm::load(&dir).unwrap(),
+        HfTokenizer::load(&dir).unwrap(),
+        vec![Box::new(Infinite)],
+        args,
+        rows,
+    )
+    .unwrap();
+    let e = tr.step().unwrap_err().to_string();
+    assert!(e.contains("reward function `infinite` returned inf for completion 2: rewards must be finite"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -425,7 +461,7 @@ fn grpo_resumes_exactly_from_a_checkpoint() {
         assert_eq!(values(&second.model), values(&whole.model), "LoRA: {}", peft.is_some());
         assert_eq!(second.log_history, whole.log_history);
         let e = trainer(&dir, args).restore_checkpoint(&ck, "0123456789abcdef").unwrap_err().to_string();
-        assert!(e.contains("holds other weights now"), "{e}");
+        assert!(e.contains("the model directory, the dataset or the settings this run started from differ now"), "{e}");
         std::fs::remove_dir_all(&run).unwrap();
     }
     std::fs::remove_dir_all(&dir).unwrap();

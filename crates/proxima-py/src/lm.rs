@@ -302,16 +302,32 @@ impl PyCausalLm {
     ) -> PyResult<(Vec<Vec<u32>>, Vec<bool>)> {
         let v: Value =
             serde_json::from_str(sampling_json).map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
-        let field = |k: &str| v.get(k).cloned().unwrap_or(Value::Null);
+        let bad = |k: &str, want: &str, x: &Value| {
+            pyo3::exceptions::PyValueError::new_err(format!("{k} must be {want}, got {x}"))
+        };
+        let present = |k: &str| v.get(k).filter(|x| !x.is_null());
+        let count = |k: &str, d: usize| -> PyResult<usize> {
+            present(k).map_or(Ok(d), |x| x.as_u64().map(|n| n as usize).ok_or_else(|| bad(k, "an integer ≥ 0", x)))
+        };
+        let real = |k: &str, d: f64| -> PyResult<f64> {
+            present(k)
+                .map_or(Ok(d), |x| x.as_f64().filter(|f| f.is_finite()).ok_or_else(|| bad(k, "a finite number", x)))
+        };
         let d = SamplingConfig::default();
+        let stops = match present("stop_token_ids") {
+            None => Vec::new(),
+            Some(x) => {
+                serde_json::from_value::<Vec<u32>>(x.clone()).map_err(|_| bad("eos_token_id", "token ids ≥ 0", x))?
+            }
+        };
         let cfg = SamplingConfig {
-            max_new_tokens: field("max_new_tokens").as_u64().map_or(d.max_new_tokens, |n| n as usize),
-            do_sample: field("do_sample").as_bool().unwrap_or(d.do_sample),
-            temperature: field("temperature").as_f64().unwrap_or(d.temperature),
-            top_k: field("top_k").as_u64().map_or(d.top_k, |n| n as usize),
-            top_p: field("top_p").as_f64().unwrap_or(d.top_p),
-            stop_token_ids: serde_json::from_value(field("stop_token_ids")).unwrap_or_default(),
-            pad_token_id: field("pad_token_id").as_u64().map_or(d.pad_token_id, |n| n as u32),
+            max_new_tokens: count("max_new_tokens", d.max_new_tokens)?,
+            do_sample: present("do_sample").and_then(Value::as_bool).unwrap_or(d.do_sample),
+            temperature: real("temperature", d.temperature)?,
+            top_k: count("top_k", d.top_k)?,
+            top_p: real("top_p", d.top_p)?,
+            stop_token_ids: stops,
+            pad_token_id: count("pad_token_id", d.pad_token_id as usize)? as u32,
         };
         let model = &self.inner;
         let out = py

@@ -366,6 +366,9 @@ fn eval_target(path: &Path) -> Result<PathBuf> {
             "{shown}: a reinforcement-learning run directory (`proxima train`), not a language-model one; evaluate it with `proxima eval {shown}`"
         );
     }
+    if path.is_dir() && crate::rundirs::is_hf_lm_run(path) {
+        anyhow::bail!("{}; `proxima lm eval` scores the addition task's models", crate::rundirs::hf_run_note(path));
+    }
     if !path.is_dir() || path.join("model.safetensors").is_file() {
         return Ok(path.to_path_buf());
     }

@@ -9,7 +9,7 @@
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use indicatif::ProgressBar;
-use proxima_lm::hf::resume::initial_fingerprint;
+use proxima_lm::hf::resume::run_fingerprint;
 use proxima_lm::hf::{CausalLm, GrpoArgs, GrpoTrainer, HfTokenizer, RewardFunction};
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
@@ -29,8 +29,8 @@ pub struct HfGrpoFlags {
     #[arg(long)]
     pub dataset: PathBuf,
     /// A reward function, MODULE:FUNCTION (repeatable: their weighted sum is the reward), called as
-    /// TRL calls reward_funcs; MODULE is found in the current directory or the Python of
-    /// PROXIMA_PYTHON.
+    /// TRL calls reward_funcs; MODULE is found in the current directory (also when the run is
+    /// resumed from elsewhere) or the Python of PROXIMA_PYTHON.
     #[arg(long = "reward", value_name = "MODULE:FUNCTION", required = true)]
     pub rewards: Vec<String>,
     /// A GRPOConfig field by TRL's name (repeatable): --set max_steps=100 --set learning_rate=1e-5
@@ -51,6 +51,8 @@ struct RunConfig {
     model: PathBuf,
     dataset: PathBuf,
     rewards: Vec<String>,
+    /// Where the reward modules are imported from first: the directory the run was started in.
+    working_dir: PathBuf,
     save_steps: u64,
     args: GrpoArgs,
 }
@@ -116,13 +118,13 @@ impl RewardFunction for CliReward {
     }
 }
 
-fn reward_functions(specs: &[String]) -> Result<Vec<Box<dyn RewardFunction>>> {
+fn reward_functions(specs: &[String], dir: &Path) -> Result<Vec<Box<dyn RewardFunction>>> {
     #[cfg(feature = "gym")]
     {
         specs
             .iter()
             .map(|s| {
-                proxima_gym::reward::PythonReward::import(s)
+                proxima_gym::reward::PythonReward::import(s, dir)
                     .map(|r| Box::new(CliReward(r)) as Box<dyn RewardFunction>)
                     .map_err(anyhow::Error::msg)
             })
@@ -130,7 +132,7 @@ fn reward_functions(specs: &[String]) -> Result<Vec<Box<dyn RewardFunction>>> {
     }
     #[cfg(not(feature = "gym"))]
     {
-        let _ = specs;
+        let _ = (specs, dir);
         bail!("--reward runs Python: this proxima was built without its embedded Python; rebuild with `cargo build --release -p proxima-cli --features gym`")
     }
 }
@@ -138,7 +140,7 @@ fn reward_functions(specs: &[String]) -> Result<Vec<Box<dyn RewardFunction>>> {
 /// The trainer of `cfg`, the fingerprint of the weights it starts from, and its tokenizer-checked
 /// model directory.
 fn build(cfg: &RunConfig) -> Result<(GrpoTrainer, String)> {
-    let rewards = reward_functions(&cfg.rewards)?;
+    let rewards = reward_functions(&cfg.rewards, &cfg.working_dir)?;
     let rows = read_jsonl(&cfg.dataset)?;
     let dir = &cfg.model;
     if !dir.is_dir() {
@@ -148,7 +150,7 @@ fn build(cfg: &RunConfig) -> Result<(GrpoTrainer, String)> {
         );
     }
     let model = CausalLm::load(dir).with_context(|| format!("--model {}", dir.display()))?;
-    let inputs = initial_fingerprint(&model)?;
+    let inputs = run_fingerprint(&model, &rows, &serde_json::to_value(&cfg.args)?)?;
     let tokenizer = HfTokenizer::load(dir).with_context(|| format!("--model {}", dir.display()))?;
     Ok((GrpoTrainer::new(model, tokenizer, rewards, cfg.args.clone(), rows)?, inputs))
 }
@@ -167,6 +169,7 @@ pub fn exec(
         model: absolute(&flags.model),
         dataset: absolute(&flags.dataset),
         rewards: flags.rewards.clone(),
+        working_dir: std::env::current_dir().context("the current directory")?,
         save_steps: flags.save_steps.max(1),
         args: grpo_args(&flags.sets)?,
     };

@@ -12,8 +12,11 @@ use std::path::Path;
 pub enum Arch {
     /// Llama-style: RMSNorm, rotary positions, grouped-query attention, SwiGLU MLP.
     Llama {
-        /// Biases on q, k and v (`qwen2`; `attention_bias` for `llama`).
+        /// Biases on q, k and v (`qwen2`; `attention_bias` for `llama`, `mistral`, `qwen3`).
         qkv_bias: bool,
+        /// A bias on the attention's output projection (`attention_bias` for `llama`, `mistral`,
+        /// `qwen3`; never for `qwen2`).
+        o_bias: bool,
         /// RMSNorm of each head's q and k before the rotation (`qwen3`).
         qk_norm: bool,
     },
@@ -144,6 +147,52 @@ impl RopeScaling {
     }
 }
 
+/// Refuses the options of a supported `model_type` that Proxima does not build (rather than
+/// computing another model than the checkpoint's): another activation, MLP biases, sliding-window
+/// attention, GPT-2's unscaled or layer-scaled attention.
+///
+/// # Errors
+/// `Config` naming the option and its value.
+fn refuse_unimplemented(raw: &Value, model_type: &str, arch: Arch) -> Result<()> {
+    let refuse = |what: String| {
+        Err(ProximaError::Config(format!("{model_type} with {what} is not supported (Proxima does not build it)")))
+    };
+    let flag = |k: &str| raw.get(k).and_then(Value::as_bool).unwrap_or(false);
+    match arch {
+        Arch::Llama { .. } => {
+            let act = raw.get("hidden_act").and_then(Value::as_str).unwrap_or("silu");
+            if act != "silu" {
+                return refuse(format!("hidden_act `{act}` (only silu)"));
+            }
+            if flag("mlp_bias") {
+                return refuse("mlp_bias = true".into());
+            }
+            let positions = raw.get("max_position_embeddings").and_then(Value::as_u64).unwrap_or(0);
+            let window = raw.get("sliding_window").and_then(Value::as_u64);
+            let sliding = match model_type {
+                "mistral" => window.is_some_and(|w| w < positions),
+                _ => flag("use_sliding_window"),
+            };
+            if sliding {
+                return refuse(format!("sliding-window attention (sliding_window {})", window.unwrap_or(0)));
+            }
+        }
+        Arch::Gpt2 => {
+            let act = raw.get("activation_function").and_then(Value::as_str).unwrap_or("gelu_new");
+            if !matches!(act, "gelu_new" | "gelu_pytorch_tanh") {
+                return refuse(format!("activation_function `{act}` (only gelu_new)"));
+            }
+            if !raw.get("scale_attn_weights").and_then(Value::as_bool).unwrap_or(true) {
+                return refuse("scale_attn_weights = false".into());
+            }
+            if flag("scale_attn_by_inverse_layer_idx") {
+                return refuse("scale_attn_by_inverse_layer_idx = true".into());
+            }
+        }
+    }
+    Ok(())
+}
+
 impl HfConfig {
     /// Reads `dir/config.json`.
     ///
@@ -173,23 +222,19 @@ impl HfConfig {
                 .map(|n| n as usize)
                 .ok_or_else(|| ProximaError::Config(format!("`{}` must be a positive integer", keys[0])))
         };
+        let attention_bias = get(&["attention_bias"]).and_then(Value::as_bool).unwrap_or(false);
         let arch = match model_type.as_str() {
-            "llama" | "mistral" => Arch::Llama {
-                qkv_bias: get(&["attention_bias"]).and_then(Value::as_bool).unwrap_or(false),
-                qk_norm: false,
-            },
-            "qwen2" => Arch::Llama { qkv_bias: true, qk_norm: false },
-            "qwen3" => Arch::Llama {
-                qkv_bias: get(&["attention_bias"]).and_then(Value::as_bool).unwrap_or(false),
-                qk_norm: true,
-            },
+            "llama" | "mistral" => Arch::Llama { qkv_bias: attention_bias, o_bias: attention_bias, qk_norm: false },
+            "qwen2" => Arch::Llama { qkv_bias: true, o_bias: false, qk_norm: false },
+            "qwen3" => Arch::Llama { qkv_bias: attention_bias, o_bias: attention_bias, qk_norm: true },
             "gpt2" => Arch::Gpt2,
             other => {
                 return Err(ProximaError::Config(format!(
-                    "model_type `{other}` is not supported: Proxima builds llama (SmolLM, Llama), qwen2, qwen3 and gpt2"
+                    "model_type `{other}` is not supported: Proxima builds llama (SmolLM, Llama), mistral (without sliding-window attention), qwen2, qwen3 and gpt2"
                 )))
             }
         };
+        refuse_unimplemented(&raw, &model_type, arch)?;
         let hidden_size = size(&["hidden_size", "n_embd"])?;
         let num_heads = size(&["num_attention_heads", "n_head"])?;
         let num_kv_heads =
@@ -246,7 +291,7 @@ impl HfConfig {
         let mut out = Vec::new();
         let mut push = |n: String, s: Vec<usize>| out.push((n, s));
         match self.arch {
-            Arch::Llama { qkv_bias, qk_norm } => {
+            Arch::Llama { qkv_bias, o_bias, qk_norm } => {
                 let (q, kv) = (self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim);
                 push("model.embed_tokens.weight".into(), vec![v, d]);
                 for l in 0..self.num_layers {
@@ -263,6 +308,9 @@ impl HfConfig {
                         push(format!("{p}.self_attn.k_norm.weight"), vec![self.head_dim]);
                     }
                     push(format!("{p}.self_attn.o_proj.weight"), vec![d, q]);
+                    if o_bias {
+                        push(format!("{p}.self_attn.o_proj.bias"), vec![d]);
+                    }
                     push(format!("{p}.post_attention_layernorm.weight"), vec![d]);
                     push(format!("{p}.mlp.gate_proj.weight"), vec![f, d]);
                     push(format!("{p}.mlp.up_proj.weight"), vec![f, d]);
@@ -339,6 +387,29 @@ mod tests {
         let mut v = llama();
         v["rope_parameters"] = json!({"rope_type": "yarn", "factor": 4.0});
         assert!(err(v).contains("RoPE scaling `yarn`"));
+        for (key, value, said) in [
+            ("hidden_act", json!("gelu"), "hidden_act `gelu`"),
+            ("mlp_bias", json!(true), "mlp_bias = true"),
+            ("use_sliding_window", json!(true), "sliding-window attention"),
+        ] {
+            let mut v = llama();
+            v[key] = value;
+            assert!(err(v).contains(said), "{key}");
+        }
+        let mut v = llama();
+        (v["model_type"], v["sliding_window"]) = (json!("mistral"), json!(16));
+        assert!(err(v).contains("mistral with sliding-window attention (sliding_window 16)"));
+        let gpt2 = || json!({"model_type": "gpt2", "vocab_size": 50, "n_embd": 32, "n_layer": 1, "n_head": 4, "n_positions": 64});
+        assert!(HfConfig::from_json(gpt2()).is_ok());
+        for (key, value, said) in [
+            ("activation_function", json!("relu"), "activation_function `relu`"),
+            ("scale_attn_weights", json!(false), "scale_attn_weights = false"),
+            ("scale_attn_by_inverse_layer_idx", json!(true), "scale_attn_by_inverse_layer_idx = true"),
+        ] {
+            let mut v = gpt2();
+            v[key] = value;
+            assert!(err(v).contains(said), "{key}");
+        }
         let mut v = llama();
         v["num_key_value_heads"] = json!(3);
         assert!(err(v).contains("do not fit"));

@@ -52,6 +52,9 @@ impl SamplingConfig {
         if !(self.top_p > 0.0 && self.top_p <= 1.0) {
             return Err(ProximaError::InvalidArgument(format!("top_p must be in (0, 1], got {}", self.top_p)));
         }
+        if self.max_new_tokens == 0 {
+            return Err(ProximaError::InvalidArgument("max_new_tokens must be at least 1".into()));
+        }
         Ok(())
     }
 }

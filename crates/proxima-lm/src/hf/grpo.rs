@@ -174,12 +174,16 @@ impl GrpoArgs {
                 "steps_per_generation × num_iterations must be a multiple of gradient_accumulation_steps".into()
             );
         }
-        if self.max_completion_length == 0
-            || !(self.learning_rate >= 0.0)
-            || !(self.epsilon >= 0.0)
-            || !(self.beta >= 0.0)
-        {
-            return bad("max_completion_length must be positive; learning_rate, epsilon and beta non-negative".into());
+        if self.max_completion_length == 0 || self.max_steps == 0 {
+            return bad(format!(
+                "max_completion_length and max_steps must be positive, got {} and {}",
+                self.max_completion_length, self.max_steps
+            ));
+        }
+        for (name, v) in [("epsilon", self.epsilon), ("beta", self.beta), ("temperature", self.temperature)] {
+            if !(v >= 0.0 && v.is_finite()) {
+                return bad(format!("{name} must be a finite number ≥ 0, got {v}"));
+            }
         }
         if let Some(w) = &self.reward_weights {
             if w.len() != n_reward_funcs {

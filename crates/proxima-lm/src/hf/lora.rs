@@ -22,13 +22,41 @@ pub struct LoraConfig {
     /// α: the update is scaled by α / r.
     pub lora_alpha: f64,
     /// The projections to adapt, by their last name (`q_proj`, `c_attn`, ...), or `["all-linear"]`
-    /// (every linear layer but the output head); empty: PEFT's default for the model type.
+    /// (every linear layer but the output head); empty: PEFT's default for the model type. One
+    /// name as a string is read as a list of it, as PEFT takes `target_modules="all-linear"`.
+    #[serde(deserialize_with = "one_or_many")]
     pub target_modules: Vec<String>,
+}
+
+/// A string or a list of strings, as a list.
+fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Vec<String>, D::Error> {
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(String),
+        Many(Vec<String>),
+    }
+    Ok(match <OneOrMany as serde::Deserialize>::deserialize(d)? {
+        OneOrMany::One(s) => vec![s],
+        OneOrMany::Many(v) => v,
+    })
 }
 
 impl Default for LoraConfig {
     fn default() -> Self {
         LoraConfig { r: 8, lora_alpha: 8.0, target_modules: Vec::new() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn target_modules_take_one_name_or_a_list() {
+        let one: super::LoraConfig = serde_json::from_str(r#"{"target_modules": "all-linear"}"#).unwrap();
+        let many: super::LoraConfig = serde_json::from_str(r#"{"target_modules": ["all-linear"]}"#).unwrap();
+        assert_eq!(one.target_modules, vec!["all-linear".to_string()]);
+        assert_eq!(one, many);
+        assert!(serde_json::from_str::<super::LoraConfig>(r#"{"target_modules": 3}"#).is_err());
     }
 }
 

@@ -79,6 +79,23 @@ impl CausalLm {
             let t = weights.tensors.remove(&name).expect("load_weights checked every name");
             params.push((name, Var::from_tensor(&t)?));
         }
+        // A tensor the architecture has no place for means a model Proxima does not build.
+        let ignorable = |n: &str| {
+            n.ends_with(".attn.bias")
+                || n.ends_with(".attn.masked_bias")
+                || n.contains("rotary_emb.inv_freq")
+                || (n == "lm_head.weight" && cfg.tie_word_embeddings)
+        };
+        let mut extra: Vec<&String> = weights.tensors.keys().filter(|n| !ignorable(n)).collect();
+        extra.sort();
+        if let Some(first) = extra.first() {
+            return Err(ProximaError::Checkpoint(format!(
+                "{}: {} tensor(s) a {} model as Proxima builds it has no place for, e.g. `{first}` (a config option it does not implement?)",
+                dir.display(),
+                extra.len(),
+                cfg.model_type
+            )));
+        }
         let mut lm = CausalLm::from_params(cfg, params)?;
         lm.dtypes = weights.dtypes;
         lm.source = Some(dir.to_path_buf());

@@ -27,7 +27,8 @@ impl TrainerOptim {
     /// trains: learning rate `lr` decayed linearly over `max_steps`, ε `eps`.
     ///
     /// # Errors
-    /// [`CausalLm::add_lora`]'s.
+    /// `Config` for a negative or non-finite learning rate, a non-positive ε, a NaN clip or no
+    /// steps; [`CausalLm::add_lora`]'s.
     pub fn new(
         model: &mut CausalLm,
         peft: Option<&LoraConfig>,
@@ -35,6 +36,12 @@ impl TrainerOptim {
         max_steps: u64,
         seed: u64,
     ) -> Result<TrainerOptim> {
+        if !(lr >= 0.0 && lr.is_finite()) || !(eps > 0.0 && eps.is_finite()) || max_grad_norm.is_nan() || max_steps == 0
+        {
+            return Err(proxima::ProximaError::Config(format!(
+                "learning_rate must be a finite number ≥ 0 (got {lr}), adam_epsilon positive (got {eps}), max_grad_norm a number (got {max_grad_norm}; ≤ 0: no clipping) and max_steps positive (got {max_steps})"
+            )));
+        }
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         if let Some(lora) = peft {
             model.add_lora(lora, &mut rng)?;
@@ -78,8 +85,9 @@ impl TrainerOptim {
     pub fn step(&mut self, model: &CausalLm, grads: &[Option<Vec<f32>>], done: u64) -> Result<(StepInfo, f64)> {
         self.opt.lr = self.schedule.at(done);
         let params = self.params(model);
-        let info =
-            self.opt.step(Params::Vars { vars: &params, grads: Gradients::Host(grads) }, Some(self.max_grad_norm))?;
+        // transformers' Trainer clips only for max_grad_norm > 0.
+        let clip = Some(self.max_grad_norm).filter(|&c| c > 0.0);
+        let info = self.opt.step(Params::Vars { vars: &params, grads: Gradients::Host(grads) }, clip)?;
         Ok((info, self.opt.lr))
     }
 }

@@ -29,6 +29,21 @@ impl Parameters for Trainable<'_> {
     }
 }
 
+/// A fingerprint of what a run starts from besides its code: `model`'s base weights
+/// ([`crate::resume::fingerprint`]), the dataset's rows and the settings (their JSON), so that a
+/// resume refuses a model directory, dataset or settings changed since.
+///
+/// # Errors
+/// Tensor errors.
+pub fn run_fingerprint(model: &CausalLm, rows: &[serde_json::Map<String, Value>], settings: &Value) -> Result<String> {
+    let text = serde_json::to_string(&(rows, settings)).expect("JSON values serialise");
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    Ok(format!("{}-{h:016x}", initial_fingerprint(model)?))
+}
+
 /// The fingerprint of `model`'s base weights ([`crate::resume::fingerprint`]).
 ///
 /// # Errors
@@ -79,7 +94,7 @@ pub fn restore(
     let saved: String = ck.get("inputs")?;
     if saved != inputs {
         return Err(ProximaError::Checkpoint(
-            "the model directory this run started from holds other weights now; resuming would not continue the same run"
+            "the model directory, the dataset or the settings this run started from differ now; resuming would not continue the same run"
                 .into(),
         ));
     }

@@ -9,8 +9,8 @@ use proxima::{ProximaError, Result};
 use serde_json::{Map, Value};
 
 /// Checks what an online trainer (`what`: "GRPO", "PPO") starts from: at least one reward
-/// function, a dataset with rows, each with a `prompt` of text or of messages, and — when any is
-/// conversational — a chat template that renders it.
+/// function, a dataset with rows, each with a `prompt` of text or of messages, and — for the
+/// conversational ones — a chat template that renders each.
 ///
 /// # Errors
 /// `Config` naming what is missing (the first row without a prompt); the chat template's errors.
@@ -28,8 +28,11 @@ pub fn check_prompts(what: &str, n_funcs: usize, dataset: &[Map<String, Value>],
             "dataset row {i} has no `prompt` column of text or of messages ([{{\"role\": ..., \"content\": ...}}])"
         )));
     }
-    if let Some(row) = dataset.iter().find(|row| row["prompt"].is_array()) {
-        tok.apply_chat_template(&row["prompt"], true)?;
+    for (i, row) in dataset.iter().enumerate().filter(|(_, row)| row["prompt"].is_array()) {
+        tok.apply_chat_template(&row["prompt"], true).map_err(|e| match e {
+            ProximaError::InvalidArgument(m) => ProximaError::InvalidArgument(format!("dataset row {i}: {m}")),
+            e => e,
+        })?;
     }
     Ok(())
 }
@@ -57,7 +60,7 @@ pub fn encode_prompt(
 ///
 /// # Errors
 /// A function's own error; `InvalidArgument` when it returns another number of rewards than
-/// there are completions.
+/// there are completions, or an infinite one.
 pub fn score(
     funcs: &mut [Box<dyn RewardFunction>],
     prompts: &[String],
@@ -74,6 +77,13 @@ pub fn score(
                 f.name(),
                 r.len(),
                 completions.len()
+            )));
+        }
+        if let Some(k) = r.iter().position(|x| x.is_some_and(f64::is_infinite)) {
+            return Err(ProximaError::InvalidArgument(format!(
+                "reward function `{}` returned {} for completion {k}: rewards must be finite (None or NaN: not scored)",
+                f.name(),
+                r[k].unwrap_or_default()
             )));
         }
         out.push(r.into_iter().map(|x| x.filter(|v| !v.is_nan())).collect());

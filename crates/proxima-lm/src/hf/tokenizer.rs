@@ -152,8 +152,19 @@ impl HfTokenizer {
     ///
     /// # Errors
     /// `Config` when the tokenizer has no chat template or the template does not parse;
-    /// `InvalidArgument` when it fails on these messages (its `raise_exception` message included).
+    /// `InvalidArgument` for messages that are not a non-empty list of `{"role": str, "content":
+    /// str}`, or when the template fails on them (its `raise_exception` message included).
     pub fn apply_chat_template(&self, messages: &Value, add_generation_prompt: bool) -> Result<String> {
+        let well_formed =
+            |m: &Value| m.get("role").is_some_and(Value::is_string) && m.get("content").is_some_and(Value::is_string);
+        match messages.as_array() {
+            Some(list) if !list.is_empty() && list.iter().all(well_formed) => {}
+            _ => {
+                return Err(ProximaError::InvalidArgument(format!(
+                    "a conversation must be a non-empty list of {{\"role\": str, \"content\": str}} messages, got {messages}"
+                )))
+            }
+        }
         let template = self.chat_template.as_deref().ok_or_else(|| ProximaError::Config("the tokenizer has no chat_template (tokenizer_config.json or chat_template.jinja): conversational prompts need one".into()))?;
         let mut env = minijinja::Environment::new();
         env.set_unknown_method_callback(|_state, value, name, args| {
