@@ -83,6 +83,25 @@ impl RewardFunction for Fraction {
     }
 }
 
+/// A reward function named `.0` returning `.1(number of completions)`.
+struct Fixed(&'static str, fn(usize) -> Vec<Option<f64>>);
+
+impl RewardFunction for Fixed {
+    fn name(&self) -> String {
+        self.0.into()
+    }
+
+    fn call(
+        &mut self,
+        _: &[String],
+        c: &[String],
+        _: &[Vec<u32>],
+        _: &[Map<String, Value>],
+    ) -> Result<Vec<Option<f64>>> {
+        Ok((self.1)(c.len()))
+    }
+}
+
 fn trainer(dir: &Path, args: GrpoArgs) -> GrpoTrainer {
     let dataset: Vec<Map<String, Value>> =
         ["abc", "hij", "dd"].iter().map(|p| json!({"prompt": p, "target": "e"}).as_object().unwrap().clone()).collect();
@@ -143,21 +162,6 @@ fn bad_inputs_are_errors() {
         let e = new(vec![json!({"prompt": "abc"}), json!({"prompt": malformed})]);
         assert!(e.contains("dataset row 1: a conversation must be a non-empty list"), "{e}");
     }
-    struct Short;
-    impl RewardFunction for Short {
-        fn name(&self) -> String {
-            "short".into()
-        }
-        fn call(
-            &mut self,
-            _: &[String],
-            _: &[String],
-            _: &[Vec<u32>],
-            _: &[Map<String, Value>],
-        ) -> Result<Vec<Option<f64>>> {
-            Ok(vec![Some(1.0)])
-        }
-    }
     // A tokenizer with a token past the model's 12-row vocabulary.
     let other = dir.join("other-tokenizer");
     std::fs::create_dir_all(&other).unwrap();
@@ -175,54 +179,23 @@ fn bad_inputs_are_errors() {
     .unwrap()
     .to_string();
     assert!(e.contains("the tokenizer (13 tokens") && e.contains("does not match the model's vocabulary of 12"), "{e}");
-    let rows = vec![json!({"prompt": "abc"}).as_object().unwrap().clone()];
-    let args = GrpoArgs {
-        num_generations: 4,
-        per_device_train_batch_size: 4,
-        max_completion_length: 4,
-        ..GrpoArgs::default()
+    let first_step_error = |reward: Fixed| {
+        let rows = vec![json!({"prompt": "abc"}).as_object().unwrap().clone()];
+        let args = GrpoArgs {
+            num_generations: 4,
+            per_device_train_batch_size: 4,
+            max_completion_length: 4,
+            ..GrpoArgs::default()
+        };
+        let (model, tok) = (CausalLm::load(&dir).unwrap(), HfTokenizer::load(&dir).unwrap());
+        let mut tr = GrpoTrainer::new(model, tok, vec![Box::new(reward)], args, rows).unwrap();
+        tr.step().unwrap_err().to_string()
     };
-    let mut tr = GrpoTrainer::new(
-        CausalLm::load(&dir).unwrap(),
-        HfTokenizer::load(&dir).unwrap(),
-        vec![Box::new(Short)],
-        args,
-        rows,
-    )
-    .unwrap();
-    let e = tr.step().unwrap_err().to_string();
+    let e = first_step_error(Fixed("short", |_| vec![Some(1.0)]));
     assert!(e.contains("reward function `short` returned 1 rewards for 4 completions"), "{e}");
-    struct Infinite;
-    impl RewardFunction for Infinite {
-        fn name(&self) -> String {
-            "infinite".into()
-        }
-        fn call(
-            &mut self,
-            _: &[String],
-            c: &[String],
-            _: &[Vec<u32>],
-            _: &[Map<String, Value>],
-        ) -> Result<Vec<Option<f64>>> {
-            Ok(c.iter().enumerate().map(|(i, _)| Some(if i == 2 { f64::INFINITY } else { 1.0 })).collect())
-        }
-    }
-    let rows = vec![json!({"prompt": "abc"}).as_object().unwrap().clone()];
-    let args = GrpoArgs {
-        num_generations: 4,
-        per_device_train_batch_size: 4,
-        max_completion_length: 4,
-        ..GrpoArgs::default()
-    };
-    let mut tr = GrpoTrainer::new(
-        CausalLm::load(&dir).unwrap(),
-        HfTokenizer::load(&dir).unwrap(),
-        vec![Box::new(Infinite)],
-        args,
-        rows,
-    )
-    .unwrap();
-    let e = tr.step().unwrap_err().to_string();
+    let e = first_step_error(Fixed("infinite", |n| {
+        (0..n).map(|i| Some(if i == 2 { f64::INFINITY } else { 1.0 })).collect()
+    }));
     assert!(e.contains("reward function `infinite` returned inf for completion 2: rewards must be finite"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
