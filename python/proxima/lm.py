@@ -118,9 +118,27 @@ class GRPOConfig:
             raise ValueError(f"scale_rewards must be 'group', 'batch' or 'none', not {self.scale_rewards!r}")
 
 
+_ANY = object()
+# TRL / transformers fields that are accepted without effect: any value of those that change nothing Proxima
+# computes (logging, saving, memory), or the values that equal what Proxima does. Others are refused.
+_TRL_NO_OP: dict[str, Any] = {
+    **{k: _ANY for k in ("report_to", "run_name", "logging_dir", "logging_strategy", "logging_first_step",
+                         "save_strategy", "save_steps", "save_total_limit", "overwrite_output_dir",
+                         "gradient_checkpointing", "gradient_checkpointing_kwargs", "dataloader_num_workers",
+                         "remove_unused_columns", "log_completions", "num_completions_to_print", "use_cpu",
+                         "disable_dropout", "dataset_num_proc")},
+    "push_to_hub": (False,), "bf16": (False, None), "fp16": (False,), "eval_strategy": ("no",),
+    "warmup_ratio": (0, 0.0), "warmup_steps": (0,), "lr_scheduler_type": ("linear",), "weight_decay": (0, 0.0),
+    "optim": ("adamw_torch", "adamw_torch_fused"), "adam_beta1": (0.9,), "adam_beta2": (0.999,),
+    "packing": (False,), "label_smoothing": (0, 0.0), "use_vllm": (False,), "dataset_text_field": ("text",),
+    "completion_only_loss": (None, True),
+}
+
+
 def _checked_fields(cls: type) -> type:
     """Wraps a config dataclass's ``__init__``: a keyword that is not one of its fields is a ``NotImplementedError``
-    naming it (a TRL field Proxima does not implement, with the reason where ``_UNSUPPORTED`` has one, or a typo),
+    naming it (a TRL field Proxima does not implement, with the reason where ``_UNSUPPORTED`` has one, or a typo) —
+    unless ``_TRL_NO_OP`` accepts its value as one without effect —
     and each field's value is checked against its default's type (numbers finite, counts whole and ≥ 0, flags
     bool), naming the field — rather than failing later without its name."""
     init = cls.__init__
@@ -128,11 +146,20 @@ def _checked_fields(cls: type) -> type:
 
     @functools.wraps(init)
     def checked(self: Any, *args: Any, **kwargs: Any) -> None:
-        for key in kwargs:
+        no_ops = {}
+        for key in list(kwargs):
             if key not in fields:
+                allowed = _TRL_NO_OP.get(key)
+                if allowed is _ANY or (allowed is not None and kwargs[key] in allowed):
+                    no_ops[key] = kwargs.pop(key)
+                    continue
                 why = _UNSUPPORTED.get(key, "not a field Proxima reads: a TRL field it does not implement, or a typo")
-                raise NotImplementedError(f"{cls.__name__}({key}=...): not supported by Proxima ({why})")
+                if allowed is not None and key not in _UNSUPPORTED:
+                    why = f"only {', '.join(map(repr, allowed))}, which is what Proxima does"
+                raise NotImplementedError(f"{cls.__name__}({key}={kwargs[key]!r}): not supported by Proxima ({why})")
         init(self, *args, **kwargs)
+        for key, value in no_ops.items():
+            object.__setattr__(self, key, value)
         for name, f in fields.items():
             _check_value(cls.__name__, name, getattr(self, name), f)
 

@@ -332,10 +332,15 @@ def test_config_values_and_unknown_fields_are_named():
         GRPOConfig(reward_weights=[float("nan")])
     with pytest.raises(TypeError, match=r"DPOConfig.shuffle_dataset must be True or False"):
         DPOConfig(shuffle_dataset=1)
-    with pytest.raises(NotImplementedError, match=r"PPOConfig\(reward_model_path=...\): not supported by Proxima"):
+    with pytest.raises(NotImplementedError, match=r"PPOConfig\(reward_model_path='x'\): not supported by Proxima"):
         PPOConfig(reward_model_path="x")
-    with pytest.raises(NotImplementedError, match=r"SFTConfig\(packing=...\): not supported by Proxima"):
+    with pytest.raises(NotImplementedError, match=r"SFTConfig\(packing=True\): not supported by Proxima \(only False"):
         SFTConfig(packing=True)
+    with pytest.raises(NotImplementedError, match=r"GRPOConfig\(use_vllm=True\): not supported by Proxima"):
+        GRPOConfig(use_vllm=True)
+    # TRL's defaults, and fields without effect here, as copied TRL scripts pass them.
+    assert SFTConfig(packing=False, report_to="none", bf16=False).report_to == "none"
+    DPOConfig(label_smoothing=0.0, gradient_checkpointing=True, lr_scheduler_type="linear")
     GRPOConfig(max_prompt_length=None, epsilon_high=0.28, scale_rewards=True, reward_weights=[1, 0.5])
 
 

@@ -89,7 +89,8 @@ mod with_python {
         assert!(weights("stopped") == weights("whole"), "the resumed run's weights differ");
         let again = Command::new(BIN).current_dir(&dir).args(["lm", "resume", "stopped"]).output().unwrap();
         assert!(text(&again).contains("is complete"), "{}", text(&again));
-        for cmd in [&["lm", "eval", "stopped"][..], &["eval", "stopped"]] {
+        let ck = ["lm", "eval", "stopped/checkpoints/step_000400.safetensors"];
+        for cmd in [&["lm", "eval", "stopped"][..], &["eval", "stopped"], &ck] {
             let out = Command::new(BIN).current_dir(&dir).args(cmd).output().unwrap();
             assert_eq!(out.status.code(), Some(1), "{cmd:?}: {}", text(&out));
             assert!(

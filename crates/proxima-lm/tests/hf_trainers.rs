@@ -147,7 +147,7 @@ fn bad_inputs_are_errors() {
             CausalLm::load(&dir).unwrap(),
             HfTokenizer::load(&dir).unwrap(),
             vec![Box::new(Fraction)],
-            GrpoArgs { num_generations: 4, ..GrpoArgs::default() },
+            GrpoArgs { num_generations: 4, max_completion_length: 4, ..GrpoArgs::default() },
             rows,
         )
         .err()
@@ -158,6 +158,11 @@ fn bad_inputs_are_errors() {
     assert!(new(vec![json!({"text": "abc"})]).contains("row 0 has no `prompt` column of text or of messages"));
     let chat = new(vec![json!({"prompt": [{"role": "user", "content": "abc"}]})]);
     assert!(chat.contains("no chat_template"), "{chat}");
+    let long = new(vec![json!({"prompt": "abc"}), json!({"prompt": "abcdefghij".repeat(3)})]);
+    assert!(
+        long.contains("dataset row 1: a prompt of 30 tokens and 4 new ones exceed the model's 32 positions"),
+        "{long}"
+    );
     for malformed in [json!([]), json!([{"foo": "bar"}]), json!([{"role": "user", "content": 3}])] {
         let e = new(vec![json!({"prompt": "abc"}), json!({"prompt": malformed})]);
         assert!(e.contains("dataset row 1: a conversation must be a non-empty list"), "{e}");
@@ -172,7 +177,7 @@ fn bad_inputs_are_errors() {
         CausalLm::load(&dir).unwrap(),
         HfTokenizer::load(&other).unwrap(),
         vec![Box::new(Fraction)],
-        GrpoArgs { num_generations: 4, ..GrpoArgs::default() },
+        GrpoArgs { num_generations: 4, max_completion_length: 4, ..GrpoArgs::default() },
         vec![json!({"prompt": "abc"}).as_object().unwrap().clone()],
     )
     .err()
@@ -305,6 +310,7 @@ fn with_lora_only_the_adapters_move() {
         vec![Box::new(Fraction)],
         GrpoArgs {
             num_generations: 4,
+            max_completion_length: 4,
             peft_config: Some(LoraConfig { target_modules: vec!["c_attn".into()], ..LoraConfig::default() }),
             ..GrpoArgs::default()
         },

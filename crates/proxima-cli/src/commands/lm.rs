@@ -366,8 +366,10 @@ fn eval_target(path: &Path) -> Result<PathBuf> {
             "{shown}: a reinforcement-learning run directory (`proxima train`), not a language-model one; evaluate it with `proxima eval {shown}`"
         );
     }
-    if path.is_dir() && crate::rundirs::is_hf_lm_run(path) {
-        anyhow::bail!("{}; `proxima lm eval` scores the addition task's models", crate::rundirs::hf_run_note(path));
+    // The run directory itself, or one of its checkpoint files.
+    let run = if path.is_dir() { Some(path) } else { path.parent().and_then(Path::parent) };
+    if let Some(run) = run.filter(|r| crate::rundirs::is_hf_lm_run(r)) {
+        anyhow::bail!("{}; `proxima lm eval` scores the addition task's models", crate::rundirs::hf_run_note(run));
     }
     if !path.is_dir() || path.join("model.safetensors").is_file() {
         return Ok(path.to_path_buf());

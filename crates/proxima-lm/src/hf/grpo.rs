@@ -305,7 +305,7 @@ pub struct GrpoMetrics {
     pub global_step: u64,
     /// Mean reward (weighted sum) over the generation batch.
     pub reward: f64,
-    /// Mean of the groups' reward std.
+    /// The std of the generation batch's (scored) rewards, as TRL logs it.
     pub reward_std: f64,
     /// Per reward function: its mean over the completions it scored.
     pub rewards: Vec<(String, f64)>,

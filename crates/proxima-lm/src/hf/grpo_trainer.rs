@@ -67,7 +67,8 @@ impl GrpoTrainer {
     ) -> Result<GrpoTrainer> {
         tokenizer.check_fits(model.config())?;
         args.check(reward_funcs.len())?;
-        check_prompts("GRPO", reward_funcs.len(), &dataset, &tokenizer)?;
+        let lengths = (args.max_prompt_length, args.max_completion_length, model.config().max_positions);
+        check_prompts("GRPO", reward_funcs.len(), &dataset, &tokenizer, lengths)?;
         let reference = if args.beta > 0.0 { Some(model.frozen_copy()?) } else { None };
         let mut model = model;
         let hyper = (args.learning_rate, args.adam_epsilon, args.max_grad_norm);
@@ -192,17 +193,22 @@ impl GrpoTrainer {
     ) -> GrpoMetrics {
         let g = self.args.num_generations;
         let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+        // As TRL's `nanstd`: the Bessel std of the scored rewards (unscored ones are NaN).
+        let nanstd = |v: &[f64]| {
+            let x: Vec<f64> = v.iter().copied().filter(|r| !r.is_nan()).collect();
+            let m = mean(&x);
+            if x.len() < 2 {
+                0.0
+            } else {
+                (x.iter().map(|r| (r - m).powi(2)).sum::<f64>() / (x.len() as f64 - 1.0)).sqrt()
+            }
+        };
         let scored: Vec<f64> = rewards.iter().copied().filter(|r| !r.is_nan()).collect();
-        let stds: Vec<f64> = rewards
-            .chunks(g)
-            .map(|c| {
-                let m = mean(c);
-                (c.iter().map(|r| (r - m).powi(2)).sum::<f64>() / (c.len() as f64 - 1.0)).sqrt()
-            })
-            .collect();
+        let stds: Vec<f64> = rewards.chunks(g).map(nanstd).collect();
         GrpoMetrics {
             reward: mean(&scored),
-            reward_std: mean(&stds),
+            // TRL logs the std over the whole generation batch.
+            reward_std: nanstd(rewards),
             rewards: self
                 .reward_funcs
                 .iter()

@@ -64,7 +64,8 @@ impl PpoTrainer {
     ) -> Result<PpoTrainer> {
         tokenizer.check_fits(model.config())?;
         args.check()?;
-        check_prompts("PPO", reward_funcs.len(), &dataset, &tokenizer)?;
+        let lengths = (None, args.response_length, model.config().max_positions);
+        check_prompts("PPO", reward_funcs.len(), &dataset, &tokenizer, lengths)?;
         let reference = model.frozen_copy()?;
         let mut model = model;
         let hyper = (args.learning_rate, args.adam_epsilon, args.max_grad_norm);

@@ -10,11 +10,19 @@ use serde_json::{Map, Value};
 
 /// Checks what an online trainer (`what`: "GRPO", "PPO") starts from: at least one reward
 /// function, a dataset with rows, each with a `prompt` of text or of messages, and — for the
-/// conversational ones — a chat template that renders each.
+/// conversational ones — a chat template that renders each; every prompt (cut to
+/// `max_prompt_length`) with `max_new` tokens after it within the model's `positions`.
 ///
 /// # Errors
-/// `Config` naming what is missing (the first row without a prompt); the chat template's errors.
-pub fn check_prompts(what: &str, n_funcs: usize, dataset: &[Map<String, Value>], tok: &HfTokenizer) -> Result<()> {
+/// `Config` naming what is missing (the first row without a prompt); the chat template's and the
+/// tokenizer's errors; `InvalidArgument` for a prompt too long for the model.
+pub fn check_prompts(
+    what: &str,
+    n_funcs: usize,
+    dataset: &[Map<String, Value>],
+    tok: &HfTokenizer,
+    (max_prompt_length, max_new, positions): (Option<usize>, usize, usize),
+) -> Result<()> {
     if n_funcs == 0 {
         return Err(ProximaError::Config(format!("{what} needs at least one reward function")));
     }
@@ -28,11 +36,18 @@ pub fn check_prompts(what: &str, n_funcs: usize, dataset: &[Map<String, Value>],
             "dataset row {i} has no `prompt` column of text or of messages ([{{\"role\": ..., \"content\": ...}}])"
         )));
     }
-    for (i, row) in dataset.iter().enumerate().filter(|(_, row)| row["prompt"].is_array()) {
-        tok.apply_chat_template(&row["prompt"], true).map_err(|e| match e {
+    for (i, row) in dataset.iter().enumerate() {
+        let at_row = |e| match e {
             ProximaError::InvalidArgument(m) => ProximaError::InvalidArgument(format!("dataset row {i}: {m}")),
             e => e,
-        })?;
+        };
+        let (_, ids) = encode_prompt(tok, row, max_prompt_length).map_err(at_row)?;
+        if ids.len() + max_new > positions {
+            return Err(ProximaError::InvalidArgument(format!(
+                "dataset row {i}: a prompt of {} tokens and {max_new} new ones exceed the model's {positions} positions (shorten it, or set max_prompt_length or the completion length)",
+                ids.len()
+            )));
+        }
     }
     Ok(())
 }
