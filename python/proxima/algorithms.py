@@ -145,7 +145,12 @@ class BaseAlgorithm:
         self.clip_range = hyper.get("clip_range")
         settings = self._settings(hyper)
         policy_sets = self._policy_settings(hyper.get("policy_kwargs"))
-        sets = {**settings, **policy_sets, **self._extra_settings(extra)}
+        extra_sets = self._extra_settings(extra)
+        for key in set(policy_sets) & set(extra_sets):
+            if policy_sets[key] != extra_sets[key]:
+                raise ValueError(f"{key} is given twice, {extra[key]!r} as a keyword and "
+                                 f"{hyper['policy_kwargs'][key]!r} in policy_kwargs: give it once")
+        sets = {**settings, **policy_sets, **extra_sets}
         if _policy_name(policy) in _CNN_POLICIES:
             sets["policy"] = "CnnPolicy"
         # Chosen beyond SB3's signature, and the network's shape: refused where it has no effect

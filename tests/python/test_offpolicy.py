@@ -218,3 +218,11 @@ def test_predict_on_many_rows_equals_predict_on_their_parts():
 def test_bad_input_raises_a_clear_exception(make, exc, text):
     with pytest.raises(exc, match=text):
         make()
+
+
+def test_a_setting_given_twice_differently_is_refused():
+    with pytest.raises(ValueError, match="n_quantiles is given twice, 10 as a keyword and 7 in policy_kwargs"):
+        proxima.TQC("MlpPolicy", "Pendulum-v1", n_quantiles=10, policy_kwargs=dict(n_quantiles=7))
+    with pytest.raises(ValueError, match="n_critics is given twice"):
+        proxima.TQC("MlpPolicy", "Pendulum-v1", n_critics=3, policy_kwargs=dict(n_critics=2))
+    proxima.TQC("MlpPolicy", "Pendulum-v1", n_quantiles=7, policy_kwargs=dict(n_quantiles=7))
