@@ -268,7 +268,8 @@ impl GrpoTrainer {
     }
 
     /// Writes a checkpoint of the run so far into `dir/checkpoints/` ([`super::resume`]);
-    /// `inputs` is [`super::resume::initial_fingerprint`] of the model it started from.
+    /// `inputs` fingerprints what it started from ([`super::resume::run_fingerprint`]: model,
+    /// dataset, settings; or just the model's [`super::resume::initial_fingerprint`]).
     ///
     /// # Errors
     /// `Io`; tensor errors.

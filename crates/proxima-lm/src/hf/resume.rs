@@ -62,7 +62,8 @@ pub struct TrainerProgress<'a> {
     pub sampler: &'a EpochSampler,
     /// One row per logged step.
     pub log_history: &'a [Value],
-    /// [`initial_fingerprint`] of the model the run started from.
+    /// What the run started from ([`run_fingerprint`] or [`initial_fingerprint`]); a resume
+    /// with other inputs is refused.
     pub inputs: &'a str,
 }
 
