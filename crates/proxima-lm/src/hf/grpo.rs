@@ -1,4 +1,4 @@
-//! GRPO (Shao et al. 2024, arXiv:2402.03300) on a Hugging Face [`CausalLm`], with TRL's
+//! GRPO (Shao et al. 2024, arXiv:2402.03300) on a Hugging Face [`CausalLm`](super::CausalLm), with TRL's
 //! `GRPOConfig` names, defaults and loss semantics (`trl/trainer/grpo_trainer.py`,
 //! `_compute_loss`): for each prompt `num_generations` completions are sampled, scored by the
 //! reward functions (their weighted sum), turned into group-relative advantages, and the clipped

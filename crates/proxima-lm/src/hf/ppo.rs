@@ -1,4 +1,4 @@
-//! RLHF-PPO (Ouyang et al. 2022; Schulman et al. 2017) on a Hugging Face [`CausalLm`] with TRL's
+//! RLHF-PPO (Ouyang et al. 2022; Schulman et al. 2017) on a Hugging Face [`CausalLm`](super::CausalLm) with TRL's
 //! `PPOConfig` names and defaults and the token-level formulation of TRL's `PPOTrainer`: each
 //! completion token is an action, the per-token reward is −`kl_coef`·KL_t to the frozen initial
 //! model (k1 = log π_θold − log π_ref, or k3) with the sequence's score added at its last token,
