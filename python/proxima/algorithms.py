@@ -655,7 +655,8 @@ class BaseAlgorithm:
             form: ``TypeError``)
         :param exact_match: If True, the given parameters should include parameters for each
             module and each of their parameters, otherwise raises a ``ValueError``. If set to
-            False, this can be used to update only specific parameters.
+            False, this can be used to update only specific parameters: names the policy does not
+            have are skipped (as PyTorch's ``strict=False``), but not all of them (``ValueError``)
         :param device: Device on which the code should run (``"auto"`` or ``"cpu"``)."""
         if isinstance(load_path_or_dict, dict) and any(isinstance(v, dict) for v in load_path_or_dict.values()):
             raise TypeError("set_parameters takes {name: array} as get_parameters() returns it (names such as "
@@ -668,6 +669,12 @@ class BaseAlgorithm:
         else:
             raise TypeError(f"set_parameters takes a dict or a path, got {type(load_path_or_dict).__name__}")
         current = {n: tuple(s) for n, s, _ in self._model.get_parameters()}
+        if not exact_match:
+            known = {n: v for n, v in params.items() if n in current}
+            if params and not known:
+                raise ValueError(f"none of the {len(params)} parameters given is one of this policy's "
+                                 f"(e.g. {next(iter(params))!r}; the policy's: {', '.join(list(current)[:4])}, ...)")
+            params = known
         flat = []
         for name, value in params.items():
             arr = np.asarray(value, dtype=np.float32)
@@ -1442,10 +1449,13 @@ def _off_policy_policy_settings(policy_kwargs: Optional[dict[str, Any]]) -> dict
                 value = list(value["pi"])
             sets["net_arch"] = _net_arch(value)
         elif key == "n_critics":
-            sets["n_critics"] = int(value)
+            sets["n_critics"] = _int(policy_kwargs, "n_critics")  # type: ignore[arg-type]
         elif key == "activation_fn":
-            if _activation_name(value) != "relu":
-                raise NotImplementedError("the off-policy networks are SB3's ReLU MLPs; activation_fn other than ReLU is not supported")
+            name = getattr(value, "__name__", value)
+            if not (isinstance(name, str) and name.lower() == "relu"):
+                raise NotImplementedError(
+                    f"activation_fn {value!r}: the off-policy networks are SB3's ReLU MLPs; "
+                    "only torch.nn.ReLU (or 'relu') is supported for SAC, TQC, TD3 and DDPG")
         elif key == "share_features_extractor":
             pass  # a Flatten without parameters: shared or not, the same network
         else:

@@ -140,6 +140,24 @@ def test_get_set_parameters_round_trip():
     np.testing.assert_array_equal(src.predict(obs, deterministic=True)[0], dst.predict(obs, deterministic=True)[0])
 
 
+def test_set_parameters_without_exact_match_skips_names_the_policy_lacks():
+    """PyTorch's ``strict=False``: a partial dict sets what it names, extra names are skipped; a dict
+    naming none of the policy's parameters is an error, not a silent no-op."""
+    src = proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL)
+    dst = proxima.PPO("MlpPolicy", "CartPole-v1", **{**SMALL, "seed": 9})
+    before = dst.get_parameters()
+    w = src.get_parameters()["actor.0.weight"]
+    dst.set_parameters({"actor.0.weight": w, "features_extractor.extra": np.zeros(3)}, exact_match=False)
+    after = dst.get_parameters()
+    np.testing.assert_array_equal(after["actor.0.weight"], w)
+    assert not np.array_equal(before["actor.0.weight"], w)
+    assert all(np.array_equal(before[k], after[k]) for k in before if k != "actor.0.weight")
+    with pytest.raises(ValueError, match="unknown parameter"):
+        dst.set_parameters({"actor.0.weight": w, "features_extractor.extra": np.zeros(3)})
+    with pytest.raises(ValueError, match="none of the 1 parameters given"):
+        dst.set_parameters({"nope": np.zeros(1)}, exact_match=False)
+
+
 def test_a_python_model_evaluates_with_the_cli_and_a_cli_run_directory_loads_in_python(tmp_path):
     import shutil
     import subprocess

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 import proxima
 from proxima.callbacks import BaseCallback
@@ -189,7 +190,13 @@ BAD = [
     (lambda: proxima.SAC("MlpPolicy", "Pendulum-v1").predict(np.zeros((0, 3))), ValueError, "empty batch"),
     (lambda: proxima.TQC("MlpPolicy", "Pendulum-v1", top_quantiles_to_drop_per_net=25), ValueError, "top_quantiles_to_drop_per_net = 25"),
     (lambda: proxima.TQC("MlpPolicy", "Pendulum-v1", policy_kwargs=dict(n_critics=0)), ValueError, "n_critics = 0"),
-    (lambda: proxima.TQC("MlpPolicy", "CartPole-v1"), NotImplementedError, "continuous .Box. action space"),
+    (lambda: proxima.TQC("MlpPolicy", "CartPole-v1"), NotImplementedError, "TQC needs a continuous .Box. action space"),
+    (lambda: proxima.TD3("MlpPolicy", "Pendulum-v1", policy_kwargs=dict(activation_fn=torch.nn.Tanh)), NotImplementedError,
+     "only torch.nn.ReLU .* is supported for SAC"),
+    (lambda: proxima.SAC("MlpPolicy", "Pendulum-v1", policy_kwargs=dict(n_critics=2.5)), ValueError, "n_critics must be a whole"),
+    (lambda: proxima.SAC("MlpPolicy", "Pendulum-v1", learning_starts=-1), ValueError, "`learning_starts` = -1: must be a whole number"),
+    (lambda: proxima.TQC("MlpPolicy", "Pendulum-v1", top_quantiles_to_drop_per_net=-1), ValueError,
+     "`top_quantiles_to_drop_per_net` = -1: must be a whole number"),
     (lambda: proxima.SAC("MlpPolicy", "Pendulum-v1", policy_kwargs=dict(n_quantiles=5)), NotImplementedError, "n_quantiles"),
 ]
 
@@ -218,6 +225,32 @@ def test_predict_on_many_rows_equals_predict_on_their_parts():
 def test_bad_input_raises_a_clear_exception(make, exc, text):
     with pytest.raises(exc, match=text):
         make()
+
+
+def test_ctrl_c_stops_a_long_burst_of_gradient_steps_and_learning_goes_on():
+    """SIGINT during a burst of 10⁶ gradient steps (≈ 40 minutes) raises KeyboardInterrupt between
+    two of them, not after the burst; a later ``learn`` takes the steps still owed. In a child
+    process, so that a Ctrl-C acted on late fails this test by its 120-second bound rather than
+    hanging the suite."""
+    import subprocess
+    import sys
+    import textwrap
+
+    child = textwrap.dedent("""
+        import os, signal, threading
+        import proxima
+        model = proxima.SAC("MlpPolicy", "Pendulum-v1", learning_starts=10, train_freq=1,
+                            gradient_steps=10**6, policy_kwargs=dict(net_arch=[16, 16]), seed=1)
+        threading.Timer(2.0, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+        try:
+            model.learn(12)
+        except KeyboardInterrupt:
+            print("interrupted at", model.num_timesteps, flush=True)
+        model.gradient_steps  # the model is usable after it
+    """)
+    out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "interrupted at 11" in out.stdout, out.stdout + out.stderr
 
 
 def test_a_setting_given_twice_differently_is_refused():

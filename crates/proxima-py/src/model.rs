@@ -21,7 +21,8 @@ use pyo3::types::{PyDict, PyList};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// One parameter as `get_parameters` hands it over: name, shape, flat values.
 type NamedParam = (String, Vec<usize>, Vec<f32>);
@@ -83,9 +84,13 @@ impl Model {
             error: None,
             lend: (self as *const Model as usize, rng as *mut ChaCha8Rng, saved.as_ref()),
         };
+        let raised = interrupt_on_python_signals(tr);
         let result = py.detach(|| tr.step_observed(if watched { Some(&mut observer) } else { None }));
         if let Some(e) = observer.error.take() {
             return Err(e); // the hook's own exception (KeyboardInterrupt, or the user's)
+        }
+        if let Some(e) = raised.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            return Err(e); // Ctrl-C inside a burst of gradient steps: the steps left are owed
         }
         match result.map_err(to_py)? {
             Some(report) => {
@@ -241,6 +246,32 @@ impl StepObserver for PyObserver<'_> {
 
 /// The error for a call while the model trains (from another thread, or a hook that cannot be
 /// served from what the rollout lends).
+
+/// Ctrl-C inside a long burst of off-policy gradient steps, which run with the GIL released:
+/// between two of them (at most every 50 ms) Python's signal handlers run (`PyErr_CheckSignals`,
+/// which acts on the main thread only). The exception a handler raises (`KeyboardInterrupt`) is
+/// kept in the returned slot and stops the burst; its remaining steps are owed to the next
+/// iteration, as the CLI's Ctrl-C leaves them ([`Trainer::set_interrupt`]).
+fn interrupt_on_python_signals(tr: &mut Trainer) -> Arc<Mutex<Option<PyErr>>> {
+    let raised = Arc::new(Mutex::new(None));
+    let slot = Arc::clone(&raised);
+    let last = Mutex::new(Instant::now());
+    tr.set_interrupt(move || {
+        let mut last = last.lock().unwrap_or_else(|p| p.into_inner());
+        if last.elapsed() < Duration::from_millis(50) {
+            return false;
+        }
+        *last = Instant::now();
+        match Python::attach(|py| py.check_signals()) {
+            Ok(()) => false,
+            Err(e) => {
+                *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                true
+            }
+        }
+    });
+    raised
+}
 fn busy() -> PyErr {
     PyRuntimeError::new_err(
         "the model is busy: it is training (learn) — from another thread, or in a call a callback cannot make",
@@ -466,8 +497,8 @@ impl Model {
     /// `rollout_end()` before each update; `after(report_dict) -> bool` after it (`False`
     /// stops). The GIL is released while Rust works; the model is free during `before` and
     /// `after` only (a callback there may `predict` or `save`). Ctrl-C raises
-    /// `KeyboardInterrupt` within a step (with `on_step`) or at the end of the iteration, the
-    /// model intact. With `tensorboard_dir` (an existing directory) each iteration's scalars go
+    /// `KeyboardInterrupt` within a step (with `on_step`), between two off-policy gradient steps
+    /// or at the end of the iteration, the model intact. With `tensorboard_dir` (an existing directory) each iteration's scalars go
     /// to a new TensorBoard event file there, with the CLI's tags.
     #[pyo3(signature = (total_timesteps, before=None, on_step=None, rollout_end=None, after=None, tensorboard_dir=None))]
     #[allow(clippy::too_many_arguments)]

@@ -468,7 +468,12 @@ fn td3_and_ddpg_train_and_resume_exactly() {
         assert_eq!(resumed.policy.backend().as_str(), backend);
     }
     let e = Trainer::new("CartPole-v1", Config::resolve("td3", None, &[]).unwrap()).err().unwrap().to_string();
-    assert!(e.contains("TD3 and DDPG need a continuous (Box) action space"), "{e}");
+    assert!(e.contains("TD3 needs a continuous (Box) action space"), "{e}");
+    for algo in ["sac", "tqc", "ddpg"] {
+        let e = Trainer::new("CartPole-v1", Config::resolve(algo, None, &[]).unwrap()).err().unwrap().to_string();
+        let who = algo.to_uppercase();
+        assert!(e.contains(&format!("{who} needs a continuous (Box) action space")), "{algo}: {e}");
+    }
     let td3 = Config::resolve("td3", None, &[]).unwrap();
     assert!(td3.check_keys_used(&["ent_coef"]).is_err() && td3.check_keys_used(&["policy_delay", "noise_std"]).is_ok());
     let ddpg = Config::resolve("ddpg", None, &[]).unwrap();

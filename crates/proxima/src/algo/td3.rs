@@ -179,7 +179,7 @@ impl Td3 {
         if self.state.n_updates % p.policy_delay as u64 == 0 {
             nets.mu_action(&s.observations, n, false, &mut w.a);
             cat_rows_into(&s.observations, &w.a, n, &mut w.x);
-            let q0 = &nets.q_values(&w.x, n, false)[0];
+            let q0 = nets.q1_values(&w.x, n);
             let mean = q0[..n].iter().map(|&q| q as f64).sum::<f64>() / n as f64;
             actor = Some(finite_value(-mean, "TD3 actor loss")?);
             w.dq.iter_mut().for_each(|d| d.fill(0.0));

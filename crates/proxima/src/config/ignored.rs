@@ -44,8 +44,10 @@ const OFF_POLICY_ONLY: [(&str, &str); 6] = [
 ];
 
 /// Keys only SAC and TQC read.
-const SAC_ONLY: [(&str, &str); 2] =
-    [("target_update_interval", "SAC's target update interval"), ("target_entropy", "SAC's temperature target")];
+const SAC_ONLY: [(&str, &str); 2] = [
+    ("target_update_interval", "the target update interval of SAC and TQC"),
+    ("target_entropy", "the temperature target of SAC and TQC"),
+];
 
 /// Keys only TQC reads.
 const TQC_ONLY: [(&str, &str); 2] = [
@@ -209,7 +211,10 @@ impl Config {
                 return Some(not_read(what, by_algo()));
             }
             if key == "ent_coef" && !algo.has_temperature() {
-                return Some(not_read("SAC's temperature", by_algo()));
+                return Some(not_read(
+                    "the temperature α of SAC and TQC; TD3 and DDPG explore with `noise_std`",
+                    by_algo(),
+                ));
             }
         }
         None

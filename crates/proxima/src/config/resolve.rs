@@ -130,11 +130,45 @@ fn from_table(mut table: toml::Table) -> Result<Config> {
     }
     let cfg: Config = toml::Value::Table(table)
         .try_into()
-        .map_err(|e: toml::de::Error| ProximaError::Config(e.to_string().trim().replace('\n', " ")))?;
+        .map_err(|e: toml::de::Error| ProximaError::Config(in_config_words(e.to_string().trim())))?;
     match unknown_algo {
         Some(e) => Err(e),
         None => Ok(cfg),
     }
+}
+
+/// serde's message for a value of the wrong type or sign (``invalid value: integer `-1`, expected
+/// usize in `gradient_steps` ``) in the config's words: "`gradient_steps` = -1: must be a whole
+/// number ≥ 0", with what SB3 users write there and Proxima does not take. Another message comes
+/// back as it is, on one line.
+fn in_config_words(serde: &str) -> String {
+    let one_line = serde.replace('\n', " ");
+    let parsed = one_line.split_once(", expected ").and_then(|(got, rest)| {
+        let (expected, key) = rest.rsplit_once(" in `")?;
+        let value = got.strip_prefix("invalid value: ").or_else(|| got.strip_prefix("invalid type: "))?;
+        Some((key.strip_suffix('`')?, expected, value))
+    });
+    let Some((key, expected, value)) = parsed else { return one_line };
+    let value = ["integer ", "string ", "floating point ", "boolean "]
+        .iter()
+        .find_map(|kind| value.strip_prefix(kind))
+        .unwrap_or(value)
+        .trim_matches('`');
+    let must = match expected {
+        "usize" | "u64" | "u32" | "u16" | "u8" => "a whole number ≥ 0",
+        "i64" | "i32" => "a whole number",
+        "f64" | "f32" => "a number",
+        "a boolean" => "true or false",
+        other => other,
+    };
+    let sb3 = match (key, value) {
+        ("gradient_steps", "-1") => {
+            " (SB3's -1, as many gradient steps as env steps, is not supported yet: give the number)"
+        }
+        ("train_freq", v) if v.contains("episode") => " (env steps; SB3's (n, \"episode\") is not supported yet)",
+        _ => "",
+    };
+    format!("`{key}` = {value}: must be {must}{sb3}")
 }
 
 /// An integer key given a whole number written as a float (`buffer_size=1e6`, as rl-zoo's YAML
@@ -195,6 +229,16 @@ mod tests {
         assert!(e.contains("learning_rate"), "{e}");
         let e = Config::resolve("cleanrl", Some("gamma = ["), &[]).unwrap_err().to_string();
         assert!(e.contains("malformed TOML"), "{e}");
+        for (set, says) in [
+            ("learning_starts=-1", "`learning_starts` = -1: must be a whole number ≥ 0"),
+            ("top_quantiles_to_drop_per_net=-2", "`top_quantiles_to_drop_per_net` = -2: must be a whole number ≥ 0"),
+            ("gradient_steps=-1", "`gradient_steps` = -1: must be a whole number ≥ 0 (SB3's -1"),
+            ("train_freq=1episode", "`train_freq` = \"1episode\": must be a whole number ≥ 0 (env steps; SB3's"),
+            ("tau=abc", "`tau` = \"abc\": must be a number"),
+        ] {
+            let e = Config::resolve("tqc", None, &[set.into()]).unwrap_err().to_string();
+            assert!(e.contains(says), "{set}: {e}");
+        }
         let e = Config::resolve("cleanrl", None, &["gamma=1.5".into()]).unwrap_err().to_string();
         assert!(e.contains("gamma"), "{e}");
         assert!(Config::resolve("clenrl", None, &[]).unwrap_err().to_string().contains("did you mean `cleanrl`"));
@@ -212,9 +256,9 @@ mod tests {
         let e = Config::resolve("cleanrl", Some("algo = \"sacc\""), &[]).unwrap_err().to_string();
         assert!(e.ends_with("algo = `sacc` (did you mean `sac`?): known algorithms are ppo, a2c, a3c, trpo, reinforce, ppg, sac, td3, ddpg, tqc"), "{e}");
         let e = Config::resolve("cleanrl", Some("algo = \"sacc\"\nlearning_rate = \"x\""), &[]).unwrap_err();
-        assert!(e.to_string().contains("in `learning_rate`"), "{e}");
+        assert!(e.to_string().contains("`learning_rate` = \"x\": must be a number"), "{e}");
         let e = Config::resolve("cleanrl", None, &["algo=5".into()]).unwrap_err().to_string();
-        assert!(e.ends_with("expected a string in `algo`"), "{e}");
+        assert!(e.ends_with("`algo` = 5: must be a string"), "{e}");
         assert_eq!(Config::resolve("cleanrl", None, &["algo=td3".into()]).err().map(|_| ()), Some(()));
         assert_eq!(Config::resolve("a2c", None, &["algo=a3c".into()]).unwrap().algo, AlgoName::A3c);
     }

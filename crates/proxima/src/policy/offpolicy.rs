@@ -233,19 +233,8 @@ pub(crate) fn initial_values<R: Rng + ?Sized>(
 /// # Errors
 /// As [`initial_values`].
 pub(crate) fn check_nets(spec: &PolicySpec, shape: OffPolicyShape) -> Result<()> {
-    let OffPolicyShape { kind, n_critics, quantiles } = shape;
-    let who = if kind == ActorKind::SquashedGaussian { "SAC" } else { "TD3 and DDPG" };
-    let ActionKind::Continuous { low, high, .. } = &spec.action else {
-        return Err(ProximaError::Unsupported(format!(
-            "{who} need{} a continuous (Box) action space: the actor's output is a tanh rescaled to the Box; for discrete actions use PPO, A2C or REINFORCE",
-            if kind == ActorKind::SquashedGaussian { "s" } else { "" }
-        )));
-    };
-    if low.iter().chain(high).any(|x| !x.is_finite()) || low.iter().zip(high).any(|(l, h)| l >= h) {
-        return Err(ProximaError::Unsupported(format!(
-            "{who} rescale actions in (−1, 1) to the Box's bounds, which must be finite with low < high: got low {low:?}, high {high:?}"
-        )));
-    }
+    let OffPolicyShape { n_critics, quantiles, .. } = shape;
+    check_action_space("an off-policy actor (SAC, TQC, TD3, DDPG)", spec)?;
     if n_critics == 0 {
         return Err(ProximaError::InvalidArgument("n_critics = 0: needs at least one critic".into()));
     }
@@ -253,6 +242,25 @@ pub(crate) fn check_nets(spec: &PolicySpec, shape: OffPolicyShape) -> Result<()>
         return Err(ProximaError::InvalidArgument("n_quantiles = 0: each critic needs at least one output".into()));
     }
     spec.check_dims()
+}
+
+/// Whether `who` (an algorithm's name, or a phrase in the singular) can act in `spec`'s action
+/// space: a Box with finite bounds, low < high, into which the actor's tanh output is rescaled.
+///
+/// # Errors
+/// `Unsupported` naming `who`: a discrete space, or a Box with infinite or empty bounds.
+pub fn check_action_space(who: &str, spec: &PolicySpec) -> Result<()> {
+    let ActionKind::Continuous { low, high, .. } = &spec.action else {
+        return Err(ProximaError::Unsupported(format!(
+            "{who} needs a continuous (Box) action space: the actor's output is a tanh rescaled to the Box; for discrete actions use PPO, A2C or REINFORCE"
+        )));
+    };
+    if low.iter().chain(high).any(|x| !x.is_finite()) || low.iter().zip(high).any(|(l, h)| l >= h) {
+        return Err(ProximaError::Unsupported(format!(
+            "{who} rescales its actions in (−1, 1) to the Box's bounds, which must be finite with low < high: got low {low:?}, high {high:?}"
+        )));
+    }
+    Ok(())
 }
 
 /// a ∈ [−1, 1] → low + (a + 1)·(high − low)/2 in place, the Box's own range (SB3's
@@ -677,5 +685,24 @@ impl Policy for OffPolicyNets {
     /// a ∈ [−1, 1] → low + (a + 1)·(high − low)/2, the Box's own range (SB3's `unscale_action`).
     fn env_action(&self, action: &mut [f32]) {
         unscale_action(&self.spec, action);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_action_space_check_names_the_algorithm_and_the_bounds() {
+        let boxed = |low: f32, high: f32| {
+            PolicySpec::mlp(3, ActionKind::Continuous { dim: 1, low: vec![low], high: vec![high] }, vec![8])
+        };
+        assert!(check_action_space("TQC", &boxed(-2.0, 2.0)).is_ok());
+        let e = check_action_space("TQC", &PolicySpec::mlp(3, ActionKind::Discrete { n: 2 }, vec![8])).unwrap_err();
+        assert!(e.to_string().contains("TQC needs a continuous (Box) action space"), "{e}");
+        for (low, high) in [(f32::NEG_INFINITY, 1.0), (-1.0, f32::INFINITY), (1.0, 1.0), (2.0, -2.0)] {
+            let e = check_action_space("SAC", &boxed(low, high)).unwrap_err().to_string();
+            assert!(e.contains("SAC rescales its actions") && e.contains("low < high"), "[{low}, {high}]: {e}");
+        }
     }
 }

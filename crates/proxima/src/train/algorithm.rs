@@ -236,6 +236,7 @@ pub(super) fn off_policy_parts(cfg: &Config, spec: &PolicySpec) -> Result<Option
     let Some(shape) = crate::policy::offpolicy::nets_of_algo(cfg.algo.as_str(), cfg.n_critics, cfg.n_quantiles) else {
         return Ok(None);
     };
+    crate::policy::offpolicy::check_action_space(&cfg.algo.as_str().to_uppercase(), spec)?;
     let spec = PolicySpec { activation: Activation::Relu, shared_trunk: false, ortho_init: false, ..spec.clone() };
     let act_dim = spec.action.act_dim();
     let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);

@@ -353,6 +353,22 @@ impl FusedOffPolicy {
         &ws.q
     }
 
+    /// Q_1(s, a) `[rows, M]` of the first online critic alone (SB3's `q1_forward`: TD3's actor
+    /// loss reads no other) for `x` = [s, a] `[rows, obs_dim + dim]`, its layer outputs kept for
+    /// [`FusedOffPolicy::q_action_grad`] with the other critics' ∂L/∂Q all 0. The same bits as
+    /// [`FusedOffPolicy::q_values`]`(x, rows, false)[0]`, without the other critics' passes.
+    pub fn q1_values(&mut self, x: &[f32], rows: usize) -> &[f32] {
+        let ws = &mut self.ws;
+        ws.critics.resize(self.shape.n_critics, CriticScratch::default());
+        let (c, critic) = (&mut ws.critics[0], &self.critics[0]);
+        c.acts.ensure(critic, rows);
+        let theta = (&self.theta[CRITICS][..], &self.wt[CRITICS][..]);
+        tower_forward(critic, &mut c.acts.0, x, theta, rows, (Activation::Relu, false));
+        c.q.clear();
+        c.q.extend_from_slice(c.acts.last(rows, self.shape.quantiles));
+        &c.q
+    }
+
     /// ∇θ of the critics ([`FusedOffPolicy::grads`]`(CRITICS)`) for ∂L/∂Q_k = `dq[k]` `[rows, M]`,
     /// at the input `x` of the last [`FusedOffPolicy::q_values`] (online critics).
     pub fn critic_backward(&mut self, x: &[f32], dq: &[Vec<f32>], rows: usize) {
