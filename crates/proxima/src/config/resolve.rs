@@ -128,9 +128,9 @@ fn from_table(mut table: toml::Table) -> Result<Config> {
     if unknown_algo.is_some() {
         table.insert("algo".into(), AlgoName::Ppo.as_str().into());
     }
-    let cfg: Config = toml::Value::Table(table)
+    let cfg: Config = toml::Value::Table(table.clone())
         .try_into()
-        .map_err(|e: toml::de::Error| ProximaError::Config(in_config_words(e.to_string().trim())))?;
+        .map_err(|e: toml::de::Error| ProximaError::Config(in_config_words(e.to_string().trim(), &table)))?;
     match unknown_algo {
         Some(e) => Err(e),
         None => Ok(cfg),
@@ -139,9 +139,10 @@ fn from_table(mut table: toml::Table) -> Result<Config> {
 
 /// serde's message for a value of the wrong type or sign (``invalid value: integer `-1`, expected
 /// usize in `gradient_steps` ``) in the config's words: "`gradient_steps` = -1: must be a whole
-/// number ≥ 0", with what SB3 users write there and Proxima does not take. Another message comes
-/// back as it is, on one line.
-fn in_config_words(serde: &str) -> String {
+/// number ≥ 0", with what SB3 users write there and Proxima does not take; the value as `table`
+/// (the config being read) has it, and for a name (an enum) the names it takes. Another message
+/// comes back as it is, on one line.
+fn in_config_words(serde: &str, table: &toml::Table) -> String {
     let one_line = serde.replace('\n', " ");
     let parsed = one_line.split_once(", expected ").and_then(|(got, rest)| {
         let (expected, key) = rest.rsplit_once(" in `")?;
@@ -149,26 +150,38 @@ fn in_config_words(serde: &str) -> String {
         Some((key.strip_suffix('`')?, expected, value))
     });
     let Some((key, expected, value)) = parsed else { return one_line };
-    let value = ["integer ", "string ", "floating point ", "boolean "]
-        .iter()
-        .find_map(|kind| value.strip_prefix(kind))
-        .unwrap_or(value)
-        .trim_matches('`');
-    let must = match expected {
-        "usize" | "u64" | "u32" | "u16" | "u8" => "a whole number ≥ 0",
-        "i64" | "i32" => "a whole number",
-        "f64" | "f32" => "a number",
-        "a boolean" => "true or false",
-        other => other,
+    let given = table.get(key);
+    let value = match given {
+        Some(v) => v.to_string(),
+        None => value.to_string(),
     };
-    let sb3 = match (key, value) {
+    let every = if matches!(given, Some(toml::Value::Array(_))) { "every element " } else { "" };
+    let must = match expected {
+        "usize" | "u64" | "u32" | "u16" | "u8" => "a whole number ≥ 0".to_string(),
+        "i64" | "i32" => "a whole number".to_string(),
+        "f64" | "f32" => "a number".to_string(),
+        "a boolean" => "true or false".to_string(),
+        "string only" => names_of(key, table).unwrap_or_else(|| "a name (a string)".into()),
+        other => other.to_string(),
+    };
+    let sb3 = match (key, value.as_str()) {
         ("gradient_steps", "-1") => {
             " (SB3's -1, as many gradient steps as env steps, is not supported yet: give the number)"
         }
         ("train_freq", v) if v.contains("episode") => " (env steps; SB3's (n, \"episode\") is not supported yet)",
         _ => "",
     };
-    format!("`{key}` = {value}: must be {must}{sb3}")
+    format!("`{key}` = {value}: {every}must be {must}{sb3}")
+}
+
+/// The names an enum-valued `key` takes, as serde lists them for a name it does not know
+/// ("one of `minibatch`, `batch`, `off`"), or `None`.
+fn names_of(key: &str, table: &toml::Table) -> Option<String> {
+    let mut probe = table.clone();
+    probe.insert(key.to_string(), toml::Value::String("\u{1}".into()));
+    let e = toml::Value::Table(probe).try_into::<Config>().err()?.to_string().trim().replace('\n', " ");
+    let names = e.split_once("expected ")?.1.rsplit_once(" in `")?.0;
+    names.starts_with("one of").then(|| names.to_string())
 }
 
 /// An integer key given a whole number written as a float (`buffer_size=1e6`, as rl-zoo's YAML
@@ -235,6 +248,8 @@ mod tests {
             ("gradient_steps=-1", "`gradient_steps` = -1: must be a whole number ≥ 0 (SB3's -1"),
             ("train_freq=1episode", "`train_freq` = \"1episode\": must be a whole number ≥ 0 (env steps; SB3's"),
             ("tau=abc", "`tau` = \"abc\": must be a number"),
+            ("normalize_advantage=3", "`normalize_advantage` = 3: must be one of `minibatch`, `batch`, `off`"),
+            ("net_arch=[64, -1]", "`net_arch` = [64, -1]: every element must be a whole number ≥ 0"),
         ] {
             let e = Config::resolve("tqc", None, &[set.into()]).unwrap_err().to_string();
             assert!(e.contains(says), "{set}: {e}");
