@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Issue 16: PPO with the Nature CNN learning Atari games on this CPU, one seed per game, the
 # `paper-atari` preset (Schulman et al. 2017, Table 5: 8 envs × 128 steps, 3 epochs of
-# minibatches of 256, ε 0.1, lr 2.5e-4, both annealed over the run's budget), `atari:<Game>` =
+# minibatches of 256, ε 0.1 fixed as CleanRL keeps it (the paper anneals it; `--set
+# anneal_clip_range=true`), lr 2.5e-4 annealed over the run's budget), `atari:<Game>` =
 # ALE/<Game>-v5 inside SB3's AtariWrapper (noop 30, frame skip 4 with the max of the last two
 # frames, a lost life ends the learner's episode, FIRE on reset, 84×84 gray, reward sign, 4
-# frames stacked). The games run concurrently, one thread each. The curves are the real game
+# frames stacked). The games run concurrently, each with the preset's two threads and half its
+# games stepped in a worker process (`num_threads = 2`, `vector_env = "subproc"`). The curves are the real game
 # score (all lives), mean of the last 100 games, against env steps (agent steps; × 4 frames).
 #
 # Needs: a Python with gymnasium and ale-py in PROXIMA_PYTHON.

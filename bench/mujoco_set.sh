@@ -7,12 +7,20 @@
 # Then bench/mujoco_summary.py writes ROOT/mujoco.md (each env's mean ± std, IQM, min, wall time per
 # run, CleanRL's 1M-step means) and ROOT/mujoco_curves.png (training return, mean ± std over seeds).
 #
-# Needs: cargo build --release -p proxima-cli --features gym; PROXIMA_PYTHON = a Python with
-# gymnasium[mujoco] (and matplotlib for the figure). Usage:
-#   PROXIMA_PYTHON=... ROOT=/somewhere/outside/the/repo bench/mujoco_set.sh [ENV ...]
+# Builds target/release/proxima with --features gym, unless PROXIMA_BIN names a proxima binary to
+# use. Needs PROXIMA_PYTHON = a Python with gymnasium[mujoco] (and matplotlib for the figure).
+# ROOT must lie outside the repository (a relative ROOT is taken from the current directory).
+# Usage:
+#   PROXIMA_PYTHON=... ROOT=/somewhere/outside/the/repo [SEEDS=1-5] bench/mujoco_set.sh [ENV ...]
+# Exits 1 when a training failed (the summary is still written for the envs that finished).
 set -uo pipefail
+case "${1:-}" in -h | --help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
+root=${ROOT:?set ROOT to a directory outside the repository}
+root=$(realpath -m -- "$root")   # a relative ROOT is the caller's, not the repository's
+repo=$(realpath -m -- "$(dirname "$0")/..")
+case $root/ in "$repo"/*) echo "ROOT=$root is inside the repository ($repo): choose a directory outside it" >&2; exit 2 ;; esac
 cd "$(dirname "$0")/.."
-root=${ROOT:?set ROOT to a directory outside the repository}; seeds=${SEEDS:-1-5}
+seeds=${SEEDS:-1-5}; failed=0
 bin=${PROXIMA_BIN:-./target/release/proxima}
 [ -n "${PROXIMA_BIN:-}" ] || cargo build --release -q -p proxima-cli --features gym || exit 1
 envs=("$@")
@@ -28,6 +36,8 @@ for env in "${envs[@]}"; do
   else
     "$bin" train "gym:$env" --preset paper-mujoco --seeds "$seeds" --run-dir "$dir" --quiet
   fi
-  echo "== $env end $(date +%T) rc=$?, load $(cut -d' ' -f1-3 /proc/loadavg)"
+  rc=$?; [ $rc -eq 0 ] || failed=1
+  echo "== $env end $(date +%T) rc=$rc, load $(cut -d' ' -f1-3 /proc/loadavg)"
 done
-"${PROXIMA_PYTHON:-python3}" bench/mujoco_summary.py "$root" "${envs[@]}"
+"${PROXIMA_PYTHON:-python3}" bench/mujoco_summary.py "$root" "${envs[@]}" || failed=1
+exit $failed

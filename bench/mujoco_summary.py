@@ -78,8 +78,14 @@ def curves(root, envs, path):
 
 
 def main():
-    root, envs = sys.argv[1], sys.argv[2:] or sorted(os.listdir(sys.argv[1]))
-    envs = [e for e in envs if os.path.isdir(os.path.join(root, e))]
+    if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
+        print(__doc__)
+        sys.exit(0 if len(sys.argv) >= 2 else 2)
+    root = sys.argv[1]
+    if not os.path.isdir(root):
+        sys.exit(f"{root}: not a directory (the ROOT of bench/mujoco_set.sh)")
+    # Named envs are all listed ("not finished" when a run failed); else every run directory in ROOT.
+    envs = sys.argv[2:] or sorted(e for e in os.listdir(root) if os.path.isdir(os.path.join(root, e)))
     md = table(root, envs)
     open(os.path.join(root, "mujoco.md"), "w").write(md + "\n")
     print(md)

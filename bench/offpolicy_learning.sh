@@ -17,9 +17,13 @@
 # Each parent directory ends with summary.md (the deterministic return per seed, mean ± std) and
 # learning_curves.png.
 set -uo pipefail
-cd "$(dirname "$0")/.."
 case "${1:-}" in -h | --help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
-root=${ROOT:?set ROOT to a directory outside the repository}; seeds=${SEEDS:-1}
+root=${ROOT:?set ROOT to a directory outside the repository}
+root=$(realpath -m -- "$root")   # a relative ROOT is the caller's, not the repository's
+repo=$(realpath -m -- "$(dirname "$0")/..")
+case $root/ in "$repo"/*) echo "ROOT=$root is inside the repository ($repo): choose a directory outside it" >&2; exit 2 ;; esac
+cd "$(dirname "$0")/.."
+seeds=${SEEDS:-1}; failed=0
 bin=${PROXIMA_BIN:-./target/release/proxima}
 [ -n "${PROXIMA_BIN:-}" ] || cargo build --release -q -p proxima-cli --features gym || exit 1
 envs=("$@")
@@ -41,6 +45,8 @@ for algo in ${ALGOS:-sac td3 tqc}; do
       "$bin" train "gym:$env" --algo "$algo" --seeds "$seeds" --total-timesteps 1000000 "${sets[@]}" \
         --set eval_episodes=10 --run-dir "$dir" --quiet
     fi
-    echo "== $algo $env end $(date +%T) rc=$?, load $(cut -d' ' -f1-3 /proc/loadavg)"
+    rc=$?; [ $rc -eq 0 ] || failed=1
+    echo "== $algo $env end $(date +%T) rc=$rc, load $(cut -d' ' -f1-3 /proc/loadavg)"
   done
 done
+exit $failed

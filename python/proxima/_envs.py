@@ -197,7 +197,7 @@ class SB3VecEnvAdapter(_SameStepView):
         final_obs = np.empty(self.num_envs, dtype=object)
         for i in np.flatnonzero(dones):
             final_obs[i] = infos[i]["terminal_observation"]
-        info = {"final_obs": final_obs, "_final_obs": dones.copy()}
+        info = {"final_obs": final_obs, "_final_obs": dones.copy(), "sb3_infos": infos}
         return obs, np.asarray(rewards, dtype=np.float64), terminated, truncated, info
 
 

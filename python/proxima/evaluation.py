@@ -41,6 +41,38 @@ def _as_vector_env(env: Union[GymEnv, str]) -> tuple[Union[gym.vector.VectorEnv,
     raise TypeError(f"env must be an env id, a Gymnasium Env or VectorEnv, or an SB3 VecEnv; got {type(env).__name__}")
 
 
+def _is_monitor_wrapped(env: Any) -> bool:
+    """Whether SB3's ``Monitor`` (or ``VecMonitor``) records ``env``'s whole episodes (SB3's
+    ``evaluate_policy`` then counts an episode where the Monitor's ``info["episode"]`` appears, not at
+    every done: Atari's ``EpisodicLifeEnv`` ends one at each lost life)."""
+    try:
+        from stable_baselines3.common.monitor import Monitor
+        from stable_baselines3.common.vec_env import VecMonitor, is_vecenv_wrapped
+    except ImportError:
+        return False
+    if hasattr(env, "step_async"):
+        return bool(is_vecenv_wrapped(env, VecMonitor) or env.env_is_wrapped(Monitor)[0])
+    layer = env
+    while layer is not None:
+        if isinstance(layer, Monitor):
+            return True
+        layer = getattr(layer, "env", None)
+    return False
+
+
+def _monitor_episode(info: dict[str, Any], i: int) -> Optional[tuple[float, int]]:
+    """Env ``i``'s Monitor record ``(r, l)`` of an episode that ended at this step, or None: from an
+    SB3 VecEnv's infos, or a Gymnasium vector env's ``info["episode"]`` (masked by ``_episode``)."""
+    sb3 = info.get("sb3_infos")
+    if sb3 is not None:
+        ep = sb3[i].get("episode")
+        return None if ep is None else (float(ep["r"]), int(ep["l"]))
+    ep, mask = info.get("episode"), info.get("_episode")
+    if ep is None or mask is None or not mask[i]:
+        return None
+    return float(ep["r"][i]), int(ep["l"][i])
+
+
 def _action_masks(venv: Any) -> Optional[np.ndarray]:
     """Each env's ``action_masks()`` stacked ``(n_envs, mask_dim)`` (sb3-contrib's
     ``get_action_masks``), or None when the envs have none: a Gymnasium vector env's ``call``
@@ -88,6 +120,9 @@ def evaluate_policy(
     :param return_episode_rewards: If True, a list of rewards and episode lengths per episode will be
         returned instead of the mean.
     :param warn: If True (default), SB3 warns about lack of a Monitor wrapper. Proxima: ignored.
+        As in SB3, an env wrapped in SB3's ``Monitor`` (as ``make_atari_env`` wraps each game) has
+        its episodes counted and measured by the Monitor's ``info["episode"]``, so an Atari episode
+        is a whole game, not one life.
     :param use_masking: Whether or not to use invalid action masks during evaluation (sb3-contrib's
         ``evaluate_policy``): with a model whose ``predict`` takes ``action_masks`` (``MaskablePPO``)
         and envs with ``action_masks()``, each step's masks are passed to it; other models and envs
@@ -101,6 +136,7 @@ def evaluate_policy(
     if render:
         raise NotImplementedError("render=True is not supported; record with `proxima eval --render`")
     venv, owned = _as_vector_env(env)
+    monitored = not isinstance(env, str) and _is_monitor_wrapped(env)
     n = venv.num_envs
     targets = np.array([(n_eval_episodes + i) // n for i in range(n)], dtype=int)
     counts = np.zeros(n, dtype=int)
@@ -123,9 +159,12 @@ def evaluate_policy(
         cur_l += 1
         for i in range(n):
             if counts[i] < targets[i] and (term[i] or trunc[i]):
-                rewards.append(float(cur_r[i]))
-                lengths.append(int(cur_l[i]))
-                counts[i] += 1
+                # SB3's: with a Monitor only its whole episodes count (not each Atari life).
+                record = _monitor_episode(info, i) if monitored else (float(cur_r[i]), int(cur_l[i]))
+                if record is not None:
+                    rewards.append(record[0])
+                    lengths.append(record[1])
+                    counts[i] += 1
             if term[i] or trunc[i]:
                 cur_r[i], cur_l[i] = 0.0, 0
         if callback is not None:

@@ -303,6 +303,46 @@ def test_sb3_make_vec_env_trains_and_sb3_evaluate_policy_runs_a_proxima_model():
     assert np.isfinite(mean) and mean > 9
 
 
+class _Lives(gym.Wrapper):
+    """Ends an episode every 4 steps, as Atari's ``EpisodicLifeEnv`` ends one at each lost life, and
+    resets the game underneath only when it really ended (outside SB3's ``Monitor``, as in
+    ``make_atari_env``)."""
+
+    def __init__(self, env):
+        super().__init__(env)
+        self.t, self.real_done, self.last = 0, True, None
+
+    def step(self, action):
+        obs, r, term, trunc, info = self.env.step(action)
+        self.t += 1
+        self.real_done, self.last = term or trunc, obs
+        return obs, r, term or self.t % 4 == 0, trunc, info
+
+    def reset(self, **kwargs):
+        if self.real_done:
+            self.last, _ = self.env.reset(**kwargs)
+        return self.last, {}
+
+
+def test_evaluate_policy_counts_a_monitors_whole_episodes_as_sb3s():
+    """With SB3's Monitor inside a life-ending wrapper, an episode is the Monitor's (the whole game):
+    the same returns and lengths as SB3's evaluate_policy, not one per "life"."""
+    from stable_baselines3.common.evaluation import evaluate_policy as sb3_evaluate
+    from stable_baselines3.common.monitor import Monitor
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    model = proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL)
+    def venv():
+        v = DummyVecEnv([lambda: _Lives(Monitor(gym.make("CartPole-v1"))) for _ in range(2)])
+        v.seed(3)
+        return v
+
+    ours = proxima.evaluate_policy(model, venv(), n_eval_episodes=4, return_episode_rewards=True)
+    theirs = sb3_evaluate(model, venv(), n_eval_episodes=4, return_episode_rewards=True, warn=False)
+    assert ours == theirs
+    assert min(ours[1]) > 4, "whole games, not lives of 4 steps"
+
+
 def test_an_exception_in_the_users_env_propagates_with_its_type():
     class Broken(Corridor):
         def step(self, action):

@@ -105,6 +105,20 @@ def test_cnn_policy_bad_inputs():
     with pytest.raises(NotImplementedError, match="proxima eval"):
         proxima.evaluate_policy(model, "atari:Breakout")
 
+    class Huge(Pictures):
+        """Frames of 2000 × 2000: a dense layer of 64 · 247² · 512 ≈ 2·10⁹ weights (8 GB a copy)."""
+
+        def __init__(self):
+            super().__init__()
+            self.observation_space = gym.spaces.Box(0, 255, (2000, 2000, 1), np.uint8)
+
+        def _draw(self):
+            self.last = np.zeros((2000, 2000, 1), np.uint8)
+            return self.last
+
+    with pytest.raises(ValueError, match="too large for the Nature CNN"):
+        proxima.PPO("CnnPolicy", [Huge()], n_steps=8, batch_size=8)
+
 
 def test_cnn_policy_on_an_atari_id():
     if importlib.util.find_spec("ale_py") is None:

@@ -46,7 +46,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Train an agent (PPO by default; A2C, A3C, TRPO, REINFORCE, PPG, SAC, TD3, DDPG with --algo) on an environment.
+    /// Train an agent (PPO by default; A2C, A3C, TRPO, REINFORCE, PPG, SAC, TD3, DDPG, TQC with --algo) on an environment.
     Train(TrainArgs),
     /// Evaluate a trained policy: mean and std of the episodic return.
     Eval(EvalArgs),

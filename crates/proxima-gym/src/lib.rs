@@ -404,6 +404,13 @@ impl GymEnv {
             if render {
                 kwargs.set_item("render_mode", "rgb_array").map_err(|e| EnvError::Env(py_err(py, e)))?;
             }
+            // `ALE/…` ids: Gymnasium ≥ 1.0 knows them only after `gym.register_envs(ale_py)`
+            // (a missing ale-py leaves Gymnasium's own "Namespace ALE not found" message below).
+            if spec.starts_with("ALE/") && gym.hasattr("register_envs").unwrap_or(false) {
+                if let Ok(ale) = py.import("ale_py") {
+                    gym.call_method1("register_envs", (ale,)).map_err(|e| EnvError::Env(py_err(py, e)))?;
+                }
+            }
             let env = gym.call_method("make", (spec,), Some(&kwargs)).map_err(|e| {
                 let call = if render {
                     format!("gymnasium.make({spec:?}, render_mode=\"rgb_array\")")

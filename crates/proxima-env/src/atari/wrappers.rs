@@ -30,6 +30,10 @@ use crate::Info;
 /// The most frames `frame_stack` takes (SB3 has no bound; 4 is the paper's, and a stack of 100,000
 /// 84 × 84 frames would ask for gigabytes per env before the first step).
 pub const MAX_FRAME_STACK: usize = 64;
+/// Largest `noop_max` accepted: no-op frames after a reset (100,000 frames are 28 minutes of play).
+pub const MAX_NOOP_MAX: usize = 100_000;
+/// Largest `frame_skip` accepted: frames emulated per step.
+pub const MAX_FRAME_SKIP: usize = 1_000;
 
 /// One raw frame step of an [`AtariGame`].
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -141,7 +145,8 @@ impl<G: AtariGame> AtariWrapper<G> {
     /// Wraps `game`.
     ///
     /// # Errors
-    /// `InvalidArgument` for `frame_skip`, `screen_size` or `frame_stack` of 0, a screen larger
+    /// `InvalidArgument` for `frame_skip`, `screen_size` or `frame_stack` of 0, `noop_max`,
+    /// `frame_skip` or `frame_stack` above [`MAX_NOOP_MAX`], [`MAX_FRAME_SKIP`], [`MAX_FRAME_STACK`], a screen larger
     /// than the game's frame (or a whole-factor shrink on both sides, see [`AreaResize::new`]),
     /// or a game whose action 0 is not `NOOP` while `noop_max > 0`.
     pub fn new(game: G, opts: AtariOptions) -> Result<AtariWrapper<G>> {
@@ -152,6 +157,13 @@ impl<G: AtariGame> AtariWrapper<G> {
             if v == 0 {
                 return bad(format!("{k} = 0: must be at least 1"));
             }
+        }
+        if opts.noop_max > MAX_NOOP_MAX || opts.frame_skip > MAX_FRAME_SKIP {
+            return bad(format!(
+                "noop_max = {}, frame_skip = {}: at most {MAX_NOOP_MAX} and {MAX_FRAME_SKIP} frames (SB3's 30 and 4; \
+                 every reset or step emulates that many frames)",
+                opts.noop_max, opts.frame_skip
+            ));
         }
         if opts.frame_stack > MAX_FRAME_STACK {
             return bad(format!(
@@ -548,6 +560,8 @@ pub(crate) mod tests {
         assert!(err(&["NOOP"], AtariOptions { frame_skip: 0, ..opts(1) }).contains("frame_skip = 0"));
         assert!(err(&["NOOP"], AtariOptions { frame_stack: 100_000, ..opts(1) })
             .contains("frame_stack = 100000: at most 64"));
+        assert!(err(&["NOOP"], AtariOptions { noop_max: 100_000_000, ..opts(1) }).contains("noop_max = 100000000"));
+        assert!(err(&["NOOP"], AtariOptions { frame_skip: usize::MAX, ..opts(1) }).contains("at most 100000 and 1000"));
         assert!(err(&["NOOP"], AtariOptions { frame_stack: 0, ..opts(1) }).contains("frame_stack = 0"));
         assert!(err(&["NOOP"], AtariOptions { screen_size: 40, ..opts(1) }).contains("only shrinks"));
         assert!(err(&["UP", "NOOP"], opts(1)).contains("action 0 to be NOOP"));

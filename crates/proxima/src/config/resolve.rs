@@ -209,6 +209,15 @@ fn check_key(k: &str) -> Result<()> {
                      `num_threads` sets how many cores a run uses"
                 .to_string()
         }
+        "noop_max"
+        | "frame_skip"
+        | "screen_size"
+        | "frame_stack"
+        | "terminal_on_life_loss"
+        | "clip_reward"
+        | "repeat_action_probability" => format!(
+            ": an Atari wrapper's option, which goes in the env id: `atari:Breakout?{k}=…` (several joined by `&`)"
+        ),
         "precision" | "dtype" => {
             ": Proxima trains in float32 on every backend; there is no other precision to choose".to_string()
         }
@@ -254,6 +263,8 @@ mod tests {
             let e = Config::resolve("tqc", None, &[set.into()]).unwrap_err().to_string();
             assert!(e.contains(says), "{set}: {e}");
         }
+        let e = Config::resolve("paper-atari", None, &["frame_stack=0".into()]).unwrap_err().to_string();
+        assert!(e.contains("`atari:Breakout?frame_stack=…`"), "{e}");
         let e = Config::resolve("cleanrl", None, &["gamma=1.5".into()]).unwrap_err().to_string();
         assert!(e.contains("gamma"), "{e}");
         assert!(Config::resolve("clenrl", None, &[]).unwrap_err().to_string().contains("did you mean `cleanrl`"));

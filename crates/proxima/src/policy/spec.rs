@@ -187,13 +187,18 @@ pub struct ImageShape {
 pub const NATURE_CONVS: [(usize, usize, usize); 3] = [(32, 8, 4), (64, 4, 2), (64, 3, 1)];
 /// The width of the Nature CNN's dense layer, the features both heads read.
 pub const NATURE_FEATURES: usize = 512;
+/// Most weights the Nature CNN's dense layer may hold (c·h·w of the last convolution × 512):
+/// 2²⁸ f32 are 1 GiB, and θ, ∇θ and Adam's two moments are four such copies; an image of about
+/// 700 × 700 reaches it (Atari's 84 × 84: 1.6M).
+pub const MAX_CNN_DENSE_WEIGHTS: usize = 1 << 28;
 
 impl ImageShape {
     /// The `(channels, height, width)` after each of the Nature CNN's convolutions (no
     /// padding: `(side − kernel) / stride + 1`).
     ///
     /// # Errors
-    /// `InvalidArgument` when the image is too small for a convolution (needs at least 36 × 36).
+    /// `InvalidArgument` when the image is too small for a convolution (needs at least 36 × 36),
+    /// or so large that the dense layer would pass [`MAX_CNN_DENSE_WEIGHTS`].
     pub fn nature_outputs(&self) -> Result<[(usize, usize, usize); 3]> {
         let (mut h, mut w) = (self.height, self.width);
         let mut out = [(0, 0, 0); 3];
@@ -206,6 +211,15 @@ impl ImageShape {
             }
             (h, w) = ((h - k) / s + 1, (w - k) / s + 1);
             out[i] = (c, h, w);
+        }
+        let (c, h, w) = out[2];
+        let dense = c.saturating_mul(h).saturating_mul(w).saturating_mul(NATURE_FEATURES);
+        if dense > MAX_CNN_DENSE_WEIGHTS {
+            return Err(ProximaError::InvalidArgument(format!(
+                "an image of {} × {} is too large for the Nature CNN: its dense layer would hold {dense} weights \
+                 (at most {MAX_CNN_DENSE_WEIGHTS}, about 700 × 700 pixels); downscale the frames (Atari's are 84 × 84)",
+                self.height, self.width
+            )));
         }
         Ok(out)
     }

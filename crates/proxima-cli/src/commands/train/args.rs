@@ -5,12 +5,13 @@ use std::path::PathBuf;
 
 #[derive(Args)]
 pub struct TrainArgs {
-    /// Environment id, e.g. CartPole-v1 (see `proxima envs`), or gym:ID for a Python Gymnasium
-    /// env (build with --features gym); not needed with --resume.
+    /// Environment id, e.g. CartPole-v1 (see `proxima envs`), gym:ID for a Python Gymnasium env or
+    /// atari:GAME for an Atari game in SB3's wrappers, e.g. atari:Breakout (both built with
+    /// --features gym); not needed with --resume.
     #[arg(required_unless_present = "resume")]
     pub(super) env_id: Option<String>,
     /// Continue the run in RUN_DIR from its latest checkpoint (exactly: same weights as an
-    /// uninterrupted run), or every unfinished seed of a multi-seed parent directory. Only
+    /// uninterrupted run on a native env; bridged `gym:`/`atari:` envs restart their episodes), or every unfinished seed of a multi-seed parent directory. Only
     /// --total-timesteps (single runs), --backend, --vector-env, --jobs (multi-seed) and --quiet may
     /// accompany it.
     #[arg(long, value_name = "RUN_DIR", conflicts_with_all = ["preset", "config", "sets", "seed", "run_dir", "algo", "workers"])]
@@ -24,8 +25,8 @@ pub struct TrainArgs {
     /// A3C: number of asynchronous worker threads (n_workers).
     #[arg(long)]
     pub(super) workers: Option<usize>,
-    /// Hyperparameter preset: cleanrl (default), sb3, paper-mujoco, paper-atari, a2c, a3c, trpo,
-    /// reinforce, ppg, sac, td3, ddpg, tqc.
+    /// Hyperparameter preset: cleanrl (default), sb3, paper-mujoco, paper-atari, cleanrl-atari, a2c,
+    /// a3c, trpo, reinforce, ppg, sac, td3, ddpg, tqc.
     #[arg(long)]
     pub(super) preset: Option<String>,
     /// A TOML file of hyperparameters overriding the preset (SB3 names, e.g. `n_steps = 256`).
@@ -53,7 +54,8 @@ pub struct TrainArgs {
     #[arg(long)]
     pub(super) jobs: Option<usize>,
     /// The policy network's implementation: auto (default: the fused CPU kernels for PPO, A2C,
-    /// A3C, REINFORCE, SAC, TD3, DDPG and TQC, candle for TRPO, PPG, recurrent policies and image
+    /// A3C, REINFORCE, SAC, TD3, DDPG and TQC, the Nature CNN included; recurrent policies as
+    /// candle networks with their LSTM/GRU layers on the kernels; candle for TRPO, PPG and image
     /// keys in a Dict), fused or candle. With --resume it moves the run to that backend.
     #[arg(long, value_parser = ["auto", "fused", "candle"])]
     pub(super) backend: Option<String>,
