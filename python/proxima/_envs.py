@@ -178,11 +178,34 @@ class _SameStepView:
         pass
 
 
+def is_monitor_wrapped(env: Any) -> bool:
+    """Whether SB3's ``Monitor`` (or ``VecMonitor``) records ``env``'s whole episodes (SB3's
+    ``evaluate_policy`` then counts an episode where the Monitor's ``info["episode"]`` appears, not at
+    every done: Atari's ``EpisodicLifeEnv`` ends one at each lost life)."""
+    try:
+        from stable_baselines3.common.monitor import Monitor
+        from stable_baselines3.common.vec_env import VecMonitor, is_vecenv_wrapped
+    except ImportError:
+        return False
+    if hasattr(env, "step_async"):
+        return bool(is_vecenv_wrapped(env, VecMonitor) or env.env_is_wrapped(Monitor)[0])
+    layer = env
+    while layer is not None:
+        if isinstance(layer, Monitor):
+            return True
+        layer = getattr(layer, "env", None)
+    return False
+
+
 class SB3VecEnvAdapter(_SameStepView):
-    """A Stable-Baselines3 ``VecEnv`` seen as a Gymnasium vector env with same-step autoreset."""
+    """A Stable-Baselines3 ``VecEnv`` seen as a Gymnasium vector env with same-step autoreset. With a
+    ``Monitor`` under the envs, ``info["games"]`` says how each ended episode ended for the learner's
+    logs, as SB3 reads its Monitor: ``(r, l)`` where the Monitor recorded a whole episode, ``False``
+    where only the learner's episode ended (a lost Atari life), ``None`` where nothing ended."""
 
     def __init__(self, venv: VecEnvLike):
         super().__init__(venv, venv.observation_space, venv.action_space)
+        self._monitored = is_monitor_wrapped(venv)
 
     def reset(self, seed: Optional[int] = None, options: Optional[dict[str, Any]] = None) -> tuple[np.ndarray, dict]:
         if seed is not None:
@@ -198,6 +221,9 @@ class SB3VecEnvAdapter(_SameStepView):
         for i in np.flatnonzero(dones):
             final_obs[i] = infos[i]["terminal_observation"]
         info = {"final_obs": final_obs, "_final_obs": dones.copy(), "sb3_infos": infos}
+        if self._monitored:
+            info["games"] = [None if not d else (float(i["episode"]["r"]), int(i["episode"]["l"])) if "episode" in i
+                             else False for d, i in zip(dones, infos)]
         return obs, np.asarray(rewards, dtype=np.float64), terminated, truncated, info
 
 

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 import numpy as np
 
+from ._envs import is_monitor_wrapped
+
 if TYPE_CHECKING:
     import gymnasium as gym
 
@@ -39,25 +41,6 @@ def _as_vector_env(env: Union[GymEnv, str]) -> tuple[Union[gym.vector.VectorEnv,
     if isinstance(env, gymnasium.Env):
         return SyncVectorEnv([lambda: env], autoreset_mode=AutoresetMode.SAME_STEP), False
     raise TypeError(f"env must be an env id, a Gymnasium Env or VectorEnv, or an SB3 VecEnv; got {type(env).__name__}")
-
-
-def _is_monitor_wrapped(env: Any) -> bool:
-    """Whether SB3's ``Monitor`` (or ``VecMonitor``) records ``env``'s whole episodes (SB3's
-    ``evaluate_policy`` then counts an episode where the Monitor's ``info["episode"]`` appears, not at
-    every done: Atari's ``EpisodicLifeEnv`` ends one at each lost life)."""
-    try:
-        from stable_baselines3.common.monitor import Monitor
-        from stable_baselines3.common.vec_env import VecMonitor, is_vecenv_wrapped
-    except ImportError:
-        return False
-    if hasattr(env, "step_async"):
-        return bool(is_vecenv_wrapped(env, VecMonitor) or env.env_is_wrapped(Monitor)[0])
-    layer = env
-    while layer is not None:
-        if isinstance(layer, Monitor):
-            return True
-        layer = getattr(layer, "env", None)
-    return False
 
 
 def _monitor_episode(info: dict[str, Any], i: int) -> Optional[tuple[float, int]]:
@@ -136,7 +119,7 @@ def evaluate_policy(
     if render:
         raise NotImplementedError("render=True is not supported; record with `proxima eval --render`")
     venv, owned = _as_vector_env(env)
-    monitored = not isinstance(env, str) and _is_monitor_wrapped(env)
+    monitored = not isinstance(env, str) and is_monitor_wrapped(env)
     n = venv.num_envs
     targets = np.array([(n_eval_episodes + i) // n for i in range(n)], dtype=int)
     counts = np.zeros(n, dtype=int)

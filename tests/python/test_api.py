@@ -343,6 +343,30 @@ def test_evaluate_policy_counts_a_monitors_whole_episodes_as_sb3s():
     assert min(ours[1]) > 4, "whole games, not lives of 4 steps"
 
 
+def test_training_records_a_monitors_whole_episodes_as_sb3s():
+    """With SB3's Monitor inside a life-ending wrapper, the episodes a callback sees in
+    ``infos[i]["episode"]`` (and the log's ep_rew_mean) are the Monitor's whole ones, as SB3 reads
+    them, not one per "life"."""
+    from stable_baselines3.common.monitor import Monitor
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    class Episodes(BaseCallback):
+        def __init__(self):
+            super().__init__()
+            self.lengths = []
+
+        def _on_step(self):
+            self.lengths += [info["episode"]["l"] for info in self.locals["infos"] if "episode" in info]
+            return True
+
+    venv = DummyVecEnv([lambda: _Lives(Monitor(gym.make("CartPole-v1")))])
+    seen = Episodes()
+    proxima.PPO("MlpPolicy", venv, **SMALL).learn(256, callback=seen)
+    monitor = venv.envs[0].env
+    assert seen.lengths == monitor.get_episode_lengths()
+    assert len(seen.lengths) >= 3 and min(seen.lengths) > 4, "whole episodes, not lives of 4 steps"
+
+
 def test_an_exception_in_the_users_env_propagates_with_its_type():
     class Broken(Corridor):
         def step(self, action):

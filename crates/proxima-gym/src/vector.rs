@@ -12,6 +12,7 @@
 //! `AutoresetMode` (before 1.1) is a clear error.
 
 use crate::{init, map_spaces, py_err, Spaces, PREFIX};
+use proxima_env::atari::GameEpisode;
 use proxima_env::vec_env::{BatchEnv, BatchStep, VectorMode};
 use proxima_env::{EnvError, Result, Space};
 use pyo3::prelude::*;
@@ -217,6 +218,7 @@ impl BatchEnv for GymVectorEnv {
             out.truncated = tolist(3, "truncated")?.extract().map_err(env_err(py, "truncated"))?;
             out.final_obs.clear();
             out.final_obs.resize(self.n, None);
+            out.games.clear();
             let info = item(4)?;
             let ended = (0..self.n).any(|i| {
                 out.terminated.get(i).copied().unwrap_or(false) || out.truncated.get(i).copied().unwrap_or(false)
@@ -236,6 +238,9 @@ impl BatchEnv for GymVectorEnv {
                         self.observations(py, &o, false, &mut v)?;
                         out.final_obs[i] = Some(v);
                     }
+                }
+                if let Ok(games) = info.get_item("games") {
+                    read_games(&games, self.n, &mut out.games);
                 }
             }
             Ok(())
@@ -273,5 +278,23 @@ impl Drop for GymVectorEnv {
         Python::attach(|py| {
             let _ = self.env.bind(py).call_method0("close");
         });
+    }
+}
+
+/// `info["games"]` of an SB3 `VecEnv` with a `Monitor` under it (the Python package's adapter):
+/// per env `(r, l)` where the Monitor recorded a whole episode, `False` where only the learner's
+/// episode ended (a lost Atari life), `None` otherwise — as [`GameEpisode`]s, so that the logs
+/// record the Monitor's episodes as SB3's do. Anything else reads as `None` (the ends counted).
+fn read_games(games: &Bound<'_, PyAny>, n: usize, out: &mut Vec<Option<GameEpisode>>) {
+    out.resize(n, None);
+    for (i, slot) in out.iter_mut().enumerate() {
+        let Ok(g) = games.get_item(i) else { continue };
+        *slot = if let Ok((score, frames)) = g.extract::<(f64, usize)>() {
+            Some(GameEpisode::Over { score, frames })
+        } else if g.extract::<bool>().is_ok_and(|b| !b) {
+            Some(GameEpisode::LifeLost)
+        } else {
+            None
+        };
     }
 }
