@@ -151,11 +151,13 @@ fn in_config_words(serde: &str, table: &toml::Table) -> String {
     });
     let Some((key, expected, value)) = parsed else { return one_line };
     let given = table.get(key);
+    // serde names an element's value when an element is wrong, "sequence" when the list is.
+    let element = matches!(given, Some(toml::Value::Array(_))) && value != "sequence";
     let value = match given {
         Some(v) => v.to_string(),
         None => value.to_string(),
     };
-    let every = if matches!(given, Some(toml::Value::Array(_))) { "every element " } else { "" };
+    let every = if element { "every element " } else { "" };
     let must = match expected {
         "usize" | "u64" | "u32" | "u16" | "u8" => "a whole number ≥ 0".to_string(),
         "i64" | "i32" => "a whole number".to_string(),
