@@ -285,6 +285,7 @@ fn a_resumed_cnn_lstm_run_is_the_uninterrupted_run() {
 fn bad_cnn_lstm_settings_are_clear_errors() {
     let e = Trainer::new("CartPole-v1", config(256, "CnnLstmPolicy", &[])).err().unwrap().to_string();
     assert!(e.contains("needs image observations") && e.contains("MlpLstmPolicy"), "{e}");
+    assert!(e.contains("(its values not uint8)"), "CartPole's float Box: {e}");
     let resolve = |sets: &[&str]| {
         let mut all = vec!["policy=CnnLstmPolicy".to_string()];
         all.extend(sets.iter().map(|s| s.to_string()));

@@ -313,12 +313,16 @@ fn image_shape(policy: PolicyKind, venv: &SyncVectorEnv) -> Result<ImageShape> {
             ImageShape { channels: shape[0], height: shape[1], width: shape[2] }
         }
         _ => {
+            let dtype = match space {
+                Space::Box { .. } if !space.is_uint8() => " (its values not uint8)",
+                _ => "",
+            };
             return Err(ProximaError::Config(format!(
-                "policy = `{policy:?}` needs image observations, a uint8 Box of shape [channels, height, width] (e.g. `atari:Breakout`); {} observes {}: use policy = `{}`",
+                "policy = `{policy:?}` needs image observations, a uint8 Box of shape [channels, height, width] (e.g. `atari:Breakout`); {} observes {}{dtype}: use policy = `{}`",
                 venv.env_id(),
                 space.describe(),
                 if policy.is_recurrent() { "MlpLstmPolicy" } else { "MlpPolicy" }
-            )))
+            )));
         }
     };
     if image.channels > image.width && image.width <= 4 {
