@@ -314,12 +314,23 @@ class BaseAlgorithm:
         self._model = _proxima.Model.create(source, preset, self._sets, sorted(overrides))
         self.observation_space, self.action_space = spaces or _spaces_of_model(self._model)
         self._cache()
+        self._attributes_from_config()
+        return self
+
+    def _attributes_from_config(self) -> None:
+        """SB3's attributes of a model built from a preset or loaded: ``learning_rate`` and (PPO's)
+        ``clip_range`` where not given, and ``policy_class`` (``CnnPolicy`` for a CNN), from the run's
+        config."""
         import tomllib
 
-        config = tomllib.loads(self._config_toml)  # the preset's values where not overridden
-        self.learning_rate = self.learning_rate if self.learning_rate is not None else config.get("learning_rate")
-        self.clip_range = self.clip_range if self.clip_range is not None else config.get("clip_range")
-        return self
+        config = tomllib.loads(self._config_toml)
+        if self.learning_rate is None:
+            self.learning_rate = config.get("learning_rate")
+        if self.clip_range is None and self._algo in ("ppo", "ppg"):
+            self.clip_range = config.get("clip_range")
+        policy = config.get("policy")
+        if _policy_name(self.policy_class) == "MlpPolicy" and isinstance(policy, str) and policy != "MlpPolicy":
+            self.policy_class = policy
 
     # --- training ---------------------------------------------------------------------------
     def learn(
@@ -637,6 +648,7 @@ class BaseAlgorithm:
         if recurrent != cls._recurrent:
             right = "proxima.RecurrentPPO.load" if recurrent else "proxima.PPO.load (or MaskablePPO.load)"
             raise ValueError(f"{file} holds a {'recurrent' if recurrent else 'feed-forward'} policy; load it with {right}")
+        self._attributes_from_config()
         return self
 
     def get_parameters(self) -> dict[str, np.ndarray]:

@@ -78,6 +78,7 @@ def test_cnn_policy_on_channel_last_env_objects_predict_save_and_load(tmp_path):
     model.save(tmp_path / "cnn")
     loaded = proxima.PPO.load(tmp_path / "cnn")
     assert loaded.observation_space == model.observation_space
+    assert (loaded.policy_class, loaded.learning_rate, loaded.clip_range) == ("CnnPolicy", 3e-4, 0.2), "SB3's attributes"
     np.testing.assert_array_equal(loaded.predict(obs, deterministic=True)[0], a_last)
 
 
