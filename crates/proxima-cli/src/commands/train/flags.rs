@@ -13,15 +13,14 @@ use std::path::PathBuf;
 /// run directory (claimed only once everything that can fail on bad input has been built).
 pub(super) fn new_trainer(a: &TrainArgs) -> Result<(train::Trainer, PathBuf)> {
     let (env_id, cfg) = train_config(a)?;
-    if env_id.starts_with("atari:") && !cfg.policy.is_cnn() {
-        eprintln!(
-            "note: {env_id} with policy = `{:?}`: an MLP on the stacked frames; the Atari presets (--preset paper-atari or cleanrl-atari) train the Nature CNN",
-            cfg.policy
-        );
-    }
-    let (seed, label) = (cfg.seed, cfg.algo);
+    let (seed, label, policy) = (cfg.seed, cfg.algo, cfg.policy);
     // Build everything that can fail on bad input before touching the file system.
     let trainer = train::Trainer::new(env_id, cfg)?;
+    if env_id.starts_with("atari:") && !policy.is_cnn() {
+        eprintln!(
+            "note: {env_id} with policy = `{policy:?}`: an MLP on the stacked frames; the Atari presets (--preset paper-atari or cleanrl-atari) train the Nature CNN"
+        );
+    }
     check_env_keys(a, &trainer)?;
     let dir = claim_run_dir(a.run_dir.clone(), &format!("{}__{label}__{seed}", safe_id(env_id)))?;
     Ok((trainer, dir))
