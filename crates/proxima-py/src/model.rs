@@ -244,9 +244,6 @@ impl StepObserver for PyObserver<'_> {
     }
 }
 
-/// The error for a call while the model trains (from another thread, or a hook that cannot be
-/// served from what the rollout lends).
-
 /// Ctrl-C inside a long burst of off-policy gradient steps, which run with the GIL released:
 /// between two of them (at most every 50 ms) Python's signal handlers run (`PyErr_CheckSignals`,
 /// which acts on the main thread only). The exception a handler raises (`KeyboardInterrupt`) is
@@ -272,6 +269,9 @@ fn interrupt_on_python_signals(tr: &mut Trainer) -> Arc<Mutex<Option<PyErr>>> {
     });
     raised
 }
+
+/// The error for a call while the model trains (from another thread, or a hook that cannot be
+/// served from what the rollout lends).
 fn busy() -> PyErr {
     PyRuntimeError::new_err(
         "the model is busy: it is training (learn) — from another thread, or in a call a callback cannot make",
@@ -498,8 +498,9 @@ impl Model {
     /// stops). The GIL is released while Rust works; the model is free during `before` and
     /// `after` only (a callback there may `predict` or `save`). Ctrl-C raises
     /// `KeyboardInterrupt` within a step (with `on_step`), between two off-policy gradient steps
-    /// or at the end of the iteration, the model intact. With `tensorboard_dir` (an existing directory) each iteration's scalars go
-    /// to a new TensorBoard event file there, with the CLI's tags.
+    /// or at the end of the iteration, the model intact. With `tensorboard_dir` (an existing
+    /// directory) each iteration's scalars go to a new TensorBoard event file there, with the
+    /// CLI's tags.
     #[pyo3(signature = (total_timesteps, before=None, on_step=None, rollout_end=None, after=None, tensorboard_dir=None))]
     #[allow(clippy::too_many_arguments)]
     fn learn(

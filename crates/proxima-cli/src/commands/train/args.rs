@@ -11,9 +11,9 @@ pub struct TrainArgs {
     #[arg(required_unless_present = "resume")]
     pub(super) env_id: Option<String>,
     /// Continue the run in RUN_DIR from its latest checkpoint (exactly: same weights as an
-    /// uninterrupted run on a native env; bridged `gym:`/`atari:` envs restart their episodes), or every unfinished seed of a multi-seed parent directory. Only
-    /// --total-timesteps (single runs), --backend, --vector-env, --jobs (multi-seed) and --quiet may
-    /// accompany it.
+    /// uninterrupted run on a native env; bridged `gym:`/`atari:` envs restart their episodes),
+    /// or every unfinished seed of a multi-seed parent directory. Only --total-timesteps (single
+    /// runs), --backend, --vector-env, --jobs (multi-seed) and --quiet may accompany it.
     #[arg(long, value_name = "RUN_DIR", conflicts_with_all = ["preset", "config", "sets", "seed", "run_dir", "algo", "workers"])]
     pub(super) resume: Option<PathBuf>,
     /// Algorithm: ppo, a2c, a3c, trpo, reinforce, ppg, sac, td3, ddpg or tqc. Without --preset it also
