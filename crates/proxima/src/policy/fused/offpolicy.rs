@@ -72,6 +72,17 @@ struct CriticScratch {
     used: bool,
 }
 
+impl CriticScratch {
+    /// This critic's forward pass (`layers`, θ and its transposes `theta`) on `x` = [s, a]
+    /// `[rows, obs_dim + dim]`: its layer outputs kept, Q `[rows, out]` in `q`.
+    fn forward(&mut self, layers: &[Layer], x: &[f32], theta: (&[f32], &[f32]), (rows, out): (usize, usize)) {
+        self.acts.ensure(layers, rows);
+        tower_forward(layers, &mut self.acts.0, x, theta, rows, (Activation::Relu, false));
+        self.q.clear();
+        self.q.extend_from_slice(self.acts.last(rows, out));
+    }
+}
+
 /// Runs `f(k, items[k])` for every k: the first half and the second half side by side when
 /// `split` (each item's work is its own, so the bits are the same either way).
 fn for_critics<T: Send>(split: bool, items: &mut [T], f: impl Fn(usize, &mut T) + Sync) {
@@ -340,12 +351,7 @@ impl FusedOffPolicy {
         ws.q.resize(self.shape.n_critics, Vec::new());
         let (critics, theta) = (&self.critics, (&self.theta[g][..], &self.wt[g][..]));
         let out = self.shape.quantiles;
-        for_critics(self.split, &mut ws.critics, |k, c| {
-            c.acts.ensure(&critics[k], rows);
-            tower_forward(&critics[k], &mut c.acts.0, x, theta, rows, (Activation::Relu, false));
-            c.q.clear();
-            c.q.extend_from_slice(c.acts.last(rows, out));
-        });
+        for_critics(self.split, &mut ws.critics, |k, c| c.forward(&critics[k], x, theta, (rows, out)));
         for (q, c) in ws.q.iter_mut().zip(&ws.critics) {
             q.clear();
             q.extend_from_slice(&c.q);
@@ -360,13 +366,9 @@ impl FusedOffPolicy {
     pub fn q1_values(&mut self, x: &[f32], rows: usize) -> &[f32] {
         let ws = &mut self.ws;
         ws.critics.resize(self.shape.n_critics, CriticScratch::default());
-        let (c, critic) = (&mut ws.critics[0], &self.critics[0]);
-        c.acts.ensure(critic, rows);
         let theta = (&self.theta[CRITICS][..], &self.wt[CRITICS][..]);
-        tower_forward(critic, &mut c.acts.0, x, theta, rows, (Activation::Relu, false));
-        c.q.clear();
-        c.q.extend_from_slice(c.acts.last(rows, self.shape.quantiles));
-        &c.q
+        ws.critics[0].forward(&self.critics[0], x, theta, (rows, self.shape.quantiles));
+        &ws.critics[0].q
     }
 
     /// ∇θ of the critics ([`FusedOffPolicy::grads`]`(CRITICS)`) for ∂L/∂Q_k = `dq[k]` `[rows, M]`,
