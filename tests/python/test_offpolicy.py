@@ -236,8 +236,11 @@ def test_ctrl_c_stops_a_long_burst_of_gradient_steps_and_learning_goes_on():
     import sys
     import textwrap
 
+    # SIGINT's handler installed as an interactive Python has it: a test run launched in the
+    # background (`.ci/run &`) starts with SIGINT ignored, and Python then installs none.
     child = textwrap.dedent("""
         import os, signal, threading
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         import proxima
         model = proxima.SAC("MlpPolicy", "Pendulum-v1", learning_starts=10, train_freq=1,
                             gradient_steps=10**6, policy_kwargs=dict(net_arch=[16, 16]), seed=1)
