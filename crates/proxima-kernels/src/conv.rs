@@ -12,10 +12,15 @@
 //! are read in the weight's own `(c, ky, kx)` order (runs of `k`). The weight `[out, C, k, k]` is
 //! permuted to the window's order once per θ version, and ∂W permuted back.
 //!
-//! The window matrix is never made for the whole batch: a few samples at a time are gathered into
-//! a buffer of about [`CHUNK_VALUES`] values (one core's L2) and multiplied there. ∂W = ∂Yᵀ·cols
-//! accumulates chunk after chunk into the same chains ([`Start::Dst`]), so its bits do not depend
-//! on the chunk size.
+//! The window matrix is not made where each window is a few long runs (at least [`MIN_RUN`]
+//! values: the Nature CNN's 128, 128 and 192): the products read the windows where they lie
+//! ([`chain_gemm_table_a`], [`chain_gemm_table_b`], rows from a table of window origins), one run
+//! of the window after another, each continuing the chains the run before left in C
+//! ([`Start::Dst`]: the same chains, so the same bits, as the product of the window matrix).
+//! Short runs are gathered into a window matrix, a few samples at a time into a buffer of about
+//! [`CHUNK_VALUES`] values (one core's L2), and multiplied there. Either way ∂W = ∂Yᵀ·cols
+//! accumulates chunk after chunk into the same chains, so its bits do not depend on the chunk
+//! size.
 //!
 //! Two threads split each pass without changing a bit: the forward pass and ∂x by samples (each
 //! sample's outputs are its own), ∂W by window columns (each element's chain runs over every row
@@ -24,12 +29,23 @@
 //!
 //! The fused backend (`proxima::policy::fused`) trains with it; `proxima-policy` acts with it.
 
-use crate::gemm::{chain_gemm, Rows, Start};
+use crate::gemm::{chain_gemm, chain_gemm_table_a, chain_gemm_table_b, Rows, Start, Table};
 use crate::transpose::transpose;
 use crate::View;
 
 /// Window values gathered per chunk of samples (512 KiB of f32).
 const CHUNK_VALUES: usize = 1 << 17;
+
+/// The shortest run of a window read in place (shorter runs are gathered: each run is one
+/// product, whose C is read and written again).
+const MIN_RUN: u32 = 32;
+
+/// A thread's scratch: a chunk's window matrix (or its gradient), and its window origins.
+#[derive(Debug, Default)]
+struct Scratch {
+    cols: Vec<f32>,
+    origins: Vec<u32>,
+}
 
 /// One convolution + bias + ReLU: its place in θ and its geometry.
 #[derive(Debug)]
@@ -178,6 +194,21 @@ impl ConvLayer {
         transpose(wkt, wk, (self.window, self.out));
     }
 
+    /// Whether the windows are multiplied where they lie (each run at least [`MIN_RUN`] long).
+    fn in_place(&self) -> bool {
+        self.runs.iter().all(|&(_, n)| n >= MIN_RUN)
+    }
+
+    /// The origins of the windows of `n` samples (sample after sample, position after position)
+    /// in what they are read from (`n·src_len` values) into `origins`.
+    fn window_origins(&self, n: usize, origins: &mut Vec<u32>) {
+        origins.clear();
+        for sample in 0..n {
+            let at = (sample * self.src_len) as u32;
+            origins.extend(self.origins.iter().map(|&o| at + o));
+        }
+    }
+
     /// Window columns `cols` of samples `x` (`n·src_len` values: the input, or what
     /// [`ConvLayer::prepare`] made of it) into `buf` `[n·P, cols.len()]`.
     fn gather(&self, x: &[f32], cols: std::ops::Range<usize>, buf: &mut Vec<f32>) {
@@ -219,14 +250,25 @@ impl ConvLayer {
     }
 
     /// Forward of samples `x` (`n·src_len`: see [`ConvLayer::gather`]) into `y` (`n·P·out`) with
-    /// the window-order weight transpose `wkt` and bias `b`, ReLU applied; `buf` is the chunk's
-    /// window matrix.
-    fn forward(&self, x: &[f32], y: &mut [f32], (wkt, b): (&[f32], &[f32]), buf: &mut Vec<f32>) {
+    /// the window-order weight transpose `wkt` and bias `b`, ReLU applied.
+    fn forward(&self, x: &[f32], y: &mut [f32], (wkt, b): (&[f32], &[f32]), scratch: &mut Scratch) {
         let (k, out, p) = (self.window, self.out, self.positions);
         for (xc, yc) in x.chunks(self.chunk * self.src_len).zip(y.chunks_mut(self.chunk * p * out)) {
-            self.gather(xc, 0..k, buf);
             let m = xc.len() / self.src_len * p;
-            chain_gemm(yc, (m, out, k), View::rows(buf, k), Rows { data: wkt, ld: out }, Start::Row(b));
+            if self.in_place() {
+                self.window_origins(m / p, &mut scratch.origins);
+                let mut j = 0;
+                for (r, &(s, n)) in self.runs.iter().enumerate() {
+                    let (s, n) = (s as usize, n as usize);
+                    let start = if r == 0 { Start::Row(b) } else { Start::Dst };
+                    let a = Table { data: xc, offsets: &scratch.origins, base: s };
+                    chain_gemm_table_a((yc, out), (m, out, n), a, Rows { data: &wkt[j * out..], ld: out }, start);
+                    j += n;
+                }
+            } else {
+                self.gather(xc, 0..k, &mut scratch.cols);
+                chain_gemm(yc, (m, out, k), View::rows(&scratch.cols, k), Rows { data: wkt, ld: out }, Start::Row(b));
+            }
             yc.iter_mut().for_each(|v| *v = v.max(0.0));
         }
     }
@@ -239,7 +281,7 @@ impl ConvLayer {
         cols: std::ops::Range<usize>,
         dw: &mut [f32],
         mut db: Option<&mut [f32]>,
-        buf: &mut Vec<f32>,
+        scratch: &mut Scratch,
     ) {
         let (out, p, width) = (self.out, self.positions, cols.len());
         if width == 0 {
@@ -248,10 +290,26 @@ impl ConvLayer {
         let ones = View { data: &[1.0], rs: 0, cs: 0 };
         for (i, (xc, dyc)) in x.chunks(self.chunk * self.src_len).zip(dy.chunks(self.chunk * p * out)).enumerate() {
             let start = if i == 0 { Start::Zero } else { Start::Dst };
-            self.gather(xc, cols.clone(), buf);
             let m = xc.len() / self.src_len * p;
-            let b = Rows { data: buf, ld: width };
-            chain_gemm(dw, (out, width, m), View::transposed(dyc, out), b, start);
+            if self.in_place() {
+                self.window_origins(m / p, &mut scratch.origins);
+                // Each run's share of the columns, read in place: ∂W's columns lo..hi.
+                let mut j = 0;
+                for &(s, n) in &self.runs {
+                    let (s, n) = (s as usize, n as usize);
+                    let (lo, hi) = (j.max(cols.start), (j + n).min(cols.end));
+                    if lo < hi {
+                        let b = Table { data: xc, offsets: &scratch.origins, base: s + lo - j };
+                        let dst = (&mut dw[lo - cols.start..], width);
+                        chain_gemm_table_b(dst, (out, hi - lo, m), View::transposed(dyc, out), b, start);
+                    }
+                    j += n;
+                }
+            } else {
+                self.gather(xc, cols.clone(), &mut scratch.cols);
+                let b = Rows { data: &scratch.cols, ld: width };
+                chain_gemm(dw, (out, width, m), View::transposed(dyc, out), b, start);
+            }
             if let Some(db) = db.as_deref_mut() {
                 chain_gemm(db, (1, out, m), ones, Rows { data: dyc, ld: out }, start);
             }
@@ -260,8 +318,9 @@ impl ConvLayer {
 
     /// ∂x of samples (`n·in_len` into `dx`) from ∂Y `dy` (`n·P·out`) and the window-order weight
     /// `wk` `[out, K]`.
-    fn input_grad(&self, dy: &[f32], wk: &[f32], dx: &mut [f32], buf: &mut Vec<f32>) {
+    fn input_grad(&self, dy: &[f32], wk: &[f32], dx: &mut [f32], scratch: &mut Scratch) {
         let (k, out, p) = (self.window, self.out, self.positions);
+        let buf = &mut scratch.cols;
         for (dyc, dxc) in dy.chunks(self.chunk * p * out).zip(dx.chunks_mut(self.chunk * self.in_len)) {
             let m = dyc.len() / out;
             grow_to(buf, m * k);
@@ -369,8 +428,8 @@ pub struct ConvWorkspace {
     wk: Vec<Vec<f32>>,
     wkt: Vec<Vec<f32>>,
     w_version: Option<u64>,
-    /// Per thread: a chunk's window matrix (or its gradient), and a ∂W half.
-    bufs: [Vec<f32>; 2],
+    /// Per thread: a chunk's window matrix (or its gradient) and window origins, and a ∂W half.
+    bufs: [Scratch; 2],
     /// The first layer's input as [`ConvLayer::prepare`] made it, `[rows, src_len]` (read again
     /// by the backward pass).
     prepared: Vec<f32>,

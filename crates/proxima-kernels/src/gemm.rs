@@ -50,6 +50,34 @@ pub struct Rows<'a> {
     pub ld: usize,
 }
 
+/// A matrix whose rows lie where a table says: row r is `data[base + offsets[r]..]`, its elements
+/// contiguous (a convolution's windows, read where they lie in its input, without copying them
+/// into a window matrix first).
+#[derive(Clone, Copy, Debug)]
+pub struct Table<'a> {
+    /// What the rows are read from.
+    pub data: &'a [f32],
+    /// Each row's start, relative to `base`.
+    pub offsets: &'a [u32],
+    /// Added to every offset (where, inside each row's run, the columns read begin).
+    pub base: usize,
+}
+
+impl Table<'_> {
+    /// One past the largest index `rows` rows of `cols` elements read (0 when they read nothing).
+    fn extent(&self, rows: usize, cols: usize) -> usize {
+        let last = self.offsets[..rows].iter().max();
+        last.filter(|_| cols > 0).map_or(0, |&o| self.base + o as usize + cols)
+    }
+}
+
+/// How a product reads its operands (the tile kernels' `MODE`).
+const PLAIN: u8 = 0;
+/// A's rows from a [`Table`].
+const TABLE_A: u8 = 1;
+/// B's rows from a [`Table`].
+const TABLE_B: u8 = 2;
+
 /// The kernel tiers, best first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Tier {
@@ -110,31 +138,163 @@ pub fn chain_gemm_on(
     b: Rows<'_>,
     start: Start<'_>,
 ) {
-    assert!(dst.len() >= m * n && a.data.len() >= a.extent(m, k), "chain_gemm: A or C too short");
+    assert!(a.data.len() >= a.extent(m, k), "chain_gemm: A too short");
     assert!(b.ld >= n && (k == 0 || n == 0 || b.data.len() >= (k - 1) * b.ld + n), "chain_gemm: B too short");
+    let ops = Operands::plain(a, b);
+    run(tier, (dst, n), (m, n, k), ops, start);
+}
+
+/// [`chain_gemm`] with A's rows from a table, `A[i, p] = a.data[a.base + a.offsets[i] + p]`, into
+/// `dst` of row stride `ldc` (≥ n): C's elements are the chains [`chain_gemm`] computes from the
+/// same elements (so a convolution's windows multiply where they lie, with the bits of the window
+/// matrix's product).
+///
+/// # Panics
+/// As [`chain_gemm`], and when the table has fewer than m offsets or `ldc < n`.
+pub fn chain_gemm_table_a(
+    (dst, ldc): (&mut [f32], usize),
+    (m, n, k): (usize, usize, usize),
+    a: Table<'_>,
+    b: Rows<'_>,
+    start: Start<'_>,
+) {
+    table_a_on(best_tier(), (dst, ldc), (m, n, k), a, b, start);
+}
+
+/// [`chain_gemm_table_a`] on a given tier.
+fn table_a_on(
+    tier: Tier,
+    (dst, ldc): (&mut [f32], usize),
+    (m, n, k): (usize, usize, usize),
+    a: Table<'_>,
+    b: Rows<'_>,
+    start: Start<'_>,
+) {
+    assert!(a.offsets.len() >= m && a.data.len() >= a.extent(m, k), "chain_gemm: A's table or data too short");
+    assert!(b.ld >= n && (k == 0 || n == 0 || b.data.len() >= (k - 1) * b.ld + n), "chain_gemm: B too short");
+    let ops = Operands {
+        a: a.data[a.base.min(a.data.len())..].as_ptr(),
+        rs: 0,
+        cs: 1,
+        a_tab: a.offsets.as_ptr(),
+        ..Operands::plain(View::rows(&[], 0), b)
+    };
+    run(tier, (dst, ldc), (m, n, k), ops, start);
+}
+
+/// [`chain_gemm`] with B's rows from a table, `B[p, j] = b.data[b.base + b.offsets[p] + j]`, into
+/// `dst` of row stride `ldc` (≥ n): a convolution's ∂W = ∂Yᵀ·windows, the windows read where they
+/// lie, with the bits of the window matrix's product.
+///
+/// # Panics
+/// As [`chain_gemm`], and when the table has fewer than k offsets or `ldc < n`.
+pub fn chain_gemm_table_b(
+    (dst, ldc): (&mut [f32], usize),
+    (m, n, k): (usize, usize, usize),
+    a: View<'_>,
+    b: Table<'_>,
+    start: Start<'_>,
+) {
+    table_b_on(best_tier(), (dst, ldc), (m, n, k), a, b, start);
+}
+
+/// [`chain_gemm_table_b`] on a given tier.
+fn table_b_on(
+    tier: Tier,
+    (dst, ldc): (&mut [f32], usize),
+    (m, n, k): (usize, usize, usize),
+    a: View<'_>,
+    b: Table<'_>,
+    start: Start<'_>,
+) {
+    assert!(a.data.len() >= a.extent(m, k), "chain_gemm: A too short");
+    assert!(b.offsets.len() >= k && b.data.len() >= b.extent(k, n), "chain_gemm: B's table or data too short");
+    let ops = Operands {
+        b: b.data[b.base.min(b.data.len())..].as_ptr(),
+        b_tab: b.offsets.as_ptr(),
+        ..Operands::plain(a, Rows { data: &[], ld: 0 })
+    };
+    run(tier, (dst, ldc), (m, n, k), ops, start);
+}
+
+/// Where the kernels read A and B: `A[i, p]` at `a + i·rs + p·cs`, or at `a + a_tab[i] + p`
+/// (mode [`TABLE_A`]); `B[p, j]` at `b + p·ldb + j`, or at `b + b_tab[p] + j` ([`TABLE_B`]).
+#[derive(Clone, Copy)]
+struct Operands {
+    a: *const f32,
+    rs: usize,
+    cs: usize,
+    a_tab: *const u32,
+    b: *const f32,
+    ldb: usize,
+    b_tab: *const u32,
+}
+
+impl Operands {
+    fn plain(a: View<'_>, b: Rows<'_>) -> Operands {
+        let null = std::ptr::null();
+        Operands { a: a.data.as_ptr(), rs: a.rs, cs: a.cs, a_tab: null, b: b.data.as_ptr(), ldb: b.ld, b_tab: null }
+    }
+
+    fn mode(&self) -> u8 {
+        if !self.a_tab.is_null() {
+            TABLE_A
+        } else if !self.b_tab.is_null() {
+            TABLE_B
+        } else {
+            PLAIN
+        }
+    }
+
+    /// A's element (i, p). SAFETY: i < m, p < k of a product whose operands the caller checked.
+    unsafe fn a_at(&self, i: usize, p: usize) -> f32 {
+        match self.mode() {
+            TABLE_A => *self.a.add(*self.a_tab.add(i) as usize + p),
+            _ => *self.a.add(i * self.rs + p * self.cs),
+        }
+    }
+
+    /// B's row p from column j. SAFETY: as [`Operands::a_at`].
+    unsafe fn b_row(&self, p: usize, j: usize) -> *const f32 {
+        match self.mode() {
+            TABLE_B => self.b.add(*self.b_tab.add(p) as usize + j),
+            _ => self.b.add(p * self.ldb + j),
+        }
+    }
+}
+
+/// The product on `tier` after the checks common to every operand form (C's size, the tier, the
+/// start row; the caller has checked A and B).
+fn run(tier: Tier, (dst, ldc): (&mut [f32], usize), (m, n, k): (usize, usize, usize), ops: Operands, start: Start<'_>) {
+    assert!(ldc >= n && (m == 0 || dst.len() >= (m - 1) * ldc + n), "chain_gemm: C too short");
     assert!(supported(tier), "chain_gemm: the {tier:?} kernel does not run on this CPU");
     assert!(!matches!(start, Start::Row(r) if r.len() < n), "chain_gemm: the start row is shorter than n");
     if m == 0 || n == 0 {
         return;
     }
+    let c = (dst.as_mut_ptr(), ldc);
     match tier {
-        // SAFETY: the asserts above keep every index in bounds (the kernels read A at i·rs + p·cs
-        // for i < m, p < k, B at p·ld + j and write C at i·n + j for j < n, masking the lanes
-        // past n), and the CPU has the tier's features (asserted).
+        // SAFETY: the callers' asserts keep every index in bounds (the kernels read A's (i, p) and
+        // B's (p, j) for i < m, p < k, j < n, as `Operands` says, and write C at i·ldc + j,
+        // masking the lanes past n), and the CPU has the tier's features (asserted).
         #[cfg(target_arch = "x86_64")]
-        Tier::Avx512 => unsafe { x86::gemm_avx512(dst, (m, n, k), a, b, start) },
+        Tier::Avx512 => unsafe { x86::gemm_avx512(c, (m, n, k), ops, start) },
         #[cfg(target_arch = "x86_64")]
-        Tier::Avx2 => unsafe { x86::gemm_avx2(dst, (m, n, k), a, b, start) },
-        _ => portable(dst, (m, n, k), a, b, start),
+        Tier::Avx2 => unsafe { x86::gemm_avx2(c, (m, n, k), ops, start) },
+        // SAFETY: as above.
+        _ => unsafe { portable(c, (m, n, k), ops, start) },
     }
 }
 
 /// The definition, 16 columns at a time (a shape the compiler vectorises where it can).
-fn portable(dst: &mut [f32], (m, n, k): (usize, usize, usize), a: View<'_>, b: Rows<'_>, start: Start<'_>) {
+///
+/// # Safety
+/// The operands hold what the shape reads (the callers' checks).
+unsafe fn portable((c, ldc): (*mut f32, usize), (m, n, k): (usize, usize, usize), ops: Operands, start: Start<'_>) {
     for i in 0..m {
         for j0 in (0..n).step_by(16) {
             let w = (n - j0).min(16);
-            let c = &mut dst[i * n + j0..i * n + j0 + w];
+            let c = std::slice::from_raw_parts_mut(c.add(i * ldc + j0), w);
             let mut acc = [0f32; 16];
             match start {
                 Start::Zero => {}
@@ -142,8 +302,8 @@ fn portable(dst: &mut [f32], (m, n, k): (usize, usize, usize), a: View<'_>, b: R
                 Start::Row(row) => acc[..w].copy_from_slice(&row[j0..j0 + w]),
             }
             for p in 0..k {
-                let aip = a.data[i * a.rs + p * a.cs];
-                let row = &b.data[p * b.ld + j0..p * b.ld + j0 + w];
+                let aip = ops.a_at(i, p);
+                let row = std::slice::from_raw_parts(ops.b_row(p, j0), w);
                 for (s, &bv) in acc.iter_mut().zip(row) {
                     *s = aip.mul_add(bv, *s);
                 }
@@ -159,7 +319,7 @@ mod x86 {
     //! vector count `V`, so that its accumulators are fixed-size arrays the compiler keeps in
     //! registers; [`tiles!`] instantiates the ones a call needs.
 
-    use super::{Rows, Start, View};
+    use super::{Operands, Start, PLAIN, TABLE_A, TABLE_B};
 
     /// Where a tile's chains start: [`Start`] as a pointer at the tile's first column.
     #[derive(Clone, Copy)]
@@ -173,8 +333,9 @@ mod x86 {
     /// Rows per tile (the most: a tile of 6 × 4 vectors holds 24 accumulators).
     const MR: usize = 6;
 
-    /// A tile's operands: C at `c` (row stride `ldc`), A's rows `i0..` (strides `rs`, `cs`), B's
-    /// columns `j0..` (row stride `ldb`), the chain length `k`.
+    /// A tile's operands: C at `c` (row stride `ldc`), A's rows `i0..` (strides `rs`, `cs`, or
+    /// the table `a_tab` from row i0), B's columns `j0..` (row stride `ldb`, or the table
+    /// `b_tab`), the chain length `k`.
     #[derive(Clone, Copy)]
     struct Tile {
         c: *mut f32,
@@ -182,65 +343,71 @@ mod x86 {
         a: *const f32,
         rs: usize,
         cs: usize,
+        a_tab: *const u32,
         b: *const f32,
         ldb: usize,
+        b_tab: *const u32,
         k: usize,
         init: Init,
     }
 
-    /// Runs `$tile::<mr, nv>` for runtime `mr` in 1..=6 and `nv` in 1..=`$max_nv`.
+    /// Runs `$tile::<mr, nv, $mode>` for runtime `mr` in 1..=6 and `nv` in 1..=`$max_nv`.
     macro_rules! tiles {
-        ($tile:ident, $mr:expr, $nv:expr, $t:expr, $mask:expr, $max_nv:tt) => {
+        ($tile:ident, $mode:ident, $mr:expr, $nv:expr, $t:expr, $mask:expr, $max_nv:tt) => {
             match ($mr, $nv) {
-                (6, 1) => $tile::<6, 1>($t, $mask),
-                (5, 1) => $tile::<5, 1>($t, $mask),
-                (4, 1) => $tile::<4, 1>($t, $mask),
-                (3, 1) => $tile::<3, 1>($t, $mask),
-                (2, 1) => $tile::<2, 1>($t, $mask),
-                (1, 1) => $tile::<1, 1>($t, $mask),
-                (6, 2) => $tile::<6, 2>($t, $mask),
-                (5, 2) => $tile::<5, 2>($t, $mask),
-                (4, 2) => $tile::<4, 2>($t, $mask),
-                (3, 2) => $tile::<3, 2>($t, $mask),
-                (2, 2) => $tile::<2, 2>($t, $mask),
-                (1, 2) => $tile::<1, 2>($t, $mask),
-                _ => tiles!(@wide $tile, $mr, $nv, $t, $mask, $max_nv),
+                (6, 1) => $tile::<6, 1, $mode>($t, $mask),
+                (5, 1) => $tile::<5, 1, $mode>($t, $mask),
+                (4, 1) => $tile::<4, 1, $mode>($t, $mask),
+                (3, 1) => $tile::<3, 1, $mode>($t, $mask),
+                (2, 1) => $tile::<2, 1, $mode>($t, $mask),
+                (1, 1) => $tile::<1, 1, $mode>($t, $mask),
+                (6, 2) => $tile::<6, 2, $mode>($t, $mask),
+                (5, 2) => $tile::<5, 2, $mode>($t, $mask),
+                (4, 2) => $tile::<4, 2, $mode>($t, $mask),
+                (3, 2) => $tile::<3, 2, $mode>($t, $mask),
+                (2, 2) => $tile::<2, 2, $mode>($t, $mask),
+                (1, 2) => $tile::<1, 2, $mode>($t, $mask),
+                _ => tiles!(@wide $tile, $mode, $mr, $nv, $t, $mask, $max_nv),
             }
         };
-        (@wide $tile:ident, $mr:expr, $nv:expr, $t:expr, $mask:expr, 4) => {
+        (@wide $tile:ident, $mode:ident, $mr:expr, $nv:expr, $t:expr, $mask:expr, 4) => {
             match ($mr, $nv) {
-                (6, 3) => $tile::<6, 3>($t, $mask),
-                (5, 3) => $tile::<5, 3>($t, $mask),
-                (4, 3) => $tile::<4, 3>($t, $mask),
-                (3, 3) => $tile::<3, 3>($t, $mask),
-                (2, 3) => $tile::<2, 3>($t, $mask),
-                (1, 3) => $tile::<1, 3>($t, $mask),
-                (6, 4) => $tile::<6, 4>($t, $mask),
-                (5, 4) => $tile::<5, 4>($t, $mask),
-                (4, 4) => $tile::<4, 4>($t, $mask),
-                (3, 4) => $tile::<3, 4>($t, $mask),
-                (2, 4) => $tile::<2, 4>($t, $mask),
-                (1, 4) => $tile::<1, 4>($t, $mask),
+                (6, 3) => $tile::<6, 3, $mode>($t, $mask),
+                (5, 3) => $tile::<5, 3, $mode>($t, $mask),
+                (4, 3) => $tile::<4, 3, $mode>($t, $mask),
+                (3, 3) => $tile::<3, 3, $mode>($t, $mask),
+                (2, 3) => $tile::<2, 3, $mode>($t, $mask),
+                (1, 3) => $tile::<1, 3, $mode>($t, $mask),
+                (6, 4) => $tile::<6, 4, $mode>($t, $mask),
+                (5, 4) => $tile::<5, 4, $mode>($t, $mask),
+                (4, 4) => $tile::<4, 4, $mode>($t, $mask),
+                (3, 4) => $tile::<3, 4, $mode>($t, $mask),
+                (2, 4) => $tile::<2, 4, $mode>($t, $mask),
+                (1, 4) => $tile::<1, 4, $mode>($t, $mask),
                 _ => unreachable!("tile shapes are 1..=6 × 1..=4"),
             }
         };
-        (@wide $tile:ident, $mr:expr, $nv:expr, $t:expr, $mask:expr, 2) => {
+        (@wide $tile:ident, $mode:ident, $mr:expr, $nv:expr, $t:expr, $mask:expr, 2) => {
             unreachable!("tile shapes are 1..=6 × 1..=2")
         };
     }
 
-    /// Defines `$name::<R, V>(tile, mask)`: one `R × V` tile of `$lanes`-lane vectors (type
-    /// `$vec`), the last vector of each row masked by `mask` — load C's start (or not), then for
-    /// each p: load B's row p, broadcast A's (i, p), one FMA per accumulator; store. The same body
-    /// for every instruction set, only its intrinsics differ.
+    /// Defines `$name::<R, V, MODE>(tile, mask)`: one `R × V` tile of `$lanes`-lane vectors
+    /// (type `$vec`), the last vector of each row masked by `mask` — load C's start (or not), then
+    /// for each p: load B's row p, broadcast A's (i, p), one FMA per accumulator; store. MODE says
+    /// where A's and B's rows are (`Operands`). The same body for every instruction set, only its
+    /// intrinsics differ.
     macro_rules! tile_fn {
         ($name:ident, $features:literal, $lanes:literal, $vec:ty, $mask:ty, $zero:ident, $load:ident, $store:ident,
          $set1:ident, $fmadd:ident) => {
             #[doc = concat!("One `R × V` tile of ", stringify!($lanes), "-lane vectors (see `tile_fn!`).")]
             #[target_feature(enable = $features)]
             #[inline]
-            unsafe fn $name<const R: usize, const V: usize>(t: Tile, mask: $mask) {
+            unsafe fn $name<const R: usize, const V: usize, const MODE: u8>(t: Tile, mask: $mask) {
                 let mut acc = [[$zero(); V]; R];
+                // A's rows from the table: their starts, once per tile.
+                let a_rows: [*const f32; R] =
+                    std::array::from_fn(|i| if MODE == TABLE_A { t.a.add(*t.a_tab.add(i) as usize) } else { t.a });
                 match t.init {
                     Init::Zero => {}
                     Init::Dst => {
@@ -259,14 +426,14 @@ mod x86 {
                     }
                 }
                 for p in 0..t.k {
-                    let bp = t.b.add(p * t.ldb);
+                    let bp = if MODE == TABLE_B { t.b.add(*t.b_tab.add(p) as usize) } else { t.b.add(p * t.ldb) };
                     let mut bv: [$vec; V] = [$zero(); V];
                     for (v, s) in bv.iter_mut().enumerate() {
                         *s = $load(bp.add(v * $lanes), v + 1 == V, mask);
                     }
-                    let ap = t.a.add(p * t.cs);
+                    let ap = t.a.wrapping_add(p * t.cs);
                     for (i, row) in acc.iter_mut().enumerate() {
-                        let ai = $set1(*ap.add(i * t.rs));
+                        let ai = $set1(if MODE == TABLE_A { *a_rows[i].add(p) } else { *ap.add(i * t.rs) });
                         for (s, &bvv) in row.iter_mut().zip(&bv) {
                             *s = $fmadd(ai, bvv, *s);
                         }
@@ -285,7 +452,6 @@ mod x86 {
     /// up to [`MR`] in each; each item is `(rows, vectors, tile, lanes used in its last vector)`.
     struct Tiles {
         first: Tile,
-        a_rs: usize,
         m: usize,
         n: usize,
         lanes: usize,
@@ -296,10 +462,9 @@ mod x86 {
 
     impl Tiles {
         fn new(
-            dst: &mut [f32],
+            (c, ldc): (*mut f32, usize),
             (m, n, k): (usize, usize, usize),
-            a: View<'_>,
-            b: Rows<'_>,
+            ops: Operands,
             start: Start<'_>,
             (lanes, max_nv): (usize, usize),
         ) -> Self {
@@ -308,18 +473,9 @@ mod x86 {
                 Start::Dst => Init::Dst,
                 Start::Row(row) => Init::Row(row.as_ptr()),
             };
-            let first = Tile {
-                c: dst.as_mut_ptr(),
-                ldc: n,
-                a: a.data.as_ptr(),
-                rs: a.rs,
-                cs: a.cs,
-                b: b.data.as_ptr(),
-                ldb: b.ld,
-                k,
-                init,
-            };
-            Tiles { first, a_rs: a.rs, m, n, lanes, max_nv, i0: 0, j0: 0 }
+            let Operands { a, rs, cs, a_tab, b, ldb, b_tab } = ops;
+            let first = Tile { c, ldc, a, rs, cs, a_tab, b, ldb, b_tab, k, init };
+            Tiles { first, m, n, lanes, max_nv, i0: 0, j0: 0 }
         }
     }
 
@@ -341,8 +497,9 @@ mod x86 {
             // The offsets stay inside the operands (the caller's bounds checks): wrapping_add
             // only so that computing them needs no unsafe.
             let t = Tile {
-                c: f.c.wrapping_add(self.i0 * self.n + self.j0),
-                a: f.a.wrapping_add(self.i0 * self.a_rs),
+                c: f.c.wrapping_add(self.i0 * f.ldc + self.j0),
+                a: f.a.wrapping_add(self.i0 * f.rs),
+                a_tab: f.a_tab.wrapping_add(self.i0),
                 b: f.b.wrapping_add(self.j0),
                 init: match f.init {
                     Init::Row(r) => Init::Row(r.wrapping_add(self.j0)),
@@ -361,15 +518,19 @@ mod x86 {
     /// AVX-512F, and the caller's bounds checks.
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn gemm_avx512(
-        dst: &mut [f32],
+        c: (*mut f32, usize),
         (m, n, k): (usize, usize, usize),
-        a: View<'_>,
-        b: Rows<'_>,
+        ops: Operands,
         start: Start,
     ) {
-        for (mr, nv, t, last) in Tiles::new(dst, (m, n, k), a, b, start, (16, 4)) {
+        let mode = ops.mode();
+        for (mr, nv, t, last) in Tiles::new(c, (m, n, k), ops, start, (16, 4)) {
             let mask: __mmask16 = if last == 16 { 0xffff } else { (1u16 << last) - 1 };
-            tiles!(tile512, mr, nv, t, mask, 4)
+            match mode {
+                TABLE_A => tiles!(tile512, TABLE_A, mr, nv, t, mask, 4),
+                TABLE_B => tiles!(tile512, TABLE_B, mr, nv, t, mask, 4),
+                _ => tiles!(tile512, PLAIN, mr, nv, t, mask, 4),
+            }
         }
     }
 
@@ -414,16 +575,20 @@ mod x86 {
     /// AVX2 and FMA, and the caller's bounds checks.
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn gemm_avx2(
-        dst: &mut [f32],
+        c: (*mut f32, usize),
         (m, n, k): (usize, usize, usize),
-        a: View<'_>,
-        b: Rows<'_>,
+        ops: Operands,
         start: Start,
     ) {
-        for (mr, nv, t, last) in Tiles::new(dst, (m, n, k), a, b, start, (8, 2)) {
+        let mode = ops.mode();
+        for (mr, nv, t, last) in Tiles::new(c, (m, n, k), ops, start, (8, 2)) {
             let lane = |j: usize| if j < last { -1i32 } else { 0 };
             let mask = _mm256_setr_epi32(lane(0), lane(1), lane(2), lane(3), lane(4), lane(5), lane(6), lane(7));
-            tiles!(tile256, mr, nv, t, mask, 2)
+            match mode {
+                TABLE_A => tiles!(tile256, TABLE_A, mr, nv, t, mask, 2),
+                TABLE_B => tiles!(tile256, TABLE_B, mr, nv, t, mask, 2),
+                _ => tiles!(tile256, PLAIN, mr, nv, t, mask, 2),
+            }
         }
     }
 
@@ -516,6 +681,84 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Rows of `data` at `offsets` (+ `base`), `cols` each, as one row-major matrix.
+    fn gathered(data: &[f32], offsets: &[u32], base: usize, cols: usize) -> Vec<f32> {
+        offsets.iter().flat_map(|&o| data[base + o as usize..][..cols].to_vec()).collect()
+    }
+
+    #[test]
+    fn tables_give_the_bits_of_the_gathered_matrix_on_every_tier() {
+        let tiers: Vec<Tier> =
+            [Tier::Avx512, Tier::Avx2, Tier::Portable].into_iter().filter(|&t| supported(t)).collect();
+        let data = data(4000, 0.9);
+        for &(m, n, k) in &[(1, 1, 1), (7, 65, 3), (13, 17, 40), (25, 64, 128), (6, 32, 9)] {
+            let bias = super::tests::data(n, 4.2);
+            for start in [Start::Zero, Start::Dst, Start::Row(&bias)] {
+                let ldc = n + 5; // C inside a wider matrix
+                let c0 = super::tests::data(m * ldc, 2.9);
+                // A from a table: rows at irregular offsets, overlapping, out of order.
+                let a_off: Vec<u32> = (0..m as u32).map(|i| (i * 37 + (i % 3) * 101) % 2900).collect();
+                let b_data = super::tests::data(k * n, 1.1);
+                let a_rows = gathered(&data, &a_off, 11, k);
+                for &tier in &tiers {
+                    let mut want = c0.clone();
+                    for i in 0..m {
+                        let c = &mut want[i * ldc..i * ldc + n];
+                        chain_gemm_on(
+                            tier,
+                            c,
+                            (1, n, k),
+                            View::rows(&a_rows[i * k..], k),
+                            Rows { data: &b_data, ld: n },
+                            start,
+                        );
+                    }
+                    let mut got = c0.clone();
+                    let a = Table { data: &data, offsets: &a_off, base: 11 };
+                    table_a_on(tier, (&mut got, ldc), (m, n, k), a, Rows { data: &b_data, ld: n }, start);
+                    assert!(
+                        got.iter().zip(&want).all(|(x, y)| x.to_bits() == y.to_bits()),
+                        "A table {tier:?} {m}x{n}x{k} {start:?}"
+                    );
+                }
+                // B from a table, A a transposed view.
+                let b_off: Vec<u32> = (0..k as u32).map(|p| (p * 53 + (p % 4) * 7) % 3000).collect();
+                let a_data = super::tests::data(k * m, 0.3);
+                let b_rows = gathered(&data, &b_off, 5, n);
+                for &tier in &tiers {
+                    let mut want = vec![0f32; m * n];
+                    let mut got = c0.clone();
+                    let compact: Vec<f32> = (0..m).flat_map(|i| c0[i * ldc..i * ldc + n].to_vec()).collect();
+                    want.copy_from_slice(&compact);
+                    let a = View::transposed(&a_data, m);
+                    chain_gemm_on(tier, &mut want, (m, n, k), a, Rows { data: &b_rows, ld: n }, start);
+                    let b = Table { data: &data, offsets: &b_off, base: 5 };
+                    table_b_on(tier, (&mut got, ldc), (m, n, k), a, b, start);
+                    for i in 0..m {
+                        let same = got[i * ldc..i * ldc + n]
+                            .iter()
+                            .zip(&want[i * n..(i + 1) * n])
+                            .all(|(x, y)| x.to_bits() == y.to_bits());
+                        assert!(same, "B table {tier:?} {m}x{n}x{k} {start:?} row {i}");
+                        assert_eq!(got[i * ldc + n..(i + 1) * ldc], c0[i * ldc + n..(i + 1) * ldc], "past n untouched");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn tables_too_short_are_refused() {
+        let data = vec![1.0f32; 100];
+        let b = vec![1.0f32; 16];
+        let mut c = vec![0f32; 16];
+        let short = std::panic::catch_unwind(move || {
+            let a = Table { data: &data, offsets: &[0, 95], base: 0 };
+            chain_gemm_table_a((&mut c, 4), (2, 4, 8), a, Rows { data: &b, ld: 4 }, Start::Zero);
+        });
+        assert!(short.is_err(), "a row past the data's end is refused");
     }
 
     #[test]
