@@ -50,6 +50,13 @@ pub struct Rows<'a> {
     pub ld: usize,
 }
 
+impl Rows<'_> {
+    /// Whether it holds the `k` rows of `n` columns a product reads.
+    fn holds(&self, k: usize, n: usize) -> bool {
+        self.ld >= n && (k == 0 || n == 0 || self.data.len() >= (k - 1) * self.ld + n)
+    }
+}
+
 /// A matrix whose rows lie where a table says: row r is `data[base + offsets[r]..]`, its elements
 /// contiguous (a convolution's windows, read where they lie in its input, without copying them
 /// into a window matrix first).
@@ -139,7 +146,7 @@ pub fn chain_gemm_on(
     start: Start<'_>,
 ) {
     assert!(a.data.len() >= a.extent(m, k), "chain_gemm: A too short");
-    assert!(b.ld >= n && (k == 0 || n == 0 || b.data.len() >= (k - 1) * b.ld + n), "chain_gemm: B too short");
+    assert!(b.holds(k, n), "chain_gemm: B too short");
     let ops = Operands::plain(a, b);
     run(tier, (dst, n), (m, n, k), ops, start);
 }
@@ -171,7 +178,7 @@ fn table_a_on(
     start: Start<'_>,
 ) {
     assert!(a.offsets.len() >= m && a.data.len() >= a.extent(m, k), "chain_gemm: A's table or data too short");
-    assert!(b.ld >= n && (k == 0 || n == 0 || b.data.len() >= (k - 1) * b.ld + n), "chain_gemm: B too short");
+    assert!(b.holds(k, n), "chain_gemm: B too short");
     let ops = Operands {
         a: a.data[a.base.min(a.data.len())..].as_ptr(),
         rs: 0,
