@@ -18,7 +18,7 @@ cargo build --release -q -p proxima-cli --features gym
 games=("$@"); [ ${#games[@]} -gt 0 ] || games=(Breakout Pong)
 steps=${STEPS:-500000}; seed=${SEED:-1}
 out=bench-results/atari-learning; mkdir -p "$out"
-bin=$(mktemp -d)/proxima; cp target/release/proxima "$bin"   # rebuilds during the runs do not touch it
+bin=$(mktemp -d)/proxima; cp "${CARGO_TARGET_DIR:-target}/release/proxima" "$bin"   # rebuilds during the runs do not touch it
 echo "machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg) before"; date
 for game in "${games[@]}"; do
   dir="$out/$game"; rm -rf "$dir"

@@ -28,7 +28,7 @@ for mode in ${THREADS:-whole one}; do
   rm -rf "$d"
   echo "== $mode: load $(cut -d' ' -f1-3 /proc/loadavg) before Proxima"
   t0=$(date +%s.%N)
-  ./target/release/proxima train "atari:$game" --preset paper-atari --seed "$seed" --total-timesteps "$steps" \
+  "${CARGO_TARGET_DIR:-target}/release/proxima" train "atari:$game" --preset paper-atari --seed "$seed" --total-timesteps "$steps" \
     --set eval_episodes=0 "${flags[@]}" --run-dir "$d" --quiet
   t1=$(date +%s.%N)
   python3 - "$d" "$t0" "$t1" "$mode" > "$out/proxima-$mode.json" <<'PY'

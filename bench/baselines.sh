@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 cargo build --release -q -p proxima-cli
 py=${PYTHON:-python3}; seeds=${SEEDS:-1 2 3}; steps_sb3=${STEPS_SB3:-100000}
 out=bench-results; mkdir -p "$out/runs"
-P=./target/release/proxima
+P="${CARGO_TARGET_DIR:-target}/release/proxima"
 row() { python3 -c "import json,sys; e=json.load(open('$1/eval.json')); print(json.dumps({'name':'$2','impl':'proxima','env':e['env_id'],'seed':e['seed'],'steps':e['global_step'],'train_seconds':e['train_seconds'],'sps':e['sps'],'eval_mean_return':e['mean_return'],'eval_std_return':e['std_return']}))"; }
 
 : > "$out/baselines_cartpole.jsonl"

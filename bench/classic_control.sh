@@ -18,7 +18,7 @@ for env in "${envs[@]}"; do
   for seed in $seeds; do
     dir="$out/runs/${env}__cleanrl__${seed}"
     rm -rf "$dir"
-    ./target/release/proxima train "$env" --preset cleanrl --seed "$seed" --total-timesteps "$steps" \
+    "${CARGO_TARGET_DIR:-target}/release/proxima" train "$env" --preset cleanrl --seed "$seed" --total-timesteps "$steps" \
       --set eval_episodes=100 --run-dir "$dir" --quiet >&2
   done
 done

@@ -16,7 +16,7 @@ out=bench-results; mkdir -p "$out/runs"; : > "$out/continuous.jsonl"
 for env in $envs; do
   for seed in $seeds; do
     dir="$out/runs/${env}__paper-mujoco__${seed}"; rm -rf "$dir"
-    ./target/release/proxima train "$env" --preset paper-mujoco --seed "$seed" --total-timesteps "$steps" \
+    "${CARGO_TARGET_DIR:-target}/release/proxima" train "$env" --preset paper-mujoco --seed "$seed" --total-timesteps "$steps" \
       --set eval_episodes=100 --run-dir "$dir" --quiet >&2
     python3 -c "import json,sys; e=json.load(open('$dir/eval.json')); print(json.dumps({'impl':'proxima','env':e['env_id'],'seed':e['seed'],'steps':e['global_step'],'train_seconds':e['train_seconds'],'sps':e['sps'],'eval_mean_return':e['mean_return'],'eval_std_return':e['std_return']}))" >> "$out/continuous.jsonl"
     "$py" ../shared/bench/sb3_baseline.py --algo ppo --config paper-mujoco --env "$env" --steps "$steps" --seeds "$seed" \

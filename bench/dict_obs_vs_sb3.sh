@@ -14,7 +14,7 @@ py=${PYTHON:-python3}; seeds=${SEEDS:-1 2 3}; steps=${STEPS:-50000}
 export PROXIMA_PYTHON=${PROXIMA_PYTHON:-$py} PYTHONPATH=$PWD/crates/proxima-gym/tests${PYTHONPATH:+:$PYTHONPATH}
 cargo build --release -q -p proxima-cli --features gym
 # A copy of the binary: a build during the runs (another script, a test) does not swap it under them.
-bin=$(mktemp -d)/proxima; cp target/release/proxima "$bin"
+bin=$(mktemp -d)/proxima; cp "${CARGO_TARGET_DIR:-target}/release/proxima" "$bin"
 out=bench-results/dict-KeyDecidesFlat
 mkdir -p "$out/runs"; : > "$out/proxima.jsonl"
 uptime; date

@@ -24,7 +24,7 @@ mkdir -p "$out"
 features=()
 [ "${HALFCHEETAH:-0}" = 1 ] && features=(--features gym)
 cargo build --release --locked -q -p proxima-cli "${features[@]}"
-bin=$root/target/release/proxima
+bin=$(cd "$root" && realpath -m "${CARGO_TARGET_DIR:-target}")/release/proxima
 md=$out/learning.md
 : >"$md"
 run() { # NAME ENV ARGS... : one multi-seed run, its summary appended to the report

@@ -15,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -q -p proxima-cli
-P=./target/release/proxima
+P="${CARGO_TARGET_DIR:-target}/release/proxima"
 out=bench-results/lm; mkdir -p "$out"
 run() { local name=$1; shift; rm -rf "$out/$name"; $P lm "$@" --run-dir "$out/$name" -q > "$out/$name.txt"; cat "$out/$name.txt"; }
 

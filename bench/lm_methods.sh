@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -q -p proxima-cli
-P=$PWD/target/release/proxima
+P=$(realpath -m "${CARGO_TARGET_DIR:-target}")/release/proxima
 out=${1:-bench-results/lm_methods}; mkdir -p "$out"
 run() { local name=$1; shift; rm -rf "$out/$name"; $P lm "$@" --run-dir "$out/$name" -q > "$out/$name.txt"; }
 

@@ -18,7 +18,7 @@ steps=${STEPS:-500000}
 features=mpi
 [ "${MUJOCO:-0}" = 1 ] && features=mpi,gym
 cargo build --release --locked -q -p proxima-cli --features "$features"
-bin=$PWD/target/release/proxima
+bin=$(realpath -m "${CARGO_TARGET_DIR:-target}")/release/proxima
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT

@@ -15,7 +15,7 @@ out=bench-results; mkdir -p "$out/runs"
 for env in "${envs[@]}"; do
   for seed in $seeds; do
     dir="$out/runs/gym-${env}__paper-mujoco__${seed}"; rm -rf "$dir"
-    ./target/release/proxima train "gym:$env" --preset paper-mujoco --seed "$seed" --total-timesteps "$steps" \
+    "${CARGO_TARGET_DIR:-target}/release/proxima" train "gym:$env" --preset paper-mujoco --seed "$seed" --total-timesteps "$steps" \
       --run-dir "$dir" --quiet 2> >(grep -v -e '^WARNING' -e '^$' >&2)
   done
 done

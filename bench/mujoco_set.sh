@@ -21,7 +21,7 @@ repo=$(realpath -m -- "$(dirname "$0")/..")
 case $root/ in "$repo"/*) echo "ROOT=$root is inside the repository ($repo): choose a directory outside it" >&2; exit 2 ;; esac
 cd "$(dirname "$0")/.."
 seeds=${SEEDS:-1-5}; failed=0
-bin=${PROXIMA_BIN:-./target/release/proxima}
+bin=${PROXIMA_BIN:-${CARGO_TARGET_DIR:-target}/release/proxima}
 [ -n "${PROXIMA_BIN:-}" ] || cargo build --release -q -p proxima-cli --features gym || exit 1
 envs=("$@")
 [ ${#envs[@]} -gt 0 ] || envs=(HalfCheetah-v5 Hopper-v5 Walker2d-v5 Swimmer-v5 Reacher-v5 InvertedPendulum-v5

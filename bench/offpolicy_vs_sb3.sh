@@ -40,7 +40,7 @@ if [ "$threads" = 1 ]; then sb3_run & sb3=$!; else ( time sb3_run ); sb3=; fi
 sets+=(--set "num_threads=$threads")
 for s in $seeds; do
   d="$out/runs/${env}__${algo}__$s"; rm -rf "$d"
-  ( time ./target/release/proxima train "$id" --algo "$algo" --seed "$s" --total-timesteps "$steps" \
+  ( time "${CARGO_TARGET_DIR:-target}/release/proxima" train "$id" --algo "$algo" --seed "$s" --total-timesteps "$steps" \
     "${sets[@]}" --set eval_episodes=20 --run-dir "$d" --quiet > /dev/null ) 2> >(grep -v -e '^WARNING' -e '^$' >&2)
   python3 -c "import json; e=json.load(open('$d/eval.json')); print(json.dumps({'impl':'proxima','algo':'$algo','env':e['env_id'],'seed':e['seed'],'steps':e['global_step'],'train_seconds':e['train_seconds'],'sps':e['sps'],'eval_mean_return':e['mean_return'],'eval_std_return':e['std_return']}))" >> "$out/proxima.jsonl"
 done

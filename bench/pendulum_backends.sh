@@ -23,7 +23,7 @@ fi
 rm -rf "$out"
 mkdir -p "$out"
 cargo build --release --locked -q -p proxima-cli
-bin=$PWD/target/release/proxima
+bin=$(realpath -m "${CARGO_TARGET_DIR:-target}")/release/proxima
 for backend in fused candle; do
   echo "== $backend: seeds 1-$seeds" >&2
   "$bin" train Pendulum-v1 --preset paper-mujoco --total-timesteps 200000 --seeds "1-$seeds" \

@@ -36,7 +36,7 @@ secs() { python3 -c "print(f'{$2 - $1:.2f}')"; }
 
 echo "building proxima (release) ..." >&2
 cargo build --release --locked -q -p proxima-cli
-bin=$root/target/release/proxima
+bin=$(cd "$root" && realpath -m "${CARGO_TARGET_DIR:-target}")/release/proxima
 
 say "bench/perf.sh at $(git rev-parse --short HEAD), $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs))"
 say ""

@@ -30,7 +30,7 @@ for env in "${envs[@]}"; do
     esac
     dir="$out/${env}__$variant"; rm -rf "$dir"
     start=$(date +%s.%N)
-    ./target/release/proxima train "$id" "${sets[@]}" --preset paper-mujoco --seeds "$seeds" --jobs 1 \
+    "${CARGO_TARGET_DIR:-target}/release/proxima" train "$id" "${sets[@]}" --preset paper-mujoco --seeds "$seeds" --jobs 1 \
       --total-timesteps "$steps" --set eval_episodes=20 --run-dir "$dir" --quiet 2> >(grep -v -e '^WARNING' -e '^$' >&2) > /dev/null
     echo "$env $variant: $(echo "$(date +%s.%N) - $start" | bc) s whole process" | tee "$dir/wall.txt"
   done

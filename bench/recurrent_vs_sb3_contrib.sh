@@ -26,7 +26,7 @@ export TASK=$task
 export PROXIMA_PYTHON=${PROXIMA_PYTHON:-$py} PYTHONPATH=$PWD/crates/proxima-gym/tests${PYTHONPATH:+:$PYTHONPATH}
 cargo build --release -q -p proxima-cli --features gym
 # A copy of the binary: a build during the runs (another script, a test) does not swap it under them.
-bin=$(mktemp -d)/proxima; cp target/release/proxima "$bin"
+bin=$(mktemp -d)/proxima; cp "${CARGO_TARGET_DIR:-target}/release/proxima" "$bin"
 out=bench-results/recurrent-$task
 mkdir -p "$out/runs"; : > "$out/proxima.jsonl"
 uptime; date

@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -q -p proxima-cli
-P=./target/release/proxima
+P="${CARGO_TARGET_DIR:-target}/release/proxima"
 out=bench-results/reinforce; rm -rf "$out"; mkdir -p "$out"
 jobs=${JOBS:-2}; steps=${STEPS:-500000}
 uptime

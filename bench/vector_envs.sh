@@ -23,7 +23,7 @@ fi
 rm -rf "$out"
 mkdir -p "$out"
 cargo build --release --locked -q -p proxima-cli --features gym
-bin=$root/target/release/proxima
+bin=$(cd "$root" && realpath -m "${CARGO_TARGET_DIR:-target}")/release/proxima
 md=$out/vector_envs.md
 {
   echo "HalfCheetah-v5, paper-mujoco, $steps steps, seed 1, $(nproc) cores; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
