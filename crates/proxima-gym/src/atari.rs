@@ -5,6 +5,9 @@
 //! full_action_space=False)`: frame skipping and max-pooling are the wrappers' job, and the
 //! sticky-action probability is the protocol's choice (0 in SB3's and CleanRL's `NoFrameskip-v4`
 //! setting, 0.25 in Machado et al.'s v5 default). Frames cross as one `bytes` object per step.
+//! Where `gymnasium.make` added only its checking wrappers, a frame is stepped by calling the
+//! ALE interface as `AtariEnv.step` does ([`Direct`]), and the frames MaxAndSkip drops are not
+//! read out: the same frames, rewards and flags, a sixth less time per agent step.
 
 use crate::{call_reset, init, make_error, py_err, python_executable, PREFIX};
 use proxima_env::atari::{parse_atari_spec, AtariEnv, AtariGame, GameStep, ATARI_PREFIX};
@@ -30,6 +33,97 @@ pub struct AleGame {
     np: Py<PyModule>,
     shape: (usize, usize),
     meanings: Vec<String>,
+    /// The ALE interface's calls, where they can stand in for `env.step` (else `None`).
+    direct: Option<Direct>,
+}
+
+/// The ALE interface's own calls, made directly where `gymnasium.make` wrapped the `AtariEnv`
+/// (`frameskip=1`, RGB observations, no continuous actions, no sound, no time limit) in its
+/// checking wrappers only (`OrderEnforcing`, `PassiveEnvChecker`), which change nothing
+/// after the first reset. One raw frame is then what `AtariEnv.step` computes:
+/// `ale.act(action_set[a], 1.0)` (the reward, an integer, as a float), `game_over(False)`,
+/// `game_truncated()`; its frame is `getScreenRGB`, read into a preallocated array only when
+/// someone looks at it.
+struct Direct {
+    act: Py<PyAny>,
+    game_over: Py<PyAny>,
+    game_truncated: Py<PyAny>,
+    lives: Py<PyAny>,
+    screen_rgb: Py<PyAny>,
+    /// The minimal action set's `ale_py.Action`s, by action index.
+    actions: Vec<Py<PyAny>>,
+    /// The `[height, width, 3]` uint8 array `getScreenRGB` writes into.
+    frame: Py<PyAny>,
+}
+
+impl Direct {
+    /// The direct calls for `env` (made by [`AleGame::make`]), or `None` where its wrappers or
+    /// settings are not the ones [`Direct`] stands in for — any wrapper, attribute or value not
+    /// as expected keeps the game on `env.step`.
+    fn of(env: &Bound<'_, PyAny>, np: &Bound<'_, PyModule>, shape: (usize, usize)) -> Option<Direct> {
+        let limit = env.getattr("spec").ok()?;
+        if !limit.is_none() && !limit.getattr("max_episode_steps").ok()?.is_none() {
+            return None;
+        }
+        let mut e = env.clone();
+        while e.get_type().name().ok()?.to_string() != "AtariEnv" {
+            if !["OrderEnforcing", "PassiveEnvChecker"].contains(&e.get_type().name().ok()?.to_string().as_str()) {
+                return None;
+            }
+            e = e.getattr("env").ok()?;
+        }
+        let flag = |name: &str| e.getattr(name).ok().map(|v| v.is_truthy().unwrap_or(true)).unwrap_or(false);
+        let frameskip: i64 = e.getattr("_frameskip").ok()?.extract().ok()?;
+        let obs_type: String = e.getattr("_obs_type").ok()?.extract().ok()?;
+        if frameskip != 1 || obs_type != "rgb" || flag("continuous") || flag("sound_obs") {
+            return None;
+        }
+        let ale = e.getattr("ale").ok()?;
+        let method = |name: &str| ale.getattr(name).ok().map(Bound::unbind);
+        let actions: Vec<Py<PyAny>> = e
+            .getattr("_action_set")
+            .ok()?
+            .try_iter()
+            .ok()?
+            .map(|a| a.map(Bound::unbind))
+            .collect::<PyResult<_>>()
+            .ok()?;
+        let frame = np.call_method1("zeros", ((shape.0, shape.1, 3), "uint8")).ok()?.unbind();
+        Some(Direct {
+            act: method("act")?,
+            game_over: method("game_over")?,
+            game_truncated: method("game_truncated")?,
+            lives: method("lives")?,
+            screen_rgb: method("getScreenRGB")?,
+            actions,
+            frame,
+        })
+    }
+
+    /// One raw frame with action index `a` (in range), its frame not read.
+    fn step(&self, py: Python<'_>, a: usize) -> PyResult<GameStep> {
+        let reward: f64 = self.act.bind(py).call1((self.actions[a].bind(py), 1.0f64))?.extract()?;
+        let terminated = self.game_over.bind(py).call1((false,))?.is_truthy()?;
+        let truncated = self.game_truncated.bind(py).call0()?.is_truthy()?;
+        Ok(GameStep { reward, terminated, truncated })
+    }
+
+    /// The current frame (`getScreenRGB`) into `rgb` (`[height, width, 3]`).
+    fn screen(&self, py: Python<'_>, rgb: &mut [u8]) -> PyResult<()> {
+        let frame = self.frame.bind(py);
+        self.screen_rgb.bind(py).call1((frame,))?;
+        let bytes = frame.call_method0("tobytes")?;
+        let bytes = bytes.cast::<PyBytes>()?.as_bytes();
+        if bytes.len() != rgb.len() {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "getScreenRGB wrote {} bytes, not {}",
+                bytes.len(),
+                rgb.len()
+            )));
+        }
+        rgb.copy_from_slice(bytes);
+        Ok(())
+    }
 }
 
 impl AleGame {
@@ -94,7 +188,9 @@ impl AleGame {
             .and_then(|u| u.call_method0("get_action_meanings"))
             .and_then(|m| m.extract())
             .map_err(|e| EnvError::Env(format!("{id}: no get_action_meanings(): {}", py_err(py, e))))?;
-        Ok(AleGame { id, env: env.unbind(), np: np.unbind(), shape: (shape[0], shape[1]), meanings })
+        let shape = (shape[0], shape[1]);
+        let direct = Direct::of(&env, &np, shape);
+        Ok(AleGame { id, env: env.unbind(), np: np.unbind(), shape, meanings, direct })
     }
 
     /// Copies a frame into `rgb` after checking its shape and dtype.
@@ -114,6 +210,30 @@ impl AleGame {
         let bytes = bytes.cast::<PyBytes>().map_err(|e| EnvError::Env(e.to_string()))?;
         rgb.copy_from_slice(bytes.as_bytes());
         Ok(())
+    }
+
+    /// Whether a raw frame is stepped through the ALE interface's calls directly ([`Direct`]:
+    /// `gymnasium.make` added only its checking wrappers) rather than through `env.step`.
+    pub fn steps_ale_directly(&self) -> bool {
+        self.direct.is_some()
+    }
+
+    /// An action index outside the game's actions is an `InvalidAction` error.
+    fn check_action(&self, action: usize) -> Result<()> {
+        if action >= self.meanings.len() {
+            return Err(EnvError::InvalidAction(format!(
+                "{}: action {action} is not in Discrete({}) ({:?})",
+                self.id,
+                self.meanings.len(),
+                self.meanings
+            )));
+        }
+        Ok(())
+    }
+
+    /// A Python exception from the game's `what` call, as an env error.
+    fn raised(&self, py: Python<'_>, what: &str, e: PyErr) -> EnvError {
+        EnvError::Env(format!("{}.{what} raised:\n{}", self.id, py_err(py, e)))
     }
 
     fn unwrapped<'py>(&self, py: Python<'py>) -> Result<Bound<'py, PyAny>> {
@@ -139,15 +259,13 @@ impl AtariGame for AleGame {
         })
     }
     fn step(&mut self, action: usize, rgb: &mut [u8]) -> Result<GameStep> {
-        if action >= self.meanings.len() {
-            return Err(EnvError::InvalidAction(format!(
-                "{}: action {action} is not in Discrete({}) ({:?})",
-                self.id,
-                self.meanings.len(),
-                self.meanings
-            )));
-        }
+        self.check_action(action)?;
         Python::attach(|py| {
+            if let Some(d) = &self.direct {
+                let s = d.step(py, action).map_err(|e| self.raised(py, "step", e))?;
+                d.screen(py, rgb).map_err(|e| self.raised(py, "getScreenRGB", e))?;
+                return Ok(s);
+            }
             let out = self
                 .env
                 .bind(py)
@@ -162,8 +280,27 @@ impl AtariGame for AleGame {
             Ok(GameStep { reward, terminated, truncated })
         })
     }
+    fn step_unseen(&mut self, action: usize) -> Result<GameStep> {
+        self.check_action(action)?;
+        match &self.direct {
+            Some(d) => Python::attach(|py| d.step(py, action).map_err(|e| self.raised(py, "step", e))),
+            None => self.step(action, &mut vec![0; self.shape.0 * self.shape.1 * 3]),
+        }
+    }
+    fn screen(&mut self, rgb: &mut [u8]) -> Result<()> {
+        Python::attach(|py| match &self.direct {
+            Some(d) => d.screen(py, rgb).map_err(|e| self.raised(py, "getScreenRGB", e)),
+            None => {
+                let frame = self.unwrapped(py)?.getattr("ale").and_then(|a| a.call_method0("getScreenRGB"));
+                self.frame(py, &frame.map_err(|e| self.raised(py, "getScreenRGB", e))?, rgb)
+            }
+        })
+    }
     fn lives(&self) -> Result<u32> {
         Python::attach(|py| {
+            if let Some(d) = &self.direct {
+                return d.lives.bind(py).call0().and_then(|l| l.extract()).map_err(|e| self.raised(py, "ale.lives", e));
+            }
             self.unwrapped(py)?
                 .getattr("ale")
                 .and_then(|a| a.call_method0("lives"))

@@ -74,7 +74,9 @@ fn compare(game: &str) {
     let (actions, obs, finals, done, trunc, lives) =
         (read("actions"), read("obs"), read("final"), read("done"), read("trunc"), read("lives"));
     let rewards: Vec<f32> = read("reward").chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
-    let mut env = AtariWrapper::new(AleGame::make(game, 0.0).unwrap(), AtariOptions::default()).unwrap();
+    let game_made = AleGame::make(game, 0.0).unwrap();
+    assert!(game_made.steps_ale_directly(), "{game}: gymnasium.make adds only its checking wrappers");
+    let mut env = AtariWrapper::new(game_made, AtariOptions::default()).unwrap();
     let n = 4 * 84 * 84;
     env.reset(Some(SEED)).unwrap();
     let (mut episodes, mut lives_lost) = (0, 0);

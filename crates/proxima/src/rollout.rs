@@ -243,13 +243,17 @@ impl Observations {
         match self {
             Observations::F32(v) => v[at..at + src.len()].copy_from_slice(src),
             Observations::U8(v) => {
+                // `x as u8` saturates (NaN to 0): it gives x back exactly when x is an integer
+                // in 0..=255. One pass without branches, then the message for the first bad value.
+                let mut exact = true;
                 for (d, &x) in v[at..at + src.len()].iter_mut().zip(src) {
-                    if !(0.0..=255.0).contains(&x) || x.fract() != 0.0 {
-                        return Err(ProximaError::NonFinite(format!(
-                            "an observation value {x} in a uint8 observation space (expected an integer in 0..=255)"
-                        )));
-                    }
                     *d = x as u8;
+                    exact &= f32::from(*d) == x;
+                }
+                if let Some(x) = src.iter().find(|&&x| f32::from(x as u8) != x).filter(|_| !exact) {
+                    return Err(ProximaError::NonFinite(format!(
+                        "an observation value {x} in a uint8 observation space (expected an integer in 0..=255)"
+                    )));
                 }
             }
         }
@@ -648,10 +652,12 @@ mod tests {
         let mut out = vec![];
         buf.observations.gather_into(&[1, 0], 3, &mut out);
         assert_eq!(out, [1.0, 2.0, 3.0, 0.0, 17.0, 255.0]);
-        for bad in [256.0, -1.0, 0.5, f32::NAN] {
+        for bad in [256.0, -1.0, 0.5, f32::NAN, f32::INFINITY, 255.5] {
             let e = buf.observations.write(0, &[bad]).unwrap_err().to_string();
             assert!(e.contains("uint8 observation space"), "{e}");
         }
+        let e = buf.observations.write(0, &[1.0, 300.0, -2.0]).unwrap_err().to_string();
+        assert!(e.contains("value 300 in"), "the first bad value is named: {e}");
     }
 
     #[test]

@@ -105,7 +105,8 @@ pub struct AreaResize {
     dst: (usize, usize),
     x_taps: Vec<Tap>,
     y_taps: Vec<Tap>,
-    row: Vec<f32>,
+    /// Every source row's x pass, `[src_height, dst_width]`.
+    rows: Vec<f32>,
     sum: Vec<f32>,
 }
 
@@ -142,7 +143,7 @@ impl AreaResize {
             dst: (dst_height, dst_width),
             x_taps: area_taps(src_width, dst_width, scale(src_width, dst_width)),
             y_taps: area_taps(src_height, dst_height, scale(src_height, dst_height)),
-            row: vec![0.0; dst_width],
+            rows: vec![0.0; src_height * dst_width],
             sum: vec![0.0; dst_width],
         })
     }
@@ -165,29 +166,62 @@ impl AreaResize {
                 dst.len()
             )));
         }
+        self.sum_every_row_across(src);
         self.sum.fill(0.0);
         let mut prev_dy = self.y_taps[0].di;
-        for y in 0..self.y_taps.len() {
-            let Tap { di: dy, si: sy, alpha: beta } = self.y_taps[y];
-            let line = &src[sy * sw..(sy + 1) * sw];
-            self.row.fill(0.0);
-            for t in &self.x_taps {
-                self.row[t.di] += line[t.si] as f32 * t.alpha;
-            }
+        for &Tap { di: dy, si: sy, alpha: beta } in &self.y_taps {
+            let row = &self.rows[sy * dw..(sy + 1) * dw];
             if dy != prev_dy {
                 store_row(&self.sum, &mut dst[prev_dy * dw..(prev_dy + 1) * dw]);
-                for (s, &r) in self.sum.iter_mut().zip(&self.row) {
+                for (s, &r) in self.sum.iter_mut().zip(row) {
                     *s = beta * r;
                 }
                 prev_dy = dy;
             } else {
-                for (s, &r) in self.sum.iter_mut().zip(&self.row) {
+                for (s, &r) in self.sum.iter_mut().zip(row) {
                     *s += beta * r;
                 }
             }
         }
         store_row(&self.sum, &mut dst[prev_dy * dw..(prev_dy + 1) * dw]);
         Ok(())
+    }
+
+    /// The x pass of every source row into `rows` (`[src_height, dst_width]`), four rows at a
+    /// time (four independent chains of additions; a row's sum is the same alone or not).
+    fn sum_every_row_across(&mut self, src: &[u8]) {
+        let ((sh, sw), dw) = (self.src, self.dst.1);
+        let mut y = 0;
+        while y + 4 <= sh {
+            let lines = std::array::from_fn(|k| &src[(y + k) * sw..(y + k + 1) * sw]);
+            sum_across::<4>(&self.x_taps, lines, &mut self.rows[y * dw..(y + 4) * dw]);
+            y += 4;
+        }
+        for y in y..sh {
+            sum_across::<1>(&self.x_taps, [&src[y * sw..(y + 1) * sw]], &mut self.rows[y * dw..(y + 1) * dw]);
+        }
+    }
+}
+
+/// OpenCV's x pass (`buf[dx] += src[sx] · alpha` over the taps, from 0) for `N` source rows
+/// into `out` (`[N, dst_width]`). Each output pixel's taps are consecutive, so its sum is kept
+/// in a register: the same additions in the same order.
+fn sum_across<const N: usize>(taps: &[Tap], lines: [&[u8]; N], out: &mut [f32]) {
+    let dw = out.len() / N;
+    let (mut acc, mut di) = ([0.0f32; N], taps[0].di);
+    for t in taps {
+        if t.di != di {
+            for k in 0..N {
+                out[k * dw + di] = acc[k];
+            }
+            (acc, di) = ([0.0; N], t.di);
+        }
+        for k in 0..N {
+            acc[k] += lines[k][t.si] as f32 * t.alpha;
+        }
+    }
+    for k in 0..N {
+        out[k * dw + di] = acc[k];
     }
 }
 

@@ -59,6 +59,16 @@ pub trait AtariGame: Send {
     fn reset(&mut self, seed: Option<u64>, rgb: &mut [u8]) -> Result<()>;
     /// One raw frame with `action`, its frame written into `rgb`.
     fn step(&mut self, action: usize, rgb: &mut [u8]) -> Result<GameStep>;
+    /// One raw frame with `action` whose frame no one looks at (MaxAndSkip's first frames):
+    /// a game that can step without reading out its frame does so here. By default a
+    /// [`AtariGame::step`] into a scratch frame.
+    fn step_unseen(&mut self, action: usize) -> Result<GameStep> {
+        let (h, w) = self.frame_shape();
+        self.step(action, &mut vec![0; h * w * 3])
+    }
+    /// The game's current frame into `rgb` (`[height, width, 3]` u8): the frame of the last
+    /// step or reset, also after [`AtariGame::step_unseen`].
+    fn screen(&mut self, rgb: &mut [u8]) -> Result<()>;
     /// The lives left (`ale.lives()`).
     fn lives(&self) -> Result<u32>;
     /// A no-op count in `1..=noop_max` from the game's own RNG (SB3's `NoopResetEnv`).
@@ -313,8 +323,8 @@ impl<G: AtariGame> AtariWrapper<G> {
     fn noop_reset(&mut self, seed: Option<u64>) -> Result<()> {
         self.game_reset(seed)?;
         let noops = if self.opts.noop_max > 0 { self.game.noop_count(self.opts.noop_max)? } else { 0 };
-        for _ in 0..noops {
-            let s = self.raw_step(0)?;
+        for k in 0..noops {
+            let s = self.raw_step(0, k + 1 == noops)?;
             if s.terminated || s.truncated {
                 self.game_reset(seed)?;
             }
@@ -330,19 +340,24 @@ impl<G: AtariGame> AtariWrapper<G> {
         Ok(())
     }
 
-    fn raw_step(&mut self, action: usize) -> Result<GameStep> {
-        let s = self.game.step(action, &mut self.raw.current)?;
+    /// One raw frame; its frame is read into `raw.current` only when `seen` (else `current` is
+    /// stale until the next read).
+    fn raw_step(&mut self, action: usize, seen: bool) -> Result<GameStep> {
+        let s = if seen { self.game.step(action, &mut self.raw.current)? } else { self.game.step_unseen(action)? };
         self.score += s.reward;
         self.frames += 1;
         Ok(s)
     }
 
     /// MaxAndSkip's step: `frame_skip` raw frames (fewer at the game's end), rewards summed.
+    /// Only the last two frames are max-pooled, so the ones before them are not read out (a
+    /// game ending there has its frame read, for [`AtariWrapper::raw_frame`]).
     fn skip_step(&mut self, action: usize) -> Result<GameStep> {
         let skip = self.opts.frame_skip;
         let mut total = GameStep::default();
         for i in 0..skip {
-            let s = self.raw_step(action)?;
+            let seen = i + 2 >= skip;
+            let s = self.raw_step(action, seen)?;
             if skip >= 2 && i == skip - 2 {
                 self.raw.pair[0].copy_from_slice(&self.raw.current);
             }
@@ -351,6 +366,9 @@ impl<G: AtariGame> AtariWrapper<G> {
             }
             total = GameStep { reward: total.reward + s.reward, terminated: s.terminated, truncated: s.truncated };
             if s.terminated || s.truncated {
+                if !seen {
+                    self.game.screen(&mut self.raw.current)?;
+                }
                 break;
             }
         }
@@ -397,6 +415,8 @@ pub(crate) mod tests {
         actions: Vec<usize>,
         resets: usize,
         noops: usize,
+        /// Frames stepped with [`AtariGame::step_unseen`].
+        unseen: usize,
     }
 
     const H: usize = 21;
@@ -405,7 +425,7 @@ pub(crate) mod tests {
     impl Scripted {
         pub(crate) fn new(meanings: &[&str], life_every: u64) -> Scripted {
             let meanings = meanings.iter().map(|m| m.to_string()).collect();
-            Scripted { meanings, t: 0, life_every, actions: vec![], resets: 0, noops: 2 }
+            Scripted { meanings, t: 0, life_every, actions: vec![], resets: 0, noops: 2, unseen: 0 }
         }
         fn draw(&self, action: usize, rgb: &mut [u8]) {
             for (i, px) in rgb.chunks_exact_mut(3).enumerate() {
@@ -443,6 +463,15 @@ pub(crate) mod tests {
             self.draw(action, rgb);
             let reward = if self.t % 3 == 0 { self.t as f64 } else { 0.0 };
             Ok(GameStep { reward, terminated: self.t >= 3 * self.life_every, truncated: false })
+        }
+        fn step_unseen(&mut self, action: usize) -> Result<GameStep> {
+            self.unseen += 1;
+            self.step(action, &mut [0; H * W * 3])
+        }
+        fn screen(&mut self, rgb: &mut [u8]) -> Result<()> {
+            let action = if self.t == 0 { 0 } else { self.actions.last().copied().unwrap_or(0) };
+            self.draw(action, rgb);
+            Ok(())
         }
         fn lives(&self) -> Result<u32> {
             Ok(3u32.saturating_sub((self.t / self.life_every) as u32))
@@ -493,6 +522,21 @@ pub(crate) mod tests {
         let mut m = vec![0; a.len()];
         max_frames(&a, &b, &mut m).unwrap();
         assert_eq!(env.observation(), warp(&m).as_slice());
+    }
+
+    #[test]
+    fn frames_no_one_sees_are_not_read_and_a_game_ending_on_one_shows_its_frame() {
+        let o = AtariOptions { terminal_on_life_loss: false, ..opts(1) };
+        let mut env = AtariWrapper::new(Scripted::new(&["NOOP", "UP", "DOWN"], 4), o).unwrap();
+        env.reset(None).unwrap();
+        assert_eq!(env.game().unseen, 1, "the first of the two no-ops");
+        env.step(1).unwrap();
+        env.step(1).unwrap();
+        assert_eq!(env.game().unseen, 1 + 2 + 2, "the first two frames of each 4-frame step");
+        let s = env.step(2).unwrap();
+        assert!(s.terminated && env.game().t == 12, "game over at frame 12, the step's second");
+        assert_eq!(env.game().unseen, 7);
+        assert_eq!(env.raw_frame(), frame_of(12, 2).as_slice(), "the last frame, read after the game over");
     }
 
     #[test]
