@@ -243,14 +243,20 @@ impl Observations {
         match self {
             Observations::F32(v) => v[at..at + src.len()].copy_from_slice(src),
             Observations::U8(v) => {
-                // `x as u8` saturates (NaN to 0): it gives x back exactly when x is an integer
-                // in 0..=255. One pass without branches, then the message for the first bad value.
-                let mut exact = true;
+                // For 0 ≤ x ≤ 255, m = x + 2²³ is x rounded to an integer, held in m's low
+                // mantissa bits: x is a valid byte exactly when m − 2²³ gives x back. One pass of
+                // plain float arithmetic (it vectorises; `as` conversions saturate element by
+                // element), then the message for the first bad value.
+                const TWO_POW_23: f32 = 8_388_608.0;
+                let mut bad = 0u32;
                 for (d, &x) in v[at..at + src.len()].iter_mut().zip(src) {
-                    *d = x as u8;
-                    exact &= f32::from(*d) == x;
+                    let m = x + TWO_POW_23;
+                    let ok = (x >= 0.0) & (x <= 255.0) & (m - TWO_POW_23 == x);
+                    bad |= u32::from(!ok);
+                    *d = m.to_bits() as u8;
                 }
-                if let Some(x) = src.iter().find(|&&x| f32::from(x as u8) != x).filter(|_| !exact) {
+                if bad != 0 {
+                    let x = src.iter().find(|&&x| f32::from(x as u8) != x).copied().unwrap_or(f32::NAN);
                     return Err(ProximaError::NonFinite(format!(
                         "an observation value {x} in a uint8 observation space (expected an integer in 0..=255)"
                     )));
