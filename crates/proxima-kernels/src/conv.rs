@@ -500,9 +500,9 @@ impl ConvStack {
         }
         let last = &self.layers[self.layers.len() - 1];
         let (p, c) = (last.positions, last.out);
-        for (f, y) in features[..rows * p * c].chunks_exact_mut(p * c).zip(outs[outs.len() - 1].chunks_exact(p * c)) {
-            transpose(f, y, (c, p));
-        }
+        let (f0, f1) = features[..rows * p * c].split_at_mut(half * p * c);
+        let (y0, y1) = outs[outs.len() - 1][..rows * p * c].split_at(half * p * c);
+        both(parallel, || transpose_each(f0, y0, (c, p)), || transpose_each(f1, y1, (c, p)));
     }
 
     /// ∇θ of the convolutions into `grad` from `ws.d_features` (∂L/∂features of the `rows`
@@ -512,15 +512,18 @@ impl ConvStack {
         let pixels = if self.layers[0].reads_input() { x } else { &prepared[..] };
         let last = &self.layers[self.layers.len() - 1];
         let (p, c) = (last.positions, last.out);
-        for (d, f) in d_a[..rows * p * c].chunks_exact_mut(p * c).zip(d_features.chunks_exact(p * c)) {
-            transpose(d, f, (p, c));
-        }
-        let (mut dy, mut spare) = (d_a, d_b);
         let half = rows.div_ceil(2);
+        let parallel_rows = parallel && rows > 1;
+        let (a0, a1) = d_a[..rows * p * c].split_at_mut(half * p * c);
+        let (f0, f1) = d_features[..rows * p * c].split_at(half * p * c);
+        both(parallel_rows, || transpose_each(a0, f0, (p, c)), || transpose_each(a1, f1, (p, c)));
+        let (mut dy, mut spare) = (d_a, d_b);
         for i in (0..self.layers.len()).rev() {
             let l = &self.layers[i];
             let n = rows * l.out_len();
-            relu_backward(&mut dy[..n], &outs[i][..n]);
+            let (d0, d1) = dy[..n].split_at_mut(half * l.out_len());
+            let (o0, o1) = outs[i][..n].split_at(half * l.out_len());
+            both(parallel_rows, || relu_backward(d0, o0), || relu_backward(d1, o1));
             let input = if i == 0 { &pixels[..rows * l.src_len] } else { &outs[i - 1][..rows * l.src_len] };
             let split = if parallel { l.window / 2 } else { l.window };
             let [dw0, dw1] = &mut *dw;
@@ -545,6 +548,13 @@ impl ConvStack {
                 std::mem::swap(&mut dy, &mut spare);
             }
         }
+    }
+}
+
+/// Each sample's `[rows, cols]` block of `src` transposed into `dst` (blocks of `rows·cols`).
+fn transpose_each(dst: &mut [f32], src: &[f32], (rows, cols): (usize, usize)) {
+    for (d, s) in dst.chunks_exact_mut(rows * cols).zip(src.chunks_exact(rows * cols)) {
+        transpose(d, s, (rows, cols));
     }
 }
 
