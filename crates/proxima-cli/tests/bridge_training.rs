@@ -399,6 +399,9 @@ fn ppo_learns_from_an_image_key_in_a_dict_observation() {
     // The same image alone under CnnPolicy, channel-last: the CLI reads channel-first images only.
     let e = Trainer::new("gym:toy_envs:toy/ChannelLast-v0", cfg(256, &["policy=CnnPolicy"]).unwrap()).err().unwrap();
     assert!(e.to_string().contains("looks channel-last"), "{e}");
+    // An ALE game through gym: is pointed to atari: (its raw RGB frames are not the CNN's input).
+    let e = Trainer::new("gym:ALE/Breakout-v5", cfg(256, &["policy=CnnPolicy"]).unwrap()).err().unwrap();
+    assert!(e.to_string().contains("use `atari:ALE/Breakout-v5`"), "{e}");
     for (extra, expected) in [
         (&["normalize_observation=true", r#"norm_obs_keys=["screen"]"#][..], "`screen` of"),
         (&["algo=ppg"][..], "image keys (screen)"),

@@ -482,6 +482,7 @@ impl SyncVectorEnv {
 /// Whether every value is finite, in one pass that vectorises (an early-exit search does not;
 /// an Atari step checks 225,792 values): x − x is 0 for a finite x and NaN for ±∞ or NaN, and
 /// NaN stays NaN through the sums.
+#[allow(clippy::eq_op)] // x − x is the point: 0 for finite x, NaN otherwise
 fn all_finite(o: &[f32]) -> bool {
     let mut acc = [0.0f32; 16];
     let mut chunks = o.chunks_exact(16);

@@ -169,7 +169,7 @@ pub(crate) fn init() -> Result<Option<String>> {
     }
     if !info.has_gymnasium {
         return Err(EnvError::Env(format!(
-            "the Python at {} has no `gymnasium` module: run `{} -m pip install gymnasium` (and e.g. `gymnasium[mujoco]` for MuJoCo), or point PROXIMA_PYTHON at a Python that has it",
+            "the Python at {} has no `gymnasium` module: run `{} -m pip install gymnasium` (and e.g. `gymnasium[mujoco]` for MuJoCo, `ale-py` for `atari:` games), or point PROXIMA_PYTHON at a Python that has it",
             info.executable, info.executable
         )));
     }

@@ -40,11 +40,15 @@ const KEYS: [&str; 7] = [
     "repeat_action_probability",
 ];
 
+/// `(height, width)` of every ALE game's frames.
+pub const ALE_FRAME_SHAPE: (usize, usize) = (210, 160);
+
 /// Parses the text after `atari:` (module docs).
 ///
 /// # Errors
 /// `InvalidArgument` for an empty game, an unknown key (with the closest known one), a value
-/// that does not parse as the key's type, or a repeated key.
+/// that does not parse as the key's type, a repeated key, or settings out of their limits
+/// ([`AtariOptions::check`], [`AtariOptions::check_frame`] for ALE's 210 × 160 frames).
 pub fn parse_atari_spec(spec: &str) -> Result<AtariSpec> {
     let bad = |m: String| Err(EnvError::InvalidArgument(format!("{ATARI_PREFIX}{spec}: {m}")));
     let (game, query) = spec.split_once('?').unwrap_or((spec, ""));
@@ -89,6 +93,10 @@ pub fn parse_atari_spec(spec: &str) -> Result<AtariSpec> {
         if let Err(m) = set {
             return bad(m);
         }
+    }
+    // Checked here too, so that a bad setting is refused before Python starts and names this id.
+    if let Err(m) = o.check().and_then(|()| o.check_frame(ALE_FRAME_SHAPE)) {
+        return bad(m);
     }
     Ok(AtariSpec { game_id, options: o })
 }
@@ -247,6 +255,11 @@ mod tests {
             ("Breakout?repeat_action_probability=2", "between 0 and 1"),
             ("Breakout?noop_max", "is not key=value"),
             ("Breakout?noop_max=1&noop_max=2", "given twice"),
+            ("Breakout?frame_skip=0", "atari:Breakout?frame_skip=0: frame_skip = 0: must be at least 1"),
+            ("Breakout?frame_stack=1000", "frame_stack = 1000: at most 64"),
+            ("Breakout?noop_max=100000000", "noop_max = 100000000: at most 100000"),
+            ("Breakout?screen_size=200", "screen_size = 200: at most 160"),
+            ("Breakout?screen_size=10", "screen_size = 10: resize 210×160 → 10×10: a shrink by a whole factor"),
         ] {
             let e = parse_atari_spec(spec).unwrap_err().to_string();
             assert!(e.contains(want), "{spec}: {e}");

@@ -97,6 +97,56 @@ pub struct AtariOptions {
     pub repeat_action_probability: f64,
 }
 
+impl AtariOptions {
+    /// The settings' own limits (a frame size aside): `Err` with the message of the first one
+    /// broken, naming the option.
+    pub fn check(&self) -> std::result::Result<(), String> {
+        for (k, v) in
+            [("frame_skip", self.frame_skip), ("screen_size", self.screen_size), ("frame_stack", self.frame_stack)]
+        {
+            if v == 0 {
+                return Err(format!("{k} = 0: must be at least 1"));
+            }
+        }
+        if self.noop_max > MAX_NOOP_MAX {
+            return Err(format!(
+                "noop_max = {}: at most {MAX_NOOP_MAX} (SB3's is 30; every reset emulates that many no-op frames)",
+                self.noop_max
+            ));
+        }
+        if self.frame_skip > MAX_FRAME_SKIP {
+            return Err(format!(
+                "frame_skip = {}: at most {MAX_FRAME_SKIP} (SB3's is 4; every step emulates that many frames)",
+                self.frame_skip
+            ));
+        }
+        if self.frame_stack > MAX_FRAME_STACK {
+            return Err(format!(
+                "frame_stack = {}: at most {MAX_FRAME_STACK} (each stacked frame is another screen_size² bytes per env and step of a rollout)",
+                self.frame_stack
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether `screen_size` fits frames of `(height, width)`: `Err` naming the option when the
+    /// resize cannot make it (larger than the frame's smaller side, or a whole-factor shrink on
+    /// both sides: [`AreaResize::new`]).
+    pub fn check_frame(&self, (h, w): (usize, usize)) -> std::result::Result<(), String> {
+        let s = self.screen_size;
+        if s > h.min(w) {
+            return Err(format!(
+                "screen_size = {s}: at most {} (the game's frames are {h}×{w}, and they are only shrunk here)",
+                h.min(w)
+            ));
+        }
+        AreaResize::new(h, w, s, s).map(|_| ()).map_err(|e| match e {
+            EnvError::InvalidArgument(m) => format!("screen_size = {s}: {m}"),
+            other => format!("screen_size = {s}: {other}"),
+        })
+    }
+}
+
 impl Default for AtariOptions {
     fn default() -> Self {
         AtariOptions {
@@ -161,25 +211,8 @@ impl<G: AtariGame> AtariWrapper<G> {
     /// or a game whose action 0 is not `NOOP` while `noop_max > 0`.
     pub fn new(game: G, opts: AtariOptions) -> Result<AtariWrapper<G>> {
         let bad = |m: String| Err(EnvError::InvalidArgument(format!("{}: {m}", game.id())));
-        for (k, v) in
-            [("frame_skip", opts.frame_skip), ("screen_size", opts.screen_size), ("frame_stack", opts.frame_stack)]
-        {
-            if v == 0 {
-                return bad(format!("{k} = 0: must be at least 1"));
-            }
-        }
-        if opts.noop_max > MAX_NOOP_MAX || opts.frame_skip > MAX_FRAME_SKIP {
-            return bad(format!(
-                "noop_max = {}, frame_skip = {}: at most {MAX_NOOP_MAX} and {MAX_FRAME_SKIP} frames (SB3's 30 and 4; \
-                 every reset or step emulates that many frames)",
-                opts.noop_max, opts.frame_skip
-            ));
-        }
-        if opts.frame_stack > MAX_FRAME_STACK {
-            return bad(format!(
-                "frame_stack = {}: at most {MAX_FRAME_STACK} (each stacked frame is another screen_size² bytes per env and step of a rollout)",
-                opts.frame_stack
-            ));
+        if let Err(m) = opts.check() {
+            return bad(m);
         }
         let meanings = game.action_meanings();
         if opts.noop_max > 0 && meanings.first().map(String::as_str) != Some("NOOP") {
@@ -195,6 +228,9 @@ impl<G: AtariGame> AtariWrapper<G> {
             ));
         }
         let (h, w) = game.frame_shape();
+        if let Err(m) = opts.check_frame((h, w)) {
+            return bad(m);
+        }
         let resize = AreaResize::new(h, w, opts.screen_size, opts.screen_size)?;
         let side = opts.screen_size;
         let frame = vec![0u8; h * w * 3];
@@ -605,9 +641,10 @@ pub(crate) mod tests {
         assert!(err(&["NOOP"], AtariOptions { frame_stack: 100_000, ..opts(1) })
             .contains("frame_stack = 100000: at most 64"));
         assert!(err(&["NOOP"], AtariOptions { noop_max: 100_000_000, ..opts(1) }).contains("noop_max = 100000000"));
-        assert!(err(&["NOOP"], AtariOptions { frame_skip: usize::MAX, ..opts(1) }).contains("at most 100000 and 1000"));
+        assert!(err(&["NOOP"], AtariOptions { frame_skip: usize::MAX, ..opts(1) })
+            .contains("frame_skip = 18446744073709551615: at most 1000"));
         assert!(err(&["NOOP"], AtariOptions { frame_stack: 0, ..opts(1) }).contains("frame_stack = 0"));
-        assert!(err(&["NOOP"], AtariOptions { screen_size: 40, ..opts(1) }).contains("only shrinks"));
+        assert!(err(&["NOOP"], AtariOptions { screen_size: 40, ..opts(1) }).contains("screen_size = 40: at most 16"));
         assert!(err(&["UP", "NOOP"], opts(1)).contains("action 0 to be NOOP"));
         assert!(err(&["NOOP", "UP", "FIRE"], opts(1)).contains("action 1 to be FIRE"));
         assert!(AtariWrapper::new(Scripted::new(&["UP", "DOWN"], 10), AtariOptions { noop_max: 0, ..opts(1) }).is_ok());

@@ -326,6 +326,13 @@ fn image_shape(policy: PolicyKind, venv: &SyncVectorEnv) -> Result<ImageShape> {
         }
     };
     if image.channels > image.width && image.width <= 4 {
+        let id = venv.env_id();
+        if let Some(game) = id.strip_prefix("gym:").filter(|g| g.starts_with("ALE/") || g.contains("NoFrameskip")) {
+            return Err(ProximaError::Config(format!(
+                "policy = `{policy:?}` on {id}: its raw {} frames are not what the CNN reads; for an Atari game use `atari:{game}` (SB3's AtariWrapper and a stack of 4 frames, channel-first)",
+                space.describe()
+            )));
+        }
         return Err(ProximaError::Config(format!(
             "policy = `{policy:?}` reads channel-first images [channels, height, width]; {} observes {}, which looks channel-last [height, width, channels]: transpose it (a Gymnasium TransformObservation wrapper, as SB3's VecTransposeImage does) or train from the Python package, which transposes channel-last images",
             venv.env_id(),
