@@ -60,7 +60,7 @@ impl Direct {
     /// The direct calls for `env` (made by [`AleGame::make`]), or `None` where its wrappers or
     /// settings are not the ones [`Direct`] stands in for — any wrapper, attribute or value not
     /// as expected keeps the game on `env.step`.
-    fn of(env: &Bound<'_, PyAny>, np: &Bound<'_, PyModule>, shape: (usize, usize)) -> Option<Direct> {
+    fn of(env: &Bound<'_, PyAny>, np: &Bound<'_, PyModule>, shape: (usize, usize), n_actions: usize) -> Option<Direct> {
         let limit = env.getattr("spec").ok()?;
         if !limit.is_none() && !limit.getattr("max_episode_steps").ok()?.is_none() {
             return None;
@@ -88,6 +88,9 @@ impl Direct {
             .map(|a| a.map(Bound::unbind))
             .collect::<PyResult<_>>()
             .ok()?;
+        if actions.len() != n_actions {
+            return None;
+        }
         let frame = np.call_method1("zeros", ((shape.0, shape.1, 3), "uint8")).ok()?.unbind();
         Some(Direct {
             act: method("act")?,
@@ -189,7 +192,7 @@ impl AleGame {
             .and_then(|m| m.extract())
             .map_err(|e| EnvError::Env(format!("{id}: no get_action_meanings(): {}", py_err(py, e))))?;
         let shape = (shape[0], shape[1]);
-        let direct = Direct::of(&env, &np, shape);
+        let direct = Direct::of(&env, &np, shape, meanings.len());
         Ok(AleGame { id, env: env.unbind(), np: np.unbind(), shape, meanings, direct })
     }
 
