@@ -66,11 +66,12 @@ impl Direct {
             return None;
         }
         let mut e = env.clone();
-        while e.get_type().name().ok()?.to_string() != "AtariEnv" {
-            if !["OrderEnforcing", "PassiveEnvChecker"].contains(&e.get_type().name().ok()?.to_string().as_str()) {
-                return None;
+        loop {
+            match e.get_type().name().ok()?.to_string().as_str() {
+                "AtariEnv" => break,
+                "OrderEnforcing" | "PassiveEnvChecker" => e = e.getattr("env").ok()?,
+                _ => return None,
             }
-            e = e.getattr("env").ok()?;
         }
         let flag = |name: &str| e.getattr(name).ok().map(|v| v.is_truthy().unwrap_or(true)).unwrap_or(false);
         let frameskip: i64 = e.getattr("_frameskip").ok()?.extract().ok()?;
