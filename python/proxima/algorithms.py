@@ -13,6 +13,7 @@ import os
 import random
 import sys
 import time
+import warnings
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Optional, TypeVar, Union
 
 import numpy as np
@@ -261,6 +262,8 @@ class BaseAlgorithm:
                 self._check_observation_space()
         self._keep_observation_space()
         self._cache()
+        if load_from is None:
+            self._note_mlp_on_atari(env)
 
     def _keep_observation_space(self) -> None:
         """A Dict (or Tuple) observation space goes into the model file, so that ``load`` without an
@@ -315,20 +318,30 @@ class BaseAlgorithm:
         self.observation_space, self.action_space = spaces or _spaces_of_model(self._model)
         self._cache()
         self._attributes_from_config()
+        self._note_mlp_on_atari(env)
         return self
+
+    def _note_mlp_on_atari(self, env: EnvLike) -> None:
+        """A ``UserWarning`` when an ``atari:`` id is trained with an MLP (as the CLI notes it): the
+        Atari presets train the Nature CNN."""
+        policy = _config_value(self._config_toml, "policy")
+        if isinstance(env, str) and env.startswith("atari:") and policy == "MlpPolicy":
+            warnings.warn(
+                f"{env} with MlpPolicy: an MLP on the stacked frames; the Nature CNN is policy='CnnPolicy' "
+                f"(or {type(self).__name__}.from_preset('paper-atari', {env!r}))",
+                UserWarning,
+                stacklevel=3,
+            )
 
     def _attributes_from_config(self) -> None:
         """SB3's attributes of a model built from a preset or loaded: ``learning_rate`` and (PPO's)
         ``clip_range`` where not given, and ``policy_class`` (``CnnPolicy`` for a CNN), from the run's
         config."""
-        import tomllib
-
-        config = tomllib.loads(self._config_toml)
         if self.learning_rate is None:
-            self.learning_rate = config.get("learning_rate")
+            self.learning_rate = _config_value(self._config_toml, "learning_rate")
         if self.clip_range is None and self._algo in ("ppo", "ppg"):
-            self.clip_range = config.get("clip_range")
-        policy = config.get("policy")
+            self.clip_range = _config_value(self._config_toml, "clip_range")
+        policy = _config_value(self._config_toml, "policy")
         if _policy_name(self.policy_class) == "MlpPolicy" and isinstance(policy, str) and policy != "MlpPolicy":
             self.policy_class = policy
 
@@ -709,10 +722,9 @@ class BaseAlgorithm:
         config values."""
         if name.startswith("_") or name not in _proxima.CONFIG_KEYS or "_config_toml" not in self.__dict__:
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        for line in self.__dict__["_config_toml"].splitlines():
-            key, _, value = line.partition("=")
-            if key.strip() == name:
-                return _toml_value(value.strip())
+        config_toml = self.__dict__["_config_toml"]
+        if any(line.partition("=")[0].strip() == name for line in config_toml.splitlines()):
+            return _config_value(config_toml, name)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property
@@ -932,10 +944,18 @@ def _resolve_model_file(what: str, path: Union[str, os.PathLike[str]]) -> str:
 
 
 def _algo_of(config_toml: str) -> str:
+    algo = _config_value(config_toml, "algo")
+    return algo if isinstance(algo, str) else "ppo"
+
+
+def _config_value(config_toml: str, key: str) -> ConfigValue:
+    """``key``'s value in the run's config TOML (one ``key = value`` line each; ``None`` when absent).
+    Read by line, not with ``tomllib``, which Python 3.9 and 3.10 lack."""
     for line in config_toml.splitlines():
-        if line.strip().startswith("algo"):
-            return line.split("=", 1)[1].strip().strip('"')
-    return "ppo"
+        name, _, value = line.partition("=")
+        if name.strip() == key:
+            return _toml_value(value.strip())
+    return None
 
 
 def _spaces_of_loaded(model: _proxima.Model) -> tuple[gym.spaces.Space, gym.spaces.Space]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import warnings
 
 import gymnasium as gym
 import numpy as np
@@ -125,8 +126,12 @@ def test_cnn_policy_on_an_atari_id():
     if importlib.util.find_spec("ale_py") is None:
         assert os.environ.get("PROXIMA_REQUIRE_ATARI") != "1", "PROXIMA_REQUIRE_ATARI=1 but ale-py is missing"
         pytest.skip("ale-py is not installed")
-    model = proxima.PPO("CnnPolicy", "atari:Breakout?screen_size=36&frame_stack=2", n_envs=2, n_steps=8,
-                        batch_size=8, n_epochs=1, seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the CNN on an Atari id: no note
+        model = proxima.PPO("CnnPolicy", "atari:Breakout?screen_size=36&frame_stack=2", n_envs=2, n_steps=8,
+                            batch_size=8, n_epochs=1, seed=1)
+    with pytest.warns(UserWarning, match="MLP on the stacked frames.*policy='CnnPolicy'"):
+        proxima.PPO("MlpPolicy", "atari:Breakout?screen_size=36&frame_stack=2", n_envs=1, n_steps=8, batch_size=8)
     assert model.observation_space == gym.spaces.Box(0, 255, (2, 36, 36), np.uint8)
     assert model.action_space == gym.spaces.Discrete(4)
     model.learn(16)

@@ -483,9 +483,12 @@ fn resume_is_exact() {
     let (code, _, _) = proxima(&["train", "--resume", full.to_str().unwrap(), "--seed", "3"]);
     assert_eq!(code, 2, "clap refuses --seed with --resume");
     // Extending a finished run continues it.
-    let (code, _, se) = proxima(&["train", "--resume", full.to_str().unwrap(), "--total-timesteps", "1280", "--quiet"]);
+    let (code, so, se) =
+        proxima(&["train", "--resume", full.to_str().unwrap(), "--total-timesteps", "1280", "--quiet"]);
     assert_eq!(code, 0, "{se}");
     assert_eq!(csv_without_timings(&full).len(), 1 + 10);
+    // The summary gives the run's steps, and this process's seconds apart from the run's.
+    assert!(so.contains("trained Acrobot-v1 to 1280 steps; ") && so.contains("s with the earlier ones"), "{so}");
 }
 
 /// The checkpoint files (`*.safetensors`, not temp files) in `dir/checkpoints`.

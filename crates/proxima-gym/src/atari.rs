@@ -176,6 +176,23 @@ impl AleGame {
         })
     }
 
+    /// Silences ALE's own log below errors in this process (`ALEInterface.setLoggerMode(
+    /// LoggerMode.Error)`): a worker process's games then do not print ALE's banner a second
+    /// time. Without ale-py it does nothing ([`AleGame::make`] says what is missing).
+    pub fn quiet_ale_log() {
+        if init().is_err() {
+            return;
+        }
+        Python::attach(|py| {
+            if let Ok(ale) = py.import("ale_py") {
+                let error = ale.getattr("LoggerMode").and_then(|m| m.getattr("Error"));
+                if let (Ok(interface), Ok(error)) = (ale.getattr("ALEInterface"), error) {
+                    let _ = interface.call_method1("setLoggerMode", (error,));
+                }
+            }
+        });
+    }
+
     fn wrap(py: Python<'_>, env: Bound<'_, PyAny>, spec: &str) -> Result<AleGame> {
         let id = format!("{PREFIX}{spec}");
         let np = py.import("numpy").map_err(|e| EnvError::Env(py_err(py, e)))?;

@@ -81,6 +81,8 @@ fn run(config: &str, input: &mut dyn Read, out: &mut dyn Write) -> Result<(), St
     let cfg: serde_json::Value = serde_json::from_str(config).map_err(|e| format!("bad worker config: {e}"))?;
     let field = |k: &str| cfg[k].as_u64().map(|v| v as usize).ok_or(format!("worker config without `{k}`"));
     let (spec, first, k) = (cfg["spec"].as_str().ok_or("worker config without `spec`")?, field("first")?, field("k")?);
+    // The training process has printed ALE's banner already.
+    crate::atari::AleGame::quiet_ale_log();
     let mut envs =
         (0..k).map(|_| make_atari_env(spec)).collect::<proxima_env::Result<Vec<_>>>().map_err(|e| e.to_string())?;
     let io = |e: std::io::Error| format!("subproc worker: {e}");

@@ -46,7 +46,7 @@ pub const ALE_FRAME_SHAPE: (usize, usize) = (210, 160);
 /// Parses the text after `atari:` (module docs).
 ///
 /// # Errors
-/// `InvalidArgument` for an empty game, an unknown key (with the closest known one), a value
+/// `InvalidArgument` for an empty game, a `?` with no options after it, an unknown key (with the closest known one), a value
 /// that does not parse as the key's type, a repeated key, or settings out of their limits
 /// ([`AtariOptions::check`], [`AtariOptions::check_frame`] for ALE's 210 × 160 frames).
 pub fn parse_atari_spec(spec: &str) -> Result<AtariSpec> {
@@ -54,6 +54,13 @@ pub fn parse_atari_spec(spec: &str) -> Result<AtariSpec> {
     let (game, query) = spec.split_once('?').unwrap_or((spec, ""));
     if game.is_empty() {
         return bad("no game named (e.g. `atari:Breakout` or `atari:ALE/Pong-v5`)".into());
+    }
+    if spec.contains('?') && query.split('&').all(str::is_empty) {
+        return bad(
+            "nothing after `?`: give options as key=value joined by `&` (e.g. `atari:Breakout?frame_skip=4`), \
+                    or drop the `?`"
+                .into(),
+        );
     }
     let game_id = if game.contains('/') || game.contains("-v") { game.to_string() } else { format!("ALE/{game}-v5") };
     let mut o = AtariOptions::default();
@@ -241,7 +248,6 @@ mod tests {
         assert_eq!(s.game_id, "PongNoFrameskip-v4");
         assert!(!s.options.terminal_on_life_loss);
         assert_eq!((s.options.frame_stack, s.options.repeat_action_probability), (1, 0.25));
-        assert_eq!(parse_atari_spec("ALE/Pong-v5?").unwrap().game_id, "ALE/Pong-v5");
     }
 
     #[test]
@@ -256,6 +262,8 @@ mod tests {
             ("Breakout?noop_max", "is not key=value"),
             ("Breakout?noop_max=1&noop_max=2", "given twice"),
             ("Breakout?frame_skip=0", "atari:Breakout?frame_skip=0: frame_skip = 0: must be at least 1"),
+            ("Breakout?", "atari:Breakout?: nothing after `?`"),
+            ("Breakout?&", "atari:Breakout?&: nothing after `?`"),
             ("Breakout?frame_stack=1000", "frame_stack = 1000: at most 64"),
             ("Breakout?noop_max=100000000", "noop_max = 100000000: at most 100000"),
             ("Breakout?screen_size=200", "screen_size = 200: at most 160"),

@@ -2,6 +2,7 @@
 //! key=value` overrides (the CLI's explicit flags come last, on the layered config), then one
 //! validation.
 
+use super::validate::COUNTS_FROM_ONE;
 use super::{AlgoName, Config, ValidConfig, OPTIONAL_KEYS};
 use crate::error::{ProximaError, Result};
 
@@ -159,6 +160,7 @@ fn in_config_words(serde: &str, table: &toml::Table) -> String {
     };
     let every = if element { "every element " } else { "" };
     let must = match expected {
+        "usize" | "u64" | "u32" | "u16" | "u8" if COUNTS_FROM_ONE.contains(&key) => "a whole number ≥ 1".to_string(),
         "usize" | "u64" | "u32" | "u16" | "u8" => "a whole number ≥ 0".to_string(),
         "i64" | "i32" => "a whole number".to_string(),
         "f64" | "f32" => "a number".to_string(),
@@ -256,11 +258,12 @@ mod tests {
         for (set, says) in [
             ("learning_starts=-1", "`learning_starts` = -1: must be a whole number ≥ 0"),
             ("top_quantiles_to_drop_per_net=-2", "`top_quantiles_to_drop_per_net` = -2: must be a whole number ≥ 0"),
-            ("gradient_steps=-1", "`gradient_steps` = -1: must be a whole number ≥ 0 (SB3's -1"),
-            ("train_freq=1episode", "`train_freq` = \"1episode\": must be a whole number ≥ 0 (env steps; SB3's"),
+            ("gradient_steps=-1", "`gradient_steps` = -1: must be a whole number ≥ 1 (SB3's -1"),
+            ("train_freq=1episode", "`train_freq` = \"1episode\": must be a whole number ≥ 1 (env steps; SB3's"),
             ("tau=abc", "`tau` = \"abc\": must be a number"),
             ("normalize_advantage=3", "`normalize_advantage` = 3: must be one of `minibatch`, `batch`, `off`"),
             ("net_arch=[64, -1]", "`net_arch` = [64, -1]: every element must be a whole number ≥ 0"),
+            ("num_threads=-1", "`num_threads` = -1: must be a whole number ≥ 1"),
         ] {
             let e = Config::resolve("tqc", None, &[set.into()]).unwrap_err().to_string();
             assert!(e.contains(says), "{set}: {e}");

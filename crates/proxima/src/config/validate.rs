@@ -22,6 +22,26 @@ pub const MAX_HIDDEN_WEIGHTS: usize = 1 << 26;
 pub const MAX_WIDTH: usize = 1 << 16;
 /// Most stacked recurrent layers accepted (`n_lstm_layers`).
 pub const MAX_RECURRENT_LAYERS: usize = 256;
+/// The whole-number keys that must be at least 1 (a count or a size), so that a negative value's
+/// message says ≥ 1 as a zero's does.
+pub(super) const COUNTS_FROM_ONE: [&str; 16] = [
+    "n_envs",
+    "n_steps",
+    "batch_size",
+    "n_epochs",
+    "num_threads",
+    "n_workers",
+    "cg_max_steps",
+    "line_search_max_iter",
+    "n_critic_updates",
+    "n_critics",
+    "policy_delay",
+    "buffer_size",
+    "train_freq",
+    "gradient_steps",
+    "target_update_interval",
+    "total_timesteps",
+];
 
 /// The largest |log_std_init| accepted: σ = e^±20 keeps σ² (≈ 2e17, or its reciprocal) inside
 /// f32's range in the Gaussian's log-probability and its gradient.

@@ -69,15 +69,17 @@ pub(super) fn train_with_bar(
     } else {
         format!("deterministic eval over {} episodes: {m:.2} ± {sd:.2}", summary.eval_returns.len())
     };
-    let earlier = summary.time_elapsed - summary.train_seconds;
-    let all = if earlier > 0.05 {
-        format!(" ({:.1} s with the earlier processes)", summary.time_elapsed)
+    // A resumed run's steps are the run's, its seconds and SPS this process's: say which is which.
+    let resumed = summary.time_elapsed - summary.train_seconds > 0.05;
+    let (steps, seconds) = (summary.global_step, summary.train_seconds);
+    let took = if resumed {
+        format!("to {steps} steps; {seconds:.1} s in this process, {:.1} s with the earlier ones", summary.time_elapsed)
     } else {
-        String::new()
+        format!("for {steps} steps in {seconds:.1} s")
     };
     println!(
-        "trained {env_id} for {} steps in {:.1} s{all} ({:.0} SPS; rollout {:.1} s, update {:.1} s); {eval}",
-        summary.global_step, summary.train_seconds, summary.sps, summary.collect_seconds, summary.update_seconds,
+        "trained {env_id} {took} ({:.0} SPS; rollout {:.1} s, update {:.1} s); {eval}",
+        summary.sps, summary.collect_seconds, summary.update_seconds,
     );
     println!("run directory: {}", summary.run_dir.display());
     Ok(())
