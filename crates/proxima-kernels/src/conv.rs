@@ -40,6 +40,35 @@ const CHUNK_VALUES: usize = 1 << 17;
 /// product, whose C is read and written again).
 const MIN_RUN: u32 = 32;
 
+/// A pixel value the first convolution reads: f32, or a uint8 frame's byte (the rollout's own
+/// storage, read without a float copy of it). Either is divided by the layer's divisor as the
+/// f32 it equals, so both give the same bits.
+pub trait Pixel: Copy + Send + Sync {
+    /// The value as f32 (exact for a byte).
+    fn value(self) -> f32;
+    /// The values themselves when they are f32, which a layer with nothing to prepare reads in
+    /// place; `None` for bytes.
+    fn as_f32(x: &[Self]) -> Option<&[f32]>;
+}
+
+impl Pixel for f32 {
+    fn value(self) -> f32 {
+        self
+    }
+    fn as_f32(x: &[f32]) -> Option<&[f32]> {
+        Some(x)
+    }
+}
+
+impl Pixel for u8 {
+    fn value(self) -> f32 {
+        f32::from(self)
+    }
+    fn as_f32(_: &[u8]) -> Option<&[f32]> {
+        None
+    }
+}
+
 /// A thread's scratch: a chunk's window matrix (or its gradient), and its window origins.
 #[derive(Debug, Default)]
 struct Scratch {
@@ -164,9 +193,9 @@ impl ConvLayer {
 
     /// What the windows of samples `x` (`n·in_len`) are read from, into `dst` (`n·src_len`):
     /// `x` divided by the divisor (and rearranged space-to-depth), each value once.
-    fn prepare(&self, x: &[f32], dst: &mut [f32]) {
+    fn prepare<P: Pixel>(&self, x: &[P], dst: &mut [f32]) {
         match &self.s2d {
-            None => dst.iter_mut().zip(x).for_each(|(d, v)| *d = v / self.divisor),
+            None => dst.iter_mut().zip(x).for_each(|(d, v)| *d = v.value() / self.divisor),
             Some(t) => {
                 for (src, dst) in x.chunks_exact(self.in_len).zip(dst.chunks_exact_mut(self.src_len)) {
                     t.apply(src, dst, self.divisor);
@@ -355,7 +384,7 @@ struct SpaceToDepth {
 
 impl SpaceToDepth {
     /// One image `src` `[C, H, W]` divided by `d` into `dst`.
-    fn apply(&self, src: &[f32], dst: &mut [f32], d: f32) {
+    fn apply<P: Pixel>(&self, src: &[P], dst: &mut [f32], d: f32) {
         let (s, c, (hb, wb)) = (self.s, self.c, (self.h / self.s, self.w / self.s));
         let block = s * s * c;
         for ci in 0..c {
@@ -365,7 +394,7 @@ impl SpaceToDepth {
                     let out = &mut dst[by * wb * block + dy * s * c + ci..];
                     for (bx, px) in row.chunks_exact(s).enumerate() {
                         for (dx, &v) in px.iter().enumerate() {
-                            out[bx * block + dx * c] = v / d;
+                            out[bx * block + dx * c] = v.value() / d;
                         }
                     }
                 }
@@ -471,15 +500,24 @@ impl ConvStack {
         ws.w_version = Some(version);
     }
 
-    /// The features of `rows` samples of pixels `x` into `ws.features` (θ at `version`).
-    pub fn forward(&self, theta: &[f32], version: u64, ws: &mut ConvWorkspace, x: &[f32], rows: usize, parallel: bool) {
+    /// The features of `rows` samples of pixels `x` (f32 values, or a frame's bytes) into
+    /// `ws.features` (θ at `version`).
+    pub fn forward<P: Pixel>(
+        &self,
+        theta: &[f32],
+        version: u64,
+        ws: &mut ConvWorkspace,
+        x: &[P],
+        rows: usize,
+        parallel: bool,
+    ) {
         self.ensure(ws, rows);
         self.refresh_weights(theta, version, ws);
         let ConvWorkspace { outs, features, wkt, bufs, prepared, .. } = ws;
         let half = rows.div_ceil(2);
         let parallel = parallel && rows > 1;
         let first = &self.layers[0];
-        let pixels = if first.reads_input() {
+        let pixels = if let Some(x) = first.reads_input().then(|| P::as_f32(x)).flatten() {
             &x[..rows * first.in_len]
         } else {
             grow_to(prepared, rows * first.src_len);
@@ -507,9 +545,9 @@ impl ConvStack {
 
     /// ∇θ of the convolutions into `grad` from `ws.d_features` (∂L/∂features of the `rows`
     /// samples of the last [`ConvStack::forward`], pixels `x`).
-    pub fn backward(&self, ws: &mut ConvWorkspace, x: &[f32], grad: &mut [f32], rows: usize, parallel: bool) {
+    pub fn backward<P: Pixel>(&self, ws: &mut ConvWorkspace, x: &[P], grad: &mut [f32], rows: usize, parallel: bool) {
         let ConvWorkspace { outs, d_features, d_a, d_b, wk, bufs, dw, prepared, .. } = ws;
-        let pixels = if self.layers[0].reads_input() { x } else { &prepared[..] };
+        let pixels = self.layers[0].reads_input().then(|| P::as_f32(x)).flatten().unwrap_or(&prepared[..]);
         let last = &self.layers[self.layers.len() - 1];
         let (p, c) = (last.positions, last.out);
         let half = rows.div_ceil(2);

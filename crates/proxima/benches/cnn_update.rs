@@ -88,14 +88,19 @@ fn times(backend: Backend, threads: usize, reps: usize) -> (f64, f64) {
     policy.set_threads(threads);
     let sizes: Vec<usize> = spec().param_shapes().iter().map(|(_, s)| s.iter().product()).collect();
     let mut opt = Optimizer::adam(&sizes, 2.5e-4, 1e-5);
-    let mb = minibatch(&policy, 256, &mut rng);
+    let mut mb = minibatch(&policy, 256, &mut rng);
+    let obs = mb.observations[..8 * spec().obs_dim].to_vec();
+    if policy.reads_byte_pixels() {
+        // The frames as PPO's minibatches give them to this policy: the rollout's bytes.
+        mb.pixels = mb.observations.iter().map(|&v| v as u8).collect();
+        mb.observations.clear();
+    }
     let update = median_ms(reps, || {
         policy.ppo_loss(&mb, &[], &COEFS).unwrap();
         apply_gradients(&mut policy, &mut opt, Some(0.5)).unwrap();
     });
-    let obs = &mb.observations[..8 * spec().obs_dim];
     let infer = median_ms(reps * 4, || {
-        policy.act(obs, false, &mut rng).unwrap();
+        policy.act(&obs, false, &mut rng).unwrap();
     });
     (update, infer)
 }

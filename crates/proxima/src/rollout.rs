@@ -426,15 +426,21 @@ impl RolloutBuffer {
     }
 
     /// The whole rollout as one minibatch, in order (A2C's single batch), the advantages
-    /// normalised over it when `normalize_advantages` (without π_θold's parameters).
-    pub fn as_minibatch(&self, normalize_advantages: bool) -> Minibatch {
+    /// normalised over it when `normalize_advantages` (without π_θold's parameters); its
+    /// observations as the rollout's bytes (`Minibatch::pixels`) when `reads_bytes` and the
+    /// rollout stores bytes, as [`Minibatches::with_byte_pixels`] gives them.
+    pub fn as_minibatch(&self, normalize_advantages: bool, reads_bytes: bool) -> Minibatch {
         let mut advantages = self.advantages.clone();
         if normalize_advantages {
             self::normalize_advantages(&mut advantages);
         }
+        let (observations, pixels) = match &self.observations {
+            Observations::U8(bytes) if reads_bytes => (Vec::new(), bytes.clone()),
+            obs => (obs.to_f32().into_owned(), Vec::new()),
+        };
         Minibatch {
             len: self.len(),
-            observations: self.observations.to_f32().into_owned(),
+            observations,
             actions: self.actions.clone(),
             old_log_probs: self.log_probs.clone(),
             advantages,
@@ -443,6 +449,7 @@ impl RolloutBuffer {
             old_head: Vec::new(),
             action_masks: self.action_masks.clone(),
             sequences: None,
+            pixels,
         }
     }
 
@@ -475,8 +482,11 @@ impl RolloutBuffer {
 pub struct Minibatch {
     /// B.
     pub len: usize,
-    /// s_t, `[B, obs_dim]`.
+    /// s_t, `[B, obs_dim]` (empty when the minibatch holds `pixels` instead).
     pub observations: Vec<f32>,
+    /// s_t as the rollout stored them, bytes `[B, obs_dim]`, in place of `observations` for a
+    /// policy that reads frames as bytes ([`Minibatches::with_byte_pixels`]); empty otherwise.
+    pub pixels: Vec<u8>,
     /// a_t as stored, `[B, act_dim]`.
     pub actions: Vec<f32>,
     /// log π_θold(a_t|s_t), `[B]`.
@@ -522,6 +532,8 @@ pub struct Minibatches<'a> {
     size: usize,
     next: usize,
     with_old_head: bool,
+    /// Whether the observations are gathered as the rollout's bytes (`Minibatch::pixels`).
+    bytes: bool,
     batch: Minibatch,
     /// A distributed run's split: `idx` then runs over every rank's transitions.
     split: Option<EnvSplit>,
@@ -553,6 +565,7 @@ impl<'a> Minibatches<'a> {
             size,
             next: units,
             with_old_head: with_old_head && buf.head_dim > 0,
+            bytes: false,
             batch: Minibatch::default(),
             split: None,
             local: Vec::new(),
@@ -575,6 +588,15 @@ impl<'a> Minibatches<'a> {
             split: Some(split),
             ..Self::new(buf, size, false, with_old_head)
         }
+    }
+
+    /// These minibatches with their observations as the rollout's bytes (`Minibatch::pixels`,
+    /// `observations` left empty) when `reads_bytes` and the rollout stores bytes
+    /// ([`Observations::U8`]): no float copy of the frames for a policy that reads them as they
+    /// are ([`crate::policy::Policy::reads_byte_pixels`]).
+    pub fn with_byte_pixels(mut self, reads_bytes: bool) -> Self {
+        self.bytes = reads_bytes && matches!(self.buf.observations, Observations::U8(_));
+        self
     }
 
     /// [`Minibatches::next_batch`] with this rank's share of it: its rows ÷ the global
@@ -622,7 +644,11 @@ impl<'a> Minibatches<'a> {
             gather_rows(out, src, chunk, w);
         };
         b.observations.clear();
-        buf.observations.gather_into(chunk, od, &mut b.observations);
+        b.pixels.clear();
+        match &buf.observations {
+            Observations::U8(bytes) if self.bytes => gather_rows(&mut b.pixels, bytes, chunk, od),
+            obs => obs.gather_into(chunk, od, &mut b.observations),
+        }
         gather(&mut b.actions, &buf.actions, ad);
         gather(&mut b.old_log_probs, &buf.log_probs, 1);
         gather(&mut b.advantages, &self.advantages, 1);
@@ -664,6 +690,23 @@ mod tests {
         }
         let e = buf.observations.write(0, &[1.0, 300.0, -2.0]).unwrap_err().to_string();
         assert!(e.contains("value 300 in"), "the first bad value is named: {e}");
+        // A policy that reads bytes gets the rows' bytes, and no float copy of them.
+        let gather = |buf: &RolloutBuffer, reads_bytes: bool| {
+            use rand::SeedableRng;
+            let mut batches = Minibatches::new(buf, 2, false, false).with_byte_pixels(reads_bytes);
+            batches.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(1));
+            let mb = batches.next_batch().unwrap();
+            (mb.observations.clone(), mb.pixels.clone())
+        };
+        let ((floats, none), (empty, bytes)) = (gather(&buf, false), gather(&buf, true));
+        assert!(none.is_empty() && empty.is_empty() && floats.len() == 6);
+        assert_eq!(bytes.iter().map(|&b| f32::from(b)).collect::<Vec<_>>(), floats, "the same rows, as bytes");
+        let float_buf = RolloutBuffer::new(2, 1, 3, 1, 0);
+        assert_eq!(gather(&float_buf, true).0.len(), 6, "a float rollout gives floats");
+        let (whole_bytes, whole_floats) = (buf.as_minibatch(false, true), buf.as_minibatch(false, false));
+        assert!(whole_bytes.observations.is_empty() && whole_floats.pixels.is_empty());
+        assert!(matches!(&buf.observations, Observations::U8(b) if *b == whole_bytes.pixels));
+        assert_eq!(whole_floats.observations, *buf.observations.to_f32());
     }
 
     #[test]

@@ -124,6 +124,7 @@ fn nature_cnn_against_pytorch(py: &str, backend: Backend) {
         old_head: vec![],
         action_masks: Vec::new(),
         sequences: None,
+        pixels: Vec::new(),
     };
     let coefs = COEFS; // the reference below hard-codes these values
     let (head, _) = net.dist_params_host(&obs).unwrap();
@@ -202,6 +203,7 @@ fn cnn_minibatch(policy: &dyn Policy, b: usize, seed: u64) -> (Minibatch, Vec<f3
         old_head: jitter(&head, 0.2),
         action_masks: Vec::new(),
         sequences: None,
+        pixels: Vec::new(),
     };
     (mb, jitter(&log_std, 0.1))
 }
@@ -273,6 +275,32 @@ fn the_fused_cnn_equals_candle_in_loss_gradients_step_and_inference() {
             (c.act(&mb.observations, true, &mut rng).unwrap(), f.act(&mb.observations, true, &mut rng).unwrap());
         assert_close(&format!("{what}: deterministic actions"), &af.actions, &ac.actions, 1e-5);
     }
+}
+
+#[test]
+fn the_fused_cnn_reads_a_minibatchs_bytes_as_it_reads_their_floats() {
+    let spec = cnn_spec(ImageShape { channels: 4, height: 44, width: 40 }, ActionKind::Discrete { n: 4 });
+    let (mut c, mut f) = both_backends(&spec, 4);
+    assert!(f.reads_byte_pixels() && !c.reads_byte_pixels(), "the fused CNN reads bytes, candle floats");
+    let (floats, old_log_std) = cnn_minibatch(&f, 6, 5);
+    let pixels: Vec<u8> = floats.observations.iter().map(|&v| v as u8).collect();
+    let bytes = Minibatch { observations: Vec::new(), pixels, ..floats.clone() };
+    for threads in [1, 2] {
+        f.set_threads(threads);
+        let mut loss_and_grads = |mb: &Minibatch| {
+            let ppo = (f.ppo_loss(mb, &old_log_std, &COEFS).unwrap().values, f.backward().unwrap());
+            (ppo, f.a2c_loss(mb, 0.5, 0.01).unwrap().values, f.backward().unwrap())
+        };
+        assert_eq!(loss_and_grads(&bytes), loss_and_grads(&floats), "{threads} threads: the same bits");
+    }
+    // Bytes where floats are read are refused, not read as zero observations.
+    let e = c.ppo_loss(&bytes, &old_log_std, &COEFS).unwrap_err().to_string();
+    assert!(!e.is_empty());
+    let mlp = cnn_spec(ImageShape { channels: 1, height: 1, width: 8 }, ActionKind::Discrete { n: 2 });
+    let mlp = PolicySpec { cnn: None, net_arch: vec![8], ..mlp };
+    let mut m = Network::new(mlp, Backend::Fused, &mut rand_chacha::ChaCha8Rng::seed_from_u64(1)).unwrap();
+    let e = m.ppo_loss(&Minibatch { len: 1, pixels: vec![0; 8], ..Default::default() }, &[], &COEFS).unwrap_err();
+    assert!(e.to_string().contains("read by a CNN alone"), "{e}");
 }
 
 #[test]

@@ -76,6 +76,7 @@ fn minibatch(policy: &ActorCritic, seed: u64) -> (Minibatch, Vec<f32>) {
         old_head: jitter(&head, 0.3, &mut rng),
         action_masks: Vec::new(),
         sequences: None,
+        pixels: Vec::new(),
     };
     let old_log_std = jitter(&log_std, 0.2, &mut rng);
     (mb, old_log_std)
@@ -317,6 +318,7 @@ fn threaded_minibatches_agree_with_one_thread_and_repeat_exactly() {
             old_head: head.iter().map(|h| h + rng.random_range(-0.3..0.3)).collect(),
             action_masks: Vec::new(),
             sequences: None,
+            pixels: Vec::new(),
         };
         let coefs = PpoCoefs {
             clip_range: 0.2,
@@ -480,6 +482,7 @@ fn masked_acting_loss_gradients_and_kl_agree_with_candle() {
                 old_head,
                 action_masks: masks.clone(),
                 sequences: None,
+                pixels: Vec::new(),
             };
             for loss in &losses {
                 let (lc, lf) = (eval(&mut c, loss, &mb, &log_std), eval(&mut f, loss, &mb, &log_std));

@@ -20,5 +20,6 @@ pub fn minibatch_of(policy: &Network, obs: Vec<f32>, b: usize, rng: &mut ChaCha8
         old_head: Vec::new(),
         action_masks: Vec::new(),
         sequences: None,
+        pixels: Vec::new(),
     }
 }

@@ -38,7 +38,7 @@ pub fn gradients(
     p: &A2cParams,
 ) -> Result<(Vec<Option<Vec<f32>>>, [f64; 3])> {
     // One batch: minibatch and batch normalisation of Â coincide.
-    let batch = buf.as_minibatch(p.normalize_advantage != AdvantageNorm::Off);
+    let batch = buf.as_minibatch(p.normalize_advantage != AdvantageNorm::Off, policy.reads_byte_pixels());
     let [loss, policy_loss, value_loss, entropy] = policy.a2c_loss(&batch, p.vf_coef, p.ent_coef)?.values;
     if !loss.is_finite() {
         return Err(ProximaError::NonFinite(format!(

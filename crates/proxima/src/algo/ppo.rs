@@ -87,7 +87,8 @@ pub fn update<R: Rng + ?Sized>(
     let kl_objective = matches!(p.objective, Objective::AdaptiveKl | Objective::FixedKl);
     let coefs = p.coefs(*kl_coef);
     let batch_norm = p.normalize_advantage == AdvantageNorm::Batch;
-    let mut batches = replicas.minibatches(buf, p.batch_size, batch_norm, kl_objective);
+    let mut batches =
+        replicas.minibatches(buf, p.batch_size, batch_norm, kl_objective).with_byte_pixels(policy.reads_byte_pixels());
     opt.lr = lr;
     let mut s = UpdateStats {
         learning_rate: lr,

@@ -71,6 +71,7 @@ pub fn episode_batch(buf: &RolloutBuffer, p: &ReinforceParams) -> Result<Option<
         old_head: Vec::new(),
         action_masks: Vec::new(),
         sequences: None,
+        pixels: Vec::new(),
     }))
 }
 

@@ -157,6 +157,14 @@ pub trait Policy: Send {
     /// A KL objective without `mb.old_head`; the implementation's own errors.
     fn ppo_loss(&mut self, mb: &Minibatch, old_log_std: &[f32], coefs: &PpoCoefs) -> Result<LossReport>;
 
+    /// Whether [`Policy::ppo_loss`] and [`Policy::a2c_loss`] read a minibatch's frames as the
+    /// rollout's bytes (`Minibatch::pixels`, no float copy of them;
+    /// [`crate::rollout::Minibatches::with_byte_pixels`], `RolloutBuffer::as_minibatch`).
+    /// `false` (the default): they read `Minibatch::observations`.
+    fn reads_byte_pixels(&self) -> bool {
+        false
+    }
+
     /// The A2C loss ([`crate::loss::a2c_loss`]) of `batch` at the current θ. Keeps what
     /// [`Policy::backward`] needs.
     ///

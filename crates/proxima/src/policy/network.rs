@@ -213,6 +213,9 @@ impl Policy for Network {
     fn ppo_loss(&mut self, mb: &Minibatch, old_log_std: &[f32], coefs: &PpoCoefs) -> Result<LossReport> {
         self.inner_mut().ppo_loss(mb, old_log_std, coefs)
     }
+    fn reads_byte_pixels(&self) -> bool {
+        self.inner().reads_byte_pixels()
+    }
     fn a2c_loss(&mut self, batch: &Minibatch, vf_coef: f64, ent_coef: f64) -> Result<LossReport> {
         self.inner_mut().a2c_loss(batch, vf_coef, ent_coef)
     }

@@ -284,11 +284,19 @@ impl FusedMlp {
         let rows = mb.len;
         let spec = &self.spec;
         let dims = (spec.obs_dim, spec.action.act_dim(), spec.action.head_dim());
-        if mb.observations.len() != rows * dims.0 || mb.actions.len() != rows * dims.1 || mb.old_log_probs.len() != rows
-        {
+        // A CNN reads the frames as bytes when the minibatch holds them so (`reads_byte_pixels`).
+        let n_obs = match (mb.pixels.is_empty(), self.front.is_some()) {
+            (true, _) => mb.observations.len(),
+            (false, true) if mb.observations.is_empty() => mb.pixels.len(),
+            _ => {
+                return Err(ProximaError::InvalidArgument(
+                    "a minibatch's pixels are read by a CNN alone, in place of its observations".into(),
+                ))
+            }
+        };
+        if n_obs != rows * dims.0 || mb.actions.len() != rows * dims.1 || mb.old_log_probs.len() != rows {
             return Err(ProximaError::InvalidArgument(format!(
-                "minibatch of {rows} rows with {} observation and {} action values (obs_dim {}, act_dim {})",
-                mb.observations.len(),
+                "minibatch of {rows} rows with {n_obs} observation and {} action values (obs_dim {}, act_dim {})",
                 mb.actions.len(),
                 dims.0,
                 dims.1
@@ -325,19 +333,28 @@ impl FusedMlp {
     }
 
     /// The loss of `mb` through the convolutions and the dense part, and at once its gradient
-    /// (the backward pass reads the minibatch's pixels, which only this call has).
+    /// (the backward pass reads the minibatch's pixels, which only this call has). The pixels are
+    /// `mb.pixels` (bytes) when it holds them, else `mb.observations`: the same bits either way.
     fn cnn_loss_and_backward(&mut self, mb: &Minibatch, old_log_std: &[f32], loss: &HeadLoss) -> Result<[f32; 4]> {
         let Some(front) = &mut self.front else { return Err(ProximaError::InvalidArgument("not a CNN".into())) };
         let (rows, parallel, spec) = (mb.len, self.threads > 1, &self.spec);
-        let fd = front.stack.features();
-        front.stack.forward(&self.theta, self.version, &mut front.train, &mb.observations, rows, parallel);
-        let dims = (spec.obs_dim, spec.action.act_dim(), spec.action.head_dim());
+        let (fd, bytes) = (front.stack.features(), !mb.pixels.is_empty());
+        let (theta, version, ws) = (&self.theta[..], self.version, &mut front.train);
+        match bytes {
+            true => front.stack.forward(theta, version, ws, &mb.pixels, rows, parallel),
+            false => front.stack.forward(theta, version, ws, &mb.observations, rows, parallel),
+        }
+        // The dense part reads the features; the rows' other columns are the minibatch's.
+        let dims = (0, spec.action.act_dim(), spec.action.head_dim());
         let all = Rows { observations: &front.train.features[..rows * fd], ..Rows::of(mb, 0..rows, dims) };
         let theta = (&self.theta[..], self.version, &mut self.grad[..]);
         let values = self.net.loss(theta, &mut self.train, &all, (old_log_std, loss, rows))?;
         let d_features = &mut front.train.d_features[..rows * fd];
         self.net.backward(&self.theta, &mut self.train, &mut self.grad, rows, Some(d_features));
-        front.stack.backward(&mut front.train, &mb.observations, &mut self.grad, rows, parallel);
+        match bytes {
+            true => front.stack.backward(&mut front.train, &mb.pixels, &mut self.grad, rows, parallel),
+            false => front.stack.backward(&mut front.train, &mb.observations, &mut self.grad, rows, parallel),
+        }
         Ok(values)
     }
 
@@ -453,6 +470,10 @@ impl Policy for FusedMlp {
 
     fn ppo_loss(&mut self, mb: &Minibatch, old_log_std: &[f32], coefs: &PpoCoefs) -> Result<LossReport> {
         self.eval_loss(mb, old_log_std, HeadLoss::Ppo(*coefs))
+    }
+
+    fn reads_byte_pixels(&self) -> bool {
+        self.front.is_some()
     }
 
     fn a2c_loss(&mut self, batch: &Minibatch, vf_coef: f64, ent_coef: f64) -> Result<LossReport> {
