@@ -4,19 +4,24 @@
 //! transpose ([`transpose`]), `exp`/`ln` that vectorise ([`math`]) and the CPU-feature dispatch
 //! of element-wise loops ([`simd`]), the Nature CNN's convolutions on the matrix products
 //! ([`conv`]), and LSTM/GRU layers over whole sequences, forward and backward through time
-//! ([`recurrent`]). The training backend and the inference crate
+//! ([`recurrent`]), and (with the `orthogonal` feature) the QR behind the orthogonal
+//! initialisation ([`orthogonal`]). The training backend and the inference crate
 //! (`proxima-policy`) share them, so both give a policy's actions the same bits.
 //!
 //! A crate of its own so that it is compiled with optimisations in the test build too (the
 //! workspace's `[profile.dev.package.proxima-kernels]`): the SIMD intrinsics are a hundred times
-//! slower unoptimised, while the RL crates' tests want their own code unoptimised. It depends on
-//! nothing but, with its `threads` feature (the training backend's), rayon.
+//! slower unoptimised, while the RL crates' tests want their own code unoptimised (nalgebra's QR,
+//! generic code compiled where it is used, took a minute for the Nature CNN's dense layer in an
+//! unoptimised crate). It depends on nothing but, with its `threads` feature (the training
+//! backend's), rayon, and with its `orthogonal` feature, nalgebra.
 
 pub mod conv;
 pub mod dense;
 pub mod gemm;
 pub mod math;
 pub mod normalize;
+#[cfg(feature = "orthogonal")]
+pub mod orthogonal;
 pub mod recurrent;
 pub mod simd;
 pub mod transpose;

@@ -8,7 +8,7 @@ use super::inputs::{features_dim, InputKey, COMBINED_CNN_FEATURES};
 use super::recurrent::{RecurrentShape, RecurrentSpec};
 use crate::env::Space;
 use crate::error::{ProximaError, Result};
-use nalgebra::DMatrix;
+use proxima_kernels::orthogonal::orthonormal_columns;
 use rand::Rng;
 use rand_distr::StandardNormal;
 use serde::{Deserialize, Serialize};
@@ -227,23 +227,17 @@ impl ImageShape {
 
 /// Orthogonal matrix `[rows, cols]` scaled by `gain`, as `torch.nn.init.orthogonal_`:
 /// QR of a standard-normal matrix (transposed when rows < cols), with Q's columns' signs fixed
-/// by diag(R) so the distribution is uniform (Haar).
+/// by diag(R) so the distribution is uniform (Haar) ([`orthonormal_columns`]).
 pub fn orthogonal<R: Rng + ?Sized>(rows: usize, cols: usize, gain: f64, rng: &mut R) -> Vec<f32> {
     let transpose = rows < cols;
     let (r, c) = if transpose { (cols, rows) } else { (rows, cols) };
-    let m = DMatrix::<f64>::from_fn(r, c, |_, _| rng.sample(StandardNormal));
-    let qr = m.qr();
-    let mut q = qr.q(); // [r, c]
-    let rmat = qr.r();
-    for j in 0..c {
-        if rmat[(j, j)] < 0.0 {
-            q.column_mut(j).neg_mut();
-        }
-    }
+    // Drawn column after column: `[r, c]` column-major.
+    let m: Vec<f64> = (0..r * c).map(|_| rng.sample(StandardNormal)).collect();
+    let q = orthonormal_columns(m, r, c); // [r, c] column-major: q(i, j) = q[j·r + i]
     let mut out = Vec::with_capacity(rows * cols);
     for i in 0..rows {
         for j in 0..cols {
-            let v = if transpose { q[(j, i)] } else { q[(i, j)] };
+            let v = if transpose { q[i * r + j] } else { q[j * r + i] };
             out.push((v * gain) as f32);
         }
     }
@@ -545,11 +539,17 @@ mod tests {
     fn orthogonal_rows_or_columns_are_orthonormal() {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
         for (r, c) in [(64, 4), (4, 64), (64, 64), (2, 64)] {
-            let w = orthogonal(r, c, 2.0, &mut rng);
-            let m = DMatrix::from_row_slice(r, c, &w.iter().map(|&x| x as f64 / 2.0).collect::<Vec<_>>());
-            let g = if r >= c { m.transpose() * &m } else { &m * m.transpose() };
-            let k = r.min(c);
-            assert!((g - DMatrix::<f64>::identity(k, k)).abs().max() < 1e-5, "{r}x{c}");
+            let w: Vec<f64> = orthogonal(r, c, 2.0, &mut rng).iter().map(|&x| x as f64 / 2.0).collect();
+            // The Gram matrix of the columns (r ≥ c) or of the rows is the identity.
+            let (k, n) = if r >= c { (c, r) } else { (r, c) };
+            let at = |v: usize, i: usize| if r >= c { w[i * c + v] } else { w[v * c + i] };
+            for a in 0..k {
+                for b in 0..k {
+                    let g: f64 = (0..n).map(|i| at(a, i) * at(b, i)).sum();
+                    let want = if a == b { 1.0 } else { 0.0 };
+                    assert!((g - want).abs() < 1e-5, "{r}x{c}: ({a}, {b}) = {g}");
+                }
+            }
         }
     }
 }
