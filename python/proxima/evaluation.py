@@ -23,11 +23,7 @@ def _as_vector_env(env: Union[GymEnv, str]) -> tuple[Union[gym.vector.VectorEnv,
 
     if isinstance(env, str):
         if env.startswith("atari:"):
-            raise NotImplementedError(
-                f"evaluate_policy on the id {env!r}: Proxima's Atari wrappers run in Rust only; evaluate with "
-                "`proxima eval MODEL --env ID` (the game score over all lives), or pass an env such as SB3's "
-                "make_atari_env(...) + VecFrameStack"
-            )
+            raise NotImplementedError(_ATARI_FOR_PROXIMA_MODELS.format(env=env))
         bare = env[4:] if env.startswith("gym:") else env
         return SyncVectorEnv([lambda: gymnasium.make(bare)], autoreset_mode=AutoresetMode.SAME_STEP), True
     if hasattr(env, "step_async"):  # an SB3 VecEnv
@@ -41,6 +37,30 @@ def _as_vector_env(env: Union[GymEnv, str]) -> tuple[Union[gym.vector.VectorEnv,
     if isinstance(env, gymnasium.Env):
         return SyncVectorEnv([lambda: env], autoreset_mode=AutoresetMode.SAME_STEP), False
     raise TypeError(f"env must be an env id, a Gymnasium Env or VectorEnv, or an SB3 VecEnv; got {type(env).__name__}")
+
+
+_ATARI_FOR_PROXIMA_MODELS = (
+    "evaluate_policy on the id {env!r}: Proxima's Atari wrappers run in Rust only, and Proxima's models "
+    "alone can be evaluated on them; evaluate another model on an env such as SB3's "
+    "make_atari_env(...) + VecFrameStack"
+)
+
+
+def _episodes_in_rust(model: PolicyPredictor, env: str, n_eval_episodes: int, deterministic: bool,
+                      callback: Optional[Callable[[dict[str, Any], dict[str, Any]], None]]
+                      ) -> tuple[list[float], list[int]]:
+    """A Proxima model's episodes on an id only Rust steps (``atari:``): each a whole game, its
+    score over every life and its raw frames, as SB3's ``Monitor`` under ``AtariWrapper`` records
+    them. Episode i starts from the reset seed ``model.seed + i`` (0 + i without a seed)."""
+    rust = getattr(model, "_model", None)
+    if rust is None or not hasattr(rust, "evaluate"):
+        raise NotImplementedError(_ATARI_FOR_PROXIMA_MODELS.format(env=env))
+    if callback is not None:
+        raise NotImplementedError(f"evaluate_policy on the id {env!r} steps the games in Rust, which calls no "
+                                  "callback; pass callback=None")
+    seed = getattr(model, "seed", None)
+    returns, lengths = rust.evaluate(env, int(n_eval_episodes), bool(deterministic), int(seed or 0))
+    return [float(r) for r in returns], [int(n) for n in lengths]
 
 
 def _monitor_episode(info: dict[str, Any], i: int) -> Optional[tuple[float, int]]:
@@ -89,9 +109,13 @@ def evaluate_policy(
 
     :param model: The RL agent you want to evaluate. This can be any object that implements a
         ``predict`` method, such as a Proxima or SB3 model.
-    :param env: The gym environment or ``VecEnv`` environment: an env id (not ``atari:``, whose
-        wrappers run in Rust only: ``NotImplementedError``), a Gymnasium env or vector env, or an SB3
-        ``VecEnv`` (``model.get_env()`` too); another kind raises ``TypeError``.
+    :param env: The gym environment or ``VecEnv`` environment: an env id, a Gymnasium env or vector
+        env, or an SB3 ``VecEnv`` (``model.get_env()`` too); another kind raises ``TypeError``. An
+        ``atari:`` id, whose wrappers run in Rust, takes a Proxima model alone (another raises
+        ``NotImplementedError``): its games are played in Rust, episode i reset with seed
+        ``model.seed + i``, each episode a whole game (its score over every life, its length in raw
+        frames, as SB3's ``Monitor`` under ``make_atari_env`` records them), and ``callback`` must
+        be None.
     :param n_eval_episodes: Number of episode to evaluate the agent (positive; ``ValueError`` otherwise)
     :param deterministic: Whether to use deterministic or stochastic actions
     :param render: Whether to render the environment or not. Proxima: ``True`` raises
@@ -118,6 +142,9 @@ def evaluate_policy(
         raise ValueError(f"n_eval_episodes must be positive, got {n_eval_episodes}")
     if render:
         raise NotImplementedError("render=True is not supported; record with `proxima eval --render`")
+    if isinstance(env, str) and env.startswith("atari:"):
+        rewards, lengths = _episodes_in_rust(model, env, n_eval_episodes, deterministic, callback)
+        return _summary(rewards, lengths, reward_threshold, return_episode_rewards)
     venv, owned = _as_vector_env(env)
     monitored = not isinstance(env, str) and is_monitor_wrapped(env)
     n = venv.num_envs
@@ -154,6 +181,12 @@ def evaluate_policy(
             callback(locals(), globals())
     if owned:
         venv.close()
+    return _summary(rewards, lengths, reward_threshold, return_episode_rewards)
+
+
+def _summary(rewards: list[float], lengths: list[int], reward_threshold: Optional[float],
+             return_episode_rewards: bool) -> Union[tuple[float, float], tuple[list[float], list[int]]]:
+    """What ``evaluate_policy`` returns for these episodes (after SB3's threshold check)."""
     mean, std = float(np.mean(rewards)), float(np.std(rewards))
     if reward_threshold is not None:
         assert mean > reward_threshold, f"mean reward below threshold: {mean:.2f} < {reward_threshold:.2f}"

@@ -104,8 +104,9 @@ def test_cnn_policy_bad_inputs():
     model = proxima.PPO("CnnPolicy", [Pictures()], n_steps=8, batch_size=8, seed=1)
     with pytest.raises(ValueError, match="shape"):
         model.predict(np.zeros((H, W), np.uint8))
-    with pytest.raises(NotImplementedError, match="proxima eval"):
-        proxima.evaluate_policy(model, "atari:Breakout")
+    if importlib.util.find_spec("ale_py") is not None:  # a policy for other frames than the game's
+        with pytest.raises(ValueError, match="atari:Breakout"):
+            proxima.evaluate_policy(model, "atari:Breakout")
 
     class Huge(Pictures):
         """Frames of 2000 × 2000: a dense layer of 64 · 247² · 512 ≈ 2·10⁹ weights (8 GB a copy)."""
@@ -137,3 +138,19 @@ def test_cnn_policy_on_an_atari_id():
     model.learn(16)
     obs = np.zeros((2, 36, 36), np.uint8)
     assert model.action_space.contains(int(model.predict(obs, deterministic=True)[0]))
+    # evaluate_policy on the id plays whole games in Rust, the same ones for the same seed.
+    game = "atari:Breakout?screen_size=36&frame_stack=2"
+    returns, lengths = proxima.evaluate_policy(model, game, n_eval_episodes=2, return_episode_rewards=True)
+    assert len(returns) == len(lengths) == 2 and all(n > 0 for n in lengths), (returns, lengths)
+    assert all(float(r).is_integer() and r >= 0 for r in returns), "a game's score, unclipped"
+    mean, std = proxima.evaluate_policy(model, game, n_eval_episodes=2)
+    assert (mean, std) == (float(np.mean(returns)), float(np.std(returns)))
+
+    class NotProxima:
+        def predict(self, observation, state=None, episode_start=None, deterministic=False):
+            return np.zeros(len(observation), int), None
+
+    with pytest.raises(NotImplementedError, match="Proxima's models alone"):
+        proxima.evaluate_policy(NotProxima(), game)
+    with pytest.raises(NotImplementedError, match="callback=None"):
+        proxima.evaluate_policy(model, game, callback=lambda *_: None)

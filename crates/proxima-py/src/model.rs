@@ -816,6 +816,28 @@ impl Model {
         Ok(())
     }
 
+    /// `n_episodes` episodes of this policy on `env_id`, stepped in Rust (for the ids Python
+    /// cannot step, `atari:…`): `(returns, lengths)`, episode i reset with `seed + i`, the run's
+    /// observation normalisation applied frozen, under the env's action masks when `masked`. An
+    /// Atari episode is a whole game: its score over every life and its raw frames (what SB3's
+    /// `Monitor` under `AtariWrapper` records). Python's lock is held throughout.
+    #[pyo3(signature = (env_id, n_episodes, deterministic, seed, masked = false))]
+    fn evaluate(
+        &self,
+        env_id: &str,
+        n_episodes: usize,
+        deterministic: bool,
+        seed: u64,
+        masked: bool,
+    ) -> PyResult<(Vec<f64>, Vec<usize>)> {
+        let guard = self.lock()?;
+        let (policy, norm): (&dyn Policy, Option<&Normalizer>) = match &guard.state {
+            State::Training(t) => (&t.policy, Some(&t.collector.norm).filter(|n| n.is_active())),
+            State::Loaded(l) => (&l.policy, l.norm.as_ref()),
+        };
+        proxima::train::evaluate_episodes(policy, env_id, (n_episodes, deterministic, seed), norm, masked).py()
+    }
+
     /// Reseeds `predict`'s sampling.
     #[pyo3(signature = (seed))]
     fn seed_predict(&self, seed: u64) -> PyResult<()> {

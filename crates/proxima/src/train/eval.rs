@@ -31,6 +31,23 @@ pub fn evaluate(
     evaluate_recorded(policy, env_id, (episodes, deterministic, seed), norm, masked, None)
 }
 
+/// [`evaluate`] with each episode's length: `(returns, lengths)`, a length in env steps, or for
+/// an Atari game its raw frames over every life (what SB3's `Monitor` under `AtariWrapper`
+/// records as `l`, and `evaluate_policy(return_episode_rewards=True)` returns).
+///
+/// # Errors
+/// As [`evaluate`].
+pub fn evaluate_episodes(
+    policy: &dyn Policy,
+    env_id: &str,
+    (episodes, deterministic, seed): (usize, bool, u64),
+    norm: Option<&Normalizer>,
+    masked: bool,
+) -> Result<(Vec<f64>, Vec<usize>)> {
+    let episodes = run_episodes(policy, env_id, (episodes, deterministic, seed), (norm, masked), None)?;
+    Ok(episodes.into_iter().unzip())
+}
+
 /// What [`evaluate_recorded`] records: the first `episodes` episodes, one frame after each
 /// reset and each step, to `path` (`.gif` or `.mp4`) at `fps` (default: the env's
 /// `render_fps`).
@@ -59,6 +76,19 @@ pub fn evaluate_recorded(
     masked: bool,
     record: Option<&Recording>,
 ) -> Result<Vec<f64>> {
+    let episodes = run_episodes(policy, env_id, (episodes, deterministic, seed), (norm, masked), record)?;
+    Ok(episodes.into_iter().map(|(ret, _)| ret).collect())
+}
+
+/// The episodes of [`evaluate_recorded`]: each one's return and length (as
+/// [`evaluate_episodes`] gives them).
+fn run_episodes(
+    policy: &dyn Policy,
+    env_id: &str,
+    (episodes, deterministic, seed): (usize, bool, u64),
+    (norm, masked): (Option<&Normalizer>, bool),
+    record: Option<&Recording>,
+) -> Result<Vec<(f64, usize)>> {
     let mut env = crate::env::make_with(env_id, record.is_some())?;
     let mut video = match record {
         Some(r) => Some(crate::env::render::VideoWriter::new(&r.path, r.fps.unwrap_or_else(|| env.render_fps()))?),
@@ -76,7 +106,7 @@ pub fn evaluate_recorded(
         if recording {
             video.as_mut().expect("writer exists when recording").push(&env.render()?)?;
         }
-        let mut total = 0f64;
+        let (mut total, mut steps) = (0f64, 0usize);
         loop {
             if let Some(n) = norm {
                 n.normalize_obs(&mut obs);
@@ -91,6 +121,7 @@ pub fn evaluate_recorded(
             };
             let r = env.step(action)?;
             total += r.reward;
+            steps += 1;
             if recording {
                 video.as_mut().expect("writer exists when recording").push(&env.render()?)?;
             }
@@ -103,14 +134,14 @@ pub fn evaluate_recorded(
                         memory.start = true; // as in training: a lost life ends an episode
                         continue;
                     }
-                    Some(GameEpisode::Over { score, .. }) => total = score,
+                    Some(GameEpisode::Over { score, frames }) => (total, steps) = (score, frames),
                     None => {}
                 }
                 break;
             }
             obs = r.observation;
         }
-        returns.push(total);
+        returns.push((total, steps));
     }
     if let Some(v) = video {
         v.finish()?;

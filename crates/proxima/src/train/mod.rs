@@ -30,7 +30,7 @@ mod run_dir;
 pub mod snapshot;
 mod trainer;
 
-pub use eval::{evaluate, evaluate_recorded, mean_std, saved_normalizer, Recording};
+pub use eval::{evaluate, evaluate_episodes, evaluate_recorded, mean_std, saved_normalizer, Recording};
 pub use run_dir::{run, write_tensorboard, RunDir, RunOutcome, RunSummary, Stopped, CSV_COLUMNS};
 pub use snapshot::{replay_path, ResumeOptions, REPLAY_SUFFIX};
 pub use trainer::{policy_spec, Callback, NoCallback, Trainer, UpdateReport, NOTE_PREFIX};
