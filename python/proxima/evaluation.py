@@ -59,7 +59,8 @@ def _episodes_in_rust(model: PolicyPredictor, env: str, n_eval_episodes: int, de
         raise NotImplementedError(f"evaluate_policy on the id {env!r} steps the games in Rust, which calls no "
                                   "callback; pass callback=None")
     seed = getattr(model, "seed", None)
-    returns, lengths = rust.evaluate(env, int(n_eval_episodes), bool(deterministic), int(seed or 0))
+    seed = 0 if seed is None else int(seed) % 2**64  # a negative seed as NumPy's uint64 reads it
+    returns, lengths = rust.evaluate(env, int(n_eval_episodes), bool(deterministic), seed)
     return [float(r) for r in returns], [int(n) for n in lengths]
 
 

@@ -46,9 +46,10 @@ pub const ALE_FRAME_SHAPE: (usize, usize) = (210, 160);
 /// Parses the text after `atari:` (module docs).
 ///
 /// # Errors
-/// `InvalidArgument` for an empty game, a `?` with no options after it, an unknown key (with the closest known one), a value
-/// that does not parse as the key's type, a repeated key, or settings out of their limits
-/// ([`AtariOptions::check`], [`AtariOptions::check_frame`] for ALE's 210 × 160 frames).
+/// `InvalidArgument` for an empty game, a `?` with no options after it, an unknown key (with
+/// the closest known one), a value that does not parse as the key's type, a repeated key, or
+/// settings out of their limits ([`AtariOptions::check`], [`AtariOptions::check_frame`] for
+/// ALE's 210 × 160 frames).
 pub fn parse_atari_spec(spec: &str) -> Result<AtariSpec> {
     let bad = |m: String| Err(EnvError::InvalidArgument(format!("{ATARI_PREFIX}{spec}: {m}")));
     let (game, query) = spec.split_once('?').unwrap_or((spec, ""));
@@ -56,11 +57,8 @@ pub fn parse_atari_spec(spec: &str) -> Result<AtariSpec> {
         return bad("no game named (e.g. `atari:Breakout` or `atari:ALE/Pong-v5`)".into());
     }
     if spec.contains('?') && query.split('&').all(str::is_empty) {
-        return bad(
-            "nothing after `?`: give options as key=value joined by `&` (e.g. `atari:Breakout?frame_skip=4`), \
-                    or drop the `?`"
-                .into(),
-        );
+        let how = "give options as key=value joined by `&` (e.g. `atari:Breakout?frame_skip=4`), or drop the `?`";
+        return bad(format!("nothing after `?`: {how}"));
     }
     let game_id = if game.contains('/') || game.contains("-v") { game.to_string() } else { format!("ALE/{game}-v5") };
     let mut o = AtariOptions::default();
