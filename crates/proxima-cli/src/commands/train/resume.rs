@@ -23,6 +23,16 @@ pub(super) fn resumed_trainer(
     };
     let ck = proxima::checkpoint::load(&file)?;
     check_resumed_env(dir, &ck, env_id)?;
+    let cfg = train::Trainer::resumed_config(&ck, opts)?;
+    if opts.total_timesteps.is_none() && finished_and_evaluated(dir, &file, &ck, cfg.total_timesteps) {
+        // Refused before its envs are made (an Atari game's emulator, a Python interpreter).
+        bail!(
+            "{} is complete ({} steps, {} updates, evaluated); pass a larger --total-timesteps to continue it",
+            dir.display(),
+            ck.meta.global_step,
+            ck.meta.update
+        );
+    }
     let trainer = train::Trainer::resume_with(&ck, opts)?;
     let ready = ready_to_resume(dir, &file, trainer, opts.total_timesteps)?;
     if ready.is_some() {
@@ -30,6 +40,21 @@ pub(super) fn resumed_trainer(
         rundirs::warn_if_config_edited(dir, &ck, &resume_flags(opts));
     }
     Ok(ready)
+}
+
+/// Whether run directory `dir` finished: its latest checkpoint `file` (`ck`) has taken the run's
+/// `total_timesteps`, its `model.safetensors` is there, and its `eval.json`, written after the
+/// final model, is at least as new as that file (a run extended since, or stopped, has newer
+/// files than its old evaluation).
+fn finished_and_evaluated(dir: &Path, file: &Path, ck: &proxima::checkpoint::Checkpoint, total: u64) -> bool {
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let evaluated_after = match (modified(&dir.join("eval.json")), modified(file)) {
+        (Some(eval), Some(ck_time)) => eval >= ck_time,
+        _ => false,
+    };
+    // Without its model, the run goes the long way: the model is rewritten from the checkpoint.
+    let has_model = dir.join("model.safetensors").is_file();
+    ck.meta.global_step >= total && evaluated_after && has_model
 }
 
 /// What `--resume`'s flags (`--total-timesteps`, `--backend`, `--vector-env`) change.
