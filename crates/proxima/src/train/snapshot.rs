@@ -208,15 +208,6 @@ impl Trainer {
         Self::resume_with(ck, ResumeOptions { total_timesteps, backend, vector_env: None })
     }
 
-    /// The config [`Trainer::resume_with`] continues checkpoint `ck`'s run with, checked, with
-    /// none of the run's envs made (for what can be refused before them).
-    ///
-    /// # Errors
-    /// `Config` for options the run's config does not take; `Unsupported` for an A3C run.
-    pub fn resumed_config(ck: &checkpoint::Checkpoint, opts: ResumeOptions) -> Result<ValidConfig> {
-        resumed_config(ck, opts, 1)
-    }
-
     /// [`Trainer::resume`] with everything a resumed run may change ([`ResumeOptions`]).
     ///
     /// # Errors

@@ -23,8 +23,7 @@ pub(super) fn resumed_trainer(
     };
     let ck = proxima::checkpoint::load(&file)?;
     check_resumed_env(dir, &ck, env_id)?;
-    let cfg = train::Trainer::resumed_config(&ck, opts)?;
-    if opts.total_timesteps.is_none() && finished_and_evaluated(dir, &file, &ck, cfg.total_timesteps) {
+    if opts.total_timesteps.is_none() && finished_and_evaluated(dir, &file, &ck) {
         // Refused before its envs are made (an Atari game's emulator, a Python interpreter).
         bail!(
             "{} is complete ({} steps, {} updates, evaluated); pass a larger --total-timesteps to continue it",
@@ -42,11 +41,17 @@ pub(super) fn resumed_trainer(
     Ok(ready)
 }
 
-/// Whether run directory `dir` finished: its latest checkpoint `file` (`ck`) has taken the run's
-/// `total_timesteps`, its `model.safetensors` is there, and its `eval.json`, written after the
-/// final model, is at least as new as that file (a run extended since, or stopped, has newer
-/// files than its old evaluation).
-fn finished_and_evaluated(dir: &Path, file: &Path, ck: &proxima::checkpoint::Checkpoint, total: u64) -> bool {
+/// Whether run directory `dir` finished: its latest checkpoint `file` (`ck`) has taken its
+/// config's `total_timesteps`, its `model.safetensors` is there, and its `eval.json`, written
+/// after the final model, is at least as new as that file (a run extended since, or stopped, has
+/// newer files than its old evaluation). Never for an A3C run, which the trainer refuses with its
+/// own reason.
+fn finished_and_evaluated(dir: &Path, file: &Path, ck: &proxima::checkpoint::Checkpoint) -> bool {
+    let Ok(config) = ck.meta.config_toml.parse::<toml::Table>() else { return false };
+    let total = config.get("total_timesteps").and_then(toml::Value::as_integer);
+    if config.get("algo").and_then(toml::Value::as_str) == Some("a3c") {
+        return false;
+    }
     let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
     let evaluated_after = match (modified(&dir.join("eval.json")), modified(file)) {
         (Some(eval), Some(ck_time)) => eval >= ck_time,
@@ -54,7 +59,7 @@ fn finished_and_evaluated(dir: &Path, file: &Path, ck: &proxima::checkpoint::Che
     };
     // Without its model, the run goes the long way: the model is rewritten from the checkpoint.
     let has_model = dir.join("model.safetensors").is_file();
-    ck.meta.global_step >= total && evaluated_after && has_model
+    total.is_some_and(|t| ck.meta.global_step >= t as u64) && evaluated_after && has_model
 }
 
 /// What `--resume`'s flags (`--total-timesteps`, `--backend`, `--vector-env`) change.
