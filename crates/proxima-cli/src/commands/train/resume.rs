@@ -44,12 +44,13 @@ pub(super) fn resumed_trainer(
 /// Whether run directory `dir` finished: its latest checkpoint `file` (`ck`) has taken its
 /// config's `total_timesteps`, its `model.safetensors` is there, and its `eval.json`, written
 /// after the final model, is at least as new as that file (a run extended since, or stopped, has
-/// newer files than its old evaluation). Never for an A3C run, which the trainer refuses with its
-/// own reason.
+/// newer files than its old evaluation). Never for an A3C run or a distributed one, which the
+/// trainer refuses in one process with their own reasons.
 fn finished_and_evaluated(dir: &Path, file: &Path, ck: &proxima::checkpoint::Checkpoint) -> bool {
     let Ok(config) = ck.meta.config_toml.parse::<toml::Table>() else { return false };
     let total = config.get("total_timesteps").and_then(toml::Value::as_integer);
-    if config.get("algo").and_then(toml::Value::as_str) == Some("a3c") {
+    let a3c = config.get("algo").and_then(toml::Value::as_str) == Some("a3c");
+    if a3c || ck.meta.extra.contains_key("mpi_ranks") {
         return false;
     }
     let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
