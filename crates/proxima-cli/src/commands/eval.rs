@@ -84,7 +84,7 @@ pub fn exec(a: EvalArgs) -> Result<()> {
     .map_err(|e| {
         let unknown = e.to_string().contains("unknown environment id");
         let hint = if unknown && !given_env {
-            let atari = env_id.contains("NoFrameskip") || env_id.starts_with("ALE/");
+            let atari = proxima::env::atari::is_ale_game_id(&env_id);
             let this = if atari { format!(" (for this Atari game: --env atari:{env_id})") } else { String::new() };
             format!(
                 "\n  the checkpoint records `{env_id}` as its env, which is not an id Proxima can make (a model trained from Python on an env object records its class name): pass --env ID (a native id, gym:ID with a Gymnasium id, or atari:GAME for an Atari game with SB3's wrappers){this}"

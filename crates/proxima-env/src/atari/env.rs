@@ -40,6 +40,11 @@ const KEYS: [&str; 7] = [
     "repeat_action_probability",
 ];
 
+/// Whether `game_id` (a Gymnasium id) names an ALE game: `ALE/…` or `…NoFrameskip…`.
+pub fn is_ale_game_id(game_id: &str) -> bool {
+    game_id.starts_with("ALE/") || game_id.contains("NoFrameskip")
+}
+
 /// `(height, width)` of every ALE game's frames.
 pub const ALE_FRAME_SHAPE: (usize, usize) = (210, 160);
 

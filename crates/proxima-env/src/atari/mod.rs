@@ -9,6 +9,6 @@ pub mod env;
 pub mod frame;
 pub mod wrappers;
 
-pub use env::{parse_atari_spec, AtariEnv, AtariSpec, GameEpisode, ATARI_PREFIX};
+pub use env::{is_ale_game_id, parse_atari_spec, AtariEnv, AtariSpec, GameEpisode, ATARI_PREFIX};
 pub use frame::{max_frames, rgb_to_gray, AreaResize};
 pub use wrappers::{AtariGame, AtariOptions, AtariStep, AtariWrapper, GameStep};

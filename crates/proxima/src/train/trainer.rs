@@ -327,7 +327,7 @@ fn image_shape(policy: PolicyKind, venv: &SyncVectorEnv) -> Result<ImageShape> {
     };
     if image.channels > image.width && image.width <= 4 {
         let id = venv.env_id();
-        if let Some(game) = id.strip_prefix("gym:").filter(|g| g.starts_with("ALE/") || g.contains("NoFrameskip")) {
+        if let Some(game) = id.strip_prefix("gym:").filter(|g| crate::env::atari::is_ale_game_id(g)) {
             return Err(ProximaError::Config(format!(
                 "policy = `{policy:?}` on {id}: its raw {} frames are not what the CNN reads; for an Atari game use `atari:{game}` (SB3's AtariWrapper and a stack of 4 frames, channel-first)",
                 space.describe()
