@@ -14,6 +14,10 @@ NATIVE_ENV_IDS: list[str]
 PRESETS: list[str]
 CONFIG_KEYS: list[str]
 
+def parse_atari_id(env_id: str) -> tuple[str, dict[str, Union[int, float, bool]]]:
+    """``(game_id, options)`` of an ``atari:`` id, read by training's parser: the Gymnasium id of the game and the
+    wrappers' settings by SB3's names, defaults filled in. ``ValueError`` for an id training refuses."""
+
 # ("id", env_id) | ("objects" | "factories" | "vector", name, [objects])
 _EnvSource = Union[tuple[str, str], tuple[str, str, list[object]]]
 # A setting's value: the config's keys to these (None clears an optional key).

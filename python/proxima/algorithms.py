@@ -754,8 +754,10 @@ class BaseAlgorithm:
         * env factories: a ``DummyVecEnv`` over new envs from the factories (training steps its own);
         * an env id: a ``DummyVecEnv`` of ``n_envs`` new ``gymnasium.make(id)`` envs. For a native id
           (``proxima.NATIVE_ENV_IDS``) that is Gymnasium's Python env of the same id, as training
-          stepped Proxima's copy in Rust, which Python cannot step; an ``atari:`` id raises
-          ``NotImplementedError`` (those wrappers run in Rust only).
+          stepped Proxima's copy in Rust, which Python cannot step; for an ``atari:`` id, SB3's
+          ``VecFrameStack(make_atari_env(game, n_envs), frame_stack)`` with the id's settings (the
+          wrappers Proxima's Rust ones equal frame by frame; needs stable-baselines3 and ale-py),
+          channel-last, each env under SB3's ``Monitor``.
 
         Envs that are not an SB3 ``VecEnv`` are wrapped in Gymnasium's ``RecordEpisodeStatistics``
         (``infos[i]["episode"]`` with ``r``, ``l``, ``t``, as SB3's ``Monitor``). Channel-last images stay

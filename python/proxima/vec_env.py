@@ -425,12 +425,6 @@ def _id_factory(env_id: str) -> Callable[[], gym.Env]:
     """A factory of Gymnasium's env for an id the model was given (native ids included)."""
     from . import _proxima
 
-    if env_id.startswith("atari:"):
-        raise NotImplementedError(
-            f"get_env() on the id {env_id!r}: Proxima's Atari wrappers run in Rust only, and Python cannot step "
-            "them; pass an env made in Python instead (e.g. SB3's make_atari_env(...) + VecFrameStack), or "
-            "evaluate with `proxima eval MODEL --env ID`"
-        )
     bare = env_id[4:] if env_id.startswith("gym:") else env_id
     native = env_id in _proxima.NATIVE_ENV_IDS
     try:
@@ -442,6 +436,32 @@ def _id_factory(env_id: str) -> Callable[[], gym.Env]:
     return lambda: _monitored(gym.make(bare))
 
 
+def _atari_vec_env(env_id: str, n_envs: int) -> Any:
+    """SB3's ``VecFrameStack(make_atari_env(game, n_envs), frame_stack)`` with the wrappers' settings an
+    ``atari:`` id gives (Proxima's Rust wrappers equal these frame by frame): ALE's game made as Proxima
+    makes it (``frameskip=1``, the id's ``repeat_action_probability``, the minimal action set), each env
+    under SB3's ``Monitor`` (whole games, their real scores), observations channel-last."""
+    from . import _proxima
+
+    game_id, options = _proxima.parse_atari_id(env_id)
+    try:
+        import ale_py  # noqa: F401  (registers the ALE ids with Gymnasium)
+        from stable_baselines3.common.env_util import make_atari_env
+        from stable_baselines3.common.vec_env import VecFrameStack
+    except ImportError as e:
+        raise ImportError(
+            f"get_env() on {env_id!r} steps SB3's Atari wrappers in Python, which Proxima's equal frame by "
+            f"frame; they need stable-baselines3, ale-py and OpenCV: pip install stable-baselines3 ale-py "
+            f"opencv-python-headless ({e})"
+        ) from e
+    wrapper_kwargs = {key: options[key] for key in
+                      ("noop_max", "frame_skip", "screen_size", "terminal_on_life_loss", "clip_reward")}
+    env_kwargs = dict(frameskip=1, repeat_action_probability=options["repeat_action_probability"],
+                      full_action_space=False)
+    venv = make_atari_env(game_id, n_envs=n_envs, wrapper_kwargs=wrapper_kwargs, env_kwargs=env_kwargs)
+    return VecFrameStack(venv, options["frame_stack"]) if options["frame_stack"] > 1 else venv
+
+
 def for_model(env: Optional[EnvLike], n_envs: int) -> Optional[VecEnvLike]:
     """What ``model.get_env()`` returns for the ``env`` a model was given (``n_envs``: how many envs it
     trains on): an SB3 ``VecEnv`` as it is; anything else behind SB3's API (see ``BaseAlgorithm.get_env``)."""
@@ -451,6 +471,8 @@ def for_model(env: Optional[EnvLike], n_envs: int) -> Optional[VecEnvLike]:
         return env
     if _is_vector_env(env):
         return GymnasiumVecEnv(env)
+    if isinstance(env, str) and env.startswith("atari:"):
+        return _atari_vec_env(env, max(int(n_envs), 1))
     if isinstance(env, str):
         return DummyVecEnv([_id_factory(env)] * max(int(n_envs), 1))
     if _is_env(env):

@@ -154,3 +154,36 @@ def test_cnn_policy_on_an_atari_id():
         proxima.evaluate_policy(NotProxima(), game)
     with pytest.raises(NotImplementedError, match="callback=None"):
         proxima.evaluate_policy(model, game, callback=lambda *_: None)
+    if importlib.util.find_spec("stable_baselines3") is not None:
+        _get_env_is_sb3s_atari_stack(model)
+
+
+def _get_env_is_sb3s_atari_stack(model):
+    """``get_env()`` on an ``atari:`` id: SB3's ``make_atari_env`` + ``VecFrameStack`` with the id's settings, which
+    SB3's loop and ``evaluate_policy`` step and ``predict`` reads (channel-last)."""
+    from stable_baselines3.common.atari_wrappers import EpisodicLifeEnv, WarpFrame
+    from stable_baselines3.common.evaluation import evaluate_policy as sb3_evaluate_policy
+    from stable_baselines3.common.vec_env import VecFrameStack
+
+    venv = model.get_env()
+    assert model.get_env() is venv and isinstance(venv, VecFrameStack) and venv.num_envs == 2
+    obs = venv.reset()
+    assert obs.shape == (2, 36, 36, 2) and obs.dtype == np.uint8
+    assert (obs[..., 0] == 0).all() and obs[..., 1].any(), "zero-padded stack, the game's frame last"
+    layers = [venv.envs[0]]
+    while hasattr(layers[-1], "env"):
+        layers.append(layers[-1].env)
+    assert any(isinstance(w, EpisodicLifeEnv) for w in layers) and any(isinstance(w, WarpFrame) for w in layers)
+    ale = layers[-1].unwrapped.ale
+    assert ale.getFloat("repeat_action_probability") == 0.0 and ale.getInt("frame_skip") == 1
+    actions, _ = model.predict(obs, deterministic=True)
+    obs, rewards, dones, infos = venv.step(actions)
+    assert obs.shape == (2, 36, 36, 2) and len(infos) == 2
+    mean, _ = sb3_evaluate_policy(model, venv, n_eval_episodes=1, warn=False)
+    assert float(mean).is_integer() and mean >= 0, "a whole game's score, from SB3's Monitor"
+    lives_kept = proxima.PPO("CnnPolicy", "atari:Breakout?terminal_on_life_loss=false&frame_stack=1", n_envs=1,
+                             n_steps=8, batch_size=8).get_env()
+    layers = [lives_kept.envs[0]]
+    while hasattr(layers[-1], "env"):
+        layers.append(layers[-1].env)
+    assert not any(isinstance(w, EpisodicLifeEnv) for w in layers) and lives_kept.reset().shape == (1, 84, 84, 1)

@@ -27,5 +27,32 @@ fn _proxima(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("PRESETS", proxima::config::PRESETS.to_vec())?;
     m.add("CONFIG_KEYS", proxima::config::Config::keys())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(parse_atari_id, m)?)?;
     Ok(())
+}
+
+/// What an `atari:` id names, read by the parser training uses: `(game_id, options)`, the
+/// Gymnasium id of the game (`"ALE/Breakout-v5"`) and the wrappers' settings by SB3's names
+/// (`noop_max`, `frame_skip`, `screen_size`, `terminal_on_life_loss`, `clip_reward`,
+/// `frame_stack`, `repeat_action_probability`), defaults filled in.
+///
+/// Errors: `ValueError` for an id without the `atari:` prefix or one training refuses (an unknown
+/// option, a bad value), with training's message.
+#[pyfunction]
+fn parse_atari_id(py: Python<'_>, env_id: &str) -> PyResult<(String, Py<pyo3::types::PyDict>)> {
+    use proxima::env::atari::{parse_atari_spec, ATARI_PREFIX};
+    let bad = pyo3::exceptions::PyValueError::new_err;
+    let spec =
+        env_id.strip_prefix(ATARI_PREFIX).ok_or_else(|| bad(format!("{env_id:?} is not an `{ATARI_PREFIX}` id")))?;
+    let spec = parse_atari_spec(spec).map_err(|e| bad(e.to_string()))?;
+    let o = &spec.options;
+    let options = pyo3::types::PyDict::new(py);
+    options.set_item("noop_max", o.noop_max)?;
+    options.set_item("frame_skip", o.frame_skip)?;
+    options.set_item("screen_size", o.screen_size)?;
+    options.set_item("terminal_on_life_loss", o.terminal_on_life_loss)?;
+    options.set_item("clip_reward", o.clip_reward)?;
+    options.set_item("frame_stack", o.frame_stack)?;
+    options.set_item("repeat_action_probability", o.repeat_action_probability)?;
+    Ok((spec.game_id, options.unbind()))
 }
