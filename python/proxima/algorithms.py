@@ -719,7 +719,13 @@ class BaseAlgorithm:
 
     def __getattr__(self, name: str) -> ConfigValue:
         """SB3's hyperparameter attributes (``model.n_steps``, ``model.gamma``, ...): the run's
-        config values."""
+        config values. SB3's ``model.policy`` (a torch module) has no counterpart: its
+        ``AttributeError`` names the ways to the networks, which live in Rust."""
+        if name == "policy":
+            raise AttributeError(
+                f"{type(self).__name__!r} object has no attribute 'policy': Proxima's networks live in Rust, not in a "
+                "torch module; get_parameters() gives the weights by name, set_parameters() sets them (also from an SB3 "
+                "model's policy.state_dict()), predict() runs the policy, and policy_class is the policy name given")
         if name.startswith("_") or name not in _proxima.CONFIG_KEYS or "_config_toml" not in self.__dict__:
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
         config_toml = self.__dict__["_config_toml"]
@@ -731,6 +737,32 @@ class BaseAlgorithm:
     def env(self) -> Optional[VecEnvLike]:
         """SB3's ``model.env``: the vector env ``get_env()`` returns."""
         return self.get_env()
+
+    def set_env(self, env: EnvLike, force_reset: bool = True) -> None:
+        """SB3's ``set_env`` is not supported yet: the envs are fixed when the model is made. Load the
+        saved model with the new env instead: ``Algo.load(path, env=new_env)``.
+
+        :param env: The environment for learning a policy
+        :param force_reset: Force call to ``reset()`` before training
+        """
+        raise NotImplementedError("set_env is not supported yet: save the model, then load(path, env=new_env)")
+
+    def set_logger(self, logger: object) -> None:
+        """SB3's ``set_logger`` is not supported: Proxima logs with ``verbose`` (SB3's table and keys)
+        and ``tensorboard_log`` (CleanRL's tags).
+
+        :param logger: Logger object
+        """
+        raise NotImplementedError("set_logger is not supported: use verbose=1, tensorboard_log=DIR or a callback")
+
+    def get_vec_normalize_env(self) -> None:
+        """SB3's ``VecNormalize`` wrapper of the training env: Proxima normalises inside the model
+        (``normalize_observation``/``normalize_reward`` in the config, saved with it), so there is
+        none; returns ``None``, as SB3 does for an env without one.
+
+        :return: None
+        """
+        return None
 
     def get_env(self) -> Optional[VecEnvLike]:
         """Returns the current environment (can be None if not defined), as a vector env with SB3's
@@ -1508,7 +1540,7 @@ def _auto_or_float(name: str, value: Union[str, float], is_auto: Callable[[str],
     try:
         return float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a float or 'auto', got {value!r}") from None
+        raise ValueError(f"{name} must be a float, 'auto' or 'auto_<initial value>' (e.g. 'auto_0.1'), got {value!r}") from None
 
 
 def _noise_std(action_noise: Optional[ActionNoise]) -> float:
@@ -1550,7 +1582,8 @@ class _OffPolicyAlgorithm(BaseAlgorithm):
         if steps == -1:
             raise NotImplementedError("gradient_steps=-1 (as many as env steps) is not supported yet: give the number")
         if steps < 0:
-            raise ValueError(f"gradient_steps must be a positive int (or SB3's -1), got {steps}")
+            raise ValueError(f"gradient_steps must be an int ≥ 1 (SB3's -1, as many as env steps, is not supported yet), "
+                             f"got {steps}")
         size = h["buffer_size"]
         if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or not 1 <= int(size) < 2**63:
             raise ValueError(f"buffer_size must be a positive int (transitions), got {size!r}")
@@ -1578,6 +1611,27 @@ class _OffPolicyAlgorithm(BaseAlgorithm):
         if action_noise is not None:
             self._noise_dim = int(np.asarray(action_noise._sigma).size)
         return std
+
+    def save_replay_buffer(self, path: Union[str, os.PathLike[str]]) -> None:
+        """Save the replay buffer as a safetensors file (SB3 pickles it; this file is the one a run
+        directory's checkpoints keep beside them, and ``load_replay_buffer`` and ``proxima train
+        --resume`` read it).
+
+        :param path: Path to the file where the replay buffer should be saved (written whole or
+            not at all; no suffix is added).
+        """
+        self._model.save_replay_buffer(_checked_path("save_replay_buffer", path))
+
+    def load_replay_buffer(self, path: Union[str, os.PathLike[str]], truncate_last_traj: bool = True) -> None:
+        """Load a replay buffer saved by ``save_replay_buffer`` (or beside a run's checkpoint) into this
+        model, replacing its own; it must have been saved with the same ``buffer_size``, number of
+        envs and observation and action sizes (a ``ValueError`` otherwise, and nothing changes).
+
+        :param path: Path to the saved replay buffer.
+        :param truncate_last_traj: Accepted for SB3's signature; each stored transition holds its own
+            next observation and end flags, so no trajectory is left half-stored to truncate.
+        """
+        self._model.load_replay_buffer(_checked_path("load_replay_buffer", path))
 
     def _settings(self, hyper: dict[str, Any]) -> dict[str, Setting]:  # pragma: no cover - each algorithm has its own
         raise NotImplementedError

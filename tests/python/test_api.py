@@ -231,6 +231,11 @@ def test_from_preset_is_the_clis_preset():
     m = proxima.PPO.from_preset("cleanrl", "CartPole-v1", n_steps=32)
     toml = m._model.config_toml
     assert "n_envs = 4" in toml and "n_steps = 32" in toml and "anneal_lr = true" in toml
+    with pytest.raises(ValueError, match="preset `td3` holds TD3's hyperparameters, which would run algo `sac`"):
+        proxima.SAC.from_preset("td3", "Pendulum-v1")  # it trained SAC with α fixed at 0
+    with pytest.raises(ValueError, match="preset `cleanrl` holds PPO's hyperparameters, which do not fit algo `ddpg`"):
+        proxima.DDPG.from_preset("cleanrl", "Pendulum-v1")
+    assert "n_quantiles = 25" in proxima.TQC.from_preset("tqc", "Pendulum-v1")._model.config_toml
 
 
 # --- envs of every kind ------------------------------------------------------------------------------

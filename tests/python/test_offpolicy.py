@@ -262,3 +262,55 @@ def test_a_setting_given_twice_differently_is_refused():
     with pytest.raises(ValueError, match="n_critics is given twice"):
         proxima.TQC("MlpPolicy", "Pendulum-v1", n_critics=3, policy_kwargs=dict(n_critics=2))
     proxima.TQC("MlpPolicy", "Pendulum-v1", n_quantiles=7, policy_kwargs=dict(n_quantiles=7))
+
+
+def test_save_and_load_replay_buffer_round_trip_the_transitions(tmp_path):
+    """SB3's ``save_replay_buffer``/``load_replay_buffer``: the file holds every stored transition and where the
+    next goes, so a fresh model that loads it saves the same file; a buffer of another size is refused whole."""
+    model = proxima.SAC("MlpPolicy", "Pendulum-v1", buffer_size=1000, **TINY).learn(150)
+    model.save_replay_buffer(tmp_path / "buffer")
+    fresh = proxima.SAC("MlpPolicy", "Pendulum-v1", buffer_size=1000, **dict(TINY, seed=5))
+    fresh.save_replay_buffer(str(tmp_path / "empty"))
+    assert (tmp_path / "empty").read_bytes() != (tmp_path / "buffer").read_bytes()
+    fresh.load_replay_buffer(tmp_path / "buffer")
+    fresh.save_replay_buffer(tmp_path / "again")
+    assert (tmp_path / "again").read_bytes() == (tmp_path / "buffer").read_bytes()
+    fresh.learn(60)  # trains from the loaded transitions (150 stored ≥ learning_starts)
+    other = proxima.SAC("MlpPolicy", "Pendulum-v1", buffer_size=500, **TINY)
+    with pytest.raises(ValueError, match="capacity 1000.*this run's are 500"):
+        other.load_replay_buffer(tmp_path / "buffer")
+    with pytest.raises(ValueError, match="not a replay buffer|not a valid safetensors"):
+        model.save(tmp_path / "m")
+        other.load_replay_buffer(tmp_path / "m.safetensors")
+    with pytest.raises(ValueError, match="loaded without an env"):
+        proxima.SAC.load(tmp_path / "m").save_replay_buffer(tmp_path / "x")
+    with pytest.raises(ValueError, match="the path is empty"):
+        model.save_replay_buffer("")
+
+
+def test_off_policy_logs_use_sb3s_off_policy_keys(capsys, tmp_path):
+    proxima.SAC("MlpPolicy", "Pendulum-v1", verbose=1, tensorboard_log=str(tmp_path), **TINY).learn(200, log_interval=1)
+    out = capsys.readouterr().out
+    for key in ("train/actor_loss", "train/critic_loss", "train/ent_coef", "train/n_updates", "train/learning_rate"):
+        assert key in out, key
+    assert "approx_kl" not in out and "policy_gradient_loss" not in out and "explained_variance" not in out
+    n_updates = [line for line in out.splitlines() if "train/n_updates" in line][-1]
+    assert int(n_updates.split("|")[2]) == 150, "gradient steps taken (200 steps, the first 50 random)"
+    events = b"".join(p.read_bytes() for p in tmp_path.rglob("events*"))
+    assert b"losses/qf_loss" in events and b"losses/actor_loss" in events and b"losses/alpha" in events
+    assert b"losses/approx_kl" not in events and b"losses/clipfrac" not in events
+    proxima.TD3("MlpPolicy", "Pendulum-v1", verbose=1, **TINY).learn(200, log_interval=1)
+    out = capsys.readouterr().out
+    assert "train/actor_loss" in out and "train/ent_coef" not in out and "entropy_loss" not in out
+
+
+def test_sb3_methods_without_a_counterpart_say_so():
+    model = proxima.TD3("MlpPolicy", "Pendulum-v1", **TINY)
+    with pytest.raises(AttributeError, match="networks live in Rust.*get_parameters"):
+        model.policy
+    assert not hasattr(model, "policy") and model.policy_class == "MlpPolicy"
+    with pytest.raises(NotImplementedError, match="load\\(path, env=new_env\\)"):
+        model.set_env("Pendulum-v1")
+    with pytest.raises(NotImplementedError, match="set_logger is not supported"):
+        model.set_logger(None)
+    assert model.get_vec_normalize_env() is None

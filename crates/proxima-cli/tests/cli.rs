@@ -249,6 +249,18 @@ fn bad_input_gets_a_clear_error_and_nonzero_exit() {
             vec!["train", "CartPole-v1", "--preset", "cleanrll", "--run-dir", rd],
             "unknown preset `cleanrll` (did you mean `cleanrl`?)",
         ),
+        (
+            vec!["train", "Pendulum-v1", "--algo", "sac", "--preset", "td3", "--run-dir", rd],
+            "preset `td3` holds TD3's hyperparameters, which would run algo `sac` with TD3's critics",
+        ),
+        (
+            vec!["train", "Pendulum-v1", "--algo", "td3", "--preset", "sac", "--run-dir", rd],
+            "SAC, TD3, DDPG and TQC each take their own preset; leave the preset out or give `td3`",
+        ),
+        (
+            vec!["train", "Pendulum-v1", "--algo", "sac", "--preset", "paper-mujoco", "--run-dir", rd],
+            "preset `paper-mujoco` holds PPO's hyperparameters, which do not fit algo `sac` (an off-policy algorithm)",
+        ),
         (vec!["train", "CartPole-v1", "--set", "novalue", "--run-dir", rd], "expected key=value"),
         (vec!["eval", "/nonexistent/run"], "no such run directory or checkpoint file"),
         (vec!["eval", bad_toml.to_str().unwrap()], "not a valid safetensors file"),

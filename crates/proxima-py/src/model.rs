@@ -95,7 +95,7 @@ impl Model {
         match result.map_err(to_py)? {
             Some(report) => {
                 if let Some(tb) = tb {
-                    write_tensorboard(tb, &report).py()?;
+                    write_tensorboard(tb, tr.cfg.is_off_policy(), &report).py()?;
                 }
                 Ok(Some(report_dict(py, tr, &report)?))
             }
@@ -376,19 +376,35 @@ fn report_dict<'py>(py: Python<'py>, tr: &Trainer, r: &UpdateReport) -> PyResult
     d.set_item("time/iterations", r.update)?;
     d.set_item("time/total_timesteps", r.global_step)?;
     d.set_item("train/learning_rate", s.learning_rate)?;
-    d.set_item("train/policy_gradient_loss", s.policy_loss)?;
-    d.set_item("train/value_loss", s.value_loss)?;
-    d.set_item("train/entropy_loss", -s.entropy)?;
-    d.set_item("train/approx_kl", s.approx_kl)?;
-    d.set_item("train/clip_fraction", s.clip_fraction)?;
-    d.set_item("train/explained_variance", s.explained_variance)?;
-    d.set_item("train/n_updates", r.update * tr.cfg.n_epochs as u64)?;
+    if let Some(n_updates) = tr.gradient_steps_done() {
+        // SB3's off-policy keys: the iteration's mean losses, α, gradient steps so far.
+        d.set_item("train/actor_loss", s.policy_loss)?;
+        d.set_item("train/critic_loss", s.value_loss)?;
+        if let Some(alpha) = s.ent_coef.filter(|_| tr.cfg.algo.has_temperature()) {
+            d.set_item("train/ent_coef", alpha)?;
+        }
+        d.set_item("train/n_updates", n_updates)?;
+    } else {
+        on_policy_keys(&d, tr, r)?;
+    }
     let episodes = PyList::empty(py);
     for (step, ep) in &r.finished {
         episodes.append((step, ep.episode_return, ep.length))?;
     }
     d.set_item("episodes", episodes)?;
     Ok(d)
+}
+
+/// PPO's and A2C's `train/…` keys, as SB3 logs them.
+fn on_policy_keys(d: &Bound<'_, PyDict>, tr: &Trainer, r: &UpdateReport) -> PyResult<()> {
+    let s = &r.stats;
+    d.set_item("train/policy_gradient_loss", s.policy_loss)?;
+    d.set_item("train/value_loss", s.value_loss)?;
+    d.set_item("train/entropy_loss", -s.entropy)?;
+    d.set_item("train/approx_kl", s.approx_kl)?;
+    d.set_item("train/clip_fraction", s.clip_fraction)?;
+    d.set_item("train/explained_variance", s.explained_variance)?;
+    d.set_item("train/n_updates", r.update * tr.cfg.n_epochs as u64)
 }
 
 impl Inner {
@@ -432,7 +448,9 @@ impl Model {
         if let Some(n) = env.n_envs(py)? {
             sets.push(format!("n_envs={n}"));
         }
-        let cfg = Config::resolve(preset, None, &sets).py()?;
+        let layered = Config::layered(preset, None, &sets).py()?;
+        Config::check_preset_fits(preset, layered.algo).py()?;
+        let cfg = layered.validate().py()?;
         cfg.check_keys_used(&chosen).py()?;
         let seed = cfg.seed;
         let trainer = env.trainer(py, cfg)?;
@@ -611,6 +629,23 @@ impl Model {
                 checkpoint::save(&path, &l.policy, &opts, &l.ck.meta).py()
             }
         }
+    }
+
+    /// Writes an off-policy run's replay buffer to `path` (safetensors, atomically). A model
+    /// loaded without env, or an on-policy one, is a `ValueError`.
+    #[pyo3(signature = (path))]
+    fn save_replay_buffer(&self, path: PathBuf) -> PyResult<()> {
+        check_path("save_replay_buffer", &path, true)?;
+        self.lock()?.trainer()?.save_replay_buffer(&path).py()
+    }
+
+    /// Replaces an off-policy run's replay buffer with the one at `path` (written by
+    /// `save_replay_buffer` or beside a run's checkpoint); nothing changes when it does not fit
+    /// (another `buffer_size`, number of envs, observation or action size).
+    #[pyo3(signature = (path))]
+    fn load_replay_buffer(&self, path: PathBuf) -> PyResult<()> {
+        check_path("load_replay_buffer", &path, false)?;
+        self.lock()?.trainer()?.load_replay_buffer(&path).py()
     }
 
     /// The parameters by name, each `(name, shape, flat float32 values)`.

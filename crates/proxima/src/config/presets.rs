@@ -54,6 +54,30 @@ impl Config {
             crate::did_you_mean::closest(name, &PRESETS).map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default();
         Err(ProximaError::Config(format!("unknown preset `{name}`{hint}; presets: {}", PRESETS.join(", "))))
     }
+
+    /// Whether the preset `name` fits `algo`: an on-policy preset for an on-policy algorithm,
+    /// and for SAC, TD3, DDPG and TQC their own preset (another's would run the algorithm with
+    /// the other's critics, noise and entropy term: SAC on `td3` would train with α fixed at 0).
+    ///
+    /// # Errors
+    /// `Config` naming the preset, the algorithm and what to give instead; an unknown preset as
+    /// [`Config::preset`].
+    pub fn check_preset_fits(name: &str, algo: AlgoName) -> Result<()> {
+        let p = Config::preset(name)?;
+        let (own, theirs) = (algo.as_str(), p.algo.as_str().to_uppercase());
+        if algo.is_off_policy() != p.is_off_policy() {
+            let kind = if algo.is_off_policy() { "an off-policy" } else { "an on-policy" };
+            return Err(ProximaError::Config(format!(
+                "preset `{name}` holds {theirs}'s hyperparameters, which do not fit algo `{own}` ({kind} algorithm): leave the preset out (it defaults to the algorithm's own) or pick one of the same kind"
+            )));
+        }
+        if algo.is_off_policy() && p.algo != algo {
+            return Err(ProximaError::Config(format!(
+                "preset `{name}` holds {theirs}'s hyperparameters, which would run algo `{own}` with {theirs}'s critics, noise and entropy term: SAC, TD3, DDPG and TQC each take their own preset; leave the preset out or give `{own}`"
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// CleanRL `ppo.py` defaults (Huang et al. 2022): 4 envs × 128 steps, 4 minibatches, 4 epochs,
@@ -421,6 +445,21 @@ mod tests {
         assert_eq!((c.n_envs, c.n_steps, c.n_minibatches(), c.n_epochs), (4, 128, 4, 4));
         assert_eq!(Config::preset("paper-atari").unwrap().n_minibatches(), 4);
         assert_eq!(Config::preset("paper-mujoco").unwrap().n_minibatches(), 32);
+    }
+
+    #[test]
+    fn an_off_policy_algorithm_takes_its_own_preset_and_an_on_policy_one_any_on_policy_preset() {
+        for p in PRESETS {
+            let own = Config::preset(p).unwrap().algo;
+            for algo in [AlgoName::Ppo, AlgoName::A2c, AlgoName::Sac, AlgoName::Td3, AlgoName::Ddpg, AlgoName::Tqc] {
+                let fits = if algo.is_off_policy() { own == algo } else { !own.is_off_policy() };
+                let got = Config::check_preset_fits(p, algo);
+                assert_eq!(got.is_ok(), fits, "preset {p}, algo {algo}: {got:?}");
+            }
+        }
+        let e = Config::check_preset_fits("ddpg", AlgoName::Tqc).unwrap_err().to_string();
+        assert!(e.contains("preset `ddpg` holds DDPG's hyperparameters, which would run algo `tqc`"), "{e}");
+        assert!(Config::check_preset_fits("nope", AlgoName::Sac).unwrap_err().to_string().contains("unknown preset"));
     }
 }
 

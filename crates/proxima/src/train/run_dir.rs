@@ -181,7 +181,7 @@ impl Callback for RunDir {
     fn on_update(&mut self, trainer: &Trainer, r: &UpdateReport) -> Result<bool> {
         self.seconds = (r.collect_seconds, r.update_seconds);
         self.csv.write(&Self::csv_row(r))?;
-        write_tensorboard(&mut self.tb, r)?;
+        write_tensorboard(&mut self.tb, trainer.cfg.is_off_policy(), r)?;
         let freq = trainer.cfg.checkpoint_freq as u64;
         if freq > 0 && r.update % freq == 0 {
             trainer
@@ -192,16 +192,29 @@ impl Callback for RunDir {
 }
 
 /// An iteration's TensorBoard scalars, CleanRL's tags (`charts/episodic_return` per finished
-/// episode, `losses/approx_kl`, …), flushed: what a run directory writes, and the Python
+/// episode, `losses/approx_kl`, …; for SAC, TD3, DDPG and TQC (`off_policy`) those of CleanRL's
+/// `sac_continuous_action.py` and `td3_continuous_action.py`: `losses/qf_loss`,
+/// `losses/actor_loss`, `losses/alpha`), flushed: what a run directory writes, and the Python
 /// package's `tensorboard_log`.
 ///
 /// # Errors
 /// `Io`.
-pub fn write_tensorboard(tb: &mut TensorBoardWriter, r: &UpdateReport) -> Result<()> {
+pub fn write_tensorboard(tb: &mut TensorBoardWriter, off_policy: bool, r: &UpdateReport) -> Result<()> {
     let s = &r.stats;
     for (step, ep) in &r.finished {
         tb.add_scalar("charts/episodic_return", ep.episode_return, *step)?;
         tb.add_scalar("charts/episodic_length", ep.length as f64, *step)?;
+    }
+    if off_policy {
+        let entropy = Some(("losses/entropy", s.entropy)).filter(|(_, v)| v.is_finite());
+        let alpha = s.ent_coef.map(|a| ("losses/alpha", a));
+        let actor = Some(("losses/actor_loss", s.policy_loss)).filter(|(_, v)| v.is_finite());
+        let always =
+            [("charts/learning_rate", s.learning_rate), ("charts/SPS", r.sps), ("losses/qf_loss", s.value_loss)];
+        for (tag, v) in always.into_iter().chain(actor).chain(entropy).chain(alpha) {
+            tb.add_scalar(tag, v, r.global_step)?;
+        }
+        return tb.flush();
     }
     for (tag, v) in [
         ("charts/learning_rate", s.learning_rate),

@@ -343,16 +343,11 @@ impl Trainer {
     /// `Io`.
     pub fn save_checkpoint(&self, path: &Path) -> Result<()> {
         self.save(path)?;
-        let Algo::OffPolicy(learner) = &self.algo else { return Ok(()) };
-        if !self.cfg.save_replay_buffer {
+        if !matches!(self.algo, Algo::OffPolicy(_)) || !self.cfg.save_replay_buffer {
             return Ok(());
         }
         let replay = replay_path(path);
-        let (arrays, meta) = learner.state().replay.to_parts();
-        let shaped: Vec<crate::io::NamedTensor<'_>> =
-            arrays.iter().map(|(n, v)| (n.to_string(), vec![v.len()], v.as_slice())).collect();
-        let md = [("replay_buffer".to_string(), meta)].into_iter().collect();
-        crate::io::write_f32_safetensors(&replay, &shaped, md)?;
+        self.save_replay_buffer(&replay)?;
         if let Some(dir) = path.parent() {
             for old in std::fs::read_dir(dir).into_iter().flatten().filter_map(|e| e.ok().map(|e| e.path())) {
                 if old != replay && old.to_string_lossy().ends_with(REPLAY_SUFFIX) {
@@ -361,6 +356,44 @@ impl Trainer {
             }
         }
         Ok(())
+    }
+
+    /// Writes an off-policy run's replay buffer to `path` (atomically; safetensors: the stored
+    /// transitions, `observations`, `next_observations`, `actions`, `rewards`, `terminated`,
+    /// `truncated`, flat f32, and the buffer's shape in the `replay_buffer` metadata): SB3's
+    /// `save_replay_buffer`, the file checkpoints write beside them.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for an on-policy run (it has no replay buffer); `Io`.
+    pub fn save_replay_buffer(&self, path: &Path) -> Result<()> {
+        let Algo::OffPolicy(learner) = &self.algo else {
+            return Err(ProximaError::InvalidArgument(format!(
+                "{}: an on-policy run has no replay buffer",
+                path.display()
+            )));
+        };
+        let (arrays, meta) = learner.state().replay.to_parts();
+        let shaped: Vec<crate::io::NamedTensor<'_>> =
+            arrays.iter().map(|(n, v)| (n.to_string(), vec![v.len()], v.as_slice())).collect();
+        let md = [("replay_buffer".to_string(), meta)].into_iter().collect();
+        crate::io::write_f32_safetensors(path, &shaped, md)
+    }
+
+    /// Replaces an off-policy run's replay buffer with the one [`Trainer::save_replay_buffer`]
+    /// wrote to `path` (SB3's `load_replay_buffer`): its transitions and where the next one goes.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for an on-policy run; `Io` for an unreadable file; `Checkpoint` for a
+    /// file that is not a replay buffer or one of another shape (capacity, envs, observation or
+    /// action size).
+    pub fn load_replay_buffer(&mut self, path: &Path) -> Result<()> {
+        let Algo::OffPolicy(learner) = &mut self.algo else {
+            return Err(ProximaError::InvalidArgument(format!(
+                "{}: an on-policy run has no replay buffer",
+                path.display()
+            )));
+        };
+        read_replay(learner, path)
     }
 
     /// Takes a checkpoint's parameters, optimiser state, counters (so the learning-rate
@@ -517,11 +550,15 @@ fn restore_off_policy(
             replay.display()
         ))
     };
-    let (meta, file) = crate::io::read_f32_safetensors(&replay, |md, err| {
+    read_replay(learner, &replay).map_err(hint)
+}
+
+/// Reads the replay buffer at `path` into `learner`'s ([`Trainer::load_replay_buffer`]).
+fn read_replay(learner: &mut Learner, path: &Path) -> Result<()> {
+    let (meta, file) = crate::io::read_f32_safetensors(path, |md, err| {
         md.get("replay_buffer").cloned().ok_or_else(|| err("not a replay buffer (no `replay_buffer` metadata)".into()))
-    })
-    .map_err(hint)?;
-    learner.state_mut().replay.load_parts(&meta, &|name| file.get(name).map(|(_, v)| v.to_vec())).map_err(hint)
+    })?;
+    learner.state_mut().replay.load_parts(&meta, &|name| file.get(name).map(|(_, v)| v.to_vec()))
 }
 
 /// Puts a checkpoint's optimiser state (read with [`ADAM_BUFFERS`]) back into `opt`.

@@ -1013,6 +1013,15 @@ impl Trainer {
         }
     }
 
+    /// The off-policy algorithm's gradient steps so far (SB3's `n_updates`; `None` for the
+    /// on-policy ones).
+    pub fn gradient_steps_done(&self) -> Option<u64> {
+        match &self.algo {
+            Algo::OffPolicy(l) => Some(l.state().n_updates),
+            _ => None,
+        }
+    }
+
     /// A `NonFinite` error of the update, with the iteration, the step and the last good
     /// update's diagnostics.
     fn name_the_update(&self, e: ProximaError) -> ProximaError {

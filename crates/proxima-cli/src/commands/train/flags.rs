@@ -61,15 +61,8 @@ pub(super) fn train_config_over(a: &TrainArgs, ranks: usize) -> Result<(&str, Va
     };
     let flags = typed_flag_keys(a)?;
     let preset = a.preset.as_deref().unwrap_or(default_preset);
-    if let (Some(algo), Ok(p)) = (a.algo.as_deref(), Config::preset(preset)) {
-        let off = |x: &str| x.parse::<AlgoName>().is_ok_and(AlgoName::is_off_policy);
-        if off(algo) != p.is_off_policy() {
-            bail!(
-                "--preset {preset} holds {}'s hyperparameters, which do not fit --algo {algo} ({} algorithm): leave --preset out (it defaults to --algo's own) or pick one of the same kind",
-                p.algo.as_str().to_uppercase(),
-                if off(algo) { "an off-policy" } else { "an on-policy" }
-            );
-        }
+    if let (Some(algo), Some(_)) = (algo, &a.preset) {
+        Config::check_preset_fits(preset, algo).map_err(|e| anyhow::anyhow!("--preset {preset} --algo {algo}: {e}"))?;
     }
     let mut cfg = Config::layered(preset, file.as_deref(), &a.sets)?;
     // The typed flags set their keys over the preset, the file and `--set`.
