@@ -150,6 +150,11 @@ fn parse_meta(
     md: &HashMap<String, String>,
     bad: &dyn Fn(String) -> ProximaError,
 ) -> Result<(CheckpointMeta, Option<u64>)> {
+    if md.contains_key("replay_buffer") {
+        return Err(bad("an off-policy run's replay buffer, not a model checkpoint: give the checkpoint beside it \
+             (`update_<n>.safetensors`), the run directory or its `model.safetensors`"
+            .into()));
+    }
     let get =
         |k: &str| md.get(k).cloned().ok_or_else(|| bad(format!("metadata lacks `{k}` (not a Proxima checkpoint?)")));
     let format = get("format")?;
@@ -414,6 +419,21 @@ mod tests {
         std::fs::write(dir.join("trunc"), &bytes[..bytes.len() / 2]).unwrap();
         assert!(load(&dir.join("trunc")).is_err());
         assert!(!dir.read_dir().unwrap().any(|e| e.unwrap().file_name().to_string_lossy().contains(".tmp.")));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn an_sb3_zip_and_a_replay_buffer_are_named_for_what_they_are() {
+        let e = load_bytes(b"PK\x03\x04\x14\x00rest of an SB3 model.zip", "sac.zip").unwrap_err().to_string();
+        assert!(e.contains("sac.zip: a zip archive (a Stable-Baselines3 `.zip`?)"), "{e}");
+        assert!(e.contains("set_parameters(sb3_model.policy.state_dict())"), "{e}");
+        let dir = std::env::temp_dir().join(format!("proxima-ck-replay-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("update_000003.replay.safetensors");
+        let md = [("replay_buffer".to_string(), "{}".to_string())].into_iter().collect();
+        crate::io::write_f32_safetensors(&path, &[("rewards".into(), vec![2], &[1.0, 2.0])], md).unwrap();
+        let e = load(&path).unwrap_err().to_string();
+        assert!(e.contains("an off-policy run's replay buffer, not a model checkpoint"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -153,6 +153,12 @@ pub fn read_f32_safetensors_bytes<T>(
     check_metadata: impl FnOnce(&HashMap<String, String>, &dyn Fn(String) -> ProximaError) -> Result<T>,
 ) -> Result<(T, F32Tensors)> {
     let bad = |m: String| ProximaError::Checkpoint(format!("{shown}: {m}"));
+    if bytes.starts_with(b"PK\x03\x04") {
+        return Err(bad("a zip archive (a Stable-Baselines3 `.zip`?), not a safetensors file: Proxima reads its own \
+             files; to start from an SB3 model's weights, make the same Proxima model and call \
+             `set_parameters(sb3_model.policy.state_dict())`"
+            .into()));
+    }
     let st = SafeTensors::deserialize(bytes).map_err(|e| bad(format!("not a valid safetensors file ({e})")))?;
     let (_, header) = SafeTensors::read_metadata(bytes).map_err(|e| bad(format!("unreadable header ({e})")))?;
     let metadata = header.metadata().clone().unwrap_or_default();

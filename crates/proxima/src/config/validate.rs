@@ -304,7 +304,17 @@ impl Config {
             return bad(format!("algo = `{algo}` trains with Adam (optimizer = `adam`)"));
         }
         if self.activation != Activation::Relu || self.ortho_init || self.shared_trunk {
-            return bad(format!("algo = `{algo}` builds SB3's networks: ReLU layers (activation = `relu`), PyTorch's default initialisation (ortho_init = false), separate actor and critics (shared_trunk = false); this config asks otherwise (an on-policy preset?): use --preset {algo}"));
+            let mut asked = Vec::new();
+            if self.activation != Activation::Relu {
+                asked.push("activation = `tanh`".to_string());
+            }
+            if self.ortho_init {
+                asked.push("ortho_init = true".to_string());
+            }
+            if self.shared_trunk {
+                asked.push("shared_trunk = true".to_string());
+            }
+            return bad(format!("algo = `{algo}` builds SB3's networks: ReLU layers (activation = `relu`), PyTorch's default initialisation (ortho_init = false), separate actor and critics (shared_trunk = false); this config sets {}: leave {} out (the `{algo}` preset, its default, has SB3's)", asked.join(", "), if asked.len() == 1 { "it" } else { "them" }));
         }
         if self.algo == AlgoName::Tqc {
             self.check_tqc()?;

@@ -67,7 +67,8 @@ pub(super) fn train_with_bar(
     let eval = if summary.eval_returns.is_empty() {
         "no evaluation (eval_episodes = 0)".to_string()
     } else {
-        format!("deterministic eval over {} episodes: {m:.2} ± {sd:.2}", summary.eval_returns.len())
+        let n = summary.eval_returns.len();
+        format!("deterministic eval over {n} episode{}: {m:.2} ± {sd:.2}", if n == 1 { "" } else { "s" })
     };
     // A resumed run's steps are the run's, its seconds and SPS this process's: say which is which.
     let resumed = summary.time_elapsed - summary.train_seconds > 0.05;
