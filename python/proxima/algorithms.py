@@ -362,8 +362,7 @@ class BaseAlgorithm:
         calls them (``_on_step`` after every step of the envs; ``False`` stops). Ctrl-C raises
         ``KeyboardInterrupt`` with the model intact and savable (at the end of the current update;
         within a step when a callback is given)."""
-        if isinstance(total_timesteps, bool) or not isinstance(total_timesteps, (int, np.integer)):
-            raise TypeError(f"total_timesteps must be an int, got {type(total_timesteps).__name__}")
+        total_timesteps = _int({"total_timesteps": total_timesteps}, "total_timesteps")  # 1e6 too, as SB3 takes it
         if total_timesteps <= 0:
             raise ValueError(f"total_timesteps must be positive, got {total_timesteps}")
         if self._model is None or not self._model.has_env:
@@ -1584,9 +1583,9 @@ class _OffPolicyAlgorithm(BaseAlgorithm):
         if steps < 0:
             raise ValueError(f"gradient_steps must be an int ≥ 1 (SB3's -1, as many as env steps, is not supported yet), "
                              f"got {steps}")
-        size = h["buffer_size"]
-        if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or not 1 <= int(size) < 2**63:
-            raise ValueError(f"buffer_size must be a positive int (transitions), got {size!r}")
+        size = _int(h, "buffer_size")  # 1e6 too, as SB3's
+        if not 1 <= size < 2**63:
+            raise ValueError(f"buffer_size must be a positive int (transitions), got {h['buffer_size']!r}")
         return {
             **_lr_settings(h["learning_rate"]),
             "algo": self._algo,

@@ -507,7 +507,7 @@ BAD = [
     (lambda: proxima.PPO("MlpPolicy", "CartPole-v1", policy_kwargs=dict(net_arc=[8])), NotImplementedError, "did you mean 'net_arch'"),
     (lambda: proxima.PPO.from_preset("clean", "CartPole-v1"), ValueError, "did you mean 'cleanrl'"),
     (lambda: proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL).learn(-5), ValueError, "positive"),
-    (lambda: proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL).learn(10.5), TypeError, "int"),
+    (lambda: proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL).learn(10.5), ValueError, "total_timesteps must be a whole number"),
     (lambda: proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL).predict(np.zeros(5)), ValueError, "shape"),
     (lambda: proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL).predict(np.array(["a"] * 4)), TypeError, "numeric"),
     (lambda: proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL).predict(np.full(4, np.nan)), ValueError, "non-finite"),

@@ -314,3 +314,14 @@ def test_sb3_methods_without_a_counterpart_say_so():
     with pytest.raises(NotImplementedError, match="set_logger is not supported"):
         model.set_logger(None)
     assert model.get_vec_normalize_env() is None
+
+
+def test_whole_floats_count_as_sb3_takes_them():
+    model = proxima.SAC("MlpPolicy", "Pendulum-v1", buffer_size=1e3, **TINY).learn(100.0)
+    assert model.buffer_size == 1000 and model.num_timesteps == 100
+    with pytest.raises(ValueError, match="total_timesteps must be a whole number"):
+        model.learn(1.5)
+    with pytest.raises(TypeError, match="total_timesteps must be an integer"):
+        model.learn("100")
+    with pytest.raises(ValueError, match="buffer_size must be a whole number"):
+        proxima.SAC("MlpPolicy", "Pendulum-v1", buffer_size=10.5)
