@@ -1026,17 +1026,26 @@ def _spaces_of_model(model: _proxima.Model) -> tuple[gym.spaces.Space, gym.space
 
 
 class _Logger:
-    """``verbose=1``: SB3's table every ``log_interval`` iterations; ``progress_bar``: a bar."""
+    """``verbose=1``: SB3's table every ``log_interval`` iterations (the off-policy algorithms: after
+    an iteration in which the count of finished episodes reached a multiple of ``log_interval``, as
+    SB3 dumps them at every ``log_interval``-th episode); ``progress_bar``: a bar."""
 
     def __init__(self, algo: BaseAlgorithm, log_interval: int, progress_bar: bool, total: int):
         self.algo, self.every, self.total = algo, max(int(log_interval or 1), 1), total
         self.bar = _ProgressBar(total, algo.num_timesteps) if progress_bar else None
         self.start, self.start_step = time.time(), algo.num_timesteps
+        self.by_episodes, self.episodes = isinstance(algo, _OffPolicyAlgorithm), 0
+
+    def _due(self, r: dict) -> bool:
+        if not self.by_episodes:
+            return r["time/iterations"] % self.every == 0
+        before, self.episodes = self.episodes, self.episodes + len(r["episodes"])
+        return self.episodes // self.every > before // self.every
 
     def record(self, r: dict) -> None:
         if self.bar:
             self.bar.update(r["time/total_timesteps"])
-        if self.algo.verbose >= 1 and r["time/iterations"] % self.every == 0:
+        if self._due(r) and self.algo.verbose >= 1:
             elapsed = max(time.time() - self.start, 1e-9)
             rows = {k: v for k, v in r.items() if k != "episodes"}
             rows["time/fps"] = int((r["time/total_timesteps"] - self.start_step) / elapsed)

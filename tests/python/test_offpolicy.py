@@ -302,6 +302,9 @@ def test_off_policy_logs_use_sb3s_off_policy_keys(capsys, tmp_path):
     proxima.TD3("MlpPolicy", "Pendulum-v1", verbose=1, **TINY).learn(200, log_interval=1)
     out = capsys.readouterr().out
     assert "train/actor_loss" in out and "train/ent_coef" not in out and "entropy_loss" not in out
+    # log_interval counts episodes, as SB3's off-policy algorithms do: Pendulum's end every 200 steps.
+    proxima.TD3("MlpPolicy", "Pendulum-v1", verbose=1, **TINY).learn(1000, log_interval=2)
+    assert capsys.readouterr().out.count("train/n_updates") == 2, "after episodes 2 and 4 of 5"
 
 
 def test_sb3_methods_without_a_counterpart_say_so():
