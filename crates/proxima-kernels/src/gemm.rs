@@ -487,9 +487,9 @@ mod x86 {
     }
 
     /// The bytes of B one block of one column panel reads ([`k_block`]). On the Xeon VM (48 KiB
-    /// L1), TD3's 400 × 300 products ran 5–8 % faster in the off-policy step bench and the Nature
-    /// CNN's update ≈ 12 % faster (its dense layer's chains are 3,136 long); SAC's 256-wide ones
-    /// the same.
+    /// L1), TD3's gradient step (400 × 300 products) took ≈ 6 % less time and the Nature CNN's
+    /// update ≈ 8 % less (its dense layer's chains are 3,136 long); SAC's and TQC's steps (256
+    /// wide) the same within noise; 24 KiB measured as 32 (docs/dev/perf-log.md).
     const BLOCK_BYTES: usize = 32 * 1024;
 
     impl Tiles {
