@@ -133,6 +133,10 @@ class BaseAlgorithm:
     _algo: ClassVar[str]
     _preset: ClassVar[str]
     _recurrent: ClassVar[bool] = False
+    # The algorithm's own MLP policy class names in SB3 (``SACPolicy`` is SAC's ``MlpPolicy``), and
+    # whether it trains the Nature CNN (the off-policy algorithms do not).
+    _own_mlp_policies: ClassVar[frozenset[str]] = frozenset()
+    _trains_cnn: ClassVar[bool] = True
 
     def __init__(self, policy: PolicyType, env: Optional[EnvLike], hyper: dict[str, Any], extra: dict[str, Any]):
         self._check_policy(policy)
@@ -174,15 +178,17 @@ class BaseAlgorithm:
     # --- construction -----------------------------------------------------------------------
     def _check_policy(self, policy: PolicyType) -> None:
         name = _policy_name(policy)
-        known = _SB3_POLICIES | _CNN_POLICIES | _MULTI_INPUT_POLICIES | (_LSTM_POLICIES if self._recurrent else set())
+        known = (_SB3_POLICIES | self._own_mlp_policies | _CNN_POLICIES | _MULTI_INPUT_POLICIES
+                 | (_LSTM_POLICIES if self._recurrent else set()))
         if name in _LSTM_POLICIES and not self._recurrent:
             raise ValueError(f"{name} is RecurrentPPO's policy: use proxima.RecurrentPPO({name!r}, env)")
         if self._recurrent and name not in _LSTM_POLICIES:
             raise ValueError(f"RecurrentPPO takes 'MlpLstmPolicy', 'CnnLstmPolicy' or 'MultiInputLstmPolicy', not {name!r}")
         if name not in known:
-            hint = difflib.get_close_matches(str(name), sorted(known), n=1)
+            offered = ["MlpPolicy", "CnnPolicy", "MultiInputPolicy"] if self._trains_cnn else ["MlpPolicy", "MultiInputPolicy"]
+            hint = difflib.get_close_matches(str(name), sorted(known if self._trains_cnn else known - _CNN_POLICIES), n=1)
             more = f" (did you mean {hint[0]!r}?)" if hint else ""
-            raise ValueError(f"unknown policy {name!r}{more}; supported: 'MlpPolicy', 'CnnPolicy', 'MultiInputPolicy'")
+            raise ValueError(f"unknown policy {name!r}{more}; supported: {', '.join(map(repr, offered))}")
 
     def _check_observation_space(self) -> None:
         """SB3's rule: Dict observations take ``MultiInputPolicy``, and only they do (Proxima: Tuple
@@ -1573,6 +1579,8 @@ _OFF_POLICY_DEFAULT_STEPS = 1_000_000
 class _OffPolicyAlgorithm(BaseAlgorithm):
     """What SAC, TD3 and DDPG share (SB3's ``OffPolicyAlgorithm`` arguments)."""
 
+    _trains_cnn = False
+
     def _check_unsupported(self, hyper: dict[str, Any]) -> None:
         for key in ("replay_buffer_class", "replay_buffer_kwargs"):
             if hyper.pop(key, None) is not None:
@@ -1652,6 +1660,7 @@ class SAC(_OffPolicyAlgorithm):
     defaults."""
 
     _algo = "sac"
+    _own_mlp_policies = frozenset({"SACPolicy"})
     _preset = "sac"
 
     def __init__(
@@ -1712,6 +1721,7 @@ class TQC(SAC):
     keyword arguments and defaults (``n_quantiles`` and ``n_critics`` in ``policy_kwargs``)."""
 
     _algo = "tqc"
+    _own_mlp_policies = frozenset({"TQCPolicy"})
     _preset = "tqc"
 
     def __init__(
@@ -1774,6 +1784,7 @@ class TD3(_OffPolicyAlgorithm):
     unless ``action_noise`` is given, as SB3)."""
 
     _algo = "td3"
+    _own_mlp_policies = frozenset({"TD3Policy"})
     _preset = "td3"
 
     def __init__(
@@ -1829,6 +1840,7 @@ class DDPG(_OffPolicyAlgorithm):
     and defaults."""
 
     _algo = "ddpg"
+    _own_mlp_policies = frozenset({"TD3Policy"})
     _preset = "ddpg"
 
     def __init__(

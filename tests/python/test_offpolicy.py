@@ -328,3 +328,17 @@ def test_whole_floats_count_as_sb3_takes_them():
         model.learn("100")
     with pytest.raises(ValueError, match="buffer_size must be a whole number"):
         proxima.SAC("MlpPolicy", "Pendulum-v1", buffer_size=10.5)
+
+
+def test_sb3s_policy_class_names_are_the_mlp_policy_and_hints_leave_out_the_cnn():
+    from stable_baselines3.sac.policies import SACPolicy
+    from stable_baselines3.td3.policies import TD3Policy
+
+    assert proxima.SAC(SACPolicy, "Pendulum-v1", **TINY).policy_class is SACPolicy
+    proxima.SAC("SACPolicy", "Pendulum-v1", **TINY)
+    proxima.TD3(TD3Policy, "Pendulum-v1", **TINY)
+    proxima.DDPG("TD3Policy", "Pendulum-v1", **TINY)  # SB3's DDPG is TD3's policy
+    with pytest.raises(ValueError, match="unknown policy 'CnnPolcy'.*supported: 'MlpPolicy', 'MultiInputPolicy'$"):
+        proxima.SAC("CnnPolcy", "Pendulum-v1")
+    with pytest.raises(ValueError, match="unknown policy 'TD3Policy'"):
+        proxima.SAC("TD3Policy", "Pendulum-v1")
