@@ -185,8 +185,9 @@ class BaseAlgorithm:
         if self._recurrent and name not in _LSTM_POLICIES:
             raise ValueError(f"RecurrentPPO takes 'MlpLstmPolicy', 'CnnLstmPolicy' or 'MultiInputLstmPolicy', not {name!r}")
         if name not in known:
-            offered = ["MlpPolicy", "CnnPolicy", "MultiInputPolicy"] if self._trains_cnn else ["MlpPolicy", "MultiInputPolicy"]
-            hint = difflib.get_close_matches(str(name), sorted(known if self._trains_cnn else known - _CNN_POLICIES), n=1)
+            names = known if self._trains_cnn else known - _CNN_POLICIES
+            offered = [p for p in ("MlpPolicy", "CnnPolicy", "MultiInputPolicy") if p in names]
+            hint = difflib.get_close_matches(str(name), sorted(names), n=1)
             more = f" (did you mean {hint[0]!r}?)" if hint else ""
             raise ValueError(f"unknown policy {name!r}{more}; supported: {', '.join(map(repr, offered))}")
 
