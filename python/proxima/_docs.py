@@ -87,7 +87,8 @@ ON_POLICY = {
         ``net_arch`` (a list of hidden widths, or ``dict(pi=..., vf=...)`` with equal ``pi`` and ``vf``),
         ``activation_fn`` (``torch.nn.Tanh``/``torch.nn.ReLU`` or ``"tanh"``/``"relu"``), ``ortho_init``,
         ``log_std_init``, ``share_features_extractor`` (either value gives SB3's MLP) and Proxima's
-        ``shared_trunk`` (one trunk for both heads). Another key raises ``NotImplementedError``.""",
+        ``shared_trunk`` (one trunk for both heads). Another key of SB3's policies raises
+        ``NotImplementedError``; a key they lack raises ``TypeError``, as SB3's policy does.""",
 }
 
 A2C = {
@@ -151,8 +152,8 @@ OFF_POLICY = {
         these algorithms is another thing: the env steps of one logged iteration.)""",
     "policy_kwargs": """additional arguments to be passed to the policy on creation. Proxima:
         ``net_arch`` (a list, or ``dict(pi=..., qf=...)`` with equal ``pi`` and ``qf``), ``n_critics``,
-        ``activation_fn`` (ReLU only) and ``share_features_extractor``; another key raises
-        ``NotImplementedError``.""",
+        ``activation_fn`` (ReLU only) and ``share_features_extractor``. Another key of SB3's policies
+        raises ``NotImplementedError``; a key they lack raises ``TypeError``.""",
 }
 
 SAC = {
@@ -170,7 +171,8 @@ TQC = {
         ``n_quantiles`` of ``policy_kwargs`` (25), else ``ValueError``.""",
     "policy_kwargs": """additional arguments to be passed to the policy on creation. Proxima: SAC's
         (``net_arch``, ``n_critics``, ``activation_fn`` ReLU only, ``share_features_extractor``) and
-        ``n_quantiles``, the quantiles per critic (25); another key raises ``NotImplementedError``.""",
+        ``n_quantiles``, the quantiles per critic (25). Another key of SB3's policies raises
+        ``NotImplementedError``; a key they lack raises ``TypeError``.""",
 }
 
 TD3 = {

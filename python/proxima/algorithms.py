@@ -14,7 +14,7 @@ import random
 import sys
 import time
 import warnings
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Optional, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, NoReturn, Optional, TypeVar, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -87,6 +87,27 @@ def _activation_name(fn: Union[str, type, Callable[..., object]]) -> str:
     raise NotImplementedError(f"activation_fn {fn!r}: supported are torch.nn.Tanh, torch.nn.ReLU, 'tanh', 'relu'")
 
 
+# Every key SB3's and sb3-contrib's policies take (ActorCriticPolicy, SACPolicy, TD3Policy, TQCPolicy,
+# RecurrentActorCriticPolicy): one of these that Proxima lacks is NotImplementedError; any other key is
+# a TypeError, as SB3's policy constructor raises for an unexpected keyword argument.
+_SB3_POLICY_KWARGS = frozenset({
+    "net_arch", "activation_fn", "ortho_init", "use_sde", "log_std_init", "full_std", "use_expln", "squash_output",
+    "features_extractor_class", "features_extractor_kwargs", "share_features_extractor", "normalize_images",
+    "optimizer_class", "optimizer_kwargs", "clip_mean", "n_critics", "n_quantiles", "lstm_hidden_size",
+    "n_lstm_layers", "shared_lstm", "enable_critic_lstm", "lstm_kwargs"})
+
+
+def _refuse_policy_kwarg(key: str, supported: Iterable[str]) -> NoReturn:
+    """Raises for ``policy_kwargs[key]`` outside ``supported``: ``NotImplementedError`` for a key SB3's
+    policies take, ``TypeError`` (naming the nearest supported key) for one they do not."""
+    everything = sorted(supported)
+    if key in _SB3_POLICY_KWARGS:
+        raise NotImplementedError(f"policy_kwargs[{key!r}] is not supported yet; supported: {everything}")
+    hint = difflib.get_close_matches(key, everything, n=1)
+    more = f" (did you mean {hint[0]!r}?)" if hint else ""
+    raise TypeError(f"policy_kwargs got an unexpected key {key!r}{more}; supported: {everything}")
+
+
 def _policy_settings(policy_kwargs: Optional[dict[str, Any]], also: Iterable[str] = ()) -> dict[str, Setting]:
     """``policy_kwargs`` (SB3's MlpPolicy arguments) as config settings; ``also``: the caller's own
     keys, named in the error for an unknown one."""
@@ -94,10 +115,7 @@ def _policy_settings(policy_kwargs: Optional[dict[str, Any]], also: Iterable[str
     sets: dict[str, Setting] = {}
     for key, value in (policy_kwargs or {}).items():
         if key not in known:
-            everything = sorted(known | set(also))
-            hint = difflib.get_close_matches(key, everything, n=1)
-            more = f" (did you mean {hint[0]!r}?)" if hint else ""
-            raise NotImplementedError(f"policy_kwargs[{key!r}] is not supported{more}; supported: {everything}")
+            _refuse_policy_kwarg(key, known | set(also))
         if key == "net_arch":
             sets["net_arch"] = _net_arch(value)
         elif key == "activation_fn":
@@ -303,6 +321,7 @@ class BaseAlgorithm:
         self.policy_class, self.verbose, self.seed = "MlpPolicy", 0, None
         self.learning_rate = self.clip_range = self.tensorboard_log = None
         self.policy_kwargs, self._hyper, self._sets, self._model = {}, {}, {}, None
+        self._custom_objects: set[str] = set()  # load()'s custom_objects keys
         self._env_given, self._vec_env = env, None
         self._chosen: list[str] = []
         self.observation_space = self.action_space = None
@@ -441,9 +460,16 @@ class BaseAlgorithm:
         return (before, on_step if cb else None, rollout_end if cb else None, after)
 
     def _schedule(self) -> Optional[Callable[[float], tuple[Optional[float], Optional[float]]]]:
-        lr = self.learning_rate if callable(self.learning_rate) else None
-        clip = getattr(self, "clip_range", None)
-        clip = clip if callable(clip) else None
+        def given(key: str) -> Optional[Schedule]:
+            """The schedule of ``key`` given in Python: a callable, or load()'s custom number."""
+            value = getattr(self, key, None)
+            if callable(value):
+                return value  # type: ignore[no-any-return]
+            if value is not None and key in self.__dict__.get("_custom_objects", ()):
+                return lambda _progress, v=float(value): v  # type: ignore[misc]
+            return None
+
+        lr, clip = given("learning_rate"), given("clip_range")
         if lr is None and clip is None:
             return None
         return lambda progress: (
@@ -643,7 +669,10 @@ class BaseAlgorithm:
             print(f"proxima {_proxima.__version__}, Python {platform.python_version()}, {platform.platform()}")
         self = cls._blank(env)
         for key, value in (custom_objects or {}).items():
-            setattr(self, key, value if callable(value) else (lambda v: lambda _progress: v)(float(value)))
+            # A number stays a number (SB3's model.learning_rate is then that float) and holds
+            # over the saved schedule at learn (_schedule).
+            setattr(self, key, value if callable(value) else float(value))
+            self._custom_objects.add(key)
         self._sets = {k: _setting(v) for k, v in kwargs.items()}
         self.tensorboard_log = attrs.get("tensorboard_log")
         self.verbose = int(attrs.get("verbose", 0))
@@ -734,10 +763,12 @@ class BaseAlgorithm:
                 "model's policy.state_dict()), predict() runs the policy, and policy_class is the policy name given")
         if name.startswith("_") or name not in _proxima.CONFIG_KEYS or "_config_toml" not in self.__dict__:
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        config_toml = self.__dict__["_config_toml"]
-        if any(line.partition("=")[0].strip() == name for line in config_toml.splitlines()):
+        config_toml, model = self.__dict__["_config_toml"], self.__dict__.get("_model")
+        # Another algorithm's hyperparameter (TD3's ent_coef) is no attribute, as in SB3.
+        why = model.ignored_key(name) if model is not None else None
+        if why is None and any(line.partition("=")[0].strip() == name for line in config_toml.splitlines()):
             return _config_value(config_toml, name)
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}" + (f": {why}" if why else ""))
 
     @property
     def env(self) -> Optional[VecEnvLike]:
@@ -1520,7 +1551,10 @@ def _train_freq(value: TrainFreq) -> int:
     return int(value)
 
 
-def _off_policy_policy_settings(policy_kwargs: Optional[dict[str, Any]]) -> dict[str, Setting]:
+def _off_policy_policy_settings(policy_kwargs: Optional[dict[str, Any]], also: frozenset[str] = frozenset()
+                                ) -> dict[str, Setting]:
+    """``policy_kwargs`` (SB3's SACPolicy/TD3Policy arguments) as config settings; ``also``: the
+    caller's own keys, named in the error for an unknown one."""
     sets: dict[str, Setting] = {}
     for key, value in (policy_kwargs or {}).items():
         if key == "net_arch":
@@ -1540,10 +1574,7 @@ def _off_policy_policy_settings(policy_kwargs: Optional[dict[str, Any]]) -> dict
         elif key == "share_features_extractor":
             pass  # a Flatten without parameters: shared or not, the same network
         else:
-            known = ["net_arch", "n_critics", "activation_fn", "share_features_extractor"]
-            hint = difflib.get_close_matches(key, known, n=1)
-            more = f" (did you mean {hint[0]!r}?)" if hint else ""
-            raise NotImplementedError(f"policy_kwargs[{key!r}] is not supported{more}; supported: {known}")
+            _refuse_policy_kwarg(key, also | {"net_arch", "n_critics", "activation_fn", "share_features_extractor"})
     return sets
 
 
@@ -1709,6 +1740,16 @@ class SAC(_OffPolicyAlgorithm):
             "target_entropy": _auto_or_float("target_entropy", h["target_entropy"], lambda s: s == "auto"),
         }
 
+    @property
+    def target_entropy(self) -> float:
+        """The entropy target H̄ of α's loss (Haarnoja et al. 2018), as SB3 sets
+        ``model.target_entropy``: the float given, or for ``"auto"`` −dim(A) (``-1.0`` on
+        Pendulum-v1)."""
+        value = _config_value(self.__dict__.get("_config_toml", ""), "target_entropy")
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        return -float(np.prod(self.action_space.shape))
+
     def learn(self, total_timesteps: int, callback: MaybeCallback = None, log_interval: int = 4,
               tb_log_name: str = "SAC", reset_num_timesteps: bool = True, progress_bar: bool = False) -> SAC:
         """(SB3's ``SAC.learn``: see ``BaseAlgorithm.learn``.)"""
@@ -1770,7 +1811,7 @@ class TQC(SAC):
         if "n_quantiles" in kwargs:
             sets["n_quantiles"] = _int(kwargs, "n_quantiles")
             del kwargs["n_quantiles"]
-        return {**_off_policy_policy_settings(kwargs), **sets}
+        return {**_off_policy_policy_settings(kwargs, also=frozenset({"n_quantiles"})), **sets}
 
     def learn(self, total_timesteps: int, callback: MaybeCallback = None, log_interval: int = 4,
               tb_log_name: str = "TQC", reset_num_timesteps: bool = True, progress_bar: bool = False) -> TQC:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import re
 
 import gymnasium as gym
 import numpy as np
@@ -504,7 +505,9 @@ BAD = [
     (lambda: proxima.PPO("MlpPolicy", "CartPole-v1", device="cuda"), NotImplementedError, "CPU"),
     (lambda: proxima.PPO("MlpPolicy", "CartPole-v1", policy_kwargs=dict(net_arch=[-1])), ValueError, "net_arch"),
     (lambda: proxima.PPO("MlpPolicy", "CartPole-v1", policy_kwargs=dict(activation_fn="gelu")), NotImplementedError, "activation_fn"),
-    (lambda: proxima.PPO("MlpPolicy", "CartPole-v1", policy_kwargs=dict(net_arc=[8])), NotImplementedError, "did you mean 'net_arch'"),
+    (lambda: proxima.PPO("MlpPolicy", "CartPole-v1", policy_kwargs=dict(net_arc=[8])), TypeError, "did you mean 'net_arch'"),
+    (lambda: proxima.PPO("MlpPolicy", "CartPole-v1", policy_kwargs=dict(optimizer_class=None)), NotImplementedError,
+     "optimizer_class"),
     (lambda: proxima.PPO.from_preset("clean", "CartPole-v1"), ValueError, "did you mean 'cleanrl'"),
     (lambda: proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL).learn(-5), ValueError, "positive"),
     (lambda: proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL).learn(10.5), ValueError, "total_timesteps must be a whole number"),
@@ -547,7 +550,7 @@ def test_non_finite_observations_from_an_env_raise_the_clis_error():
 
 def test_a_checkpoint_of_another_env_or_algorithm_is_refused_at_load(tmp_path):
     proxima.PPO("MlpPolicy", "CartPole-v1", **SMALL).save(tmp_path / "cp")
-    with pytest.raises(ValueError, match="does not fit"):
+    with pytest.raises(ValueError, match=r"action Discrete\(2\)\) does not fit .*action Box\(-2, 2, \[1\]\)"):
         proxima.PPO.load(tmp_path / "cp", env="Pendulum-v1")
     with pytest.raises(ValueError, match="A2C.load|PPO model"):
         proxima.A2C.load(tmp_path / "cp")
@@ -612,14 +615,18 @@ def test_the_gil_is_released_while_rust_trains():
 
 
 # --- found by a fresh user's try (each was silent or wrong before) --------------------------------------------
-def test_a_schedule_that_ends_at_zero_saves_loads_and_trains_on(tmp_path):
+def test_a_schedule_that_ends_at_zero_saves_loads_and_trains_on(tmp_path, capsys):
     m = proxima.PPO("MlpPolicy", "CartPole-v1", learning_rate=lambda p: 1e-3 * p, clip_range=lambda p: 0.2 * p,
                     **SMALL).learn(256)
     m.save(tmp_path / "lin")
     m.learn(128, reset_num_timesteps=False)
     again = proxima.PPO.load(tmp_path / "lin", env="CartPole-v1", custom_objects={"learning_rate": 1e-4})
+    assert again.learning_rate == 1e-4  # a float, as SB3's model.learning_rate is
+    again.verbose = 1
+    capsys.readouterr()
     again.learn(128, reset_num_timesteps=False)
     assert again.num_timesteps == 384
+    assert re.search(r"\| train/learning_rate +\| 0\.0001 ", capsys.readouterr().out)  # held over the saved schedule
 
 
 def test_loaded_into_more_envs_learn_continues_by_steps(tmp_path):

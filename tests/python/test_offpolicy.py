@@ -198,6 +198,9 @@ BAD = [
     (lambda: proxima.TQC("MlpPolicy", "Pendulum-v1", top_quantiles_to_drop_per_net=-1), ValueError,
      "`top_quantiles_to_drop_per_net` = -1: must be a whole number"),
     (lambda: proxima.SAC("MlpPolicy", "Pendulum-v1", policy_kwargs=dict(n_quantiles=5)), NotImplementedError, "n_quantiles"),
+    (lambda: proxima.SAC("MlpPolicy", "Pendulum-v1", policy_kwargs=dict(n_critic=3)), TypeError, "did you mean 'n_critics'"),
+    (lambda: proxima.TQC("MlpPolicy", "Pendulum-v1", policy_kwargs=dict(n_quantile=3)), TypeError,
+     "did you mean 'n_quantiles'"),
 ]
 
 
@@ -342,3 +345,21 @@ def test_sb3s_policy_class_names_are_the_mlp_policy_and_hints_leave_out_the_cnn(
         proxima.SAC("CnnPolcy", "Pendulum-v1")
     with pytest.raises(ValueError, match="unknown policy 'TD3Policy'"):
         proxima.SAC("TD3Policy", "Pendulum-v1")
+
+
+def test_hyperparameter_attributes_are_the_algorithms_own(tmp_path):
+    """SB3's attributes: SAC's target_entropy resolved as SB3 resolves "auto" (−dim(A)); TD3 and
+    DDPG have no entropy attributes, and no attribute of another algorithm answers."""
+    sac = proxima.SAC("MlpPolicy", "Pendulum-v1", **TINY)
+    assert sac.target_entropy == -1.0 and sac.ent_coef == "auto" and sac.tau == 0.005
+    assert proxima.SAC("MlpPolicy", "Pendulum-v1", target_entropy=-0.5, **TINY).target_entropy == -0.5
+    sac.save(tmp_path / "sac")
+    assert proxima.SAC.load(tmp_path / "sac").target_entropy == -1.0
+    td3 = proxima.TD3("MlpPolicy", "Pendulum-v1", **TINY)
+    assert td3.tau == 0.005 and td3.policy_delay == 2
+    for name in ("ent_coef", "target_entropy", "n_epochs", "gae_lambda"):
+        with pytest.raises(AttributeError, match=f"no attribute '{name}': `{name}` .*has no effect with algo = `td3`"):
+            getattr(td3, name)
+    with pytest.raises(AttributeError, match="no attribute 'n_epochs'"):
+        proxima.SAC.load(tmp_path / "sac").n_epochs
+    assert not hasattr(proxima.DDPG("MlpPolicy", "Pendulum-v1", **TINY), "ent_coef")

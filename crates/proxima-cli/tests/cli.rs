@@ -384,6 +384,8 @@ fn eval_refuses_a_checkpoint_that_does_not_fit() {
     let (code, _, se) = proxima(&["eval", dir.to_str().unwrap(), "--env", "Pendulum-v1"]);
     assert_eq!(code, 1);
     assert!(se.contains("does not fit Pendulum-v1"), "{se}");
+    // The spaces as Gymnasium prints them, not Rust's Debug form.
+    assert!(se.contains("action Discrete(2)") && se.contains("action Box(-2, 2, [1])"), "{se}");
     // A checkpoint whose tensors were tampered with: header says 64 units, file holds fewer bytes.
     let bytes = std::fs::read(dir.join("model.safetensors")).unwrap();
     let cut = dir.join("cut.safetensors");

@@ -137,7 +137,7 @@ impl Space {
         }
     }
 
-    /// A short human description, Gymnasium style: `Discrete(2)`, `Box(-2.0, 2.0, (1,))`.
+    /// A short human description, Gymnasium style: `Discrete(2)`, `Box(-2, 2, [1])`.
     pub fn describe(&self) -> String {
         match self {
             Space::Discrete { n } => format!("Discrete({n})"),

@@ -278,6 +278,15 @@ fn busy() -> PyErr {
     )
 }
 
+/// The preset a saved config started from (`cleanrl` for a file saved before it was recorded).
+fn saved_preset(config_toml: &str) -> String {
+    config_toml
+        .parse::<toml::Table>()
+        .ok()
+        .and_then(|t| t.get("preset").and_then(|p| p.as_str()).map(String::from))
+        .unwrap_or_else(|| "cleanrl".into())
+}
+
 /// A `ValueError` for a path that names no file: empty, or (for `save`, which would write
 /// there) an existing directory. `load` reads a CLI run directory's `model.safetensors`, which
 /// the Python layer resolves; here a directory fails as the file read it is.
@@ -473,11 +482,7 @@ impl Model {
         let mut sets = settings::overrides(settings.as_ref())?;
         let ck = py.detach(|| checkpoint::load(&path)).py()?;
         let cfg_toml = ck.meta.config_toml.clone();
-        let preset = cfg_toml
-            .parse::<toml::Table>()
-            .ok()
-            .and_then(|t| t.get("preset").and_then(|p| p.as_str()).map(String::from))
-            .unwrap_or_else(|| "cleanrl".into());
+        let preset = saved_preset(&cfg_toml);
         let rng = ChaCha8Rng::seed_from_u64(0x9e37_79b9);
         let Some(env) = env else {
             // The backend the run trained on (its checkpoint records it), so a model acts with the
@@ -496,12 +501,12 @@ impl Model {
         let mut trainer = env.trainer(py, cfg)?;
         if trainer.policy.spec() != &ck.meta.policy {
             return Err(PyValueError::new_err(format!(
-                "{}: the saved policy (observations of {}, action {:?}) does not fit this env (observations of {}, action {:?})",
+                "{}: the saved policy (observations of {}, action {}) does not fit this env (observations of {}, action {})",
                 path.display(),
                 ck.meta.policy.obs_dim,
-                ck.meta.policy.action,
+                ck.meta.policy.action.describe(),
                 trainer.policy.spec().obs_dim,
-                trainer.policy.spec().action
+                trainer.policy.spec().action.describe()
             )));
         }
         trainer.load_state_from(&ck).py()?;
@@ -800,6 +805,18 @@ impl Model {
         Ok(match &self.lock()?.state {
             State::Training(t) => t.cfg.to_toml(),
             State::Loaded(l) => l.ck.meta.config_toml.clone(),
+        })
+    }
+
+    /// Why the config's `key` changes nothing for this model's algorithm and settings (TD3's
+    /// `ent_coef`), in the words `train --set` refuses it with; `None` when the key is read.
+    fn ignored_key(&self, key: &str) -> PyResult<Option<String>> {
+        Ok(match &self.lock()?.state {
+            State::Training(t) => t.cfg.ignored_key(key),
+            State::Loaded(l) => {
+                let toml = &l.ck.meta.config_toml;
+                Config::layered(&saved_preset(toml), Some(toml), &[]).ok().and_then(|c| c.ignored_key(key))
+            }
         })
     }
 

@@ -252,7 +252,7 @@ pub(crate) fn check_nets(spec: &PolicySpec, shape: OffPolicyShape) -> Result<()>
 pub fn check_action_space(who: &str, spec: &PolicySpec) -> Result<()> {
     let ActionKind::Continuous { low, high, .. } = &spec.action else {
         return Err(ProximaError::Unsupported(format!(
-            "{who} needs a continuous (Box) action space: the actor's output is a tanh rescaled to the Box; for discrete actions use PPO, A2C or REINFORCE"
+            "{who} needs a continuous (Box) action space: the actor's output is a tanh rescaled to the Box; for discrete actions use PPO, A2C, TRPO, PPG or REINFORCE"
         )));
     };
     if low.iter().chain(high).any(|x| !x.is_finite()) || low.iter().zip(high).any(|(l, h)| l >= h) {

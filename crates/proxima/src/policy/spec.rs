@@ -83,6 +83,18 @@ impl ActionKind {
             ActionKind::Continuous { dim, .. } => *dim,
         }
     }
+    /// The action space it came from, as Gymnasium prints it (`Discrete(2)`,
+    /// `Box(-2, 2, [1])`), for messages.
+    pub fn describe(&self) -> String {
+        match self {
+            ActionKind::Discrete { n } => Space::Discrete { n: *n }.describe(),
+            ActionKind::MultiDiscrete { nvec } => Space::MultiDiscrete { nvec: nvec.clone() }.describe(),
+            ActionKind::Continuous { dim, low, high } => {
+                Space::Box { low: low.clone(), high: high.clone(), shape: vec![*dim], dtype: Default::default() }
+                    .describe()
+            }
+        }
+    }
 }
 
 /// Hidden-layer activation.

@@ -209,12 +209,12 @@ fn check_policy_fits(policy: &dyn Policy, env: &dyn Env, env_id: &str) -> Result
         || kind.act_dim() != policy.spec().action.act_dim()
     {
         return Err(ProximaError::Checkpoint(format!(
-            "the policy (observations of {}{}, action {:?}) does not fit {env_id} (observations {}, action {:?})",
+            "the policy (observations of {}{}, action {}) does not fit {env_id} (observations {}, action {})",
             policy.spec().obs_dim,
             policy.spec().cnn.map(|i| format!(" as {}×{}×{}", i.channels, i.height, i.width)).unwrap_or_default(),
-            policy.spec().action,
+            policy.spec().action.describe(),
             env.observation_space().describe(),
-            kind
+            kind.describe()
         )));
     }
     Ok(kind)

@@ -367,10 +367,7 @@ impl Trainer {
     /// `InvalidArgument` for an on-policy run (it has no replay buffer); `Io`.
     pub fn save_replay_buffer(&self, path: &Path) -> Result<()> {
         let Algo::OffPolicy(learner) = &self.algo else {
-            return Err(ProximaError::InvalidArgument(format!(
-                "{}: an on-policy run has no replay buffer",
-                path.display()
-            )));
+            return Err(no_replay_buffer(path));
         };
         let (arrays, meta) = learner.state().replay.to_parts();
         let shaped: Vec<crate::io::NamedTensor<'_>> =
@@ -388,10 +385,7 @@ impl Trainer {
     /// action size).
     pub fn load_replay_buffer(&mut self, path: &Path) -> Result<()> {
         let Algo::OffPolicy(learner) = &mut self.algo else {
-            return Err(ProximaError::InvalidArgument(format!(
-                "{}: an on-policy run has no replay buffer",
-                path.display()
-            )));
+            return Err(no_replay_buffer(path));
         };
         read_replay(learner, path)
     }
@@ -567,6 +561,11 @@ fn restore_adam(opt: &mut Optimizer, state: OptimizerState) {
     opt.m = buffers.next().unwrap_or_default();
     opt.v = buffers.next().unwrap_or_default();
     opt.t = state.t;
+}
+
+/// The error for a replay-buffer file asked of an on-policy run, naming `path`.
+fn no_replay_buffer(path: &Path) -> ProximaError {
+    ProximaError::InvalidArgument(format!("{}: an on-policy run has no replay buffer", path.display()))
 }
 
 /// The config a checkpoint's run continues with. It starts from the preset the run itself
