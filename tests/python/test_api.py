@@ -259,6 +259,30 @@ class Corridor(gym.Env):
         return np.array([self.pos], np.float32), (1.0 if done else -0.1), done, False, {}
 
 
+class Wide(Corridor):
+    """Corridor's walk seen through 100,000 observation values (400 kB a step)."""
+
+    def __init__(self):
+        super().__init__()
+        self.observation_space = gym.spaces.Box(0.0, 4.0, (100_000,), np.float32)
+
+    def reset(self, seed=None, options=None):
+        obs, info = super().reset(seed=seed)
+        return np.full(100_000, obs[0], np.float32), info
+
+    def step(self, action):
+        obs, *rest = super().step(action)
+        return (np.full(100_000, obs[0], np.float32), *rest)
+
+
+def test_a_rollout_larger_than_memory_is_refused_before_it_is_allocated():
+    """n_steps × n_envs under the transition bound, but 2²⁰ steps of 400 kB observations are 420 GB:
+    refused with what it needs, not an out-of-memory abort (Atari frames are the real case)."""
+    with pytest.raises(ValueError, match=r"n_steps × n_envs = 1048576 × 1: .* needs 39\d\.\d\d GB, more than"):
+        proxima.PPO("MlpPolicy", Wide(), n_steps=2**20, batch_size=64, policy_kwargs=dict(net_arch=[8]))
+    proxima.PPO("MlpPolicy", Wide(), n_steps=64, batch_size=64, policy_kwargs=dict(net_arch=[8])).learn(64)
+
+
 def test_a_user_defined_env_class_trains():
     model = proxima.PPO("MlpPolicy", Corridor(), n_steps=128, batch_size=64, learning_rate=3e-3, seed=1)
     model.learn(4096)
@@ -627,6 +651,23 @@ def test_a_schedule_that_ends_at_zero_saves_loads_and_trains_on(tmp_path, capsys
     again.learn(128, reset_num_timesteps=False)
     assert again.num_timesteps == 384
     assert re.search(r"\| train/learning_rate +\| 0\.0001 ", capsys.readouterr().out)  # held over the saved schedule
+
+
+@pytest.mark.parametrize("cls,env,kw", [
+    ("PPO", "CartPole-v1", SMALL),
+    ("A2C", "CartPole-v1", {}),
+    ("SAC", "Pendulum-v1", dict(learning_starts=50, policy_kwargs=dict(net_arch=[16, 16]))),
+])
+def test_a_loaded_model_learns_with_sb3s_default_reset_num_timesteps(tmp_path, cls, env, kw):
+    """SB3's load(path, env=...) then learn(n): the counters start again from 0 (it panicked on an
+    unsigned underflow of the steps this process took)."""
+    algo = getattr(proxima, cls)
+    first = algo("MlpPolicy", env, **{"seed": 1, **kw}).learn(256)
+    first.save(tmp_path / "m")
+    m = algo.load(tmp_path / "m", env=env)
+    assert m.num_timesteps == first.num_timesteps >= 256
+    m.learn(128)
+    assert 128 <= m.num_timesteps < 256
 
 
 def test_loaded_into_more_envs_learn_continues_by_steps(tmp_path):

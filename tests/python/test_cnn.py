@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import subprocess
+import sys
 import warnings
 
 import gymnasium as gym
@@ -123,6 +125,25 @@ def test_cnn_policy_bad_inputs():
         proxima.PPO("CnnPolicy", [Huge()], n_steps=8, batch_size=8)
 
 
+def test_a_cli_atari_run_trains_on_from_python(tmp_path):
+    """The CLI steps half an `atari:` run's games in a worker process (`vector_env = "subproc"` in
+    its config); Python, which has none, loads the run directory and trains on with them all in
+    process (the same results)."""
+    cli = os.environ.get("PROXIMA_CLI")
+    if importlib.util.find_spec("ale_py") is None or not cli:
+        assert os.environ.get("PROXIMA_REQUIRE_ATARI") != "1", "PROXIMA_REQUIRE_ATARI=1 but ale-py or the CLI is missing"
+        pytest.skip("ale-py or the proxima CLI (PROXIMA_CLI) is missing")
+    game, run = "atari:Breakout?screen_size=36&frame_stack=2", tmp_path / "run"
+    out = subprocess.run([cli, "train", game, "--preset", "paper-atari", "--total-timesteps", "32", "--set", "n_envs=2",
+                          "--set", "n_steps=16", "--set", "batch_size=16", "--run-dir", str(run), "--quiet"],
+                         capture_output=True, text=True, timeout=300, env={**os.environ, "PROXIMA_PYTHON": sys.executable})
+    assert out.returncode == 0, out.stderr
+    assert 'vector_env = "subproc"' in (run / "config.toml").read_text()
+    model = proxima.PPO.load(run, env=game)
+    model.learn(32, reset_num_timesteps=False)
+    assert model.num_timesteps == 64
+
+
 def test_cnn_policy_on_an_atari_id():
     if importlib.util.find_spec("ale_py") is None:
         assert os.environ.get("PROXIMA_REQUIRE_ATARI") != "1", "PROXIMA_REQUIRE_ATARI=1 but ale-py is missing"
@@ -131,6 +152,8 @@ def test_cnn_policy_on_an_atari_id():
         warnings.simplefilter("error")  # the CNN on an Atari id: no note
         model = proxima.PPO("CnnPolicy", "atari:Breakout?screen_size=36&frame_stack=2", n_envs=2, n_steps=8,
                             batch_size=8, n_epochs=1, seed=1)
+    with pytest.raises(ValueError, match="CartPole-v1 is not an Atari game .*give it as gym:CartPole-v1"):
+        proxima.PPO("CnnPolicy", "atari:CartPole-v1", n_envs=1, n_steps=8, batch_size=8)
     with pytest.warns(UserWarning, match="MLP on the stacked frames.*policy='CnnPolicy'"):
         proxima.PPO("MlpPolicy", "atari:Breakout?screen_size=36&frame_stack=2", n_envs=1, n_steps=8, batch_size=8)
     assert model.observation_space == gym.spaces.Box(0, 255, (2, 36, 36), np.uint8)

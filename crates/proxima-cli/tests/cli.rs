@@ -223,6 +223,10 @@ fn bad_input_gets_a_clear_error_and_nonzero_exit() {
             "unknown key `device`: Proxima trains on the CPU (the fused kernels, or candle on the CPU); there is no CUDA build",
         ),
         (
+            vec!["train", "CartPole-v1", "--device", "cuda", "--run-dir", rd],
+            "--device cuda: Proxima trains on the CPU (the fused kernels, or candle on the CPU); there is no CUDA build",
+        ),
+        (
             vec!["train", "Pendulum-v1", "--algo", "sac", "--set", "precision=bf16", "--run-dir", rd],
             "unknown key `precision`: Proxima trains in float32 on every backend",
         ),
@@ -386,6 +390,8 @@ fn eval_refuses_a_checkpoint_that_does_not_fit() {
     assert!(se.contains("does not fit Pendulum-v1"), "{se}");
     // The spaces as Gymnasium prints them, not Rust's Debug form.
     assert!(se.contains("action Discrete(2)") && se.contains("action Box(-2, 2, [1])"), "{se}");
+    let (code, _, se) = proxima(&["eval", dir.to_str().unwrap(), "--device", "cuda"]);
+    assert!(code == 1 && se.contains("--device cuda: Proxima trains on the CPU"), "{se}");
     // A checkpoint whose tensors were tampered with: header says 64 units, file holds fewer bytes.
     let bytes = std::fs::read(dir.join("model.safetensors")).unwrap();
     let cut = dir.join("cut.safetensors");

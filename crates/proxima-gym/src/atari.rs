@@ -158,6 +158,11 @@ impl AleGame {
             if gym.hasattr("register_envs").unwrap_or(false) {
                 gym.call_method1("register_envs", (ale,)).map_err(|e| EnvError::Env(py_err(py, e)))?;
             }
+            if let Some(entry) = non_ale_entry_point(&gym, spec) {
+                return Err(EnvError::UnknownEnv(format!(
+                    "{spec} is not an Atari game (Gymnasium makes it with {entry}): `atari:` takes ALE's games, e.g. atari:Breakout; give it as gym:{spec}"
+                )));
+            }
             let kwargs = PyDict::new(py);
             let set = |k: &str, v: Bound<'_, PyAny>| kwargs.set_item(k, v).map_err(|e| EnvError::Env(py_err(py, e)));
             set("frameskip", 1i64.into_pyobject(py).map_err(|e| EnvError::Env(e.to_string()))?.into_any())?;
@@ -338,4 +343,16 @@ impl AtariGame for AleGame {
                 .map_err(|e| EnvError::Env(format!("{}: np_random.integers: {}", self.id, py_err(py, e))))
         })
     }
+}
+
+/// The entry point of `spec` in Gymnasium's registry when it is registered and not ale-py's
+/// (`CartPole-v1`'s `gymnasium.envs.classic_control.cartpole:CartPoleEnv`); `None` otherwise.
+fn non_ale_entry_point(gym: &Bound<'_, PyAny>, spec: &str) -> Option<String> {
+    let env_spec = gym.getattr("envs").ok()?.getattr("registry").ok()?.call_method1("get", (spec,)).ok()?;
+    if env_spec.is_none() {
+        return None;
+    }
+    let entry = env_spec.getattr("entry_point").ok()?;
+    let entry = entry.extract::<String>().unwrap_or_else(|_| entry.to_string());
+    (!entry.starts_with("ale_py")).then_some(entry)
 }

@@ -32,6 +32,11 @@ impl EnvSource {
         })
     }
 
+    /// Whether it is an `atari:` id (the games the CLI may step in its worker processes).
+    pub fn is_atari_id(&self) -> bool {
+        matches!(self, EnvSource::Id((_, id)) if id.starts_with(proxima::env::atari::ATARI_PREFIX))
+    }
+
     /// A fresh trainer on these envs.
     pub fn trainer(&self, py: Python<'_>, cfg: ValidConfig) -> PyResult<Trainer> {
         if let EnvSource::Objects((kind, _, objs)) = self {

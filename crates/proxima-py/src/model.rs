@@ -496,6 +496,14 @@ impl Model {
         if let Some(n) = env.n_envs(py)? {
             sets.push(format!("n_envs={n}"));
         }
+        // A CLI run of an `atari:` id steps half its games in worker processes of the CLI, which
+        // this program lacks; stepping them all here gives the same results.
+        let saved_subproc = cfg_toml.parse::<toml::Table>().is_ok_and(|t| {
+            t.get("vector_env").and_then(|v| v.as_str()) == Some(proxima::config::VectorEnv::Subproc.as_str())
+        });
+        if saved_subproc && env.is_atari_id() && !chosen.iter().any(|k| k == "vector_env") {
+            sets.push(format!("vector_env={}", proxima::config::VectorEnv::Off.as_str()));
+        }
         let cfg = Config::resolve(&preset, Some(&cfg_toml), &sets).py()?;
         cfg.check_keys_used(&chosen).py()?;
         let mut trainer = env.trainer(py, cfg)?;
@@ -716,9 +724,7 @@ impl Model {
     #[pyo3(signature = ())]
     fn reset_num_timesteps(&self) -> PyResult<()> {
         let mut inner = self.lock()?;
-        let tr = inner.trainer()?;
-        tr.global_step = 0;
-        tr.update = 0;
+        inner.trainer()?.reset_num_timesteps();
         Ok(())
     }
 

@@ -304,8 +304,8 @@ impl Checkpoint {
     /// parameters of `spec` (exact resume).
     ///
     /// # Errors
-    /// `Checkpoint` when the file holds no such optimiser state or a buffer is missing or
-    /// mis-sized.
+    /// `Checkpoint` when the file holds no such optimiser state or a buffer is missing,
+    /// mis-sized or holds a non-finite value (a damaged file).
     pub fn optimizer_state(&self, name: &str, buffers: &[&str], spec: &PolicySpec) -> Result<OptimizerState> {
         self.optimizer_state_for(name, buffers, &spec.param_shapes())
     }
@@ -331,6 +331,10 @@ impl Checkpoint {
             for (param, shape) in shapes {
                 let key = format!("{name}.{b}.{param}");
                 match self.file.get(&key) {
+                    // Training never saves one (a step that would makes the run stop first).
+                    Some((_, data)) if data.iter().any(|x| !x.is_finite()) => {
+                        return Err(self.file.error(format!("optimiser state `{key}` holds non-finite values")))
+                    }
                     Some((_, data)) if data.len() == shape.iter().product::<usize>() => arrays.push(data.to_vec()),
                     _ => return Err(self.file.error(format!("optimiser state `{key}` missing or mis-sized"))),
                 }
@@ -406,6 +410,13 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("no optimiser"));
+        // A damaged moment (NaN) is the file's fault, said at load, not a divergence at the next step.
+        let mut damaged = adam_state(&net);
+        damaged.buffers[1].1[1][2] = f32::NAN;
+        let damaged_path = dir.join("damaged.safetensors");
+        save(&damaged_path, &net, &[(OPTIMIZER, &damaged)], &meta(16)).unwrap();
+        let e = load(&damaged_path).unwrap().optimizer_state(OPTIMIZER, &["m", "v"], net2.spec()).unwrap_err();
+        assert!(e.to_string().contains("optimiser state `optim.v.") && e.to_string().contains("non-finite"), "{e}");
 
         // A network of another width is refused, by name and shape.
         let mut other = ActorCritic::new(spec(32), &Device::Cpu, &mut rng).unwrap();

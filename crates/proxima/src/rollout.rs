@@ -366,6 +366,38 @@ impl RolloutBuffer {
     /// An empty buffer for T = `n_steps`, N = `n_envs`, storing `head_dim` distribution
     /// parameters of π_θold per transition (0: none).
     pub fn new(n_steps: usize, n_envs: usize, obs_dim: usize, act_dim: usize, head_dim: usize) -> Self {
+        Self::with_storage(n_steps, n_envs, obs_dim, act_dim, head_dim, false)
+    }
+
+    /// As [`RolloutBuffer::new`], the observations stored as bytes ([`Observations::U8`]) from the
+    /// start: no float copy of the frames is ever allocated.
+    pub fn new_uint8(n_steps: usize, n_envs: usize, obs_dim: usize, act_dim: usize, head_dim: usize) -> Self {
+        Self::with_storage(n_steps, n_envs, obs_dim, act_dim, head_dim, true)
+    }
+
+    /// Bytes a buffer of `n_steps × n_envs` transitions takes (observations as bytes or f32,
+    /// the per-transition floats and flags), for refusing one the machine cannot hold.
+    pub fn bytes_needed(
+        n_steps: usize,
+        n_envs: usize,
+        obs_dim: usize,
+        act_dim: usize,
+        head_dim: usize,
+        uint8: bool,
+    ) -> u128 {
+        let obs = obs_dim as u128 * if uint8 { 1 } else { 4 };
+        let floats = (act_dim + head_dim + 7) as u128;
+        n_steps as u128 * n_envs as u128 * (obs + 4 * floats + 3)
+    }
+
+    fn with_storage(
+        n_steps: usize,
+        n_envs: usize,
+        obs_dim: usize,
+        act_dim: usize,
+        head_dim: usize,
+        uint8: bool,
+    ) -> Self {
         let len = n_steps * n_envs;
         RolloutBuffer {
             n_steps,
@@ -373,7 +405,11 @@ impl RolloutBuffer {
             obs_dim,
             act_dim,
             head_dim,
-            observations: Observations::F32(vec![0.0; len * obs_dim]),
+            observations: if uint8 {
+                Observations::U8(vec![0; len * obs_dim])
+            } else {
+                Observations::F32(vec![0.0; len * obs_dim])
+            },
             actions: vec![0.0; len * act_dim],
             log_probs: vec![0.0; len],
             values: vec![0.0; len],

@@ -19,6 +19,9 @@ pub struct BenchEnvArgs {
 pub fn exec(a: BenchEnvArgs) -> Result<()> {
     use rand::SeedableRng;
     let BenchEnvArgs { env_id, steps, seed } = a;
+    if steps == 0 {
+        anyhow::bail!("--steps must be at least 1");
+    }
     let mut env = proxima::env::make(&env_id)?;
     let space = env.action_space();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
@@ -34,6 +37,7 @@ pub fn exec(a: BenchEnvArgs) -> Result<()> {
         }
     }
     let dt = t0.elapsed().as_secs_f64();
-    println!("{env_id}: {steps} random steps ({episodes} episodes) in {dt:.2} s: {:.0} steps/s", steps as f64 / dt);
+    let s = if episodes == 1 { "" } else { "s" };
+    println!("{env_id}: {steps} random steps ({episodes} episode{s}) in {dt:.2} s: {:.0} steps/s", steps as f64 / dt);
     Ok(())
 }

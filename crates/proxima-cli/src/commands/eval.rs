@@ -41,11 +41,17 @@ pub struct EvalArgs {
     /// networks they do not cover), fused or candle; a checkpoint of either backend loads into both.
     #[arg(long, value_parser = ["auto", "fused", "candle"], default_value = "auto")]
     backend: String,
+    /// Not an option: PyTorch users reach for it, and are told that Proxima runs on the CPU.
+    #[arg(long, hide = true, value_name = "DEVICE")]
+    device: Option<String>,
 }
 
 /// `proxima eval`: episodes of a checkpoint's policy, optionally recorded.
 pub fn exec(a: EvalArgs) -> Result<()> {
-    let EvalArgs { path, episodes, deterministic, json, env, seed, render, render_episodes, fps, backend } = a;
+    let EvalArgs { path, episodes, deterministic, json, env, seed, render, render_episodes, fps, backend, device } = a;
+    if let Some(device) = device {
+        bail!("--device {device}: {}", proxima::config::CPU_ONLY);
+    }
     set_threads(1);
     if episodes == 0 {
         bail!("--episodes must be at least 1");
@@ -104,7 +110,8 @@ pub fn exec(a: EvalArgs) -> Result<()> {
         println!("{out}");
     } else {
         println!(
-            "{env_id}: mean return {m:.2} ± {sd:.2} over {episodes} episodes ({}) from {}",
+            "{env_id}: mean return {m:.2} ± {sd:.2} over {episodes} episode{} ({}) from {}",
+            if episodes == 1 { "" } else { "s" },
             if deterministic { "deterministic" } else { "sampled" },
             file.display()
         );

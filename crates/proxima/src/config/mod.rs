@@ -16,6 +16,7 @@ pub use crate::optim::OptimizerName;
 pub use crate::policy::Backend;
 pub use algo_name::{AlgoName, ALGOS};
 pub use presets::PRESETS;
+pub use resolve::CPU_ONLY;
 pub use schema::{Config, VectorEnv, OPTIONAL_KEYS};
 pub use validate::{IntoValidConfig, ValidConfig, MAX_ENVS, MAX_HIDDEN_WEIGHTS, MAX_ROLLOUT, MAX_THREADS, MAX_WIDTH};
 

@@ -200,6 +200,11 @@ fn whole_floats_as_integers(table: &mut toml::Table, preset: &toml::Table) {
     }
 }
 
+/// What Proxima says to a user who asks for a device (`device = "cuda"`, `--device`).
+pub const CPU_ONLY: &str =
+    "Proxima trains on the CPU (the fused kernels, or candle on the CPU); there is no CUDA build, \
+                            and `num_threads` sets how many cores a run uses";
+
 /// `Config` for a key the config does not have, with the closest one when there is one.
 fn check_key(k: &str) -> Result<()> {
     let keys = Config::keys();
@@ -208,11 +213,7 @@ fn check_key(k: &str) -> Result<()> {
     }
     let hint = match k {
         // What other libraries' users reach for first: say what Proxima does instead.
-        "device" => {
-            ": Proxima trains on the CPU (the fused kernels, or candle on the CPU); there is no CUDA build, and \
-                     `num_threads` sets how many cores a run uses"
-                .to_string()
-        }
+        "device" => format!(": {CPU_ONLY}"),
         "noop_max"
         | "frame_skip"
         | "screen_size"

@@ -133,7 +133,7 @@ impl RunDir {
     pub fn finish(self, trainer: &Trainer, t0: Instant) -> Result<RunSummary> {
         let train_seconds = t0.elapsed().as_secs_f64();
         let time_elapsed = trainer.clock.elapsed_offset + train_seconds;
-        let sps = (trainer.global_step - trainer.clock.start_step) as f64 / train_seconds.max(1e-9);
+        let sps = trainer.global_step.saturating_sub(trainer.clock.start_step) as f64 / train_seconds.max(1e-9);
         let model = self.dir.join("model.safetensors");
         trainer.save(&model)?;
         // An off-policy run keeps its last state with the replay buffer too, so that extending it

@@ -433,6 +433,39 @@ fn sampling_seed(seed: u64) -> u64 {
 
 type MakeEnv<'a> = &'a mut dyn FnMut() -> crate::env::Result<Box<dyn Env>>;
 
+/// Whether the rollout stores the observations as bytes: frames (a uint8 space) unless
+/// normalised into floats.
+fn stores_bytes(cfg: &Config, collector: &Collector) -> bool {
+    collector.venv.observation_space().is_uint8() && !cfg.normalize_observation
+}
+
+/// Refuses a rollout of `n_steps × n_envs` transitions the machine cannot hold (an image's
+/// transitions are large: the transition count's own bound lets 473 GB of Atari frames through),
+/// as `buffer_size` is refused: the message says how much it needs. Checked before any is
+/// allocated.
+///
+/// # Errors
+/// `Config`, naming `n_steps` and `n_envs`.
+fn check_rollout_memory(cfg: &Config, spec: &PolicySpec, uint8: bool) -> Result<()> {
+    let (obs_dim, act_dim) = (spec.obs_dim, spec.action.act_dim());
+    // π_θold's parameters at most (a Gaussian's means and log-stds); A3C's workers hold one each.
+    let head_dim = 2 * spec.action.head_dim();
+    let rollouts = if cfg.algo == AlgoName::A3c { 1 + cfg.n_workers as u128 } else { 1 };
+    let need = rollouts * RolloutBuffer::bytes_needed(cfg.n_steps, cfg.n_envs, obs_dim, act_dim, head_dim, uint8);
+    let limit = crate::replay::memory_limit();
+    if need > limit as u128 {
+        return Err(ProximaError::Config(format!(
+            "n_steps × n_envs = {} × {}: a rollout of {} transitions of {obs_dim} observation values each needs {}, more than the {} this machine can give it; lower n_steps or n_envs",
+            cfg.n_steps,
+            cfg.n_envs,
+            cfg.n_steps * cfg.n_envs,
+            crate::replay::human_bytes(need.min(u64::MAX as u128) as u64),
+            crate::replay::human_bytes(limit)
+        )));
+    }
+    Ok(())
+}
+
 /// A3C's workers: each with its own envs (seeded apart), rollout, sampling stream and local
 /// network (whose initial values are overwritten from the global network before first use).
 fn a3c_workers(cfg: &Config, spec: &PolicySpec, make_env: MakeEnv<'_>) -> Result<Vec<Worker>> {
@@ -577,6 +610,7 @@ impl Trainer {
                 Optimizer::rmsprop(&sizes, cfg.learning_rate, cfg.rms_prop_alpha, cfg.rms_prop_eps)
             }
         };
+        check_rollout_memory(&cfg, &spec, stores_bytes(&cfg, &collector))?;
         let algo = Algo::new(&cfg, &spec, &sizes, || a3c_workers(&cfg, &spec, make_env))?;
         let head_dim = algo.old_head_dim(&spec);
         let mut trainer = Self::assemble(env_id, cfg, collector, policy, opt, algo, head_dim);
@@ -602,11 +636,10 @@ impl Trainer {
         let (obs_dim, act_dim) = (policy.spec().obs_dim, policy.spec().action.act_dim());
         // Off-policy runs step their envs themselves: their rollout buffer stays empty.
         let n_steps = if matches!(algo, Algo::OffPolicy(_)) { 0 } else { cfg.n_steps };
-        let mut buf = RolloutBuffer::new(n_steps, cfg.n_envs, obs_dim, act_dim, head_dim);
-        // Frames (a uint8 space) are stored as bytes, unless normalised into floats.
-        if collector.venv.observation_space().is_uint8() && !cfg.normalize_observation {
-            buf = buf.with_uint8_observations();
-        }
+        let buf = match stores_bytes(&cfg, &collector) {
+            true => RolloutBuffer::new_uint8(n_steps, cfg.n_envs, obs_dim, act_dim, head_dim),
+            false => RolloutBuffer::new(n_steps, cfg.n_envs, obs_dim, act_dim, head_dim),
+        };
         Trainer {
             num_updates: cfg.total_timesteps.div_ceil(steps_per_iteration(&cfg, &algo)),
             rng: sampling_rng(cfg.seed),
@@ -1013,6 +1046,17 @@ impl Trainer {
         }
     }
 
+    /// Sets the step and iteration counters to 0 (SB3's `reset_num_timesteps=True`): the
+    /// schedules start again, and SPS and the training time count from here. Parameters,
+    /// optimiser state and the envs' running episodes stay.
+    pub fn reset_num_timesteps(&mut self) {
+        self.global_step = 0;
+        self.update = 0;
+        self.clock.start_step = 0;
+        self.clock.elapsed_offset = 0.0;
+        self.clock.start = Instant::now();
+    }
+
     /// The off-policy algorithm's gradient steps so far (SB3's `n_updates`; `None` for the
     /// on-policy ones).
     pub fn gradient_steps_done(&self) -> Option<u64> {
@@ -1043,7 +1087,7 @@ impl Trainer {
             num_updates: self.num_updates,
             global_step: self.global_step,
             time_elapsed: self.clock.elapsed_offset + elapsed,
-            sps: (self.global_step - self.clock.start_step) as f64 / elapsed.max(1e-9),
+            sps: self.global_step.saturating_sub(self.clock.start_step) as f64 / elapsed.max(1e-9),
             stats,
             ep_return_mean: self.collector.stats.return_mean(),
             ep_len_mean: self.collector.stats.len_mean(),

@@ -67,4 +67,7 @@ pub struct TrainArgs {
     /// No progress bar; print one summary line at the end.
     #[arg(long, short)]
     pub(super) quiet: bool,
+    /// Not an option: PyTorch users reach for it, and are told that Proxima trains on the CPU.
+    #[arg(long, hide = true, value_name = "DEVICE")]
+    pub(super) device: Option<String>,
 }

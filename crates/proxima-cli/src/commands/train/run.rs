@@ -11,6 +11,9 @@ use anyhow::{bail, Result};
 
 /// `proxima train`: a new run, or `--resume` of one, then training with a progress bar.
 pub fn exec(a: TrainArgs) -> Result<()> {
+    if let Some(device) = &a.device {
+        bail!("--device {device}: {}", proxima::config::CPU_ONLY);
+    }
     if let Some((var, value)) = distributed::launched_by() {
         if cfg!(feature = "mpi") || !(var.ends_with("_SIZE") && value == 1) {
             return train_distributed(&a, &var, value);
