@@ -14,6 +14,10 @@ NATIVE_ENV_IDS: list[str]
 PRESETS: list[str]
 CONFIG_KEYS: list[str]
 
+def preset_keys_unread(preset: str, algo: str) -> list[str]:
+    """The keys ``preset`` gives its own on-policy algorithm that ``algo`` does not read (``paper-atari``'s
+    ``n_epochs``, ``batch_size``, ``clip_range`` for ``a2c``); empty for the algorithm's own preset."""
+
 def parse_atari_id(env_id: str) -> tuple[str, dict[str, Union[int, float, bool]]]:
     """``(game_id, options)`` of an ``atari:`` id, read by training's parser: the Gymnasium id of the game and the
     wrappers' settings by SB3's names, defaults filled in. ``ValueError`` for an id training refuses."""

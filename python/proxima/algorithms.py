@@ -341,6 +341,10 @@ class BaseAlgorithm:
         self._sets = {"algo": cls._algo, **self._extra_settings(overrides), "seed": int(self.seed)}
         source, spaces = env_source(env)
         self._model = _proxima.Model.create(source, preset, self._sets, sorted(overrides))
+        unread = _proxima.preset_keys_unread(preset, cls._algo)
+        if unread:
+            warnings.warn(f"preset {preset!r} holds another algorithm's values; {cls.__name__} does not read its "
+                          f"{', '.join(unread)}", UserWarning, stacklevel=2)
         self.observation_space, self.action_space = spaces or _spaces_of_model(self._model)
         self._cache()
         self._attributes_from_config()

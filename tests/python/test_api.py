@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 import os
 import re
+import warnings
 
 import gymnasium as gym
 import numpy as np
@@ -237,6 +238,12 @@ def test_from_preset_is_the_clis_preset():
     with pytest.raises(ValueError, match="preset `cleanrl` holds PPO's hyperparameters, which do not fit algo `ddpg`"):
         proxima.DDPG.from_preset("cleanrl", "Pendulum-v1")
     assert "n_quantiles = 25" in proxima.TQC.from_preset("tqc", "Pendulum-v1")._model.config_toml
+    # Another on-policy algorithm's preset is taken, and what it leaves unread is said.
+    with pytest.warns(UserWarning, match="preset 'cleanrl' holds another algorithm's values; A2C does not read its .*n_epochs"):
+        proxima.A2C.from_preset("cleanrl", "CartPole-v1")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        proxima.A2C.from_preset("a2c", "CartPole-v1")
 
 
 # --- envs of every kind ------------------------------------------------------------------------------

@@ -28,7 +28,21 @@ fn _proxima(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CONFIG_KEYS", proxima::config::Config::keys())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(parse_atari_id, m)?)?;
+    m.add_function(wrap_pyfunction!(preset_keys_unread, m)?)?;
     Ok(())
+}
+
+/// The keys preset `preset` gives its own on-policy algorithm that `algo` does not read
+/// (`paper-atari`'s `n_epochs`, `batch_size`, `clip_range` for `a2c`), for `from_preset`'s
+/// warning; empty for the algorithm's own preset (`Config::preset_keys_unread`).
+///
+/// Errors: `ValueError` for an unknown algorithm.
+#[pyfunction]
+fn preset_keys_unread(preset: &str, algo: &str) -> PyResult<Vec<&'static str>> {
+    let algo = algo
+        .parse::<proxima::config::AlgoName>()
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+    Ok(proxima::config::Config::preset_keys_unread(preset, algo))
 }
 
 /// What an `atari:` id names, read by the parser training uses: `(game_id, options)`, the

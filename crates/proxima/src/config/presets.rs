@@ -78,6 +78,26 @@ impl Config {
         }
         Ok(())
     }
+
+    /// The keys preset `name` gives its own on-policy algorithm other values than `algo`'s own
+    /// preset does, and that `algo` does not read (`paper-atari`'s `n_epochs`, `batch_size` and
+    /// `clip_range` under `a2c`): what a note says is left unused when a preset of another
+    /// on-policy algorithm is taken. Empty for the algorithm's own preset and unknown names.
+    pub fn preset_keys_unread(name: &str, algo: AlgoName) -> Vec<&'static str> {
+        let own_name = if algo == AlgoName::Ppo { "cleanrl" } else { algo.as_str() };
+        let (Ok(given), Ok(own)) = (Config::preset(name), Config::preset(own_name)) else { return Vec::new() };
+        if given.algo == algo || given.is_off_policy() || algo.is_off_policy() {
+            return Vec::new();
+        }
+        let table = |c: &Config| c.to_toml().parse::<toml::Table>().unwrap_or_default();
+        let (given_values, own_values) = (table(&given), table(&own));
+        let under_algo = Config { algo, ..given.clone() };
+        Config::keys()
+            .into_iter()
+            .filter(|k| given.ignored_key(k).is_none() && under_algo.ignored_key(k).is_some())
+            .filter(|k| given_values.get(*k) != own_values.get(*k))
+            .collect()
+    }
 }
 
 /// CleanRL `ppo.py` defaults (Huang et al. 2022): 4 envs × 128 steps, 4 minibatches, 4 epochs,
@@ -460,6 +480,15 @@ mod tests {
         let e = Config::check_preset_fits("ddpg", AlgoName::Tqc).unwrap_err().to_string();
         assert!(e.contains("preset `ddpg` holds DDPG's hyperparameters, which would run algo `tqc`"), "{e}");
         assert!(Config::check_preset_fits("nope", AlgoName::Sac).unwrap_err().to_string().contains("unknown preset"));
+        // An on-policy algorithm on another's preset fits; what it leaves unread is named.
+        let unread = Config::preset_keys_unread("paper-atari", AlgoName::A2c);
+        for k in ["n_epochs", "batch_size", "clip_range"] {
+            assert!(unread.contains(&k), "{unread:?}");
+        }
+        assert!(!unread.contains(&"learning_rate") && !unread.contains(&"n_steps"), "{unread:?}");
+        assert!(Config::preset_keys_unread("a2c", AlgoName::A2c).is_empty());
+        assert!(Config::preset_keys_unread("cleanrl", AlgoName::Ppo).is_empty());
+        assert!(Config::preset_keys_unread("sac", AlgoName::Sac).is_empty());
     }
 }
 

@@ -63,6 +63,13 @@ pub(super) fn train_config_over(a: &TrainArgs, ranks: usize) -> Result<(&str, Va
     let preset = a.preset.as_deref().unwrap_or(default_preset);
     if let (Some(algo), Some(_)) = (algo, &a.preset) {
         Config::check_preset_fits(preset, algo).map_err(|e| anyhow::anyhow!("--preset {preset} --algo {algo}: {e}"))?;
+        let unread = Config::preset_keys_unread(preset, algo);
+        if !unread.is_empty() {
+            eprintln!(
+                "note: --preset {preset} holds another algorithm's values; {algo} does not read its {}",
+                unread.join(", ")
+            );
+        }
     }
     let mut cfg = Config::layered(preset, file.as_deref(), &a.sets)?;
     // The typed flags set their keys over the preset, the file and `--set`.
