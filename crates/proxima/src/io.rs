@@ -143,6 +143,25 @@ pub fn read_f32_safetensors<T>(
     read_f32_safetensors_bytes(&bytes, &path.display().to_string(), check_metadata)
 }
 
+/// What is missing from a safetensors file cut short (a copy or download that stopped): `None`
+/// when its header is whole and its tensors end within the file, or its start is no safetensors
+/// header length at all (garbage).
+fn truncated(bytes: &[u8]) -> Option<String> {
+    const MAX_HEADER: u64 = 100 << 20; // safetensors' own bound
+    let n = u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?);
+    let cut = |need: u64| Some(format!("truncated: it needs at least {need} bytes, the file has {}", bytes.len()));
+    if n > MAX_HEADER {
+        return None;
+    }
+    let Some(header) = bytes.get(8..8 + n as usize) else { return cut(8 + n) };
+    let header: serde_json::Value = serde_json::from_slice(header).ok()?;
+    let end = header.as_object()?.values().filter_map(|t| t.get("data_offsets")?.get(1)?.as_u64()).max()?;
+    if 8 + n + end > bytes.len() as u64 {
+        return cut(8 + n + end);
+    }
+    None
+}
+
 /// [`read_f32_safetensors`] of a file's bytes already read (`shown`: the file's name in errors).
 ///
 /// # Errors
@@ -159,7 +178,10 @@ pub fn read_f32_safetensors_bytes<T>(
              `set_parameters(sb3_model.policy.state_dict())`"
             .into()));
     }
-    let st = SafeTensors::deserialize(bytes).map_err(|e| bad(format!("not a valid safetensors file ({e})")))?;
+    let st = SafeTensors::deserialize(bytes).map_err(|e| match truncated(bytes) {
+        Some(m) => bad(m),
+        None => bad(format!("not a valid safetensors file ({e})")),
+    })?;
     let (_, header) = SafeTensors::read_metadata(bytes).map_err(|e| bad(format!("unreadable header ({e})")))?;
     let metadata = header.metadata().clone().unwrap_or_default();
     let checked = check_metadata(&metadata, &bad)?;
@@ -208,6 +230,20 @@ mod tests {
         let bytes = std::fs::read(&path).unwrap();
         std::fs::write(dir.join("trunc"), &bytes[..bytes.len() - 3]).unwrap();
         let e = read_f32_safetensors(&dir.join("trunc"), |_, _| Ok(())).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!(
+                "truncated: it needs at least {} bytes, the file has {}",
+                bytes.len(),
+                bytes.len() - 3
+            )),
+            "{e}"
+        );
+        // Cut inside the header too; garbage is no safetensors file.
+        std::fs::write(dir.join("trunc"), &bytes[..20]).unwrap();
+        let e = read_f32_safetensors(&dir.join("trunc"), |_, _| Ok(())).unwrap_err().to_string();
+        assert!(e.contains("truncated: it needs at least") && e.contains("the file has 20"), "{e}");
+        std::fs::write(dir.join("junk"), b"hello world, not safetensors").unwrap();
+        let e = read_f32_safetensors(&dir.join("junk"), |_, _| Ok(())).unwrap_err().to_string();
         assert!(e.contains("not a valid safetensors"), "{e}");
         assert!(!dir.read_dir().unwrap().any(|e| e.unwrap().file_name().to_string_lossy().contains(".tmp.")));
         std::fs::remove_dir_all(&dir).unwrap();
