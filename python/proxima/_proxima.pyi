@@ -14,6 +14,10 @@ NATIVE_ENV_IDS: list[str]
 PRESETS: list[str]
 CONFIG_KEYS: list[str]
 
+def ignored_keys(config_toml: str) -> dict[str, str]:
+    """Each key the run of ``config_toml`` does not read, with why (``train --set``'s words); from the text
+    alone, so a callback may ask while the model trains."""
+
 def preset_keys_unread(preset: str, algo: str) -> list[str]:
     """The keys ``preset`` gives its own on-policy algorithm that ``algo`` does not read (``paper-atari``'s
     ``n_epochs``, ``batch_size``, ``clip_range`` for ``a2c``); empty for the algorithm's own preset."""
@@ -82,7 +86,6 @@ class Model:
     def action_space(self) -> Union[tuple[str, int], tuple[str, list[int]], tuple[str, list[float], list[float]]]: ...
     @property
     def config_toml(self) -> str: ...
-    def ignored_key(self, key: str) -> Optional[str]: ...
     @property
     def has_env(self) -> bool: ...
 

@@ -767,9 +767,12 @@ class BaseAlgorithm:
                 "model's policy.state_dict()), predict() runs the policy, and policy_class is the policy name given")
         if name.startswith("_") or name not in _proxima.CONFIG_KEYS or "_config_toml" not in self.__dict__:
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        config_toml, model = self.__dict__["_config_toml"], self.__dict__.get("_model")
-        # Another algorithm's hyperparameter (TD3's ent_coef) is no attribute, as in SB3.
-        why = model.ignored_key(name) if model is not None else None
+        config_toml, ignored = self.__dict__["_config_toml"], self.__dict__.get("_ignored_keys")
+        # Another algorithm's hyperparameter (TD3's ent_coef) is no attribute, as in SB3. Read from
+        # the config's text (once per text), so that a callback may ask while learn() runs.
+        if ignored is None or ignored[0] is not config_toml:
+            ignored = self.__dict__["_ignored_keys"] = (config_toml, _proxima.ignored_keys(config_toml))
+        why = ignored[1].get(name)
         if why is None and any(line.partition("=")[0].strip() == name for line in config_toml.splitlines()):
             return _config_value(config_toml, name)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}" + (f": {why}" if why else ""))

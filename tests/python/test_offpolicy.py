@@ -363,3 +363,14 @@ def test_hyperparameter_attributes_are_the_algorithms_own(tmp_path):
     with pytest.raises(AttributeError, match="no attribute 'n_epochs'"):
         proxima.SAC.load(tmp_path / "sac").n_epochs
     assert not hasattr(proxima.DDPG("MlpPolicy", "Pendulum-v1", **TINY), "ent_coef")
+
+    class ReadsAttributes(BaseCallback):
+        """A callback reads them while learn() runs (the model's lock is held then)."""
+
+        def _on_step(self):
+            self.seen = (self.model.tau, self.model.gamma, hasattr(self.model, "ent_coef"))
+            return True
+
+    reads = ReadsAttributes()
+    td3.learn(60, callback=reads)
+    assert reads.seen == (0.005, 0.99, False)

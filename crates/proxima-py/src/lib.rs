@@ -29,7 +29,21 @@ fn _proxima(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(parse_atari_id, m)?)?;
     m.add_function(wrap_pyfunction!(preset_keys_unread, m)?)?;
+    m.add_function(wrap_pyfunction!(ignored_keys, m)?)?;
     Ok(())
+}
+
+/// Each key the run of `config_toml` (a model's `config_toml`) does not read, with why, in the
+/// words `train --set` refuses it with (TD3's `ent_coef`): SB3 has no such attribute either. It
+/// reads the text alone, so a callback may ask while the model trains.
+///
+/// Errors: `ValueError` for a config that does not parse.
+#[pyfunction]
+fn ignored_keys(config_toml: &str) -> PyResult<std::collections::HashMap<&'static str, String>> {
+    let preset = model::saved_preset(config_toml);
+    let cfg = proxima::config::Config::layered(&preset, Some(config_toml), &[])
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+    Ok(proxima::config::Config::keys().into_iter().filter_map(|k| cfg.ignored_key(k).map(|why| (k, why))).collect())
 }
 
 /// The keys preset `preset` gives its own on-policy algorithm that `algo` does not read

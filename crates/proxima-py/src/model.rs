@@ -279,7 +279,7 @@ fn busy() -> PyErr {
 }
 
 /// The preset a saved config started from (`cleanrl` for a file saved before it was recorded).
-fn saved_preset(config_toml: &str) -> String {
+pub(crate) fn saved_preset(config_toml: &str) -> String {
     config_toml
         .parse::<toml::Table>()
         .ok()
@@ -811,18 +811,6 @@ impl Model {
         Ok(match &self.lock()?.state {
             State::Training(t) => t.cfg.to_toml(),
             State::Loaded(l) => l.ck.meta.config_toml.clone(),
-        })
-    }
-
-    /// Why the config's `key` changes nothing for this model's algorithm and settings (TD3's
-    /// `ent_coef`), in the words `train --set` refuses it with; `None` when the key is read.
-    fn ignored_key(&self, key: &str) -> PyResult<Option<String>> {
-        Ok(match &self.lock()?.state {
-            State::Training(t) => t.cfg.ignored_key(key),
-            State::Loaded(l) => {
-                let toml = &l.ck.meta.config_toml;
-                Config::layered(&saved_preset(toml), Some(toml), &[]).ok().and_then(|c| c.ignored_key(key))
-            }
         })
     }
 

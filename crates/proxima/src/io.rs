@@ -156,8 +156,9 @@ fn truncated(bytes: &[u8]) -> Option<String> {
     let Some(header) = bytes.get(8..8 + n as usize) else { return cut(8 + n) };
     let header: serde_json::Value = serde_json::from_slice(header).ok()?;
     let end = header.as_object()?.values().filter_map(|t| t.get("data_offsets")?.get(1)?.as_u64()).max()?;
-    if 8 + n + end > bytes.len() as u64 {
-        return cut(8 + n + end);
+    let need = (8 + n).saturating_add(end); // `end` is the file's word: it may be anything
+    if need > bytes.len() as u64 {
+        return cut(need);
     }
     None
 }
