@@ -375,19 +375,11 @@ impl RolloutBuffer {
         Self::with_storage(n_steps, n_envs, obs_dim, act_dim, head_dim, true)
     }
 
-    /// Bytes a buffer of `n_steps × n_envs` transitions takes (observations as bytes or f32,
-    /// the per-transition floats and flags), for refusing one the machine cannot hold.
-    pub fn bytes_needed(
-        n_steps: usize,
-        n_envs: usize,
-        obs_dim: usize,
-        act_dim: usize,
-        head_dim: usize,
-        uint8: bool,
-    ) -> u128 {
+    /// Bytes one transition of a buffer takes (its observation as bytes or f32, the floats and
+    /// flags beside it): × `n_steps × n_envs` for refusing a buffer the machine cannot hold.
+    pub fn bytes_per_transition(obs_dim: usize, act_dim: usize, head_dim: usize, uint8: bool) -> u128 {
         let obs = obs_dim as u128 * if uint8 { 1 } else { 4 };
-        let floats = (act_dim + head_dim + 7) as u128;
-        n_steps as u128 * n_envs as u128 * (obs + 4 * floats + 3)
+        obs + 4 * (act_dim + head_dim + 7) as u128 + 3
     }
 
     fn with_storage(

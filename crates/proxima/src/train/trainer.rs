@@ -451,7 +451,8 @@ fn check_rollout_memory(cfg: &Config, spec: &PolicySpec, uint8: bool) -> Result<
     // π_θold's parameters at most (a Gaussian's means and log-stds); A3C's workers hold one each.
     let head_dim = 2 * spec.action.head_dim();
     let rollouts = if cfg.algo == AlgoName::A3c { 1 + cfg.n_workers as u128 } else { 1 };
-    let need = rollouts * RolloutBuffer::bytes_needed(cfg.n_steps, cfg.n_envs, obs_dim, act_dim, head_dim, uint8);
+    let transitions = rollouts * cfg.n_steps as u128 * cfg.n_envs as u128;
+    let need = transitions * RolloutBuffer::bytes_per_transition(obs_dim, act_dim, head_dim, uint8);
     let limit = crate::replay::memory_limit();
     if need > limit as u128 {
         return Err(ProximaError::Config(format!(
