@@ -121,7 +121,8 @@ def test_cnn_policy_bad_inputs():
             self.last = np.zeros((2000, 2000, 1), np.uint8)
             return self.last
 
-    with pytest.raises(ValueError, match="too large for the Nature CNN"):
+    # Named by the user's class, not the channel-first view Proxima puts over its frames.
+    with pytest.raises(ValueError, match="on Huge: .*too large for the Nature CNN"):
         proxima.PPO("CnnPolicy", [Huge()], n_steps=8, batch_size=8)
 
 

@@ -94,11 +94,13 @@ impl EnvSource {
     }
 }
 
-/// The name an env object goes by in errors: its `spec.id` when it has one, else its class.
+/// The name an env object goes by in errors: its `spec.id` when it has one, else its own class
+/// below Gymnasium's wrappers (the user's, not the channel-first view Proxima puts over an image).
 fn env_name(o: &Bound<'_, PyAny>) -> String {
+    let base = o.getattr("unwrapped").unwrap_or_else(|_| o.clone());
     o.getattr("spec")
         .and_then(|s| s.getattr("id"))
         .and_then(|id| id.extract::<String>())
-        .or_else(|_| o.get_type().name().map(|n| n.to_string()))
+        .or_else(|_| base.get_type().name().map(|n| n.to_string()))
         .unwrap_or_else(|_| "env".into())
 }
