@@ -468,7 +468,7 @@ fn stores_bytes(cfg: &Config, collector: &Collector) -> bool {
 }
 
 /// Refuses a rollout of `n_steps × n_envs` transitions the machine cannot hold (an image's
-/// transitions are large: the transition count's own bound lets 473 GB of Atari frames through),
+/// transitions are large: the transition count's own bound lets 442 GB of Atari frames through),
 /// as `buffer_size` is refused: the message says how much it needs. Checked before any is
 /// allocated.
 ///
