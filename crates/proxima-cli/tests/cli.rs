@@ -398,7 +398,29 @@ fn eval_refuses_a_checkpoint_that_does_not_fit() {
     std::fs::write(&cut, &bytes[..bytes.len() - 100]).unwrap();
     let (code, _, se) = proxima(&["eval", cut.to_str().unwrap()]);
     assert_eq!(code, 1);
-    assert!(se.contains("checkpoint error"), "{se}");
+    assert!(se.contains("checkpoint error") && se.contains("truncated: it needs at least"), "{se}");
+}
+
+#[test]
+fn another_on_policy_algorithms_preset_notes_what_is_left_unread() {
+    let dir = tmp("a2c-on-cleanrl");
+    let rd = dir.join("run");
+    let (code, _, se) = proxima(&[
+        "train",
+        "CartPole-v1",
+        "--algo",
+        "a2c",
+        "--preset",
+        "cleanrl",
+        "--total-timesteps",
+        "64",
+        "--run-dir",
+        rd.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert_eq!(code, 0, "{se}");
+    assert!(se.contains("note: --preset cleanrl holds another algorithm's values; a2c does not read its"), "{se}");
+    assert!(se.contains("n_epochs"), "{se}");
 }
 
 fn weights(path: &Path) -> Vec<(String, Vec<u32>)> {
