@@ -40,7 +40,7 @@ fn _proxima(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// Errors: `ValueError` for a config that does not parse.
 #[pyfunction]
 fn ignored_keys(config_toml: &str) -> PyResult<std::collections::HashMap<&'static str, String>> {
-    let preset = model::saved_preset(config_toml);
+    let preset = proxima::config::Config::saved_preset(config_toml);
     let cfg = proxima::config::Config::layered(&preset, Some(config_toml), &[])
         .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
     Ok(proxima::config::Config::keys().into_iter().filter_map(|k| cfg.ignored_key(k).map(|why| (k, why))).collect())

@@ -278,15 +278,6 @@ fn busy() -> PyErr {
     )
 }
 
-/// The preset a saved config started from (`cleanrl` for a file saved before it was recorded).
-pub(crate) fn saved_preset(config_toml: &str) -> String {
-    config_toml
-        .parse::<toml::Table>()
-        .ok()
-        .and_then(|t| t.get("preset").and_then(|p| p.as_str()).map(String::from))
-        .unwrap_or_else(|| "cleanrl".into())
-}
-
 /// A `ValueError` for a path that names no file: empty, or (for `save`, which would write
 /// there) an existing directory. `load` reads a CLI run directory's `model.safetensors`, which
 /// the Python layer resolves; here a directory fails as the file read it is.
@@ -482,7 +473,7 @@ impl Model {
         let mut sets = settings::overrides(settings.as_ref())?;
         let ck = py.detach(|| checkpoint::load(&path)).py()?;
         let cfg_toml = ck.meta.config_toml.clone();
-        let preset = saved_preset(&cfg_toml);
+        let preset = Config::saved_preset(&cfg_toml);
         let rng = ChaCha8Rng::seed_from_u64(0x9e37_79b9);
         let Some(env) = env else {
             // The backend the run trained on (its checkpoint records it), so a model acts with the

@@ -79,6 +79,19 @@ impl Config {
         Ok(())
     }
 
+    /// The preset a checkpoint's saved config (its TOML text) started from: its `preset` key
+    /// when that names a preset, else `cleanrl` (files saved before the key was recorded). Its
+    /// config is layered over it, so that keys left out fall back to the run's own preset.
+    pub fn saved_preset(config_toml: &str) -> String {
+        let table = config_toml.parse::<toml::Table>().ok();
+        table
+            .as_ref()
+            .and_then(|t| t.get("preset").and_then(|p| p.as_str()))
+            .filter(|p| PRESETS.contains(p))
+            .unwrap_or("cleanrl")
+            .to_string()
+    }
+
     /// The keys preset `name` gives its own on-policy algorithm other values than `algo`'s own
     /// preset does, and that `algo` does not read (`paper-atari`'s `n_epochs`, `batch_size` and
     /// `clip_range` under `a2c`): what a note says is left unused when a preset of another

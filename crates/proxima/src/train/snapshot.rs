@@ -573,11 +573,7 @@ fn no_replay_buffer(path: &Path) -> ProximaError {
 /// out, and they must not fall back to another preset's values. `opts` are then set over it.
 fn resumed_config(ck: &checkpoint::Checkpoint, opts: ResumeOptions, ranks: usize) -> Result<ValidConfig> {
     let saved = ck.meta.config_toml.parse::<toml::Table>().ok();
-    let preset = saved
-        .as_ref()
-        .and_then(|t| t.get("preset").and_then(|p| p.as_str()).map(String::from))
-        .filter(|p| crate::config::PRESETS.contains(&p.as_str()))
-        .unwrap_or_else(|| "cleanrl".to_string());
+    let preset = Config::saved_preset(&ck.meta.config_toml);
     let mut cfg = Config::layered(&preset, Some(&ck.meta.config_toml), &[])?;
     if saved.is_some_and(|t| !t.contains_key("backend")) {
         cfg.backend = Backend::Candle; // saved before the key existed: trained on candle
