@@ -29,6 +29,7 @@ mod atari;
 pub mod atari_worker;
 mod dict_obs;
 mod masks;
+mod palette;
 pub mod reward;
 mod subproc;
 mod vector;
