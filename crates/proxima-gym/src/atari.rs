@@ -14,9 +14,8 @@ use crate::palette::Palette;
 use crate::{call_reset, init, make_error, py_err, python_executable, PREFIX};
 use proxima_env::atari::{parse_atari_spec, AtariEnv, AtariGame, GameStep, ATARI_PREFIX};
 use proxima_env::{Env, EnvError, Result};
-use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyTuple};
+use pyo3::types::{PyByteArray, PyByteArrayMethods, PyBytes, PyDict, PyTuple};
 
 /// The env an `atari:SPEC` id names (`proxima_env::atari::env`): SPEC parsed (bad options are
 /// refused before Python starts), the game made by [`AleGame::make`], the wrappers around it.
@@ -59,10 +58,12 @@ struct Direct {
     screen_indices: Py<PyAny>,
     /// The minimal action set's `ale_py.Action`s, by action index.
     actions: Vec<Py<PyAny>>,
-    /// The `[height, width, 3]` uint8 array `getScreenRGB` writes into, and its memory.
-    frame: (Py<PyAny>, PyBuffer<u8>),
-    /// The `[height, width]` uint8 array `getScreen` writes into, and its memory.
-    indices: (Py<PyAny>, PyBuffer<u8>),
+    /// The `[height, width, 3]` uint8 array `getScreenRGB` writes into: a NumPy view of the
+    /// `bytearray` beside it, whose bytes Rust reads (the buffer protocol is not in the limited
+    /// C API the Python package is built for).
+    frame: (Py<PyAny>, Py<PyByteArray>),
+    /// The `[height, width]` uint8 array `getScreen` writes into, and its `bytearray`.
+    indices: (Py<PyAny>, Py<PyByteArray>),
     /// The last frame's palette indices, `[height, width]`.
     index_frame: Vec<u8>,
     /// The game's colours (`None` with colour averaging: a pixel's RGB then blends two frames).
@@ -106,9 +107,10 @@ impl Direct {
             return None;
         }
         let array = |dims: &[usize]| {
-            let a = np.call_method1("zeros", (PyTuple::new(np.py(), dims).ok()?, "uint8")).ok()?;
-            let memory = PyBuffer::<u8>::get(&a).ok().filter(|b| b.is_c_contiguous())?;
-            Some((a.unbind(), memory))
+            let bytes = PyByteArray::new(np.py(), &vec![0u8; dims.iter().product()]);
+            let flat = np.call_method1("frombuffer", (&bytes, "uint8")).ok()?;
+            let a = flat.call_method1("reshape", (PyTuple::new(np.py(), dims).ok()?,)).ok()?;
+            Some((a.unbind(), bytes.unbind()))
         };
         let averaging = ale.call_method1("getBool", ("color_averaging",)).and_then(|v| v.is_truthy());
         Some(Direct {
@@ -141,22 +143,22 @@ impl Direct {
             return self.screen_rgb(py, rgb);
         };
         self.screen_indices.bind(py).call1((self.indices.0.bind(py),))?;
-        self.indices.1.copy_to_slice(py, &mut self.index_frame)?;
+        read_frame(self.indices.1.bind(py), &mut self.index_frame)?;
         if palette.expand(&self.index_frame, rgb) {
             return Ok(());
         }
-        let (frame, memory) = &self.frame;
+        let (frame, bytes) = &self.frame;
         self.screen_rgb.bind(py).call1((frame.bind(py),))?;
-        read_frame(py, memory, rgb)?;
+        read_frame(bytes.bind(py), rgb)?;
         palette.learn(&self.index_frame, rgb);
         Ok(())
     }
 
     /// The current frame through ALE's own conversion (`getScreenRGB`) into `rgb`.
     fn screen_rgb(&self, py: Python<'_>, rgb: &mut [u8]) -> PyResult<()> {
-        let (frame, memory) = &self.frame;
+        let (frame, bytes) = &self.frame;
         self.screen_rgb.bind(py).call1((frame.bind(py),))?;
-        read_frame(py, memory, rgb)
+        read_frame(bytes.bind(py), rgb)
     }
 }
 
@@ -165,17 +167,21 @@ fn raised(id: &str, py: Python<'_>, what: &str, e: PyErr) -> EnvError {
     EnvError::Env(format!("{id}.{what} raised:\n{}", py_err(py, e)))
 }
 
-/// The bytes of a uint8 array (`memory`, the one `getScreenRGB` wrote) into `dst`, which must
-/// be as long.
-fn read_frame(py: Python<'_>, memory: &PyBuffer<u8>, dst: &mut [u8]) -> PyResult<()> {
-    if memory.item_count() != dst.len() {
+/// The bytes ALE wrote into a frame's `bytearray` (through its NumPy view) into `dst`, which
+/// must be as long.
+fn read_frame(bytes: &Bound<'_, PyByteArray>, dst: &mut [u8]) -> PyResult<()> {
+    // SAFETY: Python is attached and nothing runs Python code while the slice is read; the
+    // bytearray cannot be resized (its NumPy view holds its buffer).
+    let src = unsafe { bytes.as_bytes() };
+    if src.len() != dst.len() {
         return Err(pyo3::exceptions::PyValueError::new_err(format!(
-            "the frame getScreenRGB wrote holds {} bytes, not {}",
-            memory.item_count(),
+            "a frame of {} bytes, not {}",
+            src.len(),
             dst.len()
         )));
     }
-    memory.copy_to_slice(py, dst)
+    dst.copy_from_slice(src);
+    Ok(())
 }
 
 impl AleGame {
