@@ -46,7 +46,7 @@ pub struct AleGame {
 /// `ale.act(action_set[a], 1.0)` (the reward, an integer, as a float), `game_over(False)`,
 /// `game_truncated()`; its frame is `getScreenRGB`, read only when someone looks at it — as
 /// palette indices (`getScreen`) turned into RGB by the game's [`Palette`] where it knows every
-/// colour of the frame (without colour averaging), else through `getScreenRGB`, whose colours
+/// colour of the frame, else through `getScreenRGB`, whose colours
 /// the palette then learns.
 struct Direct {
     act: Py<PyAny>,
@@ -66,7 +66,8 @@ struct Direct {
     indices: (Py<PyAny>, Py<PyByteArray>),
     /// The last frame's palette indices, `[height, width]`.
     index_frame: Vec<u8>,
-    /// The game's colours (`None` with colour averaging: a pixel's RGB then blends two frames).
+    /// The game's colours; `None` with colour averaging, as a precaution (ALE maps the blended
+    /// colours back to palette indices, but a frame whose indices are all known is not checked).
     palette: Option<Palette>,
 }
 
@@ -113,6 +114,14 @@ impl Direct {
             Some((a.unbind(), bytes.unbind()))
         };
         let averaging = ale.call_method1("getBool", ("color_averaging",)).and_then(|v| v.is_truthy());
+        let (frame, indices) = (array(&[shape.0, shape.1, 3])?, array(&[shape.0, shape.1])?);
+        let in_place = |name: &str, (view, bytes): &(Py<PyAny>, Py<PyByteArray>)| {
+            writes_in_place(&ale, name, view.bind(ale.py()), bytes.bind(ale.py())).unwrap_or(false)
+        };
+        if !in_place("getScreenRGB", &frame) {
+            return None;
+        }
+        let palette = matches!(averaging, Ok(false)) && in_place("getScreen", &indices);
         Some(Direct {
             act: method("act")?,
             game_over: method("game_over")?,
@@ -121,10 +130,10 @@ impl Direct {
             screen_rgb: method("getScreenRGB")?,
             screen_indices: method("getScreen")?,
             actions,
-            frame: array(&[shape.0, shape.1, 3])?,
-            indices: array(&[shape.0, shape.1])?,
+            frame,
+            indices,
             index_frame: vec![0; shape.0 * shape.1],
-            palette: matches!(averaging, Ok(false)).then(Palette::new),
+            palette: palette.then(Palette::new),
         })
     }
 
@@ -160,6 +169,30 @@ impl Direct {
         self.screen_rgb.bind(py).call1((frame.bind(py),))?;
         read_frame(bytes.bind(py), rgb)
     }
+}
+
+/// Whether `ale.<name>(view)` writes the current frame into `view`'s `bytearray` itself, not into
+/// a copy: with the bytes first all 0 and then all 255 (no frame equals both), each time they
+/// must equal the frame `ale.<name>()` returns as a new array.
+fn writes_in_place(
+    ale: &Bound<'_, PyAny>,
+    name: &str,
+    view: &Bound<'_, PyAny>,
+    bytes: &Bound<'_, PyByteArray>,
+) -> PyResult<bool> {
+    let fresh = ale.call_method0(name)?.call_method0("tobytes")?;
+    let fresh = fresh.cast::<PyBytes>()?.as_bytes().to_vec();
+    for fill in [0u8, 255] {
+        // SAFETY: Python is attached and runs no code while the slice is written.
+        unsafe { bytes.as_bytes_mut() }.fill(fill);
+        ale.call_method1(name, (view,))?;
+        let mut ours = vec![0u8; fresh.len()];
+        read_frame(bytes, &mut ours)?;
+        if ours != fresh {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// `id`'s `what` raised `e` (its traceback).
@@ -343,7 +376,7 @@ impl AtariGame for AleGame {
         Python::attach(|py| {
             if let Some(d) = &mut self.direct {
                 let s = d.step(py, action).map_err(|e| raised(&self.id, py, "step", e))?;
-                d.screen(py, rgb).map_err(|e| raised(&self.id, py, "getScreenRGB", e))?;
+                d.screen(py, rgb).map_err(|e| raised(&self.id, py, "getScreen/getScreenRGB", e))?;
                 return Ok(s);
             }
             let out = self
@@ -369,7 +402,7 @@ impl AtariGame for AleGame {
     }
     fn screen(&mut self, rgb: &mut [u8]) -> Result<()> {
         Python::attach(|py| match &mut self.direct {
-            Some(d) => d.screen(py, rgb).map_err(|e| raised(&self.id, py, "getScreenRGB", e)),
+            Some(d) => d.screen(py, rgb).map_err(|e| raised(&self.id, py, "getScreen/getScreenRGB", e)),
             None => {
                 let frame = self.unwrapped(py)?.getattr("ale").and_then(|a| a.call_method0("getScreenRGB"));
                 self.frame(py, &frame.map_err(|e| self.raised(py, "getScreenRGB", e))?, rgb)
@@ -416,7 +449,9 @@ mod tests {
     use super::*;
 
     /// Every frame read through the palette equals ALE's own RGB conversion of it, in games of
-    /// many colours, across game overs; and after the first frames the palette serves them.
+    /// many colours, across game overs (each compared with `getScreenRGB()` and `getScreen()` as
+    /// new arrays); and the palette serves at least 90 % of them (Qbert shows new colours level
+    /// after level).
     #[test]
     #[ignore = "needs a Python with gymnasium and ale-py (PROXIMA_PYTHON; .ci/run installs them)"]
     fn frames_read_through_the_palette_equal_ales_rgb_frames() {
@@ -428,18 +463,30 @@ mod tests {
             let (n, mut lcg, mut served) = (g.action_meanings().len() as u64, 12345u64, 0);
             for t in 0..3000 {
                 lcg = lcg.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let known = g.direct.as_ref().unwrap().palette.clone().unwrap();
                 let s = g.step(((lcg >> 33) % n) as usize, &mut ours).unwrap();
                 let d = g.direct.as_ref().unwrap();
-                Python::attach(|py| d.screen_rgb(py, &mut ales)).unwrap();
-                assert!(ours == ales, "{game}, frame {t}: the palette's RGB differs from getScreenRGB");
+                // ALE's own frames, as new arrays (not through our bytearrays).
+                let (rgb, indices) = Python::attach(|py| {
+                    let ale = g.unwrapped(py).unwrap().getattr("ale").unwrap();
+                    let fresh = |name: &str| -> Vec<u8> {
+                        let b = ale.call_method0(name).unwrap().call_method0("tobytes").unwrap();
+                        b.cast::<PyBytes>().unwrap().as_bytes().to_vec()
+                    };
+                    (fresh("getScreenRGB"), fresh("getScreen"))
+                });
+                assert!(ours == rgb, "{game}, frame {t}: the palette's RGB differs from getScreenRGB()");
+                assert!(d.index_frame == indices, "{game}, frame {t}: the indices differ from getScreen()");
                 let palette = d.palette.as_ref().unwrap();
                 assert!(palette.in_use(), "{game}, frame {t}: an index showed two colours");
-                served += usize::from(palette.expand(&d.index_frame, &mut ales));
+                // Served by the palette: every index of the frame was known before it.
+                served += usize::from(known.expand(&d.index_frame, &mut ales));
                 if s.terminated || s.truncated {
                     g.reset(None, &mut ours).unwrap();
                 }
             }
-            assert!(served > 2900, "{game}: the palette served {served} of 3,000 frames");
+            eprintln!("{game}: the palette served {served} of 3,000 frames");
+            assert!(served > 2700, "{game}: the palette served {served} of 3,000 frames");
         }
     }
 }
