@@ -4,12 +4,12 @@
 //!
 //! ALE's RGB frame is a pure function of its index frame: each pixel's RGB is the entry of the
 //! game's palette (NTSC, PAL or SECAM, fixed when the ROM is loaded) at the pixel's index
-//! (`ColourPalette::applyPaletteRGB`), unless colour averaging is on (then a pixel blends two
-//! frames: [`crate::atari`] does not use the palette there). The palette is not exposed to
-//! Python, so it is learned: a frame with an index not seen before is read through ALE's
-//! conversion, and its pixels teach the palette their colours. An index that once shows two
-//! colours retires the palette for good ([`Palette::expand`] then always declines), so a
-//! frame is only ever ALE's own RGB or the palette's equal of it.
+//! (`ColourPalette::applyPaletteRGB`; with colour averaging ALE maps the blended colours back to
+//! indices, but [`crate::atari`] leaves the palette out there as a precaution). The palette is
+//! not exposed to Python, so it is learned: a frame with an index not seen before is read
+//! through ALE's conversion, and its pixels teach the palette their colours. An index that once
+//! shows two colours retires the palette for good ([`Palette::expand`] then always declines),
+//! so a frame is only ever ALE's own RGB or the palette's equal of it.
 
 /// The mark of a palette entry not learned yet (no RGB value has bit 24 set).
 const UNKNOWN: u32 = 1 << 24;
