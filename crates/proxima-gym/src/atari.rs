@@ -46,8 +46,7 @@ pub struct AleGame {
 /// `ale.act(action_set[a], 1.0)` (the reward, an integer, as a float), `game_over(False)`,
 /// `game_truncated()`; its frame is `getScreenRGB`, read only when someone looks at it — as
 /// palette indices (`getScreen`) turned into RGB by the game's [`Palette`] where it knows every
-/// colour of the frame, else through `getScreenRGB`, whose colours
-/// the palette then learns.
+/// colour of the frame, else through `getScreenRGB`, whose colours the palette then learns.
 struct Direct {
     act: Py<PyAny>,
     game_over: Py<PyAny>,
