@@ -179,8 +179,7 @@ fn writes_in_place(
     view: &Bound<'_, PyAny>,
     bytes: &Bound<'_, PyByteArray>,
 ) -> PyResult<bool> {
-    let fresh = ale.call_method0(name)?.call_method0("tobytes")?;
-    let fresh = fresh.cast::<PyBytes>()?.as_bytes().to_vec();
+    let fresh = fresh_frame(ale, name)?;
     for fill in [0u8, 255] {
         // SAFETY: Python is attached and runs no code while the slice is written.
         unsafe { bytes.as_bytes_mut() }.fill(fill);
@@ -192,6 +191,12 @@ fn writes_in_place(
         }
     }
     Ok(true)
+}
+
+/// The frame `ale.<name>()` (`getScreen`, `getScreenRGB`) returns as a new array, its bytes.
+fn fresh_frame(ale: &Bound<'_, PyAny>, name: &str) -> PyResult<Vec<u8>> {
+    let frame = ale.call_method0(name)?.call_method0("tobytes")?;
+    Ok(frame.cast::<PyBytes>()?.as_bytes().to_vec())
 }
 
 /// `id`'s `what` raised `e` (its traceback).
@@ -468,11 +473,7 @@ mod tests {
                 // ALE's own frames, as new arrays (not through our bytearrays).
                 let (rgb, indices) = Python::attach(|py| {
                     let ale = g.unwrapped(py).unwrap().getattr("ale").unwrap();
-                    let fresh = |name: &str| -> Vec<u8> {
-                        let b = ale.call_method0(name).unwrap().call_method0("tobytes").unwrap();
-                        b.cast::<PyBytes>().unwrap().as_bytes().to_vec()
-                    };
-                    (fresh("getScreenRGB"), fresh("getScreen"))
+                    (fresh_frame(&ale, "getScreenRGB").unwrap(), fresh_frame(&ale, "getScreen").unwrap())
                 });
                 assert!(ours == rgb, "{game}, frame {t}: the palette's RGB differs from getScreenRGB()");
                 assert!(d.index_frame == indices, "{game}, frame {t}: the indices differ from getScreen()");
