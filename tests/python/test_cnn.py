@@ -7,11 +7,13 @@ The Atari test needs ale-py; it skips (saying so) without it, unless PROXIMA_REQ
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import os
 import subprocess
 import sys
 import warnings
+import weakref
 
 import gymnasium as gym
 import numpy as np
@@ -211,3 +213,26 @@ def _get_env_is_sb3s_atari_stack(model):
     while hasattr(layers[-1], "env"):
         layers.append(layers[-1].env)
     assert not any(isinstance(w, EpisodicLifeEnv) for w in layers) and lives_kept.reset().shape == (1, 84, 84, 1)
+
+
+def test_a_failed_atari_id_keeps_nothing_of_its_caller_alive():
+    """Gymnasium's exception for an unknown game was kept on the thread after its message became a
+    ``ValueError``; its traceback's frames held the caller's locals and, through ``f_back``, the
+    script's globals, so a live model's games outlived the interpreter (ale-py's nanobind then
+    printed "leaked instances" at exit)."""
+    if importlib.util.find_spec("ale_py") is None:
+        assert os.environ.get("PROXIMA_REQUIRE_ATARI") != "1", "PROXIMA_REQUIRE_ATARI=1 but ale-py is missing"
+        pytest.skip("ale-py is not installed")
+
+    class Held:
+        pass
+
+    def fail_to_make_a_game():
+        held = Held()
+        with pytest.raises(ValueError, match="NotAGame"):
+            proxima.PPO("CnnPolicy", "atari:NotAGame", n_envs=1, n_steps=8, batch_size=8)
+        return weakref.ref(held)
+
+    held = fail_to_make_a_game()
+    gc.collect()
+    assert held() is None, "the failed make's exception still holds its caller's frame"

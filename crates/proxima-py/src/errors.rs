@@ -9,9 +9,12 @@ use pyo3::PyErr;
 /// The Python exception for `e`.
 pub fn to_py(e: ProximaError) -> PyErr {
     let msg = e.to_string();
+    // Taken whatever the error: a kept exception holds its traceback's frames and, through their
+    // `f_back`, the caller's frames and globals (a model among them, alive past the interpreter's
+    // exit).
+    let original = proxima_gym::take_python_error();
     if matches!(e, ProximaError::Env(_)) {
         // The exception the error's text came from (not an older one left on this thread).
-        let original = proxima_gym::take_python_error();
         // An exception without a message (`KeyboardInterrupt`) shows as "KeyboardInterrupt: "
         // but its traceback's last line is "KeyboardInterrupt".
         let shown = |o: &PyErr| o.to_string().trim_end().trim_end_matches(':').to_string();
